@@ -1,0 +1,119 @@
+-- trove manifest schema. The single source of the schema: src/manifest/mod.rs applies it to a
+-- new repository and sets PRAGMA user_version to the number below. A later schema adds a
+-- migration step keyed by user_version; never edit a released version in place.
+-- schema-version: 1
+
+-- Pack files in the object store; `name` is the backend key.
+CREATE TABLE packs (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    size        INTEGER NOT NULL,
+    objects     INTEGER NOT NULL,
+    created_ns  INTEGER NOT NULL
+);
+
+-- Object id (BLAKE3 of the raw bytes) -> where its blob lies.
+CREATE TABLE objects (
+    id          BLOB PRIMARY KEY,            -- 32 bytes
+    pack        INTEGER NOT NULL REFERENCES packs(id),
+    offset      INTEGER NOT NULL,            -- of the blob header within the pack
+    stored_len  INTEGER NOT NULL,            -- header + payload
+    raw_len     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- Files over the chunking threshold: content id (BLAKE3 of the whole file) -> ordered chunks.
+CREATE TABLE chunk_lists (
+    content     BLOB NOT NULL,
+    seq         INTEGER NOT NULL,
+    chunk       BLOB NOT NULL,               -- an object id
+    offset      INTEGER NOT NULL,            -- of the chunk within the file
+    PRIMARY KEY (content, seq)
+) WITHOUT ROWID;
+
+-- Content-addressed directories: a tree row exists once per distinct directory content.
+CREATE TABLE trees (
+    id          BLOB PRIMARY KEY,            -- BLAKE3 of the canonical encoding (ARCHITECTURE.md)
+    entries     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE tree_entries (
+    tree        BLOB NOT NULL REFERENCES trees(id),
+    name        BLOB NOT NULL,               -- raw bytes, not necessarily UTF-8
+    kind        INTEGER NOT NULL,            -- 0 file, 1 dir, 2 symlink
+    mode        INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    content     BLOB,                        -- file: content id; dir: child tree id
+    sha256      BLOB,                        -- file only
+    target      BLOB,                        -- symlink only
+    PRIMARY KEY (tree, name)
+) WITHOUT ROWID;
+
+CREATE TABLE workspaces (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    root        BLOB,                        -- last directory snapshotted under this name
+    excludes    TEXT,                        -- JSON list replacing the defaults, or NULL
+    extra_excludes TEXT NOT NULL DEFAULT '[]', -- JSON list added to the effective list
+    created_ns  INTEGER NOT NULL
+);
+
+-- What a file looked like when it was last read, so an unchanged file is not read again.
+CREATE TABLE stat_cache (
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    path        BLOB NOT NULL,
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    ctime_ns    INTEGER NOT NULL,
+    inode       INTEGER NOT NULL,
+    device      INTEGER NOT NULL,
+    mode        INTEGER NOT NULL,
+    content     BLOB NOT NULL,
+    sha256      BLOB NOT NULL,
+    PRIMARY KEY (workspace, path)
+) WITHOUT ROWID;
+
+CREATE TABLE snapshots (
+    id          TEXT PRIMARY KEY,            -- 64 hex characters
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    session     TEXT,
+    parent      TEXT REFERENCES snapshots(id),
+    created_ns  INTEGER NOT NULL,
+    reason      TEXT NOT NULL,
+    root        BLOB NOT NULL REFERENCES trees(id),
+    source_dir  BLOB NOT NULL,
+    files       INTEGER NOT NULL,
+    dirs        INTEGER NOT NULL,
+    symlinks    INTEGER NOT NULL,
+    bytes       INTEGER NOT NULL,
+    added       INTEGER NOT NULL,
+    changed     INTEGER NOT NULL,
+    removed     INTEGER NOT NULL,
+    skipped     INTEGER NOT NULL,            -- sockets, FIFOs, devices
+    warnings    TEXT NOT NULL                -- JSON list of {path, message}
+);
+CREATE INDEX snapshots_by_workspace ON snapshots(workspace, created_ns);
+
+-- The audit log. Append-only: the triggers below refuse UPDATE and DELETE. `seq` is contiguous
+-- from 1; `encoded` is the record's canonical encoding (ARCHITECTURE.md), the future Merkle leaf.
+CREATE TABLE audit (
+    seq         INTEGER PRIMARY KEY,
+    time_ns     INTEGER NOT NULL,
+    actor       TEXT NOT NULL,
+    operation   TEXT NOT NULL,
+    workspace   TEXT,
+    session     TEXT,
+    path        BLOB,
+    dest_path   BLOB,
+    before_sha256 BLOB,
+    after_sha256  BLOB,
+    before_object BLOB,
+    after_object  BLOB,
+    outcome     TEXT NOT NULL,               -- 'ok' or an error kind
+    details     TEXT NOT NULL,               -- JSON object
+    encoded     BLOB NOT NULL
+);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;

@@ -1,0 +1,135 @@
+//! The one error taxonomy of trove: every failure is an [`Error`] with an [`ErrorKind`].
+//!
+//! Policy: the message names the verb and the path or id, and says what to do when there is
+//! something to do; the kind alone decides the CLI exit code (`main.rs`) and, later, the HTTP
+//! status (the server's error mapping). Sources are kept for logs, never parsed.
+
+use std::fmt;
+use std::path::Path;
+
+/// What went wrong, coarsely: enough for a caller to decide what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    InvalidPath,
+    InvalidArgument,
+    TooLarge,
+    IsDirectory,
+    NotText,
+    Unauthorized,
+    PermissionDenied,
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    ReadOnly,
+    StaleFile,
+    PatchFailed,
+    Corrupt,
+    Io,
+    Internal,
+}
+
+impl ErrorKind {
+    /// The snake_case name used in JSON bodies and audit outcomes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidPath => "invalid_path",
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::IsDirectory => "is_directory",
+            ErrorKind::NotText => "not_text",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::ReadOnly => "read_only",
+            ErrorKind::StaleFile => "stale_file",
+            ErrorKind::PatchFailed => "patch_failed",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::Io => "io",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A trove error: a kind, a one-sentence message for people, and the underlying cause.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into(), source: None }
+    }
+
+    pub fn with_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error { kind, message: message.into(), source: Some(Box::new(source)) }
+    }
+
+    /// An I/O failure while doing `verb` on `path`; a missing file becomes `not_found`.
+    pub fn io(verb: &str, path: &Path, source: std::io::Error) -> Error {
+        let kind = match source.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            _ => ErrorKind::Io,
+        };
+        let message = format!("cannot {verb} {}: {source}", path.display());
+        Error::with_source(kind, message, source)
+    }
+
+    /// A manifest (SQLite) failure while doing `verb`.
+    pub fn db(verb: &str, source: rusqlite::Error) -> Error {
+        Error::with_source(ErrorKind::Io, format!("manifest error while {verb}: {source}"), source)
+    }
+
+    pub fn corrupt(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Corrupt, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn invalid_argument(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Internal, message)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

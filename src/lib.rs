@@ -1,0 +1,27 @@
+//! trove: a content-addressed snapshot and trash store for the workspaces AI agents work in.
+//!
+//! The library does the work; the `trove` binary and (later) the HTTP server are thin shells
+//! over it. Nothing here prints or exits. Start at [`Repo`]: `Repo::init` / `Repo::open`, then
+//! [`Repo::snapshot`], and the read-back operations in `view`, `restore` and `export`.
+
+pub mod audit;
+pub mod check;
+pub mod error;
+pub mod export;
+pub mod manifest;
+pub mod object;
+pub mod path;
+pub mod progress;
+pub mod repo;
+pub mod restore;
+pub mod snapshot;
+pub mod tree;
+pub mod view;
+pub mod walk;
+
+pub use error::{Error, ErrorKind, Result};
+pub use manifest::snapshots::{Counts, SnapshotInfo, Warning};
+pub use progress::{NoProgress, Progress};
+pub use repo::Repo;
+pub use snapshot::SnapshotOptions;
+pub use tree::{Entry, EntryKind};

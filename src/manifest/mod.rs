@@ -1,0 +1,163 @@
+//! The manifest: the repository's SQLite database (packs index, trees, snapshots, stat cache,
+//! audit), opened with WAL and foreign keys, its schema applied from `schema.sql`.
+//!
+//! Versioning: `PRAGMA user_version` holds the schema version. A new repository gets
+//! `schema.sql` whole; an older one is migrated step by step (`MIGRATIONS`); a newer one is
+//! refused, because an old binary cannot know what the new columns mean.
+
+pub mod audit;
+pub mod objects;
+pub mod snapshots;
+pub mod stat_cache;
+pub mod trees;
+pub mod workspaces;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub const SCHEMA: &str = include_str!("../../schema.sql");
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Steps from version N to N+1, applied in order; index 0 migrates 1 -> 2. None yet.
+const MIGRATIONS: &[&str] = &[];
+
+pub struct Manifest {
+    conn: Connection,
+}
+
+fn configure(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 10000;
+         PRAGMA cache_size = -32768;",
+    )
+    .map_err(|e| Error::db("configuring the connection", e))
+}
+
+impl Manifest {
+    /// Creates the manifest at `path` (which must not exist) with the current schema.
+    pub fn create(path: &Path) -> Result<Manifest> {
+        let conn = Connection::open(path).map_err(|e| Error::db("creating the manifest", e))?;
+        Manifest::install(conn)
+    }
+
+    /// An in-memory manifest, for tests and throwaway repositories. `name` must be unique in
+    /// the process: it names a shared-cache database so `reader()` sees the same data.
+    pub fn create_in_memory(name: &str) -> Result<Manifest> {
+        let conn = Connection::open_with_flags(
+            format!("file:{name}?mode=memory&cache=shared"),
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(|e| Error::db("creating an in-memory manifest", e))?;
+        Manifest::install(conn)
+    }
+
+    fn install(conn: Connection) -> Result<Manifest> {
+        configure(&conn)?;
+        conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+            .map_err(|e| Error::db("applying schema.sql", e))?;
+        Ok(Manifest { conn })
+    }
+
+    /// Opens an existing manifest, migrating an older schema and refusing a newer one.
+    pub fn open(path: &Path) -> Result<Manifest> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
+        configure(&conn)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| Error::db("reading the schema version", e))?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "repository manifest {} has schema version {version}, newer than this trove's {SCHEMA_VERSION}: upgrade trove",
+                    path.display()
+                ),
+            ));
+        }
+        if version < 1 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{} is not a trove manifest (schema version {version})", path.display()),
+            ));
+        }
+        for (step, sql) in MIGRATIONS.iter().enumerate().skip((version - 1) as usize) {
+            let to = step as i64 + 2;
+            conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
+                .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
+        }
+        Ok(Manifest { conn })
+    }
+
+    /// A second connection to the same database, for lookups from worker threads while this
+    /// one prepares a write. In WAL mode it sees the last committed state.
+    pub fn reader(&self) -> Result<Connection> {
+        let path = self.conn.path().unwrap_or("");
+        let conn = if path.is_empty() {
+            return Err(Error::internal("an unnamed in-memory manifest has no readers"));
+        } else {
+            Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| Error::db("opening a reader", e))?
+        };
+        conn.execute_batch("PRAGMA busy_timeout = 10000;").map_err(|e| Error::db("configuring a reader", e))?;
+        Ok(conn)
+    }
+
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Runs `f` in one transaction: all of its rows land, or none.
+    pub fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| Error::db("starting a transaction", e))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|e| Error::db("committing", e))?;
+        Ok(out)
+    }
+}
+
+/// Maps a rusqlite error from `verb` into ours; shared by the table modules.
+pub(crate) fn db(verb: &'static str) -> impl Fn(rusqlite::Error) -> Error {
+    move |e| Error::db(verb, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_schema_is_refused_and_garbage_is_not_a_manifest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        drop(Manifest::create(&path).expect("create"));
+        Connection::open(&path).expect("open").execute_batch("PRAGMA user_version = 99").expect("bump");
+        let err = Manifest::open(&path).err().expect("newer schema must fail");
+        assert!(err.message().contains("newer"), "{err}");
+
+        let junk = dir.path().join("junk.db");
+        std::fs::write(&junk, b"this is not sqlite at all, just some text padding it out").expect("write");
+        assert!(Manifest::open(&junk).is_err());
+    }
+
+    #[test]
+    fn audit_rows_refuse_update_and_delete() {
+        let m = Manifest::create_in_memory("audit_triggers_test").expect("create");
+        m.conn()
+            .execute(
+                "INSERT INTO audit (seq, time_ns, actor, operation, outcome, details, encoded) VALUES (1, 0, 'a', 'x', 'ok', '{}', x'00')",
+                [],
+            )
+            .expect("insert");
+        assert!(m.conn().execute("UPDATE audit SET actor = 'b'", []).is_err());
+        assert!(m.conn().execute("DELETE FROM audit", []).is_err());
+    }
+}

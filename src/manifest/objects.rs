@@ -1,0 +1,121 @@
+//! Manifest rows of the object store: packs, object locations and chunk lists.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::db;
+use crate::error::Result;
+use crate::object::{ObjectId, SealedPack};
+
+/// Where to find one object's blob.
+#[derive(Debug, Clone)]
+pub struct Location {
+    pub pack: String,
+    pub offset: u64,
+    pub stored_len: u64,
+    pub raw_len: u64,
+}
+
+pub fn insert_pack(conn: &Connection, pack: &SealedPack, now_ns: i64) -> Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
+        params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
+    )
+    .map_err(db("recording a pack"))?;
+    let pack_id: i64 = conn
+        .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0))
+        .map_err(db("recording a pack"))?;
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO objects (id, pack, offset, stored_len, raw_len) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(db("indexing objects"))?;
+    for o in &pack.objects {
+        stmt.execute(params![
+            &o.id.as_bytes()[..],
+            pack_id,
+            o.offset as i64,
+            o.stored_len as i64,
+            o.raw_len as i64
+        ])
+        .map_err(db("indexing objects"))?;
+    }
+    Ok(())
+}
+
+pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM objects WHERE id = ?1").map_err(db("looking up an object"))?;
+    stmt.exists([&id.as_bytes()[..]]).map_err(db("looking up an object"))
+}
+
+pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT p.name, o.offset, o.stored_len, o.raw_len FROM objects o JOIN packs p ON p.id = o.pack WHERE o.id = ?1",
+        )
+        .map_err(db("locating an object"))?;
+    stmt.query_row([&id.as_bytes()[..]], |r| {
+        Ok(Location {
+            pack: r.get(0)?,
+            offset: r.get::<_, i64>(1)? as u64,
+            stored_len: r.get::<_, i64>(2)? as u64,
+            raw_len: r.get::<_, i64>(3)? as u64,
+        })
+    })
+    .optional()
+    .map_err(db("locating an object"))
+}
+
+pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, ObjectId)]) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached("INSERT OR IGNORE INTO chunk_lists (content, seq, chunk, offset) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(db("recording a chunk list"))?;
+    for (seq, (offset, chunk)) in chunks.iter().enumerate() {
+        stmt.execute(params![&content.as_bytes()[..], seq as i64, &chunk.as_bytes()[..], *offset as i64])
+            .map_err(db("recording a chunk list"))?;
+    }
+    Ok(())
+}
+
+/// The ordered chunks of a chunked file's content; empty for single-object content.
+pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, ObjectId)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq")
+        .map_err(db("reading a chunk list"))?;
+    let rows = stmt
+        .query_map([&content.as_bytes()[..]], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?)))
+        .map_err(db("reading a chunk list"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (offset, chunk) = row.map_err(db("reading a chunk list"))?;
+        out.push((offset, ObjectId::from_slice(&chunk)?));
+    }
+    Ok(out)
+}
+
+/// Every object location, pack by pack in offset order: what `check` reads.
+pub fn all_locations(conn: &Connection) -> Result<Vec<(ObjectId, Location)>> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len FROM objects o JOIN packs p ON p.id = o.pack ORDER BY p.id, o.offset",
+        )
+        .map_err(db("listing objects"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                Location {
+                    pack: r.get(1)?,
+                    offset: r.get::<_, i64>(2)? as u64,
+                    stored_len: r.get::<_, i64>(3)? as u64,
+                    raw_len: r.get::<_, i64>(4)? as u64,
+                },
+            ))
+        })
+        .map_err(db("listing objects"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, loc) = row.map_err(db("listing objects"))?;
+        out.push((ObjectId::from_slice(&id)?, loc));
+    }
+    Ok(out)
+}

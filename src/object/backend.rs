@@ -1,0 +1,39 @@
+//! The storage backend: a tiny trait that moves bytes under string keys, nothing more.
+//!
+//! Hashing, compression and verification live above it (`store.rs`), once. A `put` is durable
+//! when it returns and atomic (a reader sees all of the bytes or none); keys are written once.
+
+use crate::error::Result;
+
+pub trait Backend: Send + Sync {
+    /// Stores `bytes` under `key`, durably and atomically. Writing an existing key with the
+    /// same bytes is success: keys are content-derived.
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()>;
+    /// Reads `len` bytes at `offset` of `key`; fewer bytes than asked is a `corrupt` error.
+    fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// Every key starting with `prefix`, sorted.
+    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+    /// Removes `key`; removing a missing key is success.
+    fn delete(&self, key: &str) -> Result<()>;
+}
+
+/// The contract every backend passes; run by each implementation's tests.
+#[cfg(test)]
+pub(crate) fn contract(b: &dyn Backend) {
+    use crate::ErrorKind;
+    b.put("packs/aa/one.pack", b"hello world").expect("put");
+    b.put("packs/bb/two.pack", b"0123456789").expect("put");
+    b.put("packs/aa/one.pack", b"hello world").expect("same put again is success");
+    assert_eq!(b.get_range("packs/aa/one.pack", 6, 5).expect("get"), b"world");
+    assert_eq!(b.get_range("packs/bb/two.pack", 0, 10).expect("get"), b"0123456789");
+    assert_eq!(b.get_range("packs/bb/two.pack", 3, 0).expect("empty get"), b"");
+    let short = b.get_range("packs/bb/two.pack", 8, 5).expect_err("past the end");
+    assert_eq!(short.kind(), ErrorKind::Corrupt);
+    let missing = b.get_range("packs/cc/none.pack", 0, 1).expect_err("missing");
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert_eq!(b.list("packs/").expect("list"), vec!["packs/aa/one.pack", "packs/bb/two.pack"]);
+    assert_eq!(b.list("packs/bb").expect("list"), vec!["packs/bb/two.pack"]);
+    b.delete("packs/aa/one.pack").expect("delete");
+    b.delete("packs/aa/one.pack").expect("delete again");
+    assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack"]);
+}

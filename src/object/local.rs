@@ -1,0 +1,133 @@
+//! The local-filesystem backend: one file per key under a root directory.
+//!
+//! A put writes a temporary file in the key's directory, fsyncs it, renames it into place and
+//! fsyncs the directory, so a crash leaves either the whole file or none (plus a stray `.tmp`
+//! that nothing references). Reads use positioned reads on cached open handles.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::object::Backend;
+
+/// Open handles kept for reads; packs are immutable, so a cached handle never goes stale.
+const MAX_OPEN: usize = 64;
+
+pub struct LocalBackend {
+    root: PathBuf,
+    open: Mutex<HashMap<String, Arc<File>>>,
+}
+
+impl LocalBackend {
+    pub fn new(root: impl Into<PathBuf>) -> LocalBackend {
+        LocalBackend { root: root.into(), open: Mutex::new(HashMap::new()) }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+
+    fn handle(&self, key: &str) -> Result<Arc<File>> {
+        let mut open = self.open.lock().map_err(|_| Error::internal("backend handle cache poisoned"))?;
+        if let Some(f) = open.get(key) {
+            return Ok(f.clone());
+        }
+        let path = self.path(key);
+        let file = Arc::new(File::open(&path).map_err(|e| Error::io("open pack", &path, e))?);
+        if open.len() >= MAX_OPEN {
+            open.clear();
+        }
+        open.insert(key.to_string(), file.clone());
+        Ok(file)
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
+}
+
+impl Backend for LocalBackend {
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.path(key);
+        if path.exists() {
+            return Ok(());
+        }
+        let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
+        fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        let mut tmp = tempfile::Builder::new()
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io("create a temporary file in", dir, e))?;
+        tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
+        tmp.persist(&path).map_err(|e| Error::io("rename into place", &path, e.error))?;
+        sync_dir(dir)
+    }
+
+    fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let file = self.handle(key)?;
+        let mut buf = vec![0u8; len as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => {
+                    return Err(Error::new(
+                        ErrorKind::Corrupt,
+                        format!("pack {key} ends before byte {}; run `trove check`", offset + len),
+                    ))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read pack", &self.path(key), e)),
+            }
+        }
+        Ok(buf)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
+        if !self.root.exists() {
+            return Ok(keys);
+        }
+        for entry in walkdir::WalkDir::new(&self.root) {
+            let entry = entry.map_err(|e| {
+                Error::new(ErrorKind::Io, format!("cannot list {}: {e}", self.root.display()))
+            })?;
+            if !entry.file_type().is_file() || entry.path().extension().is_some_and(|x| x == "tmp") {
+                continue;
+            }
+            let rel = entry.path().strip_prefix(&self.root).map_err(|_| Error::internal("walk left the root"))?;
+            let key = rel.to_string_lossy().replace('\\', "/");
+            if key.starts_with(prefix) {
+                keys.push(key);
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(key);
+        }
+        let path = self.path(key);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("delete", &path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passes_the_backend_contract() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::object::backend::contract(&super::LocalBackend::new(dir.path()));
+    }
+}

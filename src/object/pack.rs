@@ -1,0 +1,156 @@
+//! Packs: many blobs appended into one immutable file, written with one put (one fsync).
+//!
+//! Layout: an 8-byte header (`TRVP`, format version u32 LE = 1), then blobs back to back
+//! (`blob.rs`). The key is `packs/<hex[..2]>/<hex>.pack` where `hex` is the BLAKE3 of the whole
+//! pack, so a pack names its own content. Writers fill an in-memory buffer and seal it once it
+//! passes the target size; the manifest learns of a pack only after it is durable.
+
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+use crate::object::{blob, Backend, ObjectId};
+
+pub const MAGIC: &[u8; 4] = b"TRVP";
+pub const VERSION: u32 = 1;
+pub const HEADER_LEN: u64 = 8;
+
+/// Where one object lies in a pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedObject {
+    pub id: ObjectId,
+    pub offset: u64,
+    pub stored_len: u64,
+    pub raw_len: u64,
+}
+
+/// A sealed, durable pack and what it holds, ready to be indexed by the manifest.
+#[derive(Debug, Clone)]
+pub struct SealedPack {
+    pub key: String,
+    pub size: u64,
+    pub objects: Vec<PackedObject>,
+}
+
+struct Open {
+    buf: Vec<u8>,
+    objects: Vec<PackedObject>,
+}
+
+impl Open {
+    fn new() -> Open {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&VERSION.to_le_bytes());
+        Open { buf, objects: Vec::new() }
+    }
+}
+
+/// Accepts encoded blobs from many threads and seals packs as they fill.
+pub struct PackWriter<'a> {
+    backend: &'a dyn Backend,
+    target_size: usize,
+    open: Mutex<Open>,
+    sealed: Mutex<Vec<SealedPack>>,
+}
+
+impl<'a> PackWriter<'a> {
+    pub fn new(backend: &'a dyn Backend, target_size: usize) -> PackWriter<'a> {
+        PackWriter { backend, target_size, open: Mutex::new(Open::new()), sealed: Mutex::new(Vec::new()) }
+    }
+
+    /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
+    pub fn add(&self, id: ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
+        let full = {
+            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
+            let offset = open.buf.len() as u64;
+            open.buf.extend_from_slice(encoded);
+            open.objects.push(PackedObject { id, offset, stored_len: encoded.len() as u64, raw_len });
+            if open.buf.len() >= self.target_size {
+                Some(std::mem::replace(&mut *open, Open::new()))
+            } else {
+                None
+            }
+        };
+        // Sealing (hash, write, fsync) happens outside the lock so other threads keep appending.
+        match full {
+            Some(pack) => self.seal(pack),
+            None => Ok(()),
+        }
+    }
+
+    fn seal(&self, pack: Open) -> Result<()> {
+        if pack.objects.is_empty() {
+            return Ok(());
+        }
+        let hex = blake3::hash(&pack.buf).to_hex();
+        let key = format!("packs/{}/{}.pack", &hex[..2], hex);
+        self.backend.put(&key, &pack.buf)?;
+        let sealed = SealedPack { key, size: pack.buf.len() as u64, objects: pack.objects };
+        self.sealed.lock().map_err(|_| Error::internal("pack writer poisoned"))?.push(sealed);
+        Ok(())
+    }
+
+    /// Seals the last partial pack and returns every pack written, all durable.
+    pub fn finish(self) -> Result<Vec<SealedPack>> {
+        let open = self.open.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
+        let sealed_so_far = self.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
+        let rest = PackWriter {
+            backend: self.backend,
+            target_size: self.target_size,
+            open: Mutex::new(Open::new()),
+            sealed: Mutex::new(sealed_so_far),
+        };
+        rest.seal(open)?;
+        rest.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))
+    }
+}
+
+/// Reads every blob header of a pack: the index a pack carries within itself.
+pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObject>> {
+    let head = backend.get_range(key, 0, HEADER_LEN)?;
+    if &head[..4] != MAGIC {
+        return Err(Error::corrupt(format!("pack {key} does not start with the pack magic")));
+    }
+    let mut out = Vec::new();
+    let mut offset = HEADER_LEN;
+    while offset < size {
+        let header = blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?)
+            .map_err(|e| Error::corrupt(format!("pack {key} at byte {offset}: {e}")))?;
+        let stored_len = blob::HEADER_LEN as u64 + header.payload_len;
+        out.push(PackedObject { id: header.id, offset, stored_len, raw_len: header.raw_len });
+        offset += stored_len;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::MemoryBackend;
+
+    #[test]
+    fn seals_when_full_and_scans_back() {
+        let backend = MemoryBackend::new();
+        let writer = PackWriter::new(&backend, 200);
+        let mut ids = Vec::new();
+        for i in 0..10u8 {
+            let raw = vec![i; 50];
+            let id = ObjectId::of(&raw);
+            writer.add(id, 50, &blob::encode(&id, &raw, 3).expect("encode")).expect("add");
+            ids.push(id);
+        }
+        let packs = writer.finish().expect("finish");
+        assert!(packs.len() > 1, "a 200-byte target must split ten blobs");
+        let mut seen = Vec::new();
+        for p in &packs {
+            let scanned = scan(&backend, &p.key, p.size).expect("scan");
+            assert_eq!(scanned, p.objects);
+            for o in scanned {
+                let bytes = backend.get_range(&p.key, o.offset, o.stored_len).expect("read");
+                blob::decode(&o.id, &bytes).expect("decode");
+                seen.push(o.id);
+            }
+        }
+        assert_eq!(seen, ids);
+    }
+}

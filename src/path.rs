@@ -1,0 +1,76 @@
+//! Workspace paths: relative, `/`-separated byte strings, checked once at the edge.
+//!
+//! Rules (DESIGN.md, "Path rules"): a leading `/`, a `..` component, a NUL byte, an empty
+//! component (`a//b`) or a `.` component inside the path is `invalid_path`. A leading `./` and
+//! a trailing `/` are forgiven, as shells produce them. The empty path means the root, and only
+//! operations on directories accept it.
+
+use crate::error::{Error, ErrorKind, Result};
+
+fn invalid(path: &[u8], why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidPath,
+        format!("invalid path '{}': {why}; give a path relative to the workspace root", String::from_utf8_lossy(path)),
+    )
+}
+
+/// Normalizes and checks `path`; returns its components (empty for the root).
+pub fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
+    if path.contains(&0) {
+        return Err(invalid(path, "it contains a NUL byte"));
+    }
+    if path.first() == Some(&b'/') {
+        return Err(invalid(path, "it starts with '/'"));
+    }
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix(b"./") {
+        p = rest;
+    }
+    while let Some(rest) = p.strip_suffix(b"/") {
+        p = rest;
+    }
+    if p.is_empty() || p == b"." {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&[u8]> = p.split(|&b| b == b'/').collect();
+    for part in &parts {
+        match *part {
+            b"" => return Err(invalid(path, "it has an empty component ('//')")),
+            b".." => return Err(invalid(path, "it contains '..'")),
+            b"." => return Err(invalid(path, "it contains a '.' component")),
+            _ => {}
+        }
+    }
+    Ok(parts)
+}
+
+/// The normalized form of a path that must name something below the root.
+pub fn normalize_nonempty(path: &[u8]) -> Result<Vec<u8>> {
+    let parts = components(path)?;
+    if parts.is_empty() {
+        return Err(invalid(path, "it is empty"));
+    }
+    Ok(parts.join(&b'/'))
+}
+
+/// How paths appear in text and JSON: UTF-8 as is; other bytes as U+FFFD in `path`, with the
+/// exact bytes in a `pathBase64` field beside it (see README, "Names that are not UTF-8").
+pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules() {
+        assert_eq!(components(b"a/b").expect("ok"), vec![&b"a"[..], b"b"]);
+        assert_eq!(components(b"./a/b/").expect("ok"), vec![&b"a"[..], b"b"]);
+        assert!(components(b"").expect("root").is_empty());
+        for bad in [&b"/etc"[..], b"a/../b", b"..", b"a//b", b"a/./b", b"a\0b"] {
+            assert_eq!(components(bad).expect_err("bad").kind(), ErrorKind::InvalidPath, "{bad:?}");
+        }
+        assert!(normalize_nonempty(b"").is_err());
+    }
+}

@@ -1,0 +1,167 @@
+//! The repository: one directory holding the config, the manifest and the packs.
+//!
+//! `Repo::init` and `Repo::open` wire the object store backend, the manifest and the config;
+//! the operations themselves live in their own modules (`snapshot.rs`, `view.rs`, ...).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::audit::AuditRecord;
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::{self, Manifest};
+use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend};
+
+pub const CONFIG_FILE: &str = "config.json";
+pub const MANIFEST_FILE: &str = "manifest.db";
+pub const FORMAT: u32 = 1;
+
+/// Settings fixed when the repository is created.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Config {
+    pub format: u32,
+    pub id: String,
+    pub zstd_level: i32,
+    pub chunking: Chunking,
+    /// Packs are sealed once they pass this many bytes.
+    pub pack_target: u64,
+}
+
+impl Config {
+    fn new(seed: &[u8]) -> Config {
+        let mut h = blake3::Hasher::new();
+        h.update(seed);
+        h.update(&now_ns().to_le_bytes());
+        h.update(&std::process::id().to_le_bytes());
+        Config {
+            format: FORMAT,
+            id: h.finalize().to_hex()[..32].to_string(),
+            zstd_level: 3,
+            chunking: Chunking::default(),
+            pack_target: 32 << 20,
+        }
+    }
+}
+
+pub struct Repo {
+    root: Option<PathBuf>,
+    pub(crate) config: Config,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) manifest: Manifest,
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn not_a_repo(path: &Path, why: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!(
+            "{} is not a trove repository ({why}): run `trove init` there, or point --repo / TROVE_REPO at one",
+            path.display()
+        ),
+    )
+}
+
+impl Repo {
+    /// Creates a repository in `path`, which must not exist or be an empty directory.
+    pub fn init(path: &Path, actor: &str) -> Result<Repo> {
+        if path.join(CONFIG_FILE).exists() {
+            return Err(Error::new(ErrorKind::AlreadyExists, format!("{} is already a trove repository", path.display())));
+        }
+        if let Ok(mut entries) = fs::read_dir(path) {
+            if entries.next().is_some() {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("{} exists and is not empty: choose a new or empty directory for the repository", path.display()),
+                ));
+            }
+        }
+        fs::create_dir_all(path.join("packs")).map_err(|e| Error::io("create repository", path, e))?;
+        let config = Config::new(path.as_os_str().as_encoded_bytes());
+        // The manifest first, the config last: a repository is only recognised (by its config)
+        // once everything it needs exists, so an interrupted init is simply not a repository.
+        let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
+        let repo = Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest };
+        repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
+        let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
+        let cfg = path.join(CONFIG_FILE);
+        let mut tmp = tempfile::NamedTempFile::new_in(path).map_err(|e| Error::io("write config in", path, e))?;
+        std::io::Write::write_all(&mut tmp, &json).map_err(|e| Error::io("write", &cfg, e))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io("sync", &cfg, e))?;
+        tmp.persist(&cfg).map_err(|e| Error::io("write", &cfg, e.error))?;
+        Ok(repo)
+    }
+
+    /// Opens the repository at `path`.
+    pub fn open(path: &Path) -> Result<Repo> {
+        let cfg_path = path.join(CONFIG_FILE);
+        let bytes = match fs::read(&cfg_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let why = if path.exists() { "it has no config.json" } else { "it does not exist" };
+                return Err(not_a_repo(path, why));
+            }
+            Err(e) => return Err(Error::io("read", &cfg_path, e)),
+        };
+        let config: Config = serde_json::from_slice(&bytes)
+            .map_err(|e| not_a_repo(path, &format!("its config.json does not parse: {e}")))?;
+        if config.format > FORMAT {
+            return Err(Error::invalid_argument(format!(
+                "repository {} has format {}, newer than this trove's {FORMAT}: upgrade trove",
+                path.display(),
+                config.format
+            )));
+        }
+        let db = path.join(MANIFEST_FILE);
+        if !db.exists() {
+            return Err(not_a_repo(path, "manifest.db is missing"));
+        }
+        let manifest = Manifest::open(&db)?;
+        Ok(Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest })
+    }
+
+    /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in
+    /// a [`MemoryBackend`]. For tests and trials.
+    pub fn in_memory() -> Result<Repo> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!("trove-mem-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let manifest = Manifest::create_in_memory(&name)?;
+        Ok(Repo { root: None, config: Config::new(name.as_bytes()), backend: Box::new(MemoryBackend::new()), manifest })
+    }
+
+    /// An in-memory repository over a caller's backend (tests that damage or fail storage).
+    pub fn with_backend(backend: Box<dyn Backend>) -> Result<Repo> {
+        let mut repo = Repo::in_memory()?;
+        repo.backend = backend;
+        Ok(repo)
+    }
+
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Appends one audit record in a transaction of its own.
+    pub fn audit(&self, record: AuditRecord) -> Result<i64> {
+        self.manifest.write(|tx| manifest::audit::append(tx, &record))
+    }
+}

@@ -1,0 +1,633 @@
+//! Taking a snapshot: live tree -> objects + trees + one snapshot row, in one transaction.
+//!
+//! Order of work, and why it is crash-safe: (1) walk and `lstat`; (2) files whose stat matches
+//! the stat cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
+//! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
+//! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees, stat
+//! cache, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
+//! which nothing references and garbage collection reclaims; the repository still opens and
+//! earlier snapshots are untouched.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use rusqlite::Connection;
+use sha2::Digest;
+
+use crate::audit::AuditRecord;
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::snapshots::{Counts, SnapshotInfo, Warning};
+use crate::manifest::stat_cache::CachedStat;
+use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
+use crate::object::{blob, ObjectId, PackWriter, SealedPack, Sha256};
+use crate::progress::{NoProgress, Progress};
+use crate::repo::{now_ns, Repo};
+use crate::tree::{tree_id, Entry, EntryKind};
+use crate::walk::{self, DirNode, Excludes, Node, Stat};
+
+/// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
+/// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
+/// borg's "racy" files). Two seconds covers filesystems with one- and two-second timestamps.
+pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+pub struct SnapshotOptions<'a> {
+    /// Workspace name; defaults to the directory's name.
+    pub workspace: Option<String>,
+    pub session: Option<String>,
+    /// Why: `manual`, `session_end`, `pause`, `before_restore`, ...
+    pub reason: String,
+    pub actor: String,
+    /// Per-call exclusions: replace the workspace's list when `Some`, then add `extra_excludes`.
+    pub replace_excludes: Option<Vec<String>>,
+    pub extra_excludes: Vec<String>,
+    /// Off forces every file to be read (what the stat cache's property test compares against).
+    pub use_stat_cache: bool,
+    pub racy_window_ns: i64,
+    pub progress: &'a dyn Progress,
+}
+
+impl Default for SnapshotOptions<'_> {
+    fn default() -> Self {
+        SnapshotOptions {
+            workspace: None,
+            session: None,
+            reason: "manual".into(),
+            actor: "library".into(),
+            replace_excludes: None,
+            extra_excludes: Vec::new(),
+            use_stat_cache: true,
+            racy_window_ns: RACY_WINDOW_NS,
+            progress: &NoProgress,
+        }
+    }
+}
+
+/// The content of one file as read (or as the stat cache remembers it).
+#[derive(Debug, Clone)]
+struct Content {
+    id: ObjectId,
+    sha256: Sha256,
+    size: u64,
+    stat: Stat,
+    /// For chunked files: (offset, chunk id) in order.
+    chunks: Option<Vec<(u64, ObjectId)>>,
+    /// Safe to remember in the stat cache (not racy, not changed while read).
+    cacheable: bool,
+    from_cache: bool,
+}
+
+/// Per-file outcome of step (2).
+enum Outcome {
+    Pending,
+    Done(Content),
+    Dropped,
+}
+
+struct FileJob<'n> {
+    rel: Vec<u8>,
+    stat: Stat,
+    slot: &'n mut Outcome,
+}
+
+/// Every file of the walk by workspace-relative path: its stat and what became of it.
+type Outcomes = HashMap<Vec<u8>, (Stat, Outcome)>;
+
+/// Shared state of the parallel read phase.
+struct Writer<'a> {
+    zstd_level: i32,
+    chunking: crate::object::Chunking,
+    reader: Mutex<Connection>,
+    seen: Mutex<HashSet<ObjectId>>,
+    packs: PackWriter<'a>,
+    warnings: Mutex<Vec<Warning>>,
+}
+
+impl Writer<'_> {
+    /// Stores `raw` as object `id` unless the repository or this snapshot already has it.
+    fn store(&self, id: ObjectId, raw: &[u8]) -> Result<()> {
+        if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
+            return Ok(());
+        }
+        let known = {
+            let reader = self.reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
+            objects::contains(&reader, &id)?
+        };
+        if known {
+            return Ok(());
+        }
+        let encoded = blob::encode(&id, raw, self.zstd_level)?;
+        self.packs.add(id, raw.len() as u64, &encoded)
+    }
+
+    fn warn(&self, rel: &[u8], message: String) {
+        if let Ok(mut w) = self.warnings.lock() {
+            w.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
+        }
+    }
+
+    /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
+    /// `Err` is a repository failure that must abort the snapshot.
+    fn read_file(&self, root: &Path, job: &FileJob<'_>, scan_start: i64, racy_ns: i64) -> Result<Option<Content>> {
+        let path = root.join(std::ffi::OsStr::from_bytes(&job.rel));
+        // O_NOFOLLOW: the walk saw a regular file; if a symlink replaced it since, do not read
+        // whatever it points at.
+        let file = match File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.warn(&job.rel, "vanished before it could be read; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                return Ok(None);
+            }
+        };
+        let before = match file.metadata() {
+            Ok(m) if m.is_file() => Stat::of(&m),
+            Ok(_) => {
+                self.warn(&job.rel, "is no longer a regular file; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                return Ok(None);
+            }
+        };
+        let read = if before.size <= self.chunking.threshold {
+            self.read_whole(file_ref(&file), before.size)
+        } else {
+            self.read_chunked(file_ref(&file))
+        };
+        let mut content = match read {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                self.warn(&job.rel, "cannot be read; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read file") => {
+                self.warn(&job.rel, format!("{e}; not in this snapshot"));
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let after = file.metadata().map(|m| Stat::of(&m)).unwrap_or(before);
+        let changed = after.size != before.size
+            || after.mtime_ns != before.mtime_ns
+            || after.ctime_ns != before.ctime_ns
+            || content.size != before.size;
+        if changed {
+            self.warn(&job.rel, "changed while being read; this snapshot holds the bytes as read".into());
+        }
+        let newest = before.mtime_ns.max(before.ctime_ns);
+        content.stat = before;
+        content.cacheable = !changed && newest < scan_start.saturating_sub(racy_ns);
+        Ok(Some(content))
+    }
+
+    fn read_whole(&self, mut file: &File, size: u64) -> Result<Option<Content>> {
+        let mut raw = Vec::with_capacity(size as usize + 1);
+        if let Err(e) = file.read_to_end(&mut raw) {
+            return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
+        }
+        let id = ObjectId::of(&raw);
+        let sha256: Sha256 = sha2::Sha256::digest(&raw).into();
+        self.store(id, &raw)?;
+        Ok(Some(Content {
+            id,
+            sha256,
+            size: raw.len() as u64,
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
+            chunks: None,
+            cacheable: false,
+            from_cache: false,
+        }))
+    }
+
+    fn read_chunked(&self, file: &File) -> Result<Option<Content>> {
+        let mut whole = blake3::Hasher::new();
+        let mut sha = sha2::Sha256::new();
+        let mut chunks = Vec::new();
+        let mut size = 0u64;
+        let result = self.chunking.for_each_chunk(file, |offset, data| {
+            whole.update(&data);
+            sha.update(&data);
+            size += data.len() as u64;
+            let id = ObjectId::of(&data);
+            self.store(id, &data)?;
+            chunks.push((offset, id));
+            Ok(())
+        });
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read while chunking") => {
+                return Err(Error::new(ErrorKind::Io, format!("cannot read file: {}", e.message())));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Some(Content {
+            id: ObjectId(*whole.finalize().as_bytes()),
+            sha256: sha.finalize().into(),
+            size,
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
+            chunks: Some(chunks),
+            cacheable: false,
+            from_cache: false,
+        }))
+    }
+}
+
+fn file_ref(f: &File) -> &File {
+    f
+}
+
+fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
+    c.size == s.size
+        && c.mtime_ns == s.mtime_ns
+        && c.ctime_ns == s.ctime_ns
+        && c.inode == s.inode
+        && c.device == s.device
+        && c.mode == s.mode
+}
+
+/// Collects every file of the walked tree into `outcomes`, resolving stat-cache hits.
+fn classify(dir: &DirNode, cache: &mut HashMap<Vec<u8>, CachedStat>, outcomes: &mut Outcomes) {
+    for child in &dir.children {
+        match child {
+            Node::File { name, stat } => {
+                let rel = walk::join_rel(&dir.rel, name);
+                let outcome = match cache.remove(&rel) {
+                    Some(c) if cache_matches(&c, stat) => Outcome::Done(Content {
+                        id: c.content,
+                        sha256: c.sha256,
+                        size: c.size,
+                        stat: *stat,
+                        chunks: None,
+                        cacheable: true,
+                        from_cache: true,
+                    }),
+                    _ => Outcome::Pending,
+                };
+                outcomes.insert(rel, (*stat, outcome));
+            }
+            Node::Dir(d) => classify(d, cache, outcomes),
+            Node::Symlink { .. } => {}
+        }
+    }
+}
+
+/// Builds trees bottom-up; returns the directory's tree id and fills `trees` and `counts`.
+fn build(
+    dir: &DirNode,
+    outcomes: &Outcomes,
+    trees: &mut HashMap<ObjectId, Vec<Entry>>,
+    counts: &mut Counts,
+) -> ObjectId {
+    let mut entries = Vec::with_capacity(dir.children.len());
+    for child in &dir.children {
+        match child {
+            Node::File { name, stat } => {
+                let rel = walk::join_rel(&dir.rel, name);
+                if let Some((_, Outcome::Done(c))) = outcomes.get(&rel) {
+                    counts.files += 1;
+                    counts.bytes += c.size;
+                    entries.push(Entry {
+                        name: name.clone(),
+                        kind: EntryKind::File,
+                        mode: stat.perm(),
+                        size: c.size,
+                        mtime_ns: c.stat.mtime_ns,
+                        content: Some(c.id),
+                        sha256: Some(c.sha256),
+                        target: None,
+                    });
+                }
+            }
+            Node::Symlink { name, target, stat } => {
+                counts.symlinks += 1;
+                entries.push(Entry {
+                    name: name.clone(),
+                    kind: EntryKind::Symlink,
+                    mode: stat.perm(),
+                    size: target.len() as u64,
+                    mtime_ns: stat.mtime_ns,
+                    content: None,
+                    sha256: None,
+                    target: Some(target.clone()),
+                });
+            }
+            Node::Dir(d) => {
+                counts.dirs += 1;
+                let id = build(d, outcomes, trees, counts);
+                entries.push(Entry {
+                    name: d.name.clone(),
+                    kind: EntryKind::Dir,
+                    mode: d.stat.perm(),
+                    size: 0,
+                    mtime_ns: d.stat.mtime_ns,
+                    content: Some(id),
+                    sha256: None,
+                    target: None,
+                });
+            }
+        }
+    }
+    let id = tree_id(&entries);
+    trees.insert(id, entries);
+    id
+}
+
+/// Inserts `id` and, if it was new, its subtrees. A tree already in the manifest implies all of
+/// its descendants are (they were inserted with it, and are only ever removed together by
+/// garbage collection), so an unchanged directory costs one lookup however deep it is.
+fn insert_trees(conn: &Connection, id: &ObjectId, trees: &HashMap<ObjectId, Vec<Entry>>) -> Result<()> {
+    let entries = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+    if !manifest::trees::insert(conn, id, entries)? {
+        return Ok(());
+    }
+    for e in entries {
+        if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
+            insert_trees(conn, &child, trees)?;
+        }
+    }
+    Ok(())
+}
+
+/// Entries of tree `id`, from this snapshot's trees or the manifest.
+fn tree_entries(conn: &Connection, id: &ObjectId, new: &HashMap<ObjectId, Vec<Entry>>) -> Result<Vec<Entry>> {
+    match new.get(id) {
+        Some(e) => Ok(e.clone()),
+        None => trees::entries(conn, id),
+    }
+}
+
+/// Number of files under tree `id` (itself included if a file).
+fn count_files(conn: &Connection, e: &Entry, new: &HashMap<ObjectId, Vec<Entry>>) -> Result<u64> {
+    match (e.kind, e.content) {
+        (EntryKind::Dir, Some(id)) => {
+            let mut n = 0;
+            for c in tree_entries(conn, &id, new)? {
+                n += count_files(conn, &c, new)?;
+            }
+            Ok(n)
+        }
+        (EntryKind::Dir, None) => Ok(0),
+        _ => Ok(1),
+    }
+}
+
+/// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
+/// are skipped whole, so a small change costs the depth of the tree, not its size.
+fn diff_counts(
+    conn: &Connection,
+    old: &ObjectId,
+    new: &ObjectId,
+    trees: &HashMap<ObjectId, Vec<Entry>>,
+    counts: &mut Counts,
+) -> Result<()> {
+    if old == new {
+        return Ok(());
+    }
+    let a = trees::entries(conn, old)?;
+    let b = tree_entries(conn, new, trees)?;
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let order = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) => x.name.cmp(&y.name),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                counts.removed += count_files(conn, &a[i], trees)?;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                counts.added += count_files(conn, &b[j], trees)?;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                let (x, y) = (&a[i], &b[j]);
+                match (x.kind, y.kind) {
+                    (EntryKind::Dir, EntryKind::Dir) => {
+                        if let (Some(o), Some(n)) = (x.content, y.content) {
+                            diff_counts(conn, &o, &n, trees, counts)?;
+                        }
+                    }
+                    (kx, ky) if kx == ky => {
+                        if x.content != y.content || x.mode != y.mode || x.target != y.target {
+                            counts.changed += 1;
+                        }
+                    }
+                    _ => {
+                        counts.removed += count_files(conn, x, trees)?;
+                        counts.added += count_files(conn, y, trees)?;
+                    }
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&str>) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"trove-snapshot-v1");
+    h.update(workspace.as_bytes());
+    h.update(&[0]);
+    h.update(root.as_bytes());
+    h.update(&created_ns.to_le_bytes());
+    h.update(parent.unwrap_or("").as_bytes());
+    h.finalize().to_hex().to_string()
+}
+
+/// Checks a workspace name: printable, no `/`, not empty.
+pub fn check_workspace_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 200 || name.contains('/') || name.chars().any(char::is_control) {
+        return Err(Error::invalid_argument(format!(
+            "workspace name '{name}' is not usable: give 1-200 printable characters without '/' (--workspace NAME)"
+        )));
+    }
+    Ok(())
+}
+
+impl Repo {
+    /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
+    pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
+        let row = workspaces::get(self.manifest.conn(), workspace)?;
+        let mut replace = row.as_ref().and_then(|r| r.excludes.clone());
+        let mut extra = row.map(|r| r.extra_excludes).unwrap_or_default();
+        if let Some(r) = &opts.replace_excludes {
+            replace = Some(r.clone());
+            extra.clear();
+        }
+        extra.extend(opts.extra_excludes.iter().cloned());
+        Excludes::effective(replace.as_deref(), &extra)
+    }
+
+    /// Snapshots the directory `dir`.
+    pub fn snapshot(&self, dir: &Path, opts: &SnapshotOptions<'_>) -> Result<SnapshotInfo> {
+        let scan_start = now_ns();
+        let name = match &opts.workspace {
+            Some(n) => n.clone(),
+            None => {
+                let abs = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?;
+                abs.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "cannot name a workspace after {}: pass --workspace NAME",
+                        dir.display()
+                    ))
+                })?
+            }
+        };
+        check_workspace_name(&name)?;
+        let excludes = self.effective_excludes(&name, opts)?;
+        let conn = self.manifest.conn();
+        let ws = workspaces::get(conn, &name)?;
+        let parent = snapshots::latest(conn, Some(&name))?;
+
+        opts.progress.start("scanning", 0);
+        let (root_node, report) = walk::walk(dir, &excludes)?;
+        let mut cache = match (&ws, opts.use_stat_cache) {
+            (Some(w), true) => stat_cache::load(conn, w.id)?,
+            _ => HashMap::new(),
+        };
+        let had_cache: HashSet<Vec<u8>> = match &ws {
+            Some(w) if !opts.use_stat_cache => stat_cache::load(conn, w.id)?.into_keys().collect(),
+            _ => cache.keys().cloned().collect(),
+        };
+        let mut outcomes = Outcomes::new();
+        classify(&root_node, &mut cache, &mut outcomes);
+
+        // Step 2: read what the cache could not vouch for, in parallel.
+        let writer = Writer {
+            zstd_level: self.config.zstd_level,
+            chunking: self.config.chunking,
+            reader: Mutex::new(self.reader()?),
+            seen: Mutex::new(HashSet::new()),
+            packs: PackWriter::new(self.backend.as_ref(), self.config.pack_target as usize),
+            warnings: Mutex::new(report.warnings),
+        };
+        let mut jobs: Vec<FileJob<'_>> = Vec::new();
+        for (rel, (stat, slot)) in outcomes.iter_mut() {
+            if matches!(slot, Outcome::Pending) {
+                jobs.push(FileJob { rel: rel.clone(), stat: *stat, slot });
+            }
+        }
+        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
+        let racy = opts.racy_window_ns;
+        jobs.par_iter_mut().try_for_each(|job| -> Result<()> {
+            let size = job.stat.size;
+            *job.slot = match writer.read_file(dir, job, scan_start, racy)? {
+                Some(c) => Outcome::Done(c),
+                None => Outcome::Dropped,
+            };
+            opts.progress.advance(size);
+            Ok(())
+        })?;
+        drop(jobs);
+        let Writer { packs, warnings, .. } = writer;
+        // Step 3: every pack durable before the manifest may point at it.
+        let packs: Vec<SealedPack> = packs.finish()?;
+        let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
+        opts.progress.finish();
+
+        let mut counts = Counts { skipped: report.skipped, ..Counts::default() };
+        let mut trees_built = HashMap::new();
+        let root = build(&root_node, &outcomes, &mut trees_built, &mut counts);
+        match &parent {
+            Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
+            None => counts.added = counts.files,
+        }
+
+        let created_ns = now_ns();
+        let info = SnapshotInfo {
+            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| p.id.as_str())),
+            workspace: name.clone(),
+            session: opts.session.clone(),
+            parent: parent.map(|p| p.id),
+            created_ns,
+            reason: opts.reason.clone(),
+            root,
+            source_dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).as_os_str().as_bytes().to_vec(),
+            counts,
+            warnings,
+        };
+
+        // Step 4: one transaction makes it all visible.
+        self.manifest.write(|tx| {
+            let ws = workspaces::ensure(tx, &name, created_ns)?;
+            workspaces::set_root(tx, ws.id, &info.source_dir)?;
+            for p in &packs {
+                objects::insert_pack(tx, p, created_ns)?;
+            }
+            for (rel, (_, outcome)) in &outcomes {
+                match outcome {
+                    Outcome::Done(c) => {
+                        if let Some(chunks) = &c.chunks {
+                            objects::insert_chunk_list(tx, &c.id, chunks)?;
+                        }
+                        if c.from_cache {
+                            continue;
+                        }
+                        if c.cacheable {
+                            let row = CachedStat {
+                                size: c.stat.size,
+                                mtime_ns: c.stat.mtime_ns,
+                                ctime_ns: c.stat.ctime_ns,
+                                inode: c.stat.inode,
+                                device: c.stat.device,
+                                mode: c.stat.mode,
+                                content: c.id,
+                                sha256: c.sha256,
+                            };
+                            stat_cache::upsert(tx, ws.id, rel, &row)?;
+                        } else if had_cache.contains(rel) {
+                            stat_cache::delete(tx, ws.id, rel)?;
+                        }
+                    }
+                    Outcome::Dropped | Outcome::Pending => {
+                        if had_cache.contains(rel) {
+                            stat_cache::delete(tx, ws.id, rel)?;
+                        }
+                    }
+                }
+            }
+            // Cached paths the walk no longer saw.
+            for rel in had_cache.iter().filter(|r| !outcomes.contains_key(*r)) {
+                stat_cache::delete(tx, ws.id, rel)?;
+            }
+            insert_trees(tx, &info.root, &trees_built)?;
+            snapshots::insert(tx, ws.id, &info)?;
+            let mut record = AuditRecord::ok(created_ns, &opts.actor, "snapshot");
+            record.workspace = Some(name.clone());
+            record.session = opts.session.clone();
+            record.details = serde_json::json!({
+                "snapshot": info.id,
+                "reason": info.reason,
+                "files": info.counts.files,
+                "bytes": info.counts.bytes,
+                "added": info.counts.added,
+                "changed": info.counts.changed,
+                "removed": info.counts.removed,
+                "warnings": info.warnings.len(),
+                "packs": packs.len(),
+            });
+            manifest::audit::append(tx, &record)?;
+            Ok(())
+        })?;
+        Ok(info)
+    }
+
+    /// A read-only connection for worker threads.
+    fn reader(&self) -> Result<Connection> {
+        self.manifest.reader()
+    }
+}

@@ -1,0 +1,191 @@
+//! Reading a snapshot back: resolving references, looking up paths, listing trees, and a
+//! verifying reader over a file's content.
+
+use std::io::{self, Read};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::snapshots::{self, SnapshotInfo};
+use crate::manifest::{objects, trees};
+use crate::object::{blob, ObjectId};
+use crate::path;
+use crate::repo::Repo;
+use crate::tree::{Entry, EntryKind};
+use crate::walk::join_rel;
+
+impl Repo {
+    /// Snapshots oldest first, of one workspace or all.
+    pub fn snapshots(&self, workspace: Option<&str>) -> Result<Vec<SnapshotInfo>> {
+        snapshots::list(self.manifest.conn(), workspace)
+    }
+
+    /// Resolves `latest`, a full snapshot id or a unique prefix.
+    pub fn resolve_snapshot(&self, reference: &str, workspace: Option<&str>) -> Result<SnapshotInfo> {
+        snapshots::resolve(self.manifest.conn(), reference, workspace)
+    }
+
+    /// The entry at `path` in `snap`; the empty path is the root directory.
+    pub fn lookup(&self, snap: &SnapshotInfo, path: &[u8]) -> Result<Entry> {
+        let parts = path::components(path)?;
+        let mut entry = Entry {
+            name: Vec::new(),
+            kind: EntryKind::Dir,
+            mode: 0o755,
+            size: 0,
+            mtime_ns: snap.created_ns,
+            content: Some(snap.root),
+            sha256: None,
+            target: None,
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let tree = match (entry.kind, entry.content) {
+                (EntryKind::Dir, Some(t)) => t,
+                _ => {
+                    return Err(Error::not_found(format!(
+                        "'{}' is not a directory in snapshot {}",
+                        path::display(&parts[..i].join(&b'/')),
+                        short(&snap.id)
+                    )))
+                }
+            };
+            entry = trees::entry(self.manifest.conn(), &tree, part)?.ok_or_else(|| {
+                Error::not_found(format!(
+                    "'{}' is not in snapshot {}: list it with `trove ls {} --recursive`",
+                    path::display(path),
+                    short(&snap.id),
+                    short(&snap.id)
+                ))
+            })?;
+        }
+        Ok(entry)
+    }
+
+    /// Calls `each(path, entry)` for the entries under directory `path` of `snap`, in path
+    /// order; all levels below when `recursive`. A file path lists that one file.
+    pub fn list(
+        &self,
+        snap: &SnapshotInfo,
+        path: &[u8],
+        recursive: bool,
+        each: &mut dyn FnMut(&[u8], &Entry) -> Result<()>,
+    ) -> Result<()> {
+        let entry = self.lookup(snap, path)?;
+        let prefix = path::components(path)?.join(&b'/');
+        match (entry.kind, entry.content) {
+            (EntryKind::Dir, Some(tree)) => self.list_tree(&tree, &prefix, recursive, each),
+            _ => each(&prefix, &entry),
+        }
+    }
+
+    fn list_tree(
+        &self,
+        tree: &ObjectId,
+        prefix: &[u8],
+        recursive: bool,
+        each: &mut dyn FnMut(&[u8], &Entry) -> Result<()>,
+    ) -> Result<()> {
+        for e in trees::entries(self.manifest.conn(), tree)? {
+            let p = join_rel(prefix, &e.name);
+            each(&p, &e)?;
+            if let (true, EntryKind::Dir, Some(child)) = (recursive, e.kind, e.content) {
+                self.list_tree(&child, &p, true, each)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and verifies one object.
+    pub fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>> {
+        let loc = objects::locate(self.manifest.conn(), id)?.ok_or_else(|| {
+            Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))
+        })?;
+        let bytes = self.backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(|e| {
+            if e.kind() == ErrorKind::NotFound {
+                Error::corrupt(format!("object {id} lives in pack {} which is missing; run `trove check`", loc.pack))
+            } else {
+                e
+            }
+        })?;
+        blob::decode(id, &bytes)
+    }
+
+    /// A reader over a file entry's content, verifying every object as it goes.
+    pub fn open_content(&self, entry: &Entry) -> Result<ContentReader<'_>> {
+        let id = match (entry.kind, entry.content) {
+            (EntryKind::File, Some(id)) => id,
+            (EntryKind::Dir, _) => {
+                return Err(Error::new(ErrorKind::IsDirectory, format!("'{}' is a directory", path::display(&entry.name))))
+            }
+            _ => {
+                return Err(Error::invalid_argument(format!(
+                    "'{}' is a symlink; its target is {}",
+                    path::display(&entry.name),
+                    path::display(entry.target.as_deref().unwrap_or(b""))
+                )))
+            }
+        };
+        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
+        let parts = if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
+        Ok(ContentReader { repo: self, parts, next: 0, buf: Vec::new(), pos: 0, expected: entry.size, read: 0 })
+    }
+
+    /// The whole content of a file entry, verified.
+    pub fn read_content(&self, entry: &Entry) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(entry.size as usize);
+        self.open_content(entry)?.read_to_end(&mut out).map_err(from_io)?;
+        Ok(out)
+    }
+}
+
+/// Turns an error that crossed a `Read` boundary back into ours.
+pub fn from_io(e: io::Error) -> Error {
+    match e.into_inner() {
+        Some(inner) => match inner.downcast::<Error>() {
+            Ok(ours) => *ours,
+            Err(other) => Error::new(ErrorKind::Io, other.to_string()),
+        },
+        None => Error::new(ErrorKind::Io, "read failed"),
+    }
+}
+
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// Streams a file's objects in order; each is verified against its id before a byte of it is
+/// returned, and the total must match the entry's size.
+pub struct ContentReader<'r> {
+    repo: &'r Repo,
+    parts: Vec<ObjectId>,
+    next: usize,
+    buf: Vec<u8>,
+    pos: usize,
+    expected: u64,
+    read: u64,
+}
+
+impl Read for ContentReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.buf.len() {
+            if self.next == self.parts.len() {
+                if self.read != self.expected {
+                    let e = Error::corrupt(format!(
+                        "content of {} has {} bytes where its entry says {}; run `trove check`",
+                        self.parts.first().map(|p| p.to_hex()).unwrap_or_default(),
+                        self.read,
+                        self.expected
+                    ));
+                    return Err(io::Error::other(e));
+                }
+                return Ok(0);
+            }
+            self.buf = self.repo.read_object(&self.parts[self.next]).map_err(io::Error::other)?;
+            self.next += 1;
+            self.pos = 0;
+            self.read += self.buf.len() as u64;
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}

@@ -1,0 +1,289 @@
+//! Walking a live tree: which entries are kept (exclusions, file kinds) and their `lstat`.
+//!
+//! Directories are scanned in parallel (rayon), entries sorted by name bytes so trees come out
+//! canonical. Symlinks are recorded, never followed. Sockets, FIFOs and devices are counted and
+//! skipped. A directory that cannot be read becomes a warning, not a failure.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rayon::prelude::*;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::snapshots::Warning;
+
+/// The exclusions every workspace starts with (the Files API seed's list).
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "node_modules",
+    ".git",
+    "__pycache__",
+    ".cache",
+    ".npm",
+    ".pnpm-store",
+    ".yarn",
+    ".venv",
+    "venv",
+    ".tmp",
+    "tmp",
+    "*.sock",
+    "*.lock",
+    "*.pid",
+];
+
+/// Compiled exclusion patterns. A pattern without `/` matches an entry's name at any depth
+/// (`node_modules`, `*.lock`); one with `/` matches the workspace-relative path from the root
+/// (`build/out`, `/docs/*.pdf`). A trailing `/` limits a pattern to directories.
+#[derive(Debug, Clone)]
+pub struct Excludes {
+    patterns: Vec<String>,
+    names: GlobSet,
+    paths: GlobSet,
+    dir_names: GlobSet,
+    dir_paths: GlobSet,
+}
+
+impl Excludes {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Excludes> {
+        let mut sets = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
+        for p in patterns {
+            let p = p.as_ref();
+            let (body, dir_only) = match p.strip_suffix('/') {
+                Some(b) => (b, true),
+                None => (p, false),
+            };
+            let anchored = body.contains('/');
+            let body = body.trim_start_matches('/');
+            if body.is_empty() {
+                return Err(Error::invalid_argument(format!("exclusion pattern '{p}' matches nothing")));
+            }
+            let glob = GlobBuilder::new(body)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| Error::invalid_argument(format!("exclusion pattern '{p}' is not a valid glob: {e}")))?;
+            sets[usize::from(anchored) + 2 * usize::from(dir_only)].add(glob);
+        }
+        let build = |b: GlobSetBuilder| b.build().map_err(|e| Error::invalid_argument(format!("exclusion patterns: {e}")));
+        let [names, paths, dir_names, dir_paths] = sets;
+        Ok(Excludes {
+            patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(),
+            names: build(names)?,
+            paths: build(paths)?,
+            dir_names: build(dir_names)?,
+            dir_paths: build(dir_paths)?,
+        })
+    }
+
+    /// The effective list: `replace` instead of the defaults when given, then `extra`.
+    pub fn effective(replace: Option<&[String]>, extra: &[String]) -> Result<Excludes> {
+        let mut all: Vec<String> = match replace {
+            Some(r) => r.to_vec(),
+            None => DEFAULT_EXCLUDES.iter().map(|s| s.to_string()).collect(),
+        };
+        all.extend(extra.iter().cloned());
+        Excludes::new(&all)
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    pub fn is_excluded(&self, rel: &[u8], name: &[u8], is_dir: bool) -> bool {
+        let name = Path::new(std::ffi::OsStr::from_bytes(name));
+        let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
+        self.names.is_match(name)
+            || self.paths.is_match(rel)
+            || (is_dir && (self.dir_names.is_match(name) || self.dir_paths.is_match(rel)))
+    }
+}
+
+/// What `lstat` says of an entry, the fields the stat cache and the tree keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    pub device: u64,
+    /// Permission bits and the file-type bits, as `st_mode`.
+    pub mode: u32,
+}
+
+impl Stat {
+    pub fn of(m: &fs::Metadata) -> Stat {
+        Stat {
+            size: m.size(),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
+            inode: m.ino(),
+            device: m.dev(),
+            mode: m.mode(),
+        }
+    }
+
+    /// The permission bits kept in trees (type bits are the entry kind).
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+#[derive(Debug)]
+pub enum Node {
+    File { name: Vec<u8>, stat: Stat },
+    Symlink { name: Vec<u8>, target: Vec<u8>, stat: Stat },
+    Dir(DirNode),
+}
+
+impl Node {
+    pub fn name(&self) -> &[u8] {
+        match self {
+            Node::File { name, .. } | Node::Symlink { name, .. } => name,
+            Node::Dir(d) => &d.name,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct DirNode {
+    pub name: Vec<u8>,
+    /// Workspace-relative path of this directory ("" for the root).
+    pub rel: Vec<u8>,
+    pub stat: Stat,
+    /// Sorted by name bytes.
+    pub children: Vec<Node>,
+}
+
+#[derive(Debug, Default)]
+pub struct WalkReport {
+    pub skipped: u64,
+    pub warnings: Vec<Warning>,
+}
+
+pub fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    if parent.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(parent.len() + 1 + name.len());
+    p.extend_from_slice(parent);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}
+
+/// Walks the directory `root`, which must exist and be a directory.
+pub fn walk(root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
+    let meta = fs::metadata(root).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Error::new(ErrorKind::NotFound, format!("directory {} does not exist: check the path", root.display()))
+        }
+        _ => Error::io("read directory", root, e),
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{} is not a directory: give the workspace directory to snapshot", root.display()),
+        ));
+    }
+    let report = Mutex::new(WalkReport::default());
+    let children = scan(root.to_path_buf(), b"", excludes, &report)
+        .map_err(|e| Error::io("read directory", root, e))?;
+    let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
+    Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of(&meta), children }, report))
+}
+
+fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
+    if let Ok(mut r) = report.lock() {
+        r.warnings.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
+    }
+}
+
+fn scan(dir: PathBuf, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Vec<Node>> {
+    let mut files = Vec::new();
+    let mut subdirs = Vec::new();
+    for entry in fs::read_dir(&dir)? {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                warn(report, rel, format!("could not list an entry: {e}"));
+                continue;
+            }
+        };
+        let name = entry.file_name().as_bytes().to_vec();
+        let child_rel = join_rel(rel, &name);
+        // DirEntry::metadata is an fstatat on the open directory, without following symlinks.
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                warn(report, &child_rel, "vanished during the walk".into());
+                continue;
+            }
+            Err(e) => {
+                warn(report, &child_rel, format!("cannot stat: {e}"));
+                continue;
+            }
+        };
+        let ft = meta.file_type();
+        if excludes.is_excluded(&child_rel, &name, ft.is_dir()) {
+            continue;
+        }
+        let stat = Stat::of(&meta);
+        if ft.is_dir() {
+            subdirs.push((entry.path(), name, child_rel, stat));
+        } else if ft.is_file() {
+            files.push(Node::File { name, stat });
+        } else if ft.is_symlink() {
+            match fs::read_link(entry.path()) {
+                Ok(t) => files.push(Node::Symlink { name, target: t.as_os_str().as_bytes().to_vec(), stat }),
+                Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
+            }
+        } else if let Ok(mut r) = report.lock() {
+            r.skipped += 1;
+        }
+    }
+    let dirs: Vec<Node> = subdirs
+        .into_par_iter()
+        .filter_map(|(path, name, child_rel, stat)| match scan(path, &child_rel, excludes, report) {
+            Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                warn(report, &child_rel, "vanished during the walk".into());
+                None
+            }
+            Err(e) => {
+                warn(report, &child_rel, format!("cannot read directory: {e}"));
+                None
+            }
+        })
+        .collect();
+    files.extend(dirs);
+    files.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_excludes_match_names_anywhere_and_suffixes() {
+        let ex = Excludes::effective(None, &[]).expect("defaults");
+        assert!(ex.is_excluded(b"a/node_modules", b"node_modules", true));
+        assert!(ex.is_excluded(b"x.lock", b"x.lock", false));
+        assert!(!ex.is_excluded(b"src/lockfile.rs", b"lockfile.rs", false));
+        assert!(!ex.is_excluded(b"tmpfile", b"tmpfile", false));
+    }
+
+    #[test]
+    fn anchored_and_dir_only_patterns() {
+        let ex = Excludes::new(&["/build/out", "logs/", "*.bak"]).expect("patterns");
+        assert!(ex.is_excluded(b"build/out", b"out", true));
+        assert!(!ex.is_excluded(b"x/build/out", b"out", true));
+        assert!(ex.is_excluded(b"a/logs", b"logs", true));
+        assert!(!ex.is_excluded(b"a/logs", b"logs", false));
+        assert!(ex.is_excluded(b"deep/er/f.bak", b"f.bak", false));
+        assert!(Excludes::new(&["a[" ]).is_err());
+    }
+}
