@@ -14,10 +14,12 @@ pub mod path;
 pub mod progress;
 pub mod repo;
 pub mod restore;
+pub mod sample;
 pub mod snapshot;
 pub mod tree;
 pub mod view;
 pub mod walk;
+pub mod workspace;
 
 pub use error::{Error, ErrorKind, Result};
 pub use manifest::snapshots::{Counts, SnapshotInfo, Warning};

@@ -74,7 +74,10 @@ impl Repo {
     /// Creates a repository in `path`, which must not exist or be an empty directory.
     pub fn init(path: &Path, actor: &str) -> Result<Repo> {
         if path.join(CONFIG_FILE).exists() {
-            return Err(Error::new(ErrorKind::AlreadyExists, format!("{} is already a trove repository", path.display())));
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("{} is already a trove repository", path.display()),
+            ));
         }
         if let Ok(mut entries) = fs::read_dir(path) {
             if entries.next().is_some() {
@@ -84,19 +87,30 @@ impl Repo {
                 ));
             }
         }
-        fs::create_dir_all(path.join("packs")).map_err(|e| Error::io("create repository", path, e))?;
+        fs::create_dir_all(path.join("packs"))
+            .map_err(|e| Error::io("create repository", path, e))?;
         let config = Config::new(path.as_os_str().as_encoded_bytes());
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
-        let repo = Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest };
+        let repo = Repo {
+            root: Some(path.to_path_buf()),
+            config,
+            backend: Box::new(LocalBackend::new(path)),
+            manifest,
+        };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
-        let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
+        let json =
+            serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
         let cfg = path.join(CONFIG_FILE);
-        let mut tmp = tempfile::NamedTempFile::new_in(path).map_err(|e| Error::io("write config in", path, e))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(path)
+            .map_err(|e| Error::io("write config in", path, e))?;
         std::io::Write::write_all(&mut tmp, &json).map_err(|e| Error::io("write", &cfg, e))?;
-        tmp.as_file().sync_all().map_err(|e| Error::io("sync", &cfg, e))?;
-        tmp.persist(&cfg).map_err(|e| Error::io("write", &cfg, e.error))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io("sync", &cfg, e))?;
+        tmp.persist(&cfg)
+            .map_err(|e| Error::io("write", &cfg, e.error))?;
         Ok(repo)
     }
 
@@ -106,7 +120,11 @@ impl Repo {
         let bytes = match fs::read(&cfg_path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let why = if path.exists() { "it has no config.json" } else { "it does not exist" };
+                let why = if path.exists() {
+                    "it has no config.json"
+                } else {
+                    "it does not exist"
+                };
                 return Err(not_a_repo(path, why));
             }
             Err(e) => return Err(Error::io("read", &cfg_path, e)),
@@ -125,16 +143,30 @@ impl Repo {
             return Err(not_a_repo(path, "manifest.db is missing"));
         }
         let manifest = Manifest::open(&db)?;
-        Ok(Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest })
+        Ok(Repo {
+            root: Some(path.to_path_buf()),
+            config,
+            backend: Box::new(LocalBackend::new(path)),
+            manifest,
+        })
     }
 
     /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in
     /// a [`MemoryBackend`]. For tests and trials.
     pub fn in_memory() -> Result<Repo> {
         static N: AtomicU64 = AtomicU64::new(0);
-        let name = format!("trove-mem-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "trove-mem-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         let manifest = Manifest::create_in_memory(&name)?;
-        Ok(Repo { root: None, config: Config::new(name.as_bytes()), backend: Box::new(MemoryBackend::new()), manifest })
+        Ok(Repo {
+            root: None,
+            config: Config::new(name.as_bytes()),
+            backend: Box::new(MemoryBackend::new()),
+            manifest,
+        })
     }
 
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).
@@ -162,6 +194,7 @@ impl Repo {
 
     /// Appends one audit record in a transaction of its own.
     pub fn audit(&self, record: AuditRecord) -> Result<i64> {
-        self.manifest.write(|tx| manifest::audit::append(tx, &record))
+        self.manifest
+            .write(|tx| manifest::audit::append(tx, &record))
     }
 }

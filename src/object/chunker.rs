@@ -19,7 +19,12 @@ pub struct Chunking {
 
 impl Default for Chunking {
     fn default() -> Chunking {
-        Chunking { threshold: 1 << 20, min: 256 << 10, avg: 1 << 20, max: 4 << 20 }
+        Chunking {
+            threshold: 1 << 20,
+            min: 256 << 10,
+            avg: 1 << 20,
+            max: 4 << 20,
+        }
     }
 }
 
@@ -33,9 +38,11 @@ impl Chunking {
         let chunker = fastcdc::v2020::StreamCDC::new(reader, self.min, self.avg, self.max);
         for chunk in chunker {
             let chunk = chunk.map_err(|e| match e {
-                fastcdc::v2020::Error::IoError(io) => {
-                    Error::with_source(ErrorKind::Io, format!("cannot read while chunking: {io}"), io)
-                }
+                fastcdc::v2020::Error::IoError(io) => Error::with_source(
+                    ErrorKind::Io,
+                    format!("cannot read while chunking: {io}"),
+                    io,
+                ),
                 other => Error::internal(format!("chunking failed: {other}")),
             })?;
             each(chunk.offset, chunk.data)?;
