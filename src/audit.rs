@@ -72,14 +72,8 @@ impl AuditRecord {
         field(&mut out, self.dest_path.as_deref());
         field(&mut out, self.before_sha256.as_ref().map(|s| &s[..]));
         field(&mut out, self.after_sha256.as_ref().map(|s| &s[..]));
-        field(
-            &mut out,
-            self.before_object.as_ref().map(|o| &o.as_bytes()[..]),
-        );
-        field(
-            &mut out,
-            self.after_object.as_ref().map(|o| &o.as_bytes()[..]),
-        );
+        field(&mut out, self.before_object.as_ref().map(|o| &o.as_bytes()[..]));
+        field(&mut out, self.after_object.as_ref().map(|o| &o.as_bytes()[..]));
         field(&mut out, Some(self.outcome.as_bytes()));
         field(&mut out, Some(details.as_bytes()));
         out

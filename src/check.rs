@@ -25,12 +25,7 @@ impl Repo {
             report.bytes += loc.raw_len;
             match self.read_object(&id) {
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Corrupt | ErrorKind::NotFound | ErrorKind::Io
-                    ) =>
-                {
+                Err(e) if matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound | ErrorKind::Io) => {
                     report.problems.push(e.message().to_string())
                 }
                 Err(e) => return Err(e),
@@ -47,9 +42,7 @@ impl Repo {
             )
             .map_err(db("checking file references"))?;
         if missing_content > 0 {
-            report.problems.push(format!(
-                "{missing_content} file contents are referenced by trees but not stored"
-            ));
+            report.problems.push(format!("{missing_content} file contents are referenced by trees but not stored"));
         }
         let missing_chunks: i64 = conn
             .query_row(
@@ -59,9 +52,7 @@ impl Repo {
             )
             .map_err(db("checking chunk references"))?;
         if missing_chunks > 0 {
-            report.problems.push(format!(
-                "{missing_chunks} chunks are referenced by chunk lists but not stored"
-            ));
+            report.problems.push(format!("{missing_chunks} chunks are referenced by chunk lists but not stored"));
         }
         let missing_trees: i64 = conn
             .query_row(
@@ -72,9 +63,7 @@ impl Repo {
             )
             .map_err(db("checking tree references"))?;
         if missing_trees > 0 {
-            report
-                .problems
-                .push(format!("{missing_trees} trees are referenced but missing"));
+            report.problems.push(format!("{missing_trees} trees are referenced but missing"));
         }
         Ok(report)
     }

@@ -70,11 +70,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-            source: None,
-        }
+        Error { kind, message: message.into(), source: None }
     }
 
     pub fn with_source(
@@ -82,11 +78,7 @@ impl Error {
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-            source: Some(Box::new(source)),
-        }
+        Error { kind, message: message.into(), source: Some(Box::new(source)) }
     }
 
     /// An I/O failure while doing `verb` on `path`; a missing file becomes `not_found`.
@@ -102,11 +94,7 @@ impl Error {
 
     /// A manifest (SQLite) failure while doing `verb`.
     pub fn db(verb: &str, source: rusqlite::Error) -> Error {
-        Error::with_source(
-            ErrorKind::Io,
-            format!("manifest error while {verb}: {source}"),
-            source,
-        )
+        Error::with_source(ErrorKind::Io, format!("manifest error while {verb}: {source}"), source)
     }
 
     pub fn corrupt(message: impl Into<String>) -> Error {
@@ -142,8 +130,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

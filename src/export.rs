@@ -11,13 +11,7 @@ use crate::repo::Repo;
 use crate::tree::{Entry, EntryKind};
 
 fn tar_err(p: &[u8]) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| {
-        Error::with_source(
-            ErrorKind::Io,
-            format!("cannot write '{}' to the archive: {e}", path::display(p)),
-            e,
-        )
-    }
+    move |e| Error::with_source(ErrorKind::Io, format!("cannot write '{}' to the archive: {e}", path::display(p)), e)
 }
 
 impl Repo {
@@ -34,9 +28,7 @@ impl Repo {
                 let mut enc = zstd::stream::Encoder::new(out, level)
                     .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start zstd", e))?;
                 let n = self.export_tar(snap, path, &mut enc)?;
-                enc.finish().map_err(|e| {
-                    Error::with_source(ErrorKind::Io, format!("cannot finish zstd: {e}"), e)
-                })?;
+                enc.finish().map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot finish zstd: {e}"), e))?;
                 Ok(n)
             }
             None => self.export_tar(snap, path, out),
@@ -58,25 +50,22 @@ impl Repo {
                     h.set_size(0);
                     let mut dir = rel.to_vec();
                     dir.push(b'/');
-                    tar.append_data(&mut h, OsStr::from_bytes(&dir), std::io::empty())
-                        .map_err(tar_err(rel))?;
+                    tar.append_data(&mut h, OsStr::from_bytes(&dir), std::io::empty()).map_err(tar_err(rel))?;
                 }
                 EntryKind::Symlink => {
                     h.set_entry_type(tar::EntryType::Symlink);
                     h.set_size(0);
                     let target = OsStr::from_bytes(e.target.as_deref().unwrap_or(b""));
-                    tar.append_link(&mut h, name, target)
-                        .map_err(tar_err(rel))?;
+                    tar.append_link(&mut h, name, target).map_err(tar_err(rel))?;
                 }
                 EntryKind::File => {
                     h.set_entry_type(tar::EntryType::Regular);
                     h.set_size(e.size);
                     let reader = self.open_content(e)?;
-                    tar.append_data(&mut h, name, reader)
-                        .map_err(|err| match err.get_ref() {
-                            Some(inner) if inner.is::<Error>() => crate::view::from_io(err),
-                            _ => tar_err(rel)(err),
-                        })?;
+                    tar.append_data(&mut h, name, reader).map_err(|err| match err.get_ref() {
+                        Some(inner) if inner.is::<Error>() => crate::view::from_io(err),
+                        _ => tar_err(rel)(err),
+                    })?;
                 }
             }
             count += 1;

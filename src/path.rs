@@ -10,10 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 fn invalid(path: &[u8], why: &str) -> Error {
     Error::new(
         ErrorKind::InvalidPath,
-        format!(
-            "invalid path '{}': {why}; give a path relative to the workspace root",
-            String::from_utf8_lossy(path)
-        ),
+        format!("invalid path '{}': {why}; give a path relative to the workspace root", String::from_utf8_lossy(path)),
     )
 }
 
@@ -72,11 +69,7 @@ mod tests {
         assert_eq!(components(b"./a/b/").expect("ok"), vec![&b"a"[..], b"b"]);
         assert!(components(b"").expect("root").is_empty());
         for bad in [&b"/etc"[..], b"a/../b", b"..", b"a//b", b"a/./b", b"a\0b"] {
-            assert_eq!(
-                components(bad).expect_err("bad").kind(),
-                ErrorKind::InvalidPath,
-                "{bad:?}"
-            );
+            assert_eq!(components(bad).expect_err("bad").kind(), ErrorKind::InvalidPath, "{bad:?}");
         }
         assert!(normalize_nonempty(b"").is_err());
     }

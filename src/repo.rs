@@ -54,10 +54,7 @@ pub struct Repo {
 
 /// Nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 fn not_a_repo(path: &Path, why: &str) -> Error {
@@ -83,34 +80,27 @@ impl Repo {
             if entries.next().is_some() {
                 return Err(Error::new(
                     ErrorKind::AlreadyExists,
-                    format!("{} exists and is not empty: choose a new or empty directory for the repository", path.display()),
+                    format!(
+                        "{} exists and is not empty: choose a new or empty directory for the repository",
+                        path.display()
+                    ),
                 ));
             }
         }
-        fs::create_dir_all(path.join("packs"))
-            .map_err(|e| Error::io("create repository", path, e))?;
+        fs::create_dir_all(path.join("packs")).map_err(|e| Error::io("create repository", path, e))?;
         let config = Config::new(path.as_os_str().as_encoded_bytes());
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
-        let repo = Repo {
-            root: Some(path.to_path_buf()),
-            config,
-            backend: Box::new(LocalBackend::new(path)),
-            manifest,
-        };
+        let repo =
+            Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
-        let json =
-            serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
         let cfg = path.join(CONFIG_FILE);
-        let mut tmp = tempfile::NamedTempFile::new_in(path)
-            .map_err(|e| Error::io("write config in", path, e))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(path).map_err(|e| Error::io("write config in", path, e))?;
         std::io::Write::write_all(&mut tmp, &json).map_err(|e| Error::io("write", &cfg, e))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| Error::io("sync", &cfg, e))?;
-        tmp.persist(&cfg)
-            .map_err(|e| Error::io("write", &cfg, e.error))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io("sync", &cfg, e))?;
+        tmp.persist(&cfg).map_err(|e| Error::io("write", &cfg, e.error))?;
         Ok(repo)
     }
 
@@ -120,11 +110,7 @@ impl Repo {
         let bytes = match fs::read(&cfg_path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let why = if path.exists() {
-                    "it has no config.json"
-                } else {
-                    "it does not exist"
-                };
+                let why = if path.exists() { "it has no config.json" } else { "it does not exist" };
                 return Err(not_a_repo(path, why));
             }
             Err(e) => return Err(Error::io("read", &cfg_path, e)),
@@ -143,30 +129,16 @@ impl Repo {
             return Err(not_a_repo(path, "manifest.db is missing"));
         }
         let manifest = Manifest::open(&db)?;
-        Ok(Repo {
-            root: Some(path.to_path_buf()),
-            config,
-            backend: Box::new(LocalBackend::new(path)),
-            manifest,
-        })
+        Ok(Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest })
     }
 
     /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in
     /// a [`MemoryBackend`]. For tests and trials.
     pub fn in_memory() -> Result<Repo> {
         static N: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "trove-mem-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("trove-mem-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let manifest = Manifest::create_in_memory(&name)?;
-        Ok(Repo {
-            root: None,
-            config: Config::new(name.as_bytes()),
-            backend: Box::new(MemoryBackend::new()),
-            manifest,
-        })
+        Ok(Repo { root: None, config: Config::new(name.as_bytes()), backend: Box::new(MemoryBackend::new()), manifest })
     }
 
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).
@@ -194,7 +166,6 @@ impl Repo {
 
     /// Appends one audit record in a transaction of its own.
     pub fn audit(&self, record: AuditRecord) -> Result<i64> {
-        self.manifest
-            .write(|tx| manifest::audit::append(tx, &record))
+        self.manifest.write(|tx| manifest::audit::append(tx, &record))
     }
 }

@@ -37,12 +37,7 @@ pub struct RestoreOptions<'a> {
 
 impl Default for RestoreOptions<'_> {
     fn default() -> Self {
-        RestoreOptions {
-            paths: Vec::new(),
-            overwrite: false,
-            actor: "library".into(),
-            progress: &NoProgress,
-        }
+        RestoreOptions { paths: Vec::new(), overwrite: false, actor: "library".into(), progress: &NoProgress }
     }
 }
 
@@ -61,21 +56,14 @@ struct FilePlan {
 }
 
 fn mtime(ns: i64) -> FileTime {
-    FileTime::from_unix_time(
-        ns.div_euclid(1_000_000_000),
-        ns.rem_euclid(1_000_000_000) as u32,
-    )
+    FileTime::from_unix_time(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000) as u32)
 }
 
 /// Names from the manifest become path components on disk: refuse anything that could step
 /// outside the target even if the manifest was tampered with.
 fn safe_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
-    {
-        return Err(Error::corrupt(format!(
-            "snapshot holds an unusable entry name '{}'",
-            path::display(name)
-        )));
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::corrupt(format!("snapshot holds an unusable entry name '{}'", path::display(name))));
     }
     Ok(())
 }
@@ -86,10 +74,7 @@ fn clear_non_dir(p: &Path) -> Result<()> {
     match fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => Err(Error::new(
             ErrorKind::Conflict,
-            format!(
-                "{} is a directory where the snapshot has a file: move it away first",
-                p.display()
-            ),
+            format!("{} is a directory where the snapshot has a file: move it away first", p.display()),
         )),
         Ok(_) => fs::remove_file(p).map_err(|e| Error::io("replace", p, e)),
         Err(_) => Ok(()),
@@ -108,12 +93,7 @@ fn ensure_dir(p: &Path) -> Result<()> {
 }
 
 impl Repo {
-    pub fn restore(
-        &self,
-        snap: &SnapshotInfo,
-        target: &Path,
-        opts: &RestoreOptions<'_>,
-    ) -> Result<RestoreReport> {
+    pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
         match fs::read_dir(target) {
             Ok(mut it) => {
                 if it.next().is_some() && !opts.overwrite {
@@ -135,11 +115,7 @@ impl Repo {
         let mut dirs: Vec<(PathBuf, Entry)> = Vec::new();
         let mut files: Vec<FilePlan> = Vec::new();
         let mut links: Vec<(PathBuf, Entry)> = Vec::new();
-        let roots: Vec<Vec<u8>> = if opts.paths.is_empty() {
-            vec![Vec::new()]
-        } else {
-            opts.paths.clone()
-        };
+        let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
         for root in &roots {
             let entry = self.lookup(snap, root)?;
             let norm = path::components(root)?.join(&b'/');
@@ -152,15 +128,10 @@ impl Repo {
                     EntryKind::Dir => dirs.push((p, e.clone())),
                     EntryKind::Symlink => links.push((p, e.clone())),
                     EntryKind::File => {
-                        let id = e
-                            .content
-                            .ok_or_else(|| Error::corrupt("file entry without content"))?;
+                        let id = e.content.ok_or_else(|| Error::corrupt("file entry without content"))?;
                         let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
-                        let ids: Vec<ObjectId> = if chunks.is_empty() {
-                            vec![id]
-                        } else {
-                            chunks.into_iter().map(|(_, c)| c).collect()
-                        };
+                        let ids: Vec<ObjectId> =
+                            if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
                         let mut parts = Vec::with_capacity(ids.len());
                         for oid in ids {
                             let loc = objects::locate(self.manifest.conn(), &oid)?.ok_or_else(|| {
@@ -168,11 +139,7 @@ impl Repo {
                             })?;
                             parts.push((oid, loc));
                         }
-                        files.push(FilePlan {
-                            path: p,
-                            entry: e.clone(),
-                            parts,
-                        });
+                        files.push(FilePlan { path: p, entry: e.clone(), parts });
                     }
                 }
                 Ok(())
@@ -214,8 +181,7 @@ impl Repo {
         for (p, e) in dirs.iter().rev() {
             fs::set_permissions(p, fs::Permissions::from_mode(e.mode))
                 .map_err(|err| Error::io("set mode of", p, err))?;
-            filetime::set_file_mtime(p, mtime(e.mtime_ns))
-                .map_err(|err| Error::io("set mtime of", p, err))?;
+            filetime::set_file_mtime(p, mtime(e.mtime_ns)).map_err(|err| Error::io("set mtime of", p, err))?;
         }
         opts.progress.finish();
 
@@ -258,11 +224,9 @@ fn write_file(backend: &dyn crate::object::Backend, f: &FilePlan, overwrite: boo
     for (id, loc) in &f.parts {
         let bytes = backend.get_range(&loc.pack, loc.offset, loc.stored_len)?;
         let raw = blob::decode(id, &bytes)?;
-        file.write_all(&raw)
-            .map_err(|e| Error::io("write", &f.path, e))?;
+        file.write_all(&raw).map_err(|e| Error::io("write", &f.path, e))?;
     }
-    file.set_permissions(fs::Permissions::from_mode(f.entry.mode))
-        .map_err(|e| Error::io("set mode of", &f.path, e))?;
+    file.set_permissions(fs::Permissions::from_mode(f.entry.mode)).map_err(|e| Error::io("set mode of", &f.path, e))?;
     filetime::set_file_handle_times(&file, None, Some(mtime(f.entry.mtime_ns)))
         .map_err(|e| Error::io("set mtime of", &f.path, e))?;
     Ok(())

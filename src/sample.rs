@@ -51,9 +51,9 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "fn", "let", "mut", "pub", "struct", "impl", "match", "return", "self", "use", "crate", "mod",
-    "async", "await", "const", "enum", "trait", "where", "type", "Some", "None", "Ok", "Err",
-    "String", "Vec", "Result", "Option", "usize", "u64", "i32", "bool",
+    "fn", "let", "mut", "pub", "struct", "impl", "match", "return", "self", "use", "crate", "mod", "async", "await",
+    "const", "enum", "trait", "where", "type", "Some", "None", "Ok", "Err", "String", "Vec", "Result", "Option",
+    "usize", "u64", "i32", "bool",
 ];
 
 /// Source-like text of about `n` bytes.

@@ -111,19 +111,11 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// Stores `raw` as object `id` unless the repository or this snapshot already has it.
     fn store(&self, id: ObjectId, raw: &[u8]) -> Result<()> {
-        if !self
-            .seen
-            .lock()
-            .map_err(|_| Error::internal("seen set poisoned"))?
-            .insert(id)
-        {
+        if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
             return Ok(());
         }
         let known = {
-            let reader = self
-                .reader
-                .lock()
-                .map_err(|_| Error::internal("reader poisoned"))?;
+            let reader = self.reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
             objects::contains(&reader, &id)?
         };
         if known {
@@ -135,67 +127,45 @@ impl Writer<'_> {
 
     fn warn(&self, rel: &[u8], message: String) {
         if let Ok(mut w) = self.warnings.lock() {
-            w.push(Warning {
-                path: String::from_utf8_lossy(rel).into_owned(),
-                message,
-            });
+            w.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
         }
     }
 
     /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
     /// `Err` is a repository failure that must abort the snapshot.
-    fn read_file(
-        &self,
-        root: &Path,
-        job: &FileJob<'_>,
-        scan_start: i64,
-        racy_ns: i64,
-    ) -> Result<Option<Content>> {
+    fn read_file(&self, root: &Path, job: &FileJob<'_>, scan_start: i64, racy_ns: i64) -> Result<Option<Content>> {
         let path = root.join(std::ffi::OsStr::from_bytes(&job.rel));
         // O_NOFOLLOW: the walk saw a regular file; if a symlink replaced it since, do not read
         // whatever it points at.
-        let file = match File::options()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-        {
+        let file = match File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.warn(
-                    &job.rel,
-                    "vanished before it could be read; not in this snapshot".into(),
-                );
+                self.warn(&job.rel, "vanished before it could be read; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) => {
-                self.warn(
-                    &job.rel,
-                    format!("cannot be read ({e}); not in this snapshot"),
-                );
+                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
                 return Ok(None);
             }
         };
         let before = match file.metadata() {
             Ok(m) if m.is_file() => Stat::of(&m),
             Ok(_) => {
-                self.warn(
-                    &job.rel,
-                    "is no longer a regular file; not in this snapshot".into(),
-                );
+                self.warn(&job.rel, "is no longer a regular file; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) => {
-                self.warn(
-                    &job.rel,
-                    format!("cannot be read ({e}); not in this snapshot"),
-                );
+                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
                 return Ok(None);
             }
         };
+        // Read exactly the size seen at open: a file that keeps growing (a log being written)
+        // must not keep the snapshot chasing its end; the growth is caught below.
+        let limited = Read::take(&file, before.size);
         let read = if before.size <= self.chunking.threshold {
-            self.read_whole(file_ref(&file), before.size)
+            self.read_whole(limited, before.size)
         } else {
-            self.read_chunked(file_ref(&file))
+            self.read_chunked(limited)
         };
         let mut content = match read {
             Ok(Some(c)) => c,
@@ -215,10 +185,7 @@ impl Writer<'_> {
             || after.ctime_ns != before.ctime_ns
             || content.size != before.size;
         if changed {
-            self.warn(
-                &job.rel,
-                "changed while being read; this snapshot holds the bytes as read".into(),
-            );
+            self.warn(&job.rel, "changed while being read; this snapshot holds the bytes as read".into());
         }
         let newest = before.mtime_ns.max(before.ctime_ns);
         content.stat = before;
@@ -226,14 +193,10 @@ impl Writer<'_> {
         Ok(Some(content))
     }
 
-    fn read_whole(&self, mut file: &File, size: u64) -> Result<Option<Content>> {
+    fn read_whole(&self, mut file: impl Read, size: u64) -> Result<Option<Content>> {
         let mut raw = Vec::with_capacity(size as usize + 1);
         if let Err(e) = file.read_to_end(&mut raw) {
-            return Err(Error::with_source(
-                ErrorKind::Io,
-                format!("cannot read file: {e}"),
-                e,
-            ));
+            return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
         }
         let id = ObjectId::of(&raw);
         let sha256: Sha256 = sha2::Sha256::digest(&raw).into();
@@ -242,21 +205,14 @@ impl Writer<'_> {
             id,
             sha256,
             size: raw.len() as u64,
-            stat: Stat {
-                size: 0,
-                mtime_ns: 0,
-                ctime_ns: 0,
-                inode: 0,
-                device: 0,
-                mode: 0,
-            },
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
             chunks: None,
             cacheable: false,
             from_cache: false,
         }))
     }
 
-    fn read_chunked(&self, file: &File) -> Result<Option<Content>> {
+    fn read_chunked(&self, file: impl Read) -> Result<Option<Content>> {
         let mut whole = blake3::Hasher::new();
         let mut sha = sha2::Sha256::new();
         let mut chunks = Vec::new();
@@ -272,14 +228,8 @@ impl Writer<'_> {
         });
         match result {
             Ok(()) => {}
-            Err(e)
-                if e.kind() == ErrorKind::Io
-                    && e.message().starts_with("cannot read while chunking") =>
-            {
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    format!("cannot read file: {}", e.message()),
-                ));
+            Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read while chunking") => {
+                return Err(Error::new(ErrorKind::Io, format!("cannot read file: {}", e.message())));
             }
             Err(e) => return Err(e),
         }
@@ -287,23 +237,12 @@ impl Writer<'_> {
             id: ObjectId(*whole.finalize().as_bytes()),
             sha256: sha.finalize().into(),
             size,
-            stat: Stat {
-                size: 0,
-                mtime_ns: 0,
-                ctime_ns: 0,
-                inode: 0,
-                device: 0,
-                mode: 0,
-            },
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
             chunks: Some(chunks),
             cacheable: false,
             from_cache: false,
         }))
     }
-}
-
-fn file_ref(f: &File) -> &File {
-    f
 }
 
 fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
@@ -405,14 +344,8 @@ fn build(
 /// Inserts `id` and, if it was new, its subtrees. A tree already in the manifest implies all of
 /// its descendants are (they were inserted with it, and are only ever removed together by
 /// garbage collection), so an unchanged directory costs one lookup however deep it is.
-fn insert_trees(
-    conn: &Connection,
-    id: &ObjectId,
-    trees: &HashMap<ObjectId, Vec<Entry>>,
-) -> Result<()> {
-    let entries = trees
-        .get(id)
-        .ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+fn insert_trees(conn: &Connection, id: &ObjectId, trees: &HashMap<ObjectId, Vec<Entry>>) -> Result<()> {
+    let entries = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
     if !manifest::trees::insert(conn, id, entries)? {
         return Ok(());
     }
@@ -425,11 +358,7 @@ fn insert_trees(
 }
 
 /// Entries of tree `id`, from this snapshot's trees or the manifest.
-fn tree_entries(
-    conn: &Connection,
-    id: &ObjectId,
-    new: &HashMap<ObjectId, Vec<Entry>>,
-) -> Result<Vec<Entry>> {
+fn tree_entries(conn: &Connection, id: &ObjectId, new: &HashMap<ObjectId, Vec<Entry>>) -> Result<Vec<Entry>> {
     match new.get(id) {
         Some(e) => Ok(e.clone()),
         None => trees::entries(conn, id),
@@ -520,11 +449,7 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
 
 /// Checks a workspace name: printable, no `/`, not empty.
 pub fn check_workspace_name(name: &str) -> Result<()> {
-    if name.is_empty()
-        || name.len() > 200
-        || name.contains('/')
-        || name.chars().any(char::is_control)
-    {
+    if name.is_empty() || name.len() > 200 || name.contains('/') || name.chars().any(char::is_control) {
         return Err(Error::invalid_argument(format!(
             "workspace name '{name}' is not usable: give 1-200 printable characters without '/' (--workspace NAME)"
         )));
@@ -534,11 +459,7 @@ pub fn check_workspace_name(name: &str) -> Result<()> {
 
 impl Repo {
     /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
-    pub fn effective_excludes(
-        &self,
-        workspace: &str,
-        opts: &SnapshotOptions<'_>,
-    ) -> Result<Excludes> {
+    pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
         let row = workspaces::get(self.manifest.conn(), workspace)?;
         let mut replace = row.as_ref().and_then(|r| r.excludes.clone());
         let mut extra = row.map(|r| r.extra_excludes).unwrap_or_default();
@@ -557,15 +478,12 @@ impl Repo {
             Some(n) => n.clone(),
             None => {
                 let abs = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?;
-                abs.file_name()
-                    .and_then(|n| n.to_str())
-                    .map(str::to_string)
-                    .ok_or_else(|| {
-                        Error::invalid_argument(format!(
-                            "cannot name a workspace after {}: pass --workspace NAME",
-                            dir.display()
-                        ))
-                    })?
+                abs.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "cannot name a workspace after {}: pass --workspace NAME",
+                        dir.display()
+                    ))
+                })?
             }
         };
         check_workspace_name(&name)?;
@@ -599,15 +517,10 @@ impl Repo {
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
         for (rel, (stat, slot)) in outcomes.iter_mut() {
             if matches!(slot, Outcome::Pending) {
-                jobs.push(FileJob {
-                    rel: rel.clone(),
-                    stat: *stat,
-                    slot,
-                });
+                jobs.push(FileJob { rel: rel.clone(), stat: *stat, slot });
             }
         }
-        opts.progress
-            .start("reading", jobs.iter().map(|j| j.stat.size).sum());
+        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
         jobs.par_iter_mut().try_for_each(|job| -> Result<()> {
             let size = job.stat.size;
@@ -619,20 +532,13 @@ impl Repo {
             Ok(())
         })?;
         drop(jobs);
-        let Writer {
-            packs, warnings, ..
-        } = writer;
+        let Writer { packs, warnings, .. } = writer;
         // Step 3: every pack durable before the manifest may point at it.
         let packs: Vec<SealedPack> = packs.finish()?;
-        let warnings = warnings
-            .into_inner()
-            .map_err(|_| Error::internal("warnings poisoned"))?;
+        let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
         opts.progress.finish();
 
-        let mut counts = Counts {
-            skipped: report.skipped,
-            ..Counts::default()
-        };
+        let mut counts = Counts { skipped: report.skipped, ..Counts::default() };
         let mut trees_built = HashMap::new();
         let root = build(&root_node, &outcomes, &mut trees_built, &mut counts);
         match &parent {
@@ -642,23 +548,14 @@ impl Repo {
 
         let created_ns = now_ns();
         let info = SnapshotInfo {
-            id: snapshot_id(
-                &name,
-                &root,
-                created_ns,
-                parent.as_ref().map(|p| p.id.as_str()),
-            ),
+            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| p.id.as_str())),
             workspace: name.clone(),
             session: opts.session.clone(),
             parent: parent.map(|p| p.id),
             created_ns,
             reason: opts.reason.clone(),
             root,
-            source_dir: std::path::absolute(dir)
-                .unwrap_or_else(|_| dir.to_path_buf())
-                .as_os_str()
-                .as_bytes()
-                .to_vec(),
+            source_dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).as_os_str().as_bytes().to_vec(),
             counts,
             warnings,
         };

@@ -19,11 +19,7 @@ impl Repo {
     }
 
     /// Resolves `latest`, a full snapshot id or a unique prefix.
-    pub fn resolve_snapshot(
-        &self,
-        reference: &str,
-        workspace: Option<&str>,
-    ) -> Result<SnapshotInfo> {
+    pub fn resolve_snapshot(&self, reference: &str, workspace: Option<&str>) -> Result<SnapshotInfo> {
         snapshots::resolve(self.manifest.conn(), reference, workspace)
     }
 
@@ -100,23 +96,15 @@ impl Repo {
     /// Reads and verifies one object.
     pub fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>> {
         let loc = objects::locate(self.manifest.conn(), id)?.ok_or_else(|| {
-            Error::corrupt(format!(
-                "object {id} is referenced but not in the index; run `trove check`"
-            ))
+            Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))
         })?;
-        let bytes = self
-            .backend
-            .get_range(&loc.pack, loc.offset, loc.stored_len)
-            .map_err(|e| {
-                if e.kind() == ErrorKind::NotFound {
-                    Error::corrupt(format!(
-                        "object {id} lives in pack {} which is missing; run `trove check`",
-                        loc.pack
-                    ))
-                } else {
-                    e
-                }
-            })?;
+        let bytes = self.backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(|e| {
+            if e.kind() == ErrorKind::NotFound {
+                Error::corrupt(format!("object {id} lives in pack {} which is missing; run `trove check`", loc.pack))
+            } else {
+                e
+            }
+        })?;
         blob::decode(id, &bytes)
     }
 
@@ -139,28 +127,14 @@ impl Repo {
             }
         };
         let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
-        let parts = if chunks.is_empty() {
-            vec![id]
-        } else {
-            chunks.into_iter().map(|(_, c)| c).collect()
-        };
-        Ok(ContentReader {
-            repo: self,
-            parts,
-            next: 0,
-            buf: Vec::new(),
-            pos: 0,
-            expected: entry.size,
-            read: 0,
-        })
+        let parts = if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
+        Ok(ContentReader { repo: self, parts, next: 0, buf: Vec::new(), pos: 0, expected: entry.size, read: 0 })
     }
 
     /// The whole content of a file entry, verified.
     pub fn read_content(&self, entry: &Entry) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(entry.size as usize);
-        self.open_content(entry)?
-            .read_to_end(&mut out)
-            .map_err(from_io)?;
+        self.open_content(entry)?.read_to_end(&mut out).map_err(from_io)?;
         Ok(out)
     }
 }
@@ -207,10 +181,7 @@ impl Read for ContentReader<'_> {
                 }
                 return Ok(0);
             }
-            self.buf = self
-                .repo
-                .read_object(&self.parts[self.next])
-                .map_err(io::Error::other)?;
+            self.buf = self.repo.read_object(&self.parts[self.next]).map_err(io::Error::other)?;
             self.next += 1;
             self.pos = 0;
             self.read += self.buf.len() as u64;

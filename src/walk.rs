@@ -48,12 +48,7 @@ pub struct Excludes {
 
 impl Excludes {
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Excludes> {
-        let mut sets = [
-            GlobSetBuilder::new(),
-            GlobSetBuilder::new(),
-            GlobSetBuilder::new(),
-            GlobSetBuilder::new(),
-        ];
+        let mut sets = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
         for p in patterns {
             let p = p.as_ref();
             let (body, dir_only) = match p.strip_suffix('/') {
@@ -63,25 +58,16 @@ impl Excludes {
             let anchored = body.contains('/');
             let body = body.trim_start_matches('/');
             if body.is_empty() {
-                return Err(Error::invalid_argument(format!(
-                    "exclusion pattern '{p}' matches nothing"
-                )));
+                return Err(Error::invalid_argument(format!("exclusion pattern '{p}' matches nothing")));
             }
-            let glob = GlobBuilder::new(body)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-                .map_err(|e| {
-                    Error::invalid_argument(format!(
-                        "exclusion pattern '{p}' is not a valid glob: {e}"
-                    ))
+            let glob =
+                GlobBuilder::new(body).literal_separator(true).backslash_escape(true).build().map_err(|e| {
+                    Error::invalid_argument(format!("exclusion pattern '{p}' is not a valid glob: {e}"))
                 })?;
             sets[usize::from(anchored) + 2 * usize::from(dir_only)].add(glob);
         }
-        let build = |b: GlobSetBuilder| {
-            b.build()
-                .map_err(|e| Error::invalid_argument(format!("exclusion patterns: {e}")))
-        };
+        let build =
+            |b: GlobSetBuilder| b.build().map_err(|e| Error::invalid_argument(format!("exclusion patterns: {e}")));
         let [names, paths, dir_names, dir_paths] = sets;
         Ok(Excludes {
             patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(),
@@ -131,14 +117,8 @@ impl Stat {
     pub fn of(m: &fs::Metadata) -> Stat {
         Stat {
             size: m.size(),
-            mtime_ns: m
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.mtime_nsec()),
-            ctime_ns: m
-                .ctime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.ctime_nsec()),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
             inode: m.ino(),
             device: m.dev(),
             mode: m.mode(),
@@ -153,15 +133,8 @@ impl Stat {
 
 #[derive(Debug)]
 pub enum Node {
-    File {
-        name: Vec<u8>,
-        stat: Stat,
-    },
-    Symlink {
-        name: Vec<u8>,
-        target: Vec<u8>,
-        stat: Stat,
-    },
+    File { name: Vec<u8>, stat: Stat },
+    Symlink { name: Vec<u8>, target: Vec<u8>, stat: Stat },
     Dir(DirNode),
 }
 
@@ -204,56 +177,31 @@ pub fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
 /// Walks the directory `root`, which must exist and be a directory.
 pub fn walk(root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
     let meta = fs::metadata(root).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "directory {} does not exist: check the path",
-                root.display()
-            ),
-        ),
+        std::io::ErrorKind::NotFound => {
+            Error::new(ErrorKind::NotFound, format!("directory {} does not exist: check the path", root.display()))
+        }
         _ => Error::io("read directory", root, e),
     })?;
     if !meta.is_dir() {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!(
-                "{} is not a directory: give the workspace directory to snapshot",
-                root.display()
-            ),
+            format!("{} is not a directory: give the workspace directory to snapshot", root.display()),
         ));
     }
     let report = Mutex::new(WalkReport::default());
-    let children = scan(root.to_path_buf(), b"", excludes, &report)
-        .map_err(|e| Error::io("read directory", root, e))?;
-    let report = report
-        .into_inner()
-        .map_err(|_| Error::internal("walk report poisoned"))?;
-    Ok((
-        DirNode {
-            name: Vec::new(),
-            rel: Vec::new(),
-            stat: Stat::of(&meta),
-            children,
-        },
-        report,
-    ))
+    let children =
+        scan(root.to_path_buf(), b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
+    let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
+    Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of(&meta), children }, report))
 }
 
 fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
     if let Ok(mut r) = report.lock() {
-        r.warnings.push(Warning {
-            path: String::from_utf8_lossy(rel).into_owned(),
-            message,
-        });
+        r.warnings.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
     }
 }
 
-fn scan(
-    dir: PathBuf,
-    rel: &[u8],
-    excludes: &Excludes,
-    report: &Mutex<WalkReport>,
-) -> std::io::Result<Vec<Node>> {
+fn scan(dir: PathBuf, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Vec<Node>> {
     let mut files = Vec::new();
     let mut subdirs = Vec::new();
     for entry in fs::read_dir(&dir)? {
@@ -289,11 +237,7 @@ fn scan(
             files.push(Node::File { name, stat });
         } else if ft.is_symlink() {
             match fs::read_link(entry.path()) {
-                Ok(t) => files.push(Node::Symlink {
-                    name,
-                    target: t.as_os_str().as_bytes().to_vec(),
-                    stat,
-                }),
+                Ok(t) => files.push(Node::Symlink { name, target: t.as_os_str().as_bytes().to_vec(), stat }),
                 Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
             }
         } else if let Ok(mut r) = report.lock() {
@@ -302,22 +246,15 @@ fn scan(
     }
     let dirs: Vec<Node> = subdirs
         .into_par_iter()
-        .filter_map(|(path, name, child_rel, stat)| {
-            match scan(path, &child_rel, excludes, report) {
-                Ok(children) => Some(Node::Dir(DirNode {
-                    name,
-                    rel: child_rel,
-                    stat,
-                    children,
-                })),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    warn(report, &child_rel, "vanished during the walk".into());
-                    None
-                }
-                Err(e) => {
-                    warn(report, &child_rel, format!("cannot read directory: {e}"));
-                    None
-                }
+        .filter_map(|(path, name, child_rel, stat)| match scan(path, &child_rel, excludes, report) {
+            Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                warn(report, &child_rel, "vanished during the walk".into());
+                None
+            }
+            Err(e) => {
+                warn(report, &child_rel, format!("cannot read directory: {e}"));
+                None
             }
         })
         .collect();

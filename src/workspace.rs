@@ -45,19 +45,11 @@ impl Repo {
                     list.retain(|e| e != r);
                 } else if DEFAULT_EXCLUDES.contains(&r.as_str()) {
                     // Removing a default turns the defaults into an explicit list without it.
-                    replace = Some(
-                        DEFAULT_EXCLUDES
-                            .iter()
-                            .filter(|d| **d != r)
-                            .map(|d| d.to_string())
-                            .collect(),
-                    );
+                    replace = Some(DEFAULT_EXCLUDES.iter().filter(|d| **d != r).map(|d| d.to_string()).collect());
                 }
             }
             workspaces::set_excludes(tx, ws.id, replace.as_deref(), &extra)?;
-            let effective = Excludes::effective(replace.as_deref(), &extra)?
-                .patterns()
-                .to_vec();
+            let effective = Excludes::effective(replace.as_deref(), &extra)?.patterns().to_vec();
             let mut record = AuditRecord::ok(now_ns(), actor, "workspace_excludes");
             record.workspace = Some(name.to_string());
             record.details = serde_json::json!({ "excludes": effective });

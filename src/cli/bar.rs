@@ -10,14 +10,9 @@ pub struct Bar {
 impl Bar {
     /// A bar on stderr when it is a terminal, otherwise one that draws nothing.
     pub fn new() -> Bar {
-        let target = if std::io::stderr().is_terminal() {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
-        Bar {
-            bar: ProgressBar::with_draw_target(None, target),
-        }
+        let target =
+            if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Bar { bar: ProgressBar::with_draw_target(None, target) }
     }
 }
 
@@ -32,11 +27,9 @@ impl trove::Progress for Bar {
         } else {
             self.bar.set_length(total);
             self.bar.set_style(
-                ProgressStyle::with_template(
-                    "{msg:10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
+                ProgressStyle::with_template("{msg:10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
             );
         }
         self.bar.set_message(phase.to_string());

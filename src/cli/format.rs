@@ -58,14 +58,8 @@ pub fn put_path(map: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
             map.insert(key.into(), Value::String(s.into()));
         }
         Err(_) => {
-            map.insert(
-                key.into(),
-                Value::String(String::from_utf8_lossy(bytes).into_owned()),
-            );
-            map.insert(
-                format!("{key}Base64"),
-                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-            );
+            map.insert(key.into(), Value::String(String::from_utf8_lossy(bytes).into_owned()));
+            map.insert(format!("{key}Base64"), Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)));
         }
     }
 }

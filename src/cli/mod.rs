@@ -32,11 +32,7 @@ impl From<io::Error> for Failure {
         if e.kind() == io::ErrorKind::BrokenPipe {
             Failure::BrokenPipe
         } else {
-            Failure::Trove(Error::with_source(
-                ErrorKind::Io,
-                format!("cannot write output: {e}"),
-                e,
-            ))
+            Failure::Trove(Error::with_source(ErrorKind::Io, format!("cannot write output: {e}"), e))
         }
     }
 }
@@ -48,9 +44,7 @@ fn out() -> Out {
 }
 
 fn actor() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
     format!("cli:{user}")
 }
 
@@ -59,13 +53,9 @@ fn default_repo() -> Result<PathBuf, Error> {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d).join("trove/repo"));
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| {
-            Error::invalid_argument(
-                "no repository given and $HOME is not set: pass --repo PATH or set TROVE_REPO",
-            )
-        })?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or_else(|| {
+        Error::invalid_argument("no repository given and $HOME is not set: pass --repo PATH or set TROVE_REPO")
+    })?;
     Ok(PathBuf::from(home).join(".local/share/trove/repo"))
 }
 
@@ -86,27 +76,13 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Init => {
             let repo = Repo::init(&repo_path, &actor())?;
             if json {
-                print_json(
-                    &mut out,
-                    &json!({"repository": repo_path, "id": repo.config().id}),
-                )?;
+                print_json(&mut out, &json!({"repository": repo_path, "id": repo.config().id}))?;
             } else {
-                writeln!(
-                    out,
-                    "created trove repository {} at {}",
-                    repo.config().id,
-                    repo_path.display()
-                )?;
+                writeln!(out, "created trove repository {} at {}", repo.config().id, repo_path.display())?;
             }
             0
         }
-        Command::Snapshot {
-            dir,
-            workspace,
-            exclude,
-            no_default_excludes,
-            reason,
-        } => {
+        Command::Snapshot { dir, workspace, exclude, no_default_excludes, reason } => {
             let repo = Repo::open(&repo_path)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
             let bar = bar::Bar::new();
@@ -127,32 +103,20 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let repo = Repo::open(&repo_path)?;
             let list = repo.snapshots(workspace.as_deref())?;
             if json {
-                print_json(
-                    &mut out,
-                    &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?,
-                )?;
+                print_json(&mut out, &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?)?;
             } else {
                 snapshot_table(&mut out, &list)?;
             }
             0
         }
-        Command::Ls {
-            snapshot,
-            path,
-            recursive,
-            workspace,
-        } => {
+        Command::Ls { snapshot, path, recursive, workspace } => {
             let repo = Repo::open(&repo_path)?;
             let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
             let path = path.map(|p| p.into_vec()).unwrap_or_default();
             ls(&mut out, &repo, &snap, &path, recursive, json)?;
             0
         }
-        Command::Cat {
-            snapshot,
-            path,
-            workspace,
-        } => {
+        Command::Cat { snapshot, path, workspace } => {
             let repo = Repo::open(&repo_path)?;
             let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
             let path = trove::path::normalize_nonempty(path.as_bytes())?;
@@ -183,13 +147,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             }
             0
         }
-        Command::Restore {
-            snapshot,
-            to,
-            paths,
-            overwrite,
-            workspace,
-        } => {
+        Command::Restore { snapshot, to, paths, overwrite, workspace } => {
             let repo = Repo::open(&repo_path)?;
             let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
             let mut norm = Vec::new();
@@ -197,18 +155,10 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                 norm.push(trove::path::normalize_nonempty(p.as_bytes())?);
             }
             let bar = bar::Bar::new();
-            let opts = RestoreOptions {
-                paths: norm,
-                overwrite,
-                actor: actor(),
-                progress: &bar,
-            };
+            let opts = RestoreOptions { paths: norm, overwrite, actor: actor(), progress: &bar };
             let report = repo.restore(&snap, &to, &opts)?;
             if json {
-                print_json(
-                    &mut out,
-                    &json!({"snapshot": snap.id, "target": to, "restored": report}),
-                )?;
+                print_json(&mut out, &json!({"snapshot": snap.id, "target": to, "restored": report}))?;
             } else {
                 writeln!(
                     out,
@@ -223,21 +173,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             }
             0
         }
-        Command::Export {
-            snapshot,
-            path,
-            output,
-            zstd,
-            workspace,
-        } => {
+        Command::Export { snapshot, path, output, zstd, workspace } => {
             let repo = Repo::open(&repo_path)?;
             let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
             let path = path.map(|p| p.into_vec()).unwrap_or_default();
-            let zstd = zstd
-                || output
-                    .as_ref()
-                    .and_then(|o| o.extension())
-                    .is_some_and(|e| e == "zst" || e == "tzst");
+            let zstd = zstd || output.as_ref().and_then(|o| o.extension()).is_some_and(|e| e == "zst" || e == "tzst");
             let level = zstd.then_some(3);
             match &output {
                 Some(file) => export_to_file(&repo, &snap, &path, file, level)?,
@@ -262,25 +202,13 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let repo = Repo::open(&repo_path)?;
             let report = repo.check()?;
             if json {
-                print_json(
-                    &mut out,
-                    &serde_json::to_value(&report).map_err(|e| Error::internal(e.to_string()))?,
-                )?;
+                print_json(&mut out, &serde_json::to_value(&report).map_err(|e| Error::internal(e.to_string()))?)?;
             } else {
                 for p in &report.problems {
                     writeln!(out, "problem: {p}")?;
                 }
-                let verdict = if report.problems.is_empty() {
-                    "no problems found"
-                } else {
-                    "CORRUPTION FOUND"
-                };
-                writeln!(
-                    out,
-                    "checked {} objects ({}): {verdict}",
-                    report.objects,
-                    format::size(report.bytes)
-                )?;
+                let verdict = if report.problems.is_empty() { "no problems found" } else { "CORRUPTION FOUND" };
+                writeln!(out, "checked {} objects ({}): {verdict}", report.objects, format::size(report.bytes))?;
             }
             if report.problems.is_empty() {
                 0
@@ -305,31 +233,21 @@ fn export_to_file(
     level: Option<i32>,
 ) -> Result<(), Failure> {
     // Written beside the destination and renamed, so a failed export leaves no half archive.
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("create a file in", dir, e))?;
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("create a file in", dir, e))?;
     {
         let mut w = BufWriter::new(tmp.as_file());
         repo.export(snap, path, &mut w, level)?;
         w.flush().map_err(|e| Error::io("write", file, e))?;
     }
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("sync", file, e))?;
-    tmp.persist(file)
-        .map_err(|e| Error::io("write", file, e.error))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("sync", file, e))?;
+    tmp.persist(file).map_err(|e| Error::io("write", file, e.error))?;
     Ok(())
 }
 
 fn report_snapshot(out: &mut Out, snap: &SnapshotInfo, json: bool) -> Result<(), Failure> {
     if json {
-        return print_json(
-            out,
-            &serde_json::to_value(snap).map_err(|e| Error::internal(e.to_string()))?,
-        );
+        return print_json(out, &serde_json::to_value(snap).map_err(|e| Error::internal(e.to_string()))?);
     }
     let c = &snap.counts;
     writeln!(
@@ -393,18 +311,10 @@ fn ls(
     let mut each = |p: &[u8], e: &trove::Entry| -> trove::Result<()> {
         let r = if json {
             let sep: &[u8] = if first { b"\n  " } else { b",\n  " };
-            out.write_all(sep).and_then(|_| {
-                serde_json::to_writer(&mut *out, &format::entry_json(p, e))
-                    .map_err(io::Error::other)
-            })
+            out.write_all(sep)
+                .and_then(|_| serde_json::to_writer(&mut *out, &format::entry_json(p, e)).map_err(io::Error::other))
         } else {
-            let mut line = format!(
-                "{} {:>10} {} ",
-                format::mode(e),
-                e.size,
-                format::time(e.mtime_ns)
-            )
-            .into_bytes();
+            let mut line = format!("{} {:>10} {} ", format::mode(e), e.size, format::time(e.mtime_ns)).into_bytes();
             line.extend_from_slice(p);
             if e.kind == trove::EntryKind::Dir {
                 line.push(b'/');
@@ -441,27 +351,16 @@ fn workspace(out: &mut Out, repo: &Repo, cmd: WorkspaceCommand, json: bool) -> R
         WorkspaceCommand::List => {
             let list = workspaces::list(conn)?;
             if json {
-                print_json(
-                    out,
-                    &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?,
-                )?;
+                print_json(out, &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?)?;
             } else {
                 for w in list {
-                    let ex =
-                        trove::walk::Excludes::effective(w.excludes.as_deref(), &w.extra_excludes)?;
+                    let ex = trove::walk::Excludes::effective(w.excludes.as_deref(), &w.extra_excludes)?;
                     writeln!(out, "{}: excludes {}", w.name, ex.patterns().join(" "))?;
                 }
             }
         }
-        WorkspaceCommand::Excludes {
-            name,
-            add,
-            remove,
-            no_defaults,
-            defaults,
-        } => {
-            let list =
-                repo.set_workspace_excludes(&name, &add, &remove, no_defaults, defaults, &actor())?;
+        WorkspaceCommand::Excludes { name, add, remove, no_defaults, defaults } => {
+            let list = repo.set_workspace_excludes(&name, &add, &remove, no_defaults, defaults, &actor())?;
             if json {
                 print_json(out, &json!({"workspace": name, "excludes": list}))?;
             } else {
@@ -475,10 +374,7 @@ fn workspace(out: &mut Out, repo: &Repo, cmd: WorkspaceCommand, json: bool) -> R
 fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let repo = match Repo::open(repo_path) {
         Ok(r) => r,
-        Err(e)
-            if e.kind() == ErrorKind::NotFound
-                && !repo_path.join(trove::repo::CONFIG_FILE).exists() =>
-        {
+        Err(e) if e.kind() == ErrorKind::NotFound && !repo_path.join(trove::repo::CONFIG_FILE).exists() => {
             writeln!(out, "creating repository {}", repo_path.display())?;
             Repo::init(repo_path, &actor())?
         }
@@ -501,22 +397,15 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
             d
         }
     };
-    let opts = SnapshotOptions {
-        actor: actor(),
-        ..SnapshotOptions::default()
-    };
+    let opts = SnapshotOptions { actor: actor(), ..SnapshotOptions::default() };
     let first = repo.snapshot(&dir, &opts)?;
     report_snapshot(out, &first, json)?;
     if generated {
         let edited = dir.join("NOTES.md");
         let line = format!("demo edit at {}\n", format::time(trove::repo::now_ns()));
-        let mut f = File::options()
-            .create(true)
-            .append(true)
-            .open(&edited)
-            .map_err(|e| Error::io("open", &edited, e))?;
-        f.write_all(line.as_bytes())
-            .map_err(|e| Error::io("write", &edited, e))?;
+        let mut f =
+            File::options().create(true).append(true).open(&edited).map_err(|e| Error::io("open", &edited, e))?;
+        f.write_all(line.as_bytes()).map_err(|e| Error::io("write", &edited, e))?;
         writeln!(out, "appended a line to {}", edited.display())?;
     }
     let second = repo.snapshot(&dir, &opts)?;
@@ -525,10 +414,6 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
     snapshot_table(out, &repo.snapshots(Some(&second.workspace))?)?;
     writeln!(out, "\ntop level of the latest snapshot:")?;
     ls(out, &repo, &second, b"", false, false)?;
-    writeln!(
-        out,
-        "\nnext: trove --repo {} ls latest --recursive | head",
-        repo_path.display()
-    )?;
+    writeln!(out, "\nnext: trove --repo {} ls latest --recursive | head", repo_path.display())?;
     Ok(())
 }

@@ -11,9 +11,7 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
     // Inside the caller's write transaction no other writer can interleave, so MAX + 1 keeps the
     // sequence contiguous, which the Merkle tree over the log relies on.
     let seq: i64 = conn
-        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit", [], |r| {
-            r.get(0)
-        })
+        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit", [], |r| r.get(0))
         .map_err(db("appending to the audit log"))?;
     let encoded = record.encode(seq);
     conn.execute(
@@ -43,18 +41,12 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
 }
 
 /// The most recent records, newest first (for `trove log`-style views and tests).
-pub fn recent(
-    conn: &Connection,
-    limit: i64,
-) -> Result<Vec<(i64, String, String, Option<String>, String)>> {
+pub fn recent(conn: &Connection, limit: i64) -> Result<Vec<(i64, String, String, Option<String>, String)>> {
     let mut stmt = conn
         .prepare("SELECT seq, actor, operation, workspace, outcome FROM audit ORDER BY seq DESC LIMIT ?1")
         .map_err(db("reading the audit log"))?;
     let rows = stmt
-        .query_map([limit], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
+        .query_map([limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
         .map_err(db("reading the audit log"))?;
-    rows.collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(db("reading the audit log"))
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the audit log"))
 }

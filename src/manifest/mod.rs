@@ -26,6 +26,8 @@ const MIGRATIONS: &[&str] = &[];
 
 pub struct Manifest {
     conn: Connection,
+    /// The shared-cache URI of an in-memory manifest, which readers open again.
+    memory_uri: Option<String>,
 }
 
 fn configure(conn: &Connection) -> Result<()> {
@@ -49,23 +51,22 @@ impl Manifest {
     /// An in-memory manifest, for tests and throwaway repositories. `name` must be unique in
     /// the process: it names a shared-cache database so `reader()` sees the same data.
     pub fn create_in_memory(name: &str) -> Result<Manifest> {
+        let uri = format!("file:{name}?mode=memory&cache=shared");
         let conn = Connection::open_with_flags(
-            format!("file:{name}?mode=memory&cache=shared"),
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_URI,
+            &uri,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI,
         )
         .map_err(|e| Error::db("creating an in-memory manifest", e))?;
-        Manifest::install(conn)
+        let mut m = Manifest::install(conn)?;
+        m.memory_uri = Some(uri);
+        Ok(m)
     }
 
     fn install(conn: Connection) -> Result<Manifest> {
         configure(&conn)?;
-        conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        ))
-        .map_err(|e| Error::db("applying schema.sql", e))?;
-        Ok(Manifest { conn })
+        conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+            .map_err(|e| Error::db("applying schema.sql", e))?;
+        Ok(Manifest { conn, memory_uri: None })
     }
 
     /// Opens an existing manifest, migrating an older schema and refusing a newer one.
@@ -88,10 +89,7 @@ impl Manifest {
         if version < 1 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!(
-                    "{} is not a trove manifest (schema version {version})",
-                    path.display()
-                ),
+                format!("{} is not a trove manifest (schema version {version})", path.display()),
             ));
         }
         for (step, sql) in MIGRATIONS.iter().enumerate().skip((version - 1) as usize) {
@@ -99,28 +97,23 @@ impl Manifest {
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        Ok(Manifest { conn })
+        Ok(Manifest { conn, memory_uri: None })
     }
 
     /// A second connection to the same database, for lookups from worker threads while this
     /// one prepares a write. In WAL mode it sees the last committed state.
     pub fn reader(&self) -> Result<Connection> {
-        let path = self.conn.path().unwrap_or("");
-        let conn = if path.is_empty() {
-            return Err(Error::internal(
-                "an unnamed in-memory manifest has no readers",
-            ));
-        } else {
-            Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY
-                    | OpenFlags::SQLITE_OPEN_URI
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| Error::db("opening a reader", e))?
+        let path = match (&self.memory_uri, self.conn.path()) {
+            (Some(uri), _) => uri.as_str(),
+            (None, Some(p)) if !p.is_empty() => p,
+            _ => return Err(Error::internal("an unnamed in-memory manifest has no readers")),
         };
-        conn.execute_batch("PRAGMA busy_timeout = 10000;")
-            .map_err(|e| Error::db("configuring a reader", e))?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| Error::db("opening a reader", e))?;
+        conn.execute_batch("PRAGMA busy_timeout = 10000;").map_err(|e| Error::db("configuring a reader", e))?;
         Ok(conn)
     }
 
@@ -130,10 +123,7 @@ impl Manifest {
 
     /// Runs `f` in one transaction: all of its rows land, or none.
     pub fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
-        let tx = self
-            .conn
-            .unchecked_transaction()
-            .map_err(|e| Error::db("starting a transaction", e))?;
+        let tx = self.conn.unchecked_transaction().map_err(|e| Error::db("starting a transaction", e))?;
         let out = f(&tx)?;
         tx.commit().map_err(|e| Error::db("committing", e))?;
         Ok(out)
@@ -154,19 +144,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("m.db");
         drop(Manifest::create(&path).expect("create"));
-        Connection::open(&path)
-            .expect("open")
-            .execute_batch("PRAGMA user_version = 99")
-            .expect("bump");
+        Connection::open(&path).expect("open").execute_batch("PRAGMA user_version = 99").expect("bump");
         let err = Manifest::open(&path).err().expect("newer schema must fail");
         assert!(err.message().contains("newer"), "{err}");
 
         let junk = dir.path().join("junk.db");
-        std::fs::write(
-            &junk,
-            b"this is not sqlite at all, just some text padding it out",
-        )
-        .expect("write");
+        std::fs::write(&junk, b"this is not sqlite at all, just some text padding it out").expect("write");
         assert!(Manifest::open(&junk).is_err());
     }
 
@@ -179,10 +162,7 @@ mod tests {
                 [],
             )
             .expect("insert");
-        assert!(m
-            .conn()
-            .execute("UPDATE audit SET actor = 'b'", [])
-            .is_err());
+        assert!(m.conn().execute("UPDATE audit SET actor = 'b'", []).is_err());
         assert!(m.conn().execute("DELETE FROM audit", []).is_err());
     }
 }

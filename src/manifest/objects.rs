@@ -18,18 +18,11 @@ pub struct Location {
 pub fn insert_pack(conn: &Connection, pack: &SealedPack, now_ns: i64) -> Result<()> {
     conn.execute(
         "INSERT OR IGNORE INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
-        params![
-            pack.key,
-            pack.size as i64,
-            pack.objects.len() as i64,
-            now_ns
-        ],
+        params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
     )
     .map_err(db("recording a pack"))?;
     let pack_id: i64 = conn
-        .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| {
-            r.get(0)
-        })
+        .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0))
         .map_err(db("recording a pack"))?;
     let mut stmt = conn
         .prepare_cached(
@@ -37,24 +30,15 @@ pub fn insert_pack(conn: &Connection, pack: &SealedPack, now_ns: i64) -> Result<
         )
         .map_err(db("indexing objects"))?;
     for o in &pack.objects {
-        stmt.execute(params![
-            &o.id.as_bytes()[..],
-            pack_id,
-            o.offset as i64,
-            o.stored_len as i64,
-            o.raw_len as i64
-        ])
-        .map_err(db("indexing objects"))?;
+        stmt.execute(params![&o.id.as_bytes()[..], pack_id, o.offset as i64, o.stored_len as i64, o.raw_len as i64])
+            .map_err(db("indexing objects"))?;
     }
     Ok(())
 }
 
 pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
-    let mut stmt = conn
-        .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
-        .map_err(db("looking up an object"))?;
-    stmt.exists([&id.as_bytes()[..]])
-        .map_err(db("looking up an object"))
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM objects WHERE id = ?1").map_err(db("looking up an object"))?;
+    stmt.exists([&id.as_bytes()[..]]).map_err(db("looking up an object"))
 }
 
 pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
@@ -75,22 +59,13 @@ pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
     .map_err(db("locating an object"))
 }
 
-pub fn insert_chunk_list(
-    conn: &Connection,
-    content: &ObjectId,
-    chunks: &[(u64, ObjectId)],
-) -> Result<()> {
+pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, ObjectId)]) -> Result<()> {
     let mut stmt = conn
         .prepare_cached("INSERT OR IGNORE INTO chunk_lists (content, seq, chunk, offset) VALUES (?1, ?2, ?3, ?4)")
         .map_err(db("recording a chunk list"))?;
     for (seq, (offset, chunk)) in chunks.iter().enumerate() {
-        stmt.execute(params![
-            &content.as_bytes()[..],
-            seq as i64,
-            &chunk.as_bytes()[..],
-            *offset as i64
-        ])
-        .map_err(db("recording a chunk list"))?;
+        stmt.execute(params![&content.as_bytes()[..], seq as i64, &chunk.as_bytes()[..], *offset as i64])
+            .map_err(db("recording a chunk list"))?;
     }
     Ok(())
 }
@@ -101,9 +76,7 @@ pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, Obj
         .prepare_cached("SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq")
         .map_err(db("reading a chunk list"))?;
     let rows = stmt
-        .query_map([&content.as_bytes()[..]], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?))
-        })
+        .query_map([&content.as_bytes()[..]], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?)))
         .map_err(db("reading a chunk list"))?;
     let mut out = Vec::new();
     for row in rows {

@@ -48,8 +48,7 @@ fn ser_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> 
 }
 
 pub fn insert(conn: &Connection, workspace_id: i64, s: &SnapshotInfo) -> Result<()> {
-    let warnings =
-        serde_json::to_string(&s.warnings).map_err(|e| Error::internal(e.to_string()))?;
+    let warnings = serde_json::to_string(&s.warnings).map_err(|e| Error::internal(e.to_string()))?;
     let c = &s.counts;
     conn.execute(
         "INSERT INTO snapshots (id, workspace, session, parent, created_ns, reason, root, source_dir,
@@ -79,8 +78,7 @@ pub fn insert(conn: &Connection, workspace_id: i64, s: &SnapshotInfo) -> Result<
     Ok(())
 }
 
-const SELECT: &str =
-    "SELECT s.id, w.name, s.session, s.parent, s.created_ns, s.reason, s.root, s.source_dir,
+const SELECT: &str = "SELECT s.id, w.name, s.session, s.parent, s.created_ns, s.reason, s.root, s.source_dir,
     s.files, s.dirs, s.symlinks, s.bytes, s.added, s.changed, s.removed, s.skipped, s.warnings
     FROM snapshots s JOIN workspaces w ON w.id = s.workspace";
 
@@ -118,17 +116,9 @@ fn finish(raw: (SnapshotInfo, Vec<u8>, String)) -> Result<SnapshotInfo> {
     Ok(info)
 }
 
-fn query(
-    conn: &Connection,
-    filter: &str,
-    args: &[&dyn rusqlite::ToSql],
-) -> Result<Vec<SnapshotInfo>> {
-    let mut stmt = conn
-        .prepare_cached(&format!("{SELECT} {filter}"))
-        .map_err(db("reading snapshots"))?;
-    let rows = stmt
-        .query_map(args, from_row)
-        .map_err(db("reading snapshots"))?;
+fn query(conn: &Connection, filter: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<SnapshotInfo>> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} {filter}")).map_err(db("reading snapshots"))?;
+    let rows = stmt.query_map(args, from_row).map_err(db("reading snapshots"))?;
     let mut out = Vec::new();
     for r in rows {
         out.push(finish(r.map_err(db("reading snapshots"))?)?);
@@ -139,11 +129,7 @@ fn query(
 /// Snapshots oldest first, of one workspace or all.
 pub fn list(conn: &Connection, workspace: Option<&str>) -> Result<Vec<SnapshotInfo>> {
     match workspace {
-        Some(w) => query(
-            conn,
-            "WHERE w.name = ?1 ORDER BY s.created_ns, s.rowid",
-            &[&w],
-        ),
+        Some(w) => query(conn, "WHERE w.name = ?1 ORDER BY s.created_ns, s.rowid", &[&w]),
         None => query(conn, "ORDER BY s.created_ns, s.rowid", &[]),
     }
 }
@@ -151,34 +137,18 @@ pub fn list(conn: &Connection, workspace: Option<&str>) -> Result<Vec<SnapshotIn
 /// The newest snapshot of a workspace (or of the repository).
 pub fn latest(conn: &Connection, workspace: Option<&str>) -> Result<Option<SnapshotInfo>> {
     let found = match workspace {
-        Some(w) => query(
-            conn,
-            "WHERE w.name = ?1 ORDER BY s.created_ns DESC, s.rowid DESC LIMIT 1",
-            &[&w],
-        )?,
-        None => query(
-            conn,
-            "ORDER BY s.created_ns DESC, s.rowid DESC LIMIT 1",
-            &[],
-        )?,
+        Some(w) => query(conn, "WHERE w.name = ?1 ORDER BY s.created_ns DESC, s.rowid DESC LIMIT 1", &[&w])?,
+        None => query(conn, "ORDER BY s.created_ns DESC, s.rowid DESC LIMIT 1", &[])?,
     };
     Ok(found.into_iter().next())
 }
 
 /// Resolves `latest`, a full id, or a unique id prefix, optionally within one workspace.
-pub fn resolve(
-    conn: &Connection,
-    reference: &str,
-    workspace: Option<&str>,
-) -> Result<SnapshotInfo> {
-    let within = workspace
-        .map(|w| format!(" of workspace '{w}'"))
-        .unwrap_or_default();
+pub fn resolve(conn: &Connection, reference: &str, workspace: Option<&str>) -> Result<SnapshotInfo> {
+    let within = workspace.map(|w| format!(" of workspace '{w}'")).unwrap_or_default();
     if reference == "latest" {
         return latest(conn, workspace)?.ok_or_else(|| {
-            Error::not_found(format!(
-                "there is no snapshot{within} yet: run `trove snapshot DIR` first"
-            ))
+            Error::not_found(format!("there is no snapshot{within} yet: run `trove snapshot DIR` first"))
         });
     }
     if reference.is_empty() || !reference.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -189,21 +159,14 @@ pub fn resolve(
     }
     let pattern = format!("{}%", reference.to_ascii_lowercase());
     let found = match workspace {
-        Some(w) => query(
-            conn,
-            "WHERE s.id LIKE ?1 AND w.name = ?2 LIMIT 2",
-            &[&pattern, &w],
-        )?,
+        Some(w) => query(conn, "WHERE s.id LIKE ?1 AND w.name = ?2 LIMIT 2", &[&pattern, &w])?,
         None => query(conn, "WHERE s.id LIKE ?1 LIMIT 2", &[&pattern])?,
     };
     match found.len() {
         0 => Err(Error::not_found(format!(
             "snapshot '{reference}'{within} not found: run `trove snapshots` to list them"
         ))),
-        1 => Ok(found
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::internal("one row vanished"))?),
+        1 => Ok(found.into_iter().next().ok_or_else(|| Error::internal("one row vanished"))?),
         _ => Err(Error::new(
             ErrorKind::InvalidArgument,
             format!("snapshot prefix '{reference}' is ambiguous: give more characters"),

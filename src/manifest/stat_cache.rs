@@ -28,18 +28,13 @@ pub fn load(conn: &Connection, workspace: i64) -> Result<HashMap<Vec<u8>, Cached
             "SELECT path, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256 FROM stat_cache WHERE workspace = ?1",
         )
         .map_err(db("loading the stat cache"))?;
-    let mut rows = stmt
-        .query([workspace])
-        .map_err(db("loading the stat cache"))?;
+    let mut rows = stmt.query([workspace]).map_err(db("loading the stat cache"))?;
     let mut out = HashMap::new();
     while let Some(r) = rows.next().map_err(db("loading the stat cache"))? {
         let content: Vec<u8> = r.get(7).map_err(db("loading the stat cache"))?;
         let sha: Vec<u8> = r.get(8).map_err(db("loading the stat cache"))?;
         // A malformed row is only a cache miss: the file is read again.
-        let (Ok(content), Ok(sha256)) = (
-            ObjectId::from_slice(&content),
-            <[u8; 32]>::try_from(&sha[..]),
-        ) else {
+        let (Ok(content), Ok(sha256)) = (ObjectId::from_slice(&content), <[u8; 32]>::try_from(&sha[..])) else {
             continue;
         };
         let get = |i| r.get::<_, i64>(i);
@@ -88,7 +83,6 @@ pub fn delete(conn: &Connection, workspace: i64, path: &[u8]) -> Result<()> {
     let mut stmt = conn
         .prepare_cached("DELETE FROM stat_cache WHERE workspace = ?1 AND path = ?2")
         .map_err(db("updating the stat cache"))?;
-    stmt.execute(params![workspace, path])
-        .map_err(db("updating the stat cache"))?;
+    stmt.execute(params![workspace, path]).map_err(db("updating the stat cache"))?;
     Ok(())
 }

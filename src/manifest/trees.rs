@@ -12,11 +12,7 @@ pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<boo
     let mut tree = conn
         .prepare_cached("INSERT OR IGNORE INTO trees (id, entries) VALUES (?1, ?2)")
         .map_err(db("storing a tree"))?;
-    if tree
-        .execute(params![&id.as_bytes()[..], entries.len() as i64])
-        .map_err(db("storing a tree"))?
-        == 0
-    {
+    if tree.execute(params![&id.as_bytes()[..], entries.len() as i64]).map_err(db("storing a tree"))? == 0 {
         return Ok(false);
     }
     let mut stmt = conn
@@ -44,50 +40,21 @@ pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<boo
 
 fn entry_from_row(
     r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(
-    Vec<u8>,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-)> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+) -> rusqlite::Result<(Vec<u8>, i64, i64, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
 }
 
 #[allow(clippy::type_complexity)]
 fn to_entry(
     tree: &ObjectId,
-    row: (
-        Vec<u8>,
-        i64,
-        i64,
-        i64,
-        i64,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-    ),
+    row: (Vec<u8>, i64, i64, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>),
 ) -> Result<Entry> {
     let (name, kind, mode, size, mtime_ns, content, sha, target) = row;
-    let kind = EntryKind::from_i64(kind).ok_or_else(|| {
-        Error::corrupt(format!("tree {tree} has an entry of unknown kind {kind}"))
-    })?;
+    let kind = EntryKind::from_i64(kind)
+        .ok_or_else(|| Error::corrupt(format!("tree {tree} has an entry of unknown kind {kind}")))?;
     let sha256 = match sha {
         Some(s) => Some(
-            <[u8; 32]>::try_from(&s[..])
-                .map_err(|_| Error::corrupt(format!("tree {tree} has a malformed sha256")))?,
+            <[u8; 32]>::try_from(&s[..]).map_err(|_| Error::corrupt(format!("tree {tree} has a malformed sha256")))?,
         ),
         None => None,
     };
@@ -110,17 +77,13 @@ pub fn entries(conn: &Connection, id: &ObjectId) -> Result<Vec<Entry>> {
             "SELECT name, kind, mode, size, mtime_ns, content, sha256, target FROM tree_entries WHERE tree = ?1 ORDER BY name",
         )
         .map_err(db("reading a tree"))?;
-    let rows = stmt
-        .query_map([&id.as_bytes()[..]], entry_from_row)
-        .map_err(db("reading a tree"))?;
+    let rows = stmt.query_map([&id.as_bytes()[..]], entry_from_row).map_err(db("reading a tree"))?;
     let mut out = Vec::new();
     for row in rows {
         out.push(to_entry(id, row.map_err(db("reading a tree"))?)?);
     }
     if out.is_empty() && !exists(conn, id)? {
-        return Err(Error::corrupt(format!(
-            "tree {id} is referenced but missing from the manifest"
-        )));
+        return Err(Error::corrupt(format!("tree {id} is referenced but missing from the manifest")));
     }
     Ok(out)
 }
@@ -132,22 +95,14 @@ pub fn entry(conn: &Connection, id: &ObjectId, name: &[u8]) -> Result<Option<Ent
             "SELECT name, kind, mode, size, mtime_ns, content, sha256, target FROM tree_entries WHERE tree = ?1 AND name = ?2",
         )
         .map_err(db("reading a tree"))?;
-    let mut rows = stmt
-        .query(params![&id.as_bytes()[..], name])
-        .map_err(db("reading a tree"))?;
+    let mut rows = stmt.query(params![&id.as_bytes()[..], name]).map_err(db("reading a tree"))?;
     match rows.next().map_err(db("reading a tree"))? {
-        Some(r) => Ok(Some(to_entry(
-            id,
-            entry_from_row(r).map_err(db("reading a tree"))?,
-        )?)),
+        Some(r) => Ok(Some(to_entry(id, entry_from_row(r).map_err(db("reading a tree"))?)?)),
         None => Ok(None),
     }
 }
 
 fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {
-    let mut stmt = conn
-        .prepare_cached("SELECT 1 FROM trees WHERE id = ?1")
-        .map_err(db("reading a tree"))?;
-    stmt.exists([&id.as_bytes()[..]])
-        .map_err(db("reading a tree"))
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM trees WHERE id = ?1").map_err(db("reading a tree"))?;
+    stmt.exists([&id.as_bytes()[..]]).map_err(db("reading a tree"))
 }

@@ -19,60 +19,34 @@ pub struct WorkspaceRow {
 }
 
 fn parse_list(name: &str, json: &str) -> Result<Vec<String>> {
-    serde_json::from_str(json).map_err(|e| {
-        Error::corrupt(format!(
-            "workspace '{name}' has a malformed exclusion list: {e}"
-        ))
-    })
+    serde_json::from_str(json)
+        .map_err(|e| Error::corrupt(format!("workspace '{name}' has a malformed exclusion list: {e}")))
 }
 
-fn row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(i64, String, Option<Vec<u8>>, Option<String>, String, i64)> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ))
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, Option<Vec<u8>>, Option<String>, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
 }
 
-fn to_row(
-    raw: (i64, String, Option<Vec<u8>>, Option<String>, String, i64),
-) -> Result<WorkspaceRow> {
+fn to_row(raw: (i64, String, Option<Vec<u8>>, Option<String>, String, i64)) -> Result<WorkspaceRow> {
     let (id, name, root, excludes, extra, created_ns) = raw;
     let excludes = excludes.map(|j| parse_list(&name, &j)).transpose()?;
     let extra_excludes = parse_list(&name, &extra)?;
-    Ok(WorkspaceRow {
-        id,
-        name,
-        root,
-        excludes,
-        extra_excludes,
-        created_ns,
-    })
+    Ok(WorkspaceRow { id, name, root, excludes, extra_excludes, created_ns })
 }
 
 const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns";
 
 pub fn get(conn: &Connection, name: &str) -> Result<Option<WorkspaceRow>> {
     let raw = conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM workspaces WHERE name = ?1"),
-            [name],
-            row,
-        )
+        .query_row(&format!("SELECT {COLUMNS} FROM workspaces WHERE name = ?1"), [name], row)
         .optional()
         .map_err(db("reading a workspace"))?;
     raw.map(to_row).transpose()
 }
 
 pub fn list(conn: &Connection) -> Result<Vec<WorkspaceRow>> {
-    let mut stmt = conn
-        .prepare(&format!("SELECT {COLUMNS} FROM workspaces ORDER BY name"))
-        .map_err(db("listing workspaces"))?;
+    let mut stmt =
+        conn.prepare(&format!("SELECT {COLUMNS} FROM workspaces ORDER BY name")).map_err(db("listing workspaces"))?;
     let rows = stmt.query_map([], row).map_err(db("listing workspaces"))?;
     let mut out = Vec::new();
     for r in rows {
@@ -83,34 +57,20 @@ pub fn list(conn: &Connection) -> Result<Vec<WorkspaceRow>> {
 
 /// The workspace called `name`, created if missing.
 pub fn ensure(conn: &Connection, name: &str, now_ns: i64) -> Result<WorkspaceRow> {
-    conn.execute(
-        "INSERT OR IGNORE INTO workspaces (name, created_ns) VALUES (?1, ?2)",
-        params![name, now_ns],
-    )
-    .map_err(db("creating a workspace"))?;
-    get(conn, name)?
-        .ok_or_else(|| Error::internal(format!("workspace '{name}' vanished after insert")))
+    conn.execute("INSERT OR IGNORE INTO workspaces (name, created_ns) VALUES (?1, ?2)", params![name, now_ns])
+        .map_err(db("creating a workspace"))?;
+    get(conn, name)?.ok_or_else(|| Error::internal(format!("workspace '{name}' vanished after insert")))
 }
 
 pub fn set_root(conn: &Connection, id: i64, root: &[u8]) -> Result<()> {
-    conn.execute(
-        "UPDATE workspaces SET root = ?1 WHERE id = ?2",
-        params![root, id],
-    )
-    .map_err(db("updating a workspace"))?;
+    conn.execute("UPDATE workspaces SET root = ?1 WHERE id = ?2", params![root, id])
+        .map_err(db("updating a workspace"))?;
     Ok(())
 }
 
-pub fn set_excludes(
-    conn: &Connection,
-    id: i64,
-    excludes: Option<&[String]>,
-    extra: &[String],
-) -> Result<()> {
-    let excludes = excludes
-        .map(|e| serde_json::to_string(e))
-        .transpose()
-        .map_err(|e| Error::internal(e.to_string()))?;
+pub fn set_excludes(conn: &Connection, id: i64, excludes: Option<&[String]>, extra: &[String]) -> Result<()> {
+    let excludes =
+        excludes.map(|e| serde_json::to_string(e)).transpose().map_err(|e| Error::internal(e.to_string()))?;
     let extra = serde_json::to_string(extra).map_err(|e| Error::internal(e.to_string()))?;
     conn.execute(
         "UPDATE workspaces SET excludes = ?1, extra_excludes = ?2 WHERE id = ?3",

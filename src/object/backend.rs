@@ -23,32 +23,15 @@ pub(crate) fn contract(b: &dyn Backend) {
     use crate::ErrorKind;
     b.put("packs/aa/one.pack", b"hello world").expect("put");
     b.put("packs/bb/two.pack", b"0123456789").expect("put");
-    b.put("packs/aa/one.pack", b"hello world")
-        .expect("same put again is success");
-    assert_eq!(
-        b.get_range("packs/aa/one.pack", 6, 5).expect("get"),
-        b"world"
-    );
-    assert_eq!(
-        b.get_range("packs/bb/two.pack", 0, 10).expect("get"),
-        b"0123456789"
-    );
-    assert_eq!(
-        b.get_range("packs/bb/two.pack", 3, 0).expect("empty get"),
-        b""
-    );
-    let short = b
-        .get_range("packs/bb/two.pack", 8, 5)
-        .expect_err("past the end");
+    b.put("packs/aa/one.pack", b"hello world").expect("same put again is success");
+    assert_eq!(b.get_range("packs/aa/one.pack", 6, 5).expect("get"), b"world");
+    assert_eq!(b.get_range("packs/bb/two.pack", 0, 10).expect("get"), b"0123456789");
+    assert_eq!(b.get_range("packs/bb/two.pack", 3, 0).expect("empty get"), b"");
+    let short = b.get_range("packs/bb/two.pack", 8, 5).expect_err("past the end");
     assert_eq!(short.kind(), ErrorKind::Corrupt);
-    let missing = b
-        .get_range("packs/cc/none.pack", 0, 1)
-        .expect_err("missing");
+    let missing = b.get_range("packs/cc/none.pack", 0, 1).expect_err("missing");
     assert_eq!(missing.kind(), ErrorKind::NotFound);
-    assert_eq!(
-        b.list("packs/").expect("list"),
-        vec!["packs/aa/one.pack", "packs/bb/two.pack"]
-    );
+    assert_eq!(b.list("packs/").expect("list"), vec!["packs/aa/one.pack", "packs/bb/two.pack"]);
     assert_eq!(b.list("packs/bb").expect("list"), vec!["packs/bb/two.pack"]);
     b.delete("packs/aa/one.pack").expect("delete");
     b.delete("packs/aa/one.pack").expect("delete again");

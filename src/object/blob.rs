@@ -32,31 +32,18 @@ fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.as_ref().map(|(l, _)| *l) != Some(level) {
-            let c = zstd::bulk::Compressor::new(level).map_err(|e| {
-                Error::with_source(
-                    crate::ErrorKind::Internal,
-                    "cannot create a zstd compressor",
-                    e,
-                )
-            })?;
+            let c = zstd::bulk::Compressor::new(level)
+                .map_err(|e| Error::with_source(crate::ErrorKind::Internal, "cannot create a zstd compressor", e))?;
             *slot = Some((level, c));
         }
-        let (_, c) = slot
-            .as_mut()
-            .ok_or_else(|| Error::internal("zstd compressor missing"))?;
-        c.compress(raw).map_err(|e| {
-            Error::with_source(crate::ErrorKind::Internal, "zstd compression failed", e)
-        })
+        let (_, c) = slot.as_mut().ok_or_else(|| Error::internal("zstd compressor missing"))?;
+        c.compress(raw).map_err(|e| Error::with_source(crate::ErrorKind::Internal, "zstd compression failed", e))
     })
 }
 
 /// Encodes `raw` (whose id the caller computed) into header + payload.
 pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
-    let compressed = if raw.len() >= 64 {
-        Some(compress(raw, level)?)
-    } else {
-        None
-    };
+    let compressed = if raw.len() >= 64 { Some(compress(raw, level)?) } else { None };
     let (codec, payload): (Codec, &[u8]) = match &compressed {
         Some(c) if (c.len() as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) => (Codec::Zstd, c),
         _ => (Codec::Raw, raw),
@@ -84,15 +71,10 @@ pub struct Header {
 
 pub fn parse_header(bytes: &[u8]) -> Result<Header> {
     if bytes.len() < HEADER_LEN || &bytes[..4] != MAGIC {
-        return Err(Error::corrupt(
-            "blob header is missing or has a wrong magic",
-        ));
+        return Err(Error::corrupt("blob header is missing or has a wrong magic"));
     }
     if bytes[4] != VERSION {
-        return Err(Error::corrupt(format!(
-            "blob format version {} is not known",
-            bytes[4]
-        )));
+        return Err(Error::corrupt(format!("blob format version {} is not known", bytes[4])));
     }
     let codec = match bytes[5] {
         0 => Codec::Raw,
@@ -105,21 +87,12 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header> {
         u64::from_le_bytes(b)
     };
     let id = ObjectId::from_slice(&bytes[24..56])?;
-    Ok(Header {
-        codec,
-        raw_len: u64_at(8),
-        payload_len: u64_at(16),
-        id,
-    })
+    Ok(Header { codec, raw_len: u64_at(8), payload_len: u64_at(16), id })
 }
 
 /// Decodes a whole blob and verifies it is the object `expected`.
 pub fn decode(expected: &ObjectId, bytes: &[u8]) -> Result<Vec<u8>> {
-    let damaged = |what: &str| {
-        Error::corrupt(format!(
-            "object {expected} is corrupt: {what}; run `trove check`"
-        ))
-    };
+    let damaged = |what: &str| Error::corrupt(format!("object {expected} is corrupt: {what}; run `trove check`"));
     let header = parse_header(bytes).map_err(|e| damaged(e.message()))?;
     if header.id != *expected {
         return Err(damaged("its header names another object"));
@@ -146,21 +119,14 @@ mod tests {
     #[test]
     fn round_trips_compressible_and_random() {
         let text = b"fn main() { println!(\"hi\"); }\n".repeat(100);
-        let noise: Vec<u8> = (0..5000u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-            .collect();
+        let noise: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
         for raw in [&text[..], &noise[..], b"", b"x"] {
             let id = ObjectId::of(raw);
             let blob = encode(&id, raw, 3).expect("encode");
             assert_eq!(decode(&id, &blob).expect("decode"), raw);
         }
         let id = ObjectId::of(&text);
-        assert_eq!(
-            parse_header(&encode(&id, &text, 3).expect("encode"))
-                .expect("header")
-                .codec,
-            Codec::Zstd
-        );
+        assert_eq!(parse_header(&encode(&id, &text, 3).expect("encode")).expect("header").codec, Codec::Zstd);
     }
 
     #[test]

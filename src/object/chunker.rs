@@ -19,30 +19,19 @@ pub struct Chunking {
 
 impl Default for Chunking {
     fn default() -> Chunking {
-        Chunking {
-            threshold: 1 << 20,
-            min: 256 << 10,
-            avg: 1 << 20,
-            max: 4 << 20,
-        }
+        Chunking { threshold: 1 << 20, min: 256 << 10, avg: 1 << 20, max: 4 << 20 }
     }
 }
 
 impl Chunking {
     /// Feeds `reader` to `each` chunk by chunk, in order, with the chunk's offset.
-    pub fn for_each_chunk(
-        &self,
-        reader: impl Read,
-        mut each: impl FnMut(u64, Vec<u8>) -> Result<()>,
-    ) -> Result<()> {
+    pub fn for_each_chunk(&self, reader: impl Read, mut each: impl FnMut(u64, Vec<u8>) -> Result<()>) -> Result<()> {
         let chunker = fastcdc::v2020::StreamCDC::new(reader, self.min, self.avg, self.max);
         for chunk in chunker {
             let chunk = chunk.map_err(|e| match e {
-                fastcdc::v2020::Error::IoError(io) => Error::with_source(
-                    ErrorKind::Io,
-                    format!("cannot read while chunking: {io}"),
-                    io,
-                ),
+                fastcdc::v2020::Error::IoError(io) => {
+                    Error::with_source(ErrorKind::Io, format!("cannot read while chunking: {io}"), io)
+                }
                 other => Error::internal(format!("chunking failed: {other}")),
             })?;
             each(chunk.offset, chunk.data)?;

@@ -23,17 +23,15 @@ impl ObjectId {
 
     pub fn from_hex(s: &str) -> Result<ObjectId> {
         let mut out = [0u8; 32];
-        hex::decode_to_slice(s, &mut out).map_err(|_| {
-            Error::invalid_argument(format!("'{s}' is not a 64-character hex object id"))
-        })?;
+        hex::decode_to_slice(s, &mut out)
+            .map_err(|_| Error::invalid_argument(format!("'{s}' is not a 64-character hex object id")))?;
         Ok(ObjectId(out))
     }
 
     /// From a 32-byte manifest column; any other length means the manifest is damaged.
     pub fn from_slice(bytes: &[u8]) -> Result<ObjectId> {
-        let arr: [u8; 32] = bytes.try_into().map_err(|_| {
-            Error::corrupt(format!("manifest holds a {}-byte object id", bytes.len()))
-        })?;
+        let arr: [u8; 32] =
+            bytes.try_into().map_err(|_| Error::corrupt(format!("manifest holds a {}-byte object id", bytes.len())))?;
         Ok(ObjectId(arr))
     }
 }

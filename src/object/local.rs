@@ -24,10 +24,7 @@ pub struct LocalBackend {
 
 impl LocalBackend {
     pub fn new(root: impl Into<PathBuf>) -> LocalBackend {
-        LocalBackend {
-            root: root.into(),
-            open: Mutex::new(HashMap::new()),
-        }
+        LocalBackend { root: root.into(), open: Mutex::new(HashMap::new()) }
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -35,10 +32,7 @@ impl LocalBackend {
     }
 
     fn handle(&self, key: &str) -> Result<Arc<File>> {
-        let mut open = self
-            .open
-            .lock()
-            .map_err(|_| Error::internal("backend handle cache poisoned"))?;
+        let mut open = self.open.lock().map_err(|_| Error::internal("backend handle cache poisoned"))?;
         if let Some(f) = open.get(key) {
             return Ok(f.clone());
         }
@@ -53,9 +47,7 @@ impl LocalBackend {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("sync directory", dir, e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
 impl Backend for LocalBackend {
@@ -64,21 +56,15 @@ impl Backend for LocalBackend {
         if path.exists() {
             return Ok(());
         }
-        let dir = path
-            .parent()
-            .ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
+        let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
         let mut tmp = tempfile::Builder::new()
             .suffix(".tmp")
             .tempfile_in(dir)
             .map_err(|e| Error::io("create a temporary file in", dir, e))?;
-        tmp.write_all(bytes)
-            .map_err(|e| Error::io("write", tmp.path(), e))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| Error::io("sync", tmp.path(), e))?;
-        tmp.persist(&path)
-            .map_err(|e| Error::io("rename into place", &path, e.error))?;
+        tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
+        tmp.persist(&path).map_err(|e| Error::io("rename into place", &path, e.error))?;
         sync_dir(dir)
     }
 
@@ -91,10 +77,7 @@ impl Backend for LocalBackend {
                 Ok(0) => {
                     return Err(Error::new(
                         ErrorKind::Corrupt,
-                        format!(
-                            "pack {key} ends before byte {}; run `trove check`",
-                            offset + len
-                        ),
+                        format!("pack {key} ends before byte {}; run `trove check`", offset + len),
                     ))
                 }
                 Ok(n) => done += n,
@@ -111,20 +94,12 @@ impl Backend for LocalBackend {
             return Ok(keys);
         }
         for entry in walkdir::WalkDir::new(&self.root) {
-            let entry = entry.map_err(|e| {
-                Error::new(
-                    ErrorKind::Io,
-                    format!("cannot list {}: {e}", self.root.display()),
-                )
-            })?;
-            if !entry.file_type().is_file() || entry.path().extension().is_some_and(|x| x == "tmp")
-            {
+            let entry =
+                entry.map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", self.root.display())))?;
+            if !entry.file_type().is_file() || entry.path().extension().is_some_and(|x| x == "tmp") {
                 continue;
             }
-            let rel = entry
-                .path()
-                .strip_prefix(&self.root)
-                .map_err(|_| Error::internal("walk left the root"))?;
+            let rel = entry.path().strip_prefix(&self.root).map_err(|_| Error::internal("walk left the root"))?;
             let key = rel.to_string_lossy().replace('\\', "/");
             if key.starts_with(prefix) {
                 keys.push(key);

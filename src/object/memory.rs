@@ -17,20 +17,14 @@ impl MemoryBackend {
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>>> {
-        self.blobs
-            .lock()
-            .map_err(|_| Error::internal("memory backend poisoned"))
+        self.blobs.lock().map_err(|_| Error::internal("memory backend poisoned"))
     }
 
     /// Flips one byte of a stored value: lets tests damage a pack the way a disk would.
     pub fn corrupt_byte(&self, key: &str, offset: usize) -> Result<()> {
         let mut blobs = self.lock()?;
-        let value = blobs
-            .get_mut(key)
-            .ok_or_else(|| Error::not_found(format!("no key {key}")))?;
-        let byte = value
-            .get_mut(offset)
-            .ok_or_else(|| Error::invalid_argument("offset past the end"))?;
+        let value = blobs.get_mut(key).ok_or_else(|| Error::not_found(format!("no key {key}")))?;
+        let byte = value.get_mut(offset).ok_or_else(|| Error::invalid_argument("offset past the end"))?;
         *byte ^= 0x40;
         Ok(())
     }
@@ -38,34 +32,22 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        self.lock()?
-            .entry(key.to_string())
-            .or_insert_with(|| bytes.to_vec());
+        self.lock()?.entry(key.to_string()).or_insert_with(|| bytes.to_vec());
         Ok(())
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
         let blobs = self.lock()?;
-        let value = blobs
-            .get(key)
-            .ok_or_else(|| Error::not_found(format!("pack {key} does not exist")))?;
+        let value = blobs.get(key).ok_or_else(|| Error::not_found(format!("pack {key} does not exist")))?;
         let (start, end) = (offset as usize, (offset + len) as usize);
         if end > value.len() {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                format!("pack {key} ends before byte {end}"),
-            ));
+            return Err(Error::new(ErrorKind::Corrupt, format!("pack {key} ends before byte {end}")));
         }
         Ok(value[start..end].to_vec())
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        Ok(self
-            .lock()?
-            .keys()
-            .filter(|k| k.starts_with(prefix))
-            .cloned()
-            .collect())
+        Ok(self.lock()?.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
     }
 
     fn delete(&self, key: &str) -> Result<()> {

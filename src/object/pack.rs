@@ -41,10 +41,7 @@ impl Open {
         let mut buf = Vec::new();
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&VERSION.to_le_bytes());
-        Open {
-            buf,
-            objects: Vec::new(),
-        }
+        Open { buf, objects: Vec::new() }
     }
 }
 
@@ -58,29 +55,16 @@ pub struct PackWriter<'a> {
 
 impl<'a> PackWriter<'a> {
     pub fn new(backend: &'a dyn Backend, target_size: usize) -> PackWriter<'a> {
-        PackWriter {
-            backend,
-            target_size,
-            open: Mutex::new(Open::new()),
-            sealed: Mutex::new(Vec::new()),
-        }
+        PackWriter { backend, target_size, open: Mutex::new(Open::new()), sealed: Mutex::new(Vec::new()) }
     }
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
     pub fn add(&self, id: ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
         let full = {
-            let mut open = self
-                .open
-                .lock()
-                .map_err(|_| Error::internal("pack writer poisoned"))?;
+            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
             let offset = open.buf.len() as u64;
             open.buf.extend_from_slice(encoded);
-            open.objects.push(PackedObject {
-                id,
-                offset,
-                stored_len: encoded.len() as u64,
-                raw_len,
-            });
+            open.objects.push(PackedObject { id, offset, stored_len: encoded.len() as u64, raw_len });
             if open.buf.len() >= self.target_size {
                 Some(std::mem::replace(&mut *open, Open::new()))
             } else {
@@ -101,28 +85,15 @@ impl<'a> PackWriter<'a> {
         let hex = blake3::hash(&pack.buf).to_hex();
         let key = format!("packs/{}/{}.pack", &hex[..2], hex);
         self.backend.put(&key, &pack.buf)?;
-        let sealed = SealedPack {
-            key,
-            size: pack.buf.len() as u64,
-            objects: pack.objects,
-        };
-        self.sealed
-            .lock()
-            .map_err(|_| Error::internal("pack writer poisoned"))?
-            .push(sealed);
+        let sealed = SealedPack { key, size: pack.buf.len() as u64, objects: pack.objects };
+        self.sealed.lock().map_err(|_| Error::internal("pack writer poisoned"))?.push(sealed);
         Ok(())
     }
 
     /// Seals the last partial pack and returns every pack written, all durable.
     pub fn finish(self) -> Result<Vec<SealedPack>> {
-        let open = self
-            .open
-            .into_inner()
-            .map_err(|_| Error::internal("pack writer poisoned"))?;
-        let sealed_so_far = self
-            .sealed
-            .into_inner()
-            .map_err(|_| Error::internal("pack writer poisoned"))?;
+        let open = self.open.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
+        let sealed_so_far = self.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
         let rest = PackWriter {
             backend: self.backend,
             target_size: self.target_size,
@@ -130,9 +101,7 @@ impl<'a> PackWriter<'a> {
             sealed: Mutex::new(sealed_so_far),
         };
         rest.seal(open)?;
-        rest.sealed
-            .into_inner()
-            .map_err(|_| Error::internal("pack writer poisoned"))
+        rest.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))
     }
 }
 
@@ -140,23 +109,15 @@ impl<'a> PackWriter<'a> {
 pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObject>> {
     let head = backend.get_range(key, 0, HEADER_LEN)?;
     if &head[..4] != MAGIC {
-        return Err(Error::corrupt(format!(
-            "pack {key} does not start with the pack magic"
-        )));
+        return Err(Error::corrupt(format!("pack {key} does not start with the pack magic")));
     }
     let mut out = Vec::new();
     let mut offset = HEADER_LEN;
     while offset < size {
-        let header =
-            blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?)
-                .map_err(|e| Error::corrupt(format!("pack {key} at byte {offset}: {e}")))?;
+        let header = blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?)
+            .map_err(|e| Error::corrupt(format!("pack {key} at byte {offset}: {e}")))?;
         let stored_len = blob::HEADER_LEN as u64 + header.payload_len;
-        out.push(PackedObject {
-            id: header.id,
-            offset,
-            stored_len,
-            raw_len: header.raw_len,
-        });
+        out.push(PackedObject { id: header.id, offset, stored_len, raw_len: header.raw_len });
         offset += stored_len;
     }
     Ok(out)
@@ -175,9 +136,7 @@ mod tests {
         for i in 0..10u8 {
             let raw = vec![i; 50];
             let id = ObjectId::of(&raw);
-            writer
-                .add(id, 50, &blob::encode(&id, &raw, 3).expect("encode"))
-                .expect("add");
+            writer.add(id, 50, &blob::encode(&id, &raw, 3).expect("encode")).expect("add");
             ids.push(id);
         }
         let packs = writer.finish().expect("finish");
@@ -187,9 +146,7 @@ mod tests {
             let scanned = scan(&backend, &p.key, p.size).expect("scan");
             assert_eq!(scanned, p.objects);
             for o in scanned {
-                let bytes = backend
-                    .get_range(&p.key, o.offset, o.stored_len)
-                    .expect("read");
+                let bytes = backend.get_range(&p.key, o.offset, o.stored_len).expect("read");
                 blob::decode(&o.id, &bytes).expect("decode");
                 seen.push(o.id);
             }

@@ -1,0 +1,304 @@
+//! Library tests of snapshots: round trips, sharing, the stat cache, warnings, corruption.
+
+mod common;
+
+use std::fs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use trove::object::{Backend, LocalBackend};
+use trove::restore::RestoreOptions;
+use trove::{ErrorKind, Progress, Repo, SnapshotOptions};
+
+fn count(repo: &Repo, table: &str) -> i64 {
+    repo.manifest().conn().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).expect("count")
+}
+
+#[test]
+fn snapshot_restores_byte_identical_with_modes_mtimes_links_and_odd_names() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    assert_eq!(snap.workspace, "ws");
+    assert_eq!(snap.counts.files, 5, "node_modules and *.lock are excluded by default");
+    assert_eq!(snap.counts.symlinks, 2);
+    assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+
+    let out = tmp.path().join("out");
+    repo.restore(&snap, &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(tree_state(&out), tree_state(&ws));
+
+    // The restored tree, snapshotted again, has the same root: every field round-tripped.
+    let again = repo
+        .snapshot(&out, &SnapshotOptions { workspace: Some("copy".into()), ..SnapshotOptions::default() })
+        .expect("snapshot copy");
+    assert_eq!(again.root, snap.root);
+}
+
+#[test]
+fn restore_refuses_a_non_empty_target_and_can_restore_one_path() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(&out).expect("mkdir");
+    fs::write(out.join("keep"), "mine").expect("write");
+    let err = repo.restore(&snap, &out, &RestoreOptions::default()).expect_err("non-empty");
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    assert_eq!(fs::read_dir(&out).expect("ls").count(), 1, "a refused restore writes nothing");
+
+    let opts = RestoreOptions { paths: vec![b"src/deep".to_vec()], overwrite: true, ..RestoreOptions::default() };
+    let report = repo.restore(&snap, &out, &opts).expect("partial restore");
+    assert_eq!(report.files, 1);
+    assert_eq!(
+        fs::read(out.join("src/deep/er/notes.txt")).expect("read"),
+        fs::read(ws.join("src/deep/er/notes.txt")).expect("read")
+    );
+    assert_eq!(fs::read(out.join("keep")).expect("kept"), b"mine");
+    assert!(!out.join("src/main.rs").exists());
+
+    // Overwrite replaces a symlink planted at a snapshot path instead of writing through it.
+    let victim = tmp.path().join("victim");
+    fs::write(&victim, "untouched").expect("write");
+    std::os::unix::fs::symlink(&victim, out.join("run.sh")).expect("symlink");
+    let opts = RestoreOptions { paths: vec![b"run.sh".to_vec()], overwrite: true, ..RestoreOptions::default() };
+    repo.restore(&snap, &out, &opts).expect("restore over a symlink");
+    assert_eq!(fs::read(&victim).expect("read"), b"untouched");
+    assert!(fs::symlink_metadata(out.join("run.sh")).expect("lstat").is_file());
+}
+
+#[test]
+fn unchanged_directories_share_trees_and_a_large_file_edit_stores_only_new_chunks() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    trove::sample::generate(&ws, 300, 11).expect("generate");
+    let mut rng = trove::sample::Rng::new(5);
+    fs::write(ws.join("large.bin"), rng.bytes(16 << 20)).expect("write");
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let first = repo.snapshot(&ws, &SnapshotOptions::default()).expect("first");
+    let (trees0, objects0) = (count(&repo, "trees"), count(&repo, "objects"));
+
+    let same = repo.snapshot(&ws, &SnapshotOptions::default()).expect("no change");
+    assert_eq!(same.root, first.root);
+    assert_eq!((count(&repo, "trees"), count(&repo, "objects")), (trees0, objects0));
+    assert_eq!((same.counts.added, same.counts.changed, same.counts.removed), (0, 0, 0));
+
+    // Append to the large file: one or two new chunks, not the whole 16 MiB again.
+    let mut big = fs::read(ws.join("large.bin")).expect("read");
+    big.extend_from_slice(&rng.bytes(10_000));
+    fs::write(ws.join("large.bin"), &big).expect("write");
+    let edited = repo.snapshot(&ws, &SnapshotOptions::default()).expect("edited");
+    let new_objects = count(&repo, "objects") - objects0;
+    assert!((1..=2).contains(&new_objects), "{new_objects} new objects for an append");
+    assert_eq!((edited.counts.added, edited.counts.changed, edited.counts.removed), (0, 1, 0));
+    // Only the root's tree changed (large.bin sits at the top).
+    assert_eq!(count(&repo, "trees") - trees0, 1);
+    let entry = repo.lookup(&edited, b"large.bin").expect("lookup");
+    assert_eq!(repo.read_content(&entry).expect("read"), big);
+    let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&big).into();
+    assert_eq!(entry.sha256, Some(sha), "each entry carries the file's SHA-256");
+
+    // Delete a file deep down and add one: counted, and the earlier snapshot still reads.
+    let victim = walkdir::WalkDir::new(&ws)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_type().is_file() && e.depth() > 2)
+        .expect("a deep file");
+    let victim_rel = victim.path().strip_prefix(&ws).expect("rel").to_path_buf();
+    let old_bytes = fs::read(victim.path()).expect("read");
+    fs::remove_file(victim.path()).expect("rm");
+    fs::write(ws.join("new.txt"), "new").expect("write");
+    let later = repo.snapshot(&ws, &SnapshotOptions::default()).expect("later");
+    assert_eq!((later.counts.added, later.counts.changed, later.counts.removed), (1, 0, 1));
+    let rel = victim_rel.to_str().expect("utf8").as_bytes().to_vec();
+    assert_eq!(repo.lookup(&later, &rel).expect_err("gone").kind(), ErrorKind::NotFound);
+    let old = repo.lookup(&first, &rel).expect("in the first snapshot");
+    assert_eq!(repo.read_content(&old).expect("read"), old_bytes);
+}
+
+#[test]
+fn exclusions_are_replaceable_and_extendable_per_workspace_and_per_call() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let has = |snap: &trove::SnapshotInfo, p: &[u8]| repo.lookup(snap, p).is_ok();
+
+    let per_call = SnapshotOptions { extra_excludes: vec!["*.sh".into()], ..SnapshotOptions::default() };
+    let s = repo.snapshot(&ws, &per_call).expect("snapshot");
+    assert!(!has(&s, b"run.sh") && !has(&s, b"node_modules"));
+
+    let replaced = SnapshotOptions { replace_excludes: Some(vec![]), ..SnapshotOptions::default() };
+    let s = repo.snapshot(&ws, &replaced).expect("snapshot");
+    assert!(has(&s, b"node_modules/pkg/index.js") && has(&s, b"yarn.lock"));
+
+    let list =
+        repo.set_workspace_excludes("ws", &["src/deep".into()], &["*.lock".into()], false, false, "test").expect("set");
+    assert!(list.contains(&"src/deep".to_string()) && !list.contains(&"*.lock".to_string()));
+    let s = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    assert!(!has(&s, b"src/deep") && has(&s, b"yarn.lock") && !has(&s, b"node_modules"));
+    assert!(repo.set_workspace_excludes("ws", &["a[".into()], &[], false, false, "test").is_err());
+}
+
+/// Changes the workspace the moment reading starts: the walk saw files that then vanish, turn
+/// into symlinks, or keep growing while they are read.
+struct Saboteur {
+    ws: std::path::PathBuf,
+    stop: Arc<AtomicBool>,
+    fired: AtomicBool,
+}
+
+impl Progress for Saboteur {
+    fn start(&self, phase: &str, _: u64) {
+        if phase != "reading" || self.fired.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        fs::remove_file(self.ws.join("vanishes.txt")).expect("rm");
+        fs::remove_file(self.ws.join("becomes-link.txt")).expect("rm");
+        std::os::unix::fs::symlink("/etc/hostname", self.ws.join("becomes-link.txt")).expect("symlink");
+        let (path, stop) = (self.ws.join("grows.bin"), self.stop.clone());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new().append(true).open(path).expect("open");
+            // Bounded: at most 64 MiB more, whatever happens to the snapshot.
+            for _ in 0..16_384 {
+                if stop.load(Ordering::SeqCst) || f.write_all(&[7u8; 4096]).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    fn advance(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+#[test]
+fn files_that_vanish_change_or_turn_into_links_become_warnings() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("vanishes.txt"), "here").expect("write");
+    fs::write(ws.join("becomes-link.txt"), "here").expect("write");
+    fs::write(ws.join("stays.txt"), "stays").expect("write");
+    fs::write(ws.join("grows.bin"), trove::sample::Rng::new(1).bytes(64 << 20)).expect("write");
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let stop = Arc::new(AtomicBool::new(false));
+    let sab = Saboteur { ws: ws.clone(), stop: stop.clone(), fired: AtomicBool::new(false) };
+    let snap = repo.snapshot(&ws, &SnapshotOptions { progress: &sab, ..SnapshotOptions::default() });
+    stop.store(true, Ordering::SeqCst);
+    let snap = snap.expect("the snapshot completes despite the changes");
+    let warned = |p: &str, what: &str| snap.warnings.iter().any(|w| w.path == p && w.message.contains(what));
+    assert!(warned("vanishes.txt", "vanished"), "{:?}", snap.warnings);
+    assert!(warned("becomes-link.txt", "cannot be read"), "{:?}", snap.warnings);
+    assert!(warned("grows.bin", "changed while being read"), "{:?}", snap.warnings);
+    assert!(repo.lookup(&snap, b"vanishes.txt").is_err());
+    assert_eq!(repo.read_content(&repo.lookup(&snap, b"stays.txt").expect("kept")).expect("read"), b"stays");
+}
+
+#[test]
+fn a_flipped_pack_byte_is_a_corrupt_error_naming_the_object() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "precious data ".repeat(100)).expect("write");
+    let root = tmp.path().join("repo");
+    let repo = Repo::init(&root, "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let entry = repo.lookup(&snap, b"a.txt").expect("lookup");
+    let backend = LocalBackend::new(&root);
+    let pack = backend.list("packs/").expect("list").pop().expect("a pack");
+    let path = root.join(&pack);
+    let mut bytes = fs::read(&path).expect("read pack");
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x10;
+    common::set_mode(&path, 0o644);
+    fs::write(&path, &bytes).expect("damage pack");
+    drop(repo);
+    let repo = Repo::open(&root).expect("reopen");
+    let err = repo.read_content(&entry).expect_err("damaged");
+    assert_eq!(err.kind(), ErrorKind::Corrupt);
+    assert!(err.message().contains(&entry.content.expect("id").to_hex()), "{err}");
+    let report = repo.check().expect("check runs");
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+}
+
+/// Fails every put after the first `ok` ones: a disk that fills up mid-snapshot.
+struct FailingBackend {
+    inner: trove::object::MemoryBackend,
+    ok: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for FailingBackend {
+    fn put(&self, key: &str, bytes: &[u8]) -> trove::Result<()> {
+        if self.ok.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
+            return Err(trove::Error::new(ErrorKind::Io, "disk full (simulated)"));
+        }
+        self.inner.put(key, bytes)
+    }
+    fn get_range(&self, key: &str, offset: u64, len: u64) -> trove::Result<Vec<u8>> {
+        self.inner.get_range(key, offset, len)
+    }
+    fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> trove::Result<()> {
+        self.inner.delete(key)
+    }
+}
+
+#[test]
+fn a_failed_pack_write_leaves_earlier_snapshots_intact_and_nothing_half_recorded() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    trove::sample::generate(&ws, 200, 2).expect("generate");
+    let backend = FailingBackend { inner: trove::object::MemoryBackend::new(), ok: 1.into() };
+    let repo = Repo::with_backend(Box::new(backend)).expect("repo");
+    let first = repo.snapshot(&ws, &SnapshotOptions::default()).expect("first fits in one pack");
+    fs::write(ws.join("more.bin"), trove::sample::Rng::new(9).bytes(1 << 20)).expect("write");
+    let (snaps, audit) = (count(&repo, "snapshots"), count(&repo, "audit"));
+    let err = repo.snapshot(&ws, &SnapshotOptions::default()).expect_err("disk full");
+    assert_eq!(err.kind(), ErrorKind::Io);
+    assert_eq!((count(&repo, "snapshots"), count(&repo, "audit")), (snaps, audit));
+    let out = tmp.path().join("out");
+    repo.restore(&first, &out, &RestoreOptions::default()).expect("restore the first");
+    assert_eq!(repo.check().expect("check").problems, Vec::<String>::new());
+}
+
+#[test]
+fn in_memory_repository_round_trips() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::in_memory().expect("repo");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let out = tmp.path().join("out");
+    repo.restore(&snap, &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(tree_state(&out), tree_state(&ws));
+}
+
+#[test]
+fn every_change_is_audited_with_contiguous_sequence_numbers() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::init(&tmp.path().join("repo"), "cli:tester").expect("init");
+    let snap = repo
+        .snapshot(&ws, &SnapshotOptions { actor: "cli:tester".into(), ..SnapshotOptions::default() })
+        .expect("snapshot");
+    repo.restore(&snap, &tmp.path().join("out"), &RestoreOptions::default()).expect("restore");
+    let rows = trove::manifest::audit::recent(repo.manifest().conn(), 10).expect("audit");
+    let ops: Vec<&str> = rows.iter().rev().map(|r| r.2.as_str()).collect();
+    assert_eq!(ops, ["init", "snapshot", "restore"]);
+    let seqs: Vec<i64> = rows.iter().rev().map(|r| r.0).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(rows[1].1, "cli:tester");
+    let encoded: Vec<u8> =
+        repo.manifest().conn().query_row("SELECT encoded FROM audit WHERE seq = 2", [], |r| r.get(0)).expect("encoded");
+    assert!(encoded.starts_with(b"trove-audit-v1"));
+    assert!(repo.manifest().conn().execute("DELETE FROM audit WHERE seq = 1", []).is_err());
+}
