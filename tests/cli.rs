@@ -1,0 +1,162 @@
+//! End-to-end tests of the `trove` binary: wiring, output shapes, exit codes, bad input.
+
+mod common;
+
+use std::fs;
+use std::process::Command;
+
+use common::*;
+
+fn listing(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().display().to_string(), e.metadata().expect("meta").len()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn snapshot_list_read_restore_export_round_trip() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    rich_workspace(&ws);
+    assert!(trove(&repo, &["init"]).status.success());
+    let o = trove(&repo, &["--json", "snapshot", ws.to_str().expect("utf8"), "--workspace", "demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let snap: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let id = snap["id"].as_str().expect("id").to_string();
+    assert_eq!(snap["workspace"], "demo");
+    assert_eq!(snap["counts"]["files"], 5);
+
+    let o = trove(&repo, &["--json", "snapshots"]);
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(list.as_array().expect("array").len(), 1);
+
+    let o = trove(&repo, &["--json", "ls", &id[..10], "--recursive"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let entries: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let paths: Vec<&str> =
+        entries.as_array().expect("array").iter().map(|e| e["path"].as_str().expect("path")).collect();
+    assert!(paths.contains(&"src/deep/er/notes.txt") && paths.contains(&"empty") && !paths.contains(&"yarn.lock"));
+    let odd = entries.as_array().expect("array").iter().find(|e| e.get("pathBase64").is_some()).expect("odd name");
+    assert_eq!(odd["pathBase64"], "Y2Fm6S50eHQ=", "the exact bytes of caf\\xe9.txt");
+
+    let o = trove(&repo, &["cat", "latest", "big.bin"]);
+    assert!(o.status.success());
+    assert_eq!(o.stdout, fs::read(ws.join("big.bin")).expect("read"));
+    let o = trove(&repo, &["ls", "latest"]);
+    assert!(stdout(&o).contains("link -> src/main.rs"), "{}", stdout(&o));
+
+    let out = tmp.path().join("out");
+    let o = trove(&repo, &["restore", "latest", "--to", out.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(tree_state(&out), tree_state(&ws));
+
+    let tarball = tmp.path().join("x.tar.zst");
+    let o = trove(&repo, &["export", "latest", "-o", tarball.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let untar = tmp.path().join("untar");
+    fs::create_dir_all(&untar).expect("mkdir");
+    let dec = zstd::stream::Decoder::new(fs::File::open(&tarball).expect("open")).expect("zstd");
+    tar::Archive::new(dec).unpack(&untar).expect("unpack");
+    assert_eq!(
+        fs::read(untar.join("src/deep/er/notes.txt")).expect("read"),
+        fs::read(ws.join("src/deep/er/notes.txt")).expect("read")
+    );
+    assert_eq!(fs::read_link(untar.join("link")).expect("link").to_str(), Some("src/main.rs"));
+
+    let o = trove(&repo, &["export", "latest", "src"]);
+    let mut names: Vec<String> = tar::Archive::new(&o.stdout[..])
+        .entries()
+        .expect("tar")
+        .map(|e| e.expect("entry").path().expect("path").display().to_string().trim_end_matches('/').to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["src", "src/deep", "src/deep/er", "src/deep/er/notes.txt", "src/main.rs"]);
+
+    let o = trove(&repo, &["check"]);
+    assert!(o.status.success() && stdout(&o).contains("no problems"), "{}", stdout(&o));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_the_right_exit_code_and_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    rich_workspace(&ws);
+    assert!(trove(&repo, &["init"]).status.success());
+    assert!(trove(&repo, &["snapshot", ws.to_str().expect("utf8")]).status.success());
+    let before = listing(&repo);
+    let audit_before = stdout(&trove(&repo, &["--json", "snapshots"]));
+
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["snapshot", "/definitely/not/here"], 1, "/definitely/not/here does not exist"),
+        (&["cat", "deadbeef", "x"], 1, "snapshot 'deadbeef' not found"),
+        (&["cat", "latest", "nope.txt"], 1, "'nope.txt' is not in snapshot"),
+        (&["cat", "latest", "../etc/passwd"], 2, "invalid path '../etc/passwd'"),
+        (&["cat", "latest", "/etc/passwd"], 2, "starts with '/'"),
+        (&["cat", "latest", "src"], 1, "is a directory"),
+        (&["ls", "zz-not-hex"], 2, "is not a snapshot id"),
+        (&["restore", "latest", "--to", ws.to_str().expect("utf8")], 1, "is not empty"),
+        (&["snapshot", ws.to_str().expect("utf8"), "--exclude", "a["], 2, "not a valid glob"),
+        (&["init"], 1, "already a trove repository"),
+        (&["frobnicate"], 2, "unrecognized subcommand"),
+    ];
+    for (args, code, needle) in cases {
+        let o = trove(&repo, args);
+        assert_eq!(o.status.code(), Some(*code), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        if *code != 2 || !needle.contains("subcommand") {
+            // clap's own usage errors add a usage hint; trove's errors are one line.
+            assert_eq!(stderr(&o).lines().count(), 1, "one-line error for {args:?}: {}", stderr(&o));
+        }
+    }
+    assert_eq!(listing(&repo).len(), before.len(), "no file was added to the repository");
+    assert_eq!(stdout(&trove(&repo, &["--json", "snapshots"])), audit_before);
+
+    let nowhere = tmp.path().join("nowhere");
+    let o = trove(&nowhere, &["snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not a trove repository"), "{}", stderr(&o));
+    assert!(!nowhere.exists(), "a failed open creates nothing");
+}
+
+#[test]
+fn corruption_exits_3_and_trove_repo_env_selects_the_repository() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "some text that will be damaged ".repeat(50)).expect("write");
+    let env_run = |args: &[&str]| Command::new(trove_bin()).args(args).env("TROVE_REPO", &repo).output().expect("run");
+    assert!(env_run(&["init"]).status.success());
+    assert!(env_run(&["snapshot", ws.to_str().expect("utf8")]).status.success());
+    let pack = walkdir::WalkDir::new(repo.join("packs"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        .expect("a pack");
+    let mut bytes = fs::read(pack.path()).expect("read");
+    let at = bytes.len() - 5;
+    bytes[at] ^= 0xff;
+    fs::write(pack.path(), bytes).expect("write");
+    let o = env_run(&["cat", "latest", "a.txt"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is corrupt"), "{}", stderr(&o));
+    let o = env_run(&["check"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stdout(&o).contains("CORRUPTION FOUND"));
+}
+
+#[test]
+fn demo_runs_on_its_built_in_sample() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = tmp.path().join("data/repo");
+    let o = trove(&repo, &["demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("generated a sample workspace of 500 files"), "{text}");
+    assert!(text.contains("(added 1, changed 0, removed 0)"), "{text}");
+    assert!(text.contains("2 snapshots"), "{text}");
+}

@@ -1,0 +1,132 @@
+//! Property test: whatever happens to files between snapshots, the stat cache's decision to
+//! skip a file never yields content that differs from reading the file again.
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use trove::{Repo, SnapshotOptions};
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Rewrite file `i` with content `v` (several share a length, so the size stays equal).
+    Write(usize, usize),
+    /// Rewrite with content `v`, then put the old mtime back, as tools that preserve mtimes do.
+    WriteKeepMtime(usize, usize),
+    /// Replace file `i` with a copy of file `j` via rename (new inode, maybe same size/mtime).
+    RenameOver(usize, usize),
+    Chmod(usize, bool),
+    /// Let time pass beyond the racy window, so what was read becomes cacheable.
+    Sleep,
+    Snapshot,
+}
+
+const CONTENTS: [&str; 5] = ["aaaa", "bbbb", "cccc", "dddddd", ""];
+const FILES: usize = 4;
+const WINDOW_NS: i64 = 30_000_000;
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..FILES, 0..CONTENTS.len()).prop_map(|(i, v)| Op::Write(i, v)),
+        (0..FILES, 0..CONTENTS.len()).prop_map(|(i, v)| Op::WriteKeepMtime(i, v)),
+        (0..FILES, 0..FILES).prop_map(|(i, j)| Op::RenameOver(i, j)),
+        (0..FILES, any::<bool>()).prop_map(|(i, x)| Op::Chmod(i, x)),
+        Just(Op::Sleep),
+        Just(Op::Snapshot),
+        Just(Op::Snapshot),
+    ]
+}
+
+fn name(i: usize) -> String {
+    format!("f{i}")
+}
+
+fn apply(ws: &Path, op: &Op) {
+    use std::os::unix::fs::PermissionsExt;
+    match *op {
+        Op::Write(i, v) => fs::write(ws.join(name(i)), CONTENTS[v]).expect("write"),
+        Op::WriteKeepMtime(i, v) => {
+            let p = ws.join(name(i));
+            let old = filetime::FileTime::from_last_modification_time(&fs::metadata(&p).expect("stat"));
+            fs::write(&p, CONTENTS[v]).expect("write");
+            filetime::set_file_mtime(&p, old).expect("set mtime");
+        }
+        Op::RenameOver(i, j) => {
+            let tmp = ws.join("tmpcopy");
+            fs::copy(ws.join(name(j)), &tmp).expect("copy");
+            let src = fs::metadata(ws.join(name(j))).expect("stat");
+            filetime::set_file_mtime(&tmp, filetime::FileTime::from_last_modification_time(&src)).expect("mtime");
+            fs::rename(&tmp, ws.join(name(i))).expect("rename");
+        }
+        Op::Chmod(i, x) => {
+            let mode = if x { 0o755 } else { 0o644 };
+            fs::set_permissions(ws.join(name(i)), fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        Op::Sleep => std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000)),
+        Op::Snapshot => {}
+    }
+}
+
+fn check(repo: &Repo, ws: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
+    let snap = repo.snapshot(ws, &opts).expect("snapshot");
+    for i in 0..FILES {
+        let bytes = fs::read(ws.join(name(i))).expect("read");
+        let entry = repo.lookup(&snap, name(i).as_bytes()).expect("lookup");
+        assert_eq!(entry.content, Some(trove::object::ObjectId::of(&bytes)), "content of {}", name(i));
+        let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
+        assert_eq!(entry.sha256, Some(sha), "sha256 of {}", name(i));
+        let mode = fs::metadata(ws.join(name(i))).expect("stat").permissions().mode() & 0o7777;
+        assert_eq!(entry.mode, mode, "mode of {}", name(i));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, max_shrink_iters: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn skip_decision_matches_a_full_rehash(ops in prop::collection::vec(op(), 1..14)) {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).expect("mkdir");
+        for i in 0..FILES {
+            fs::write(ws.join(name(i)), CONTENTS[i % 3]).expect("write");
+        }
+        let repo = Repo::in_memory().expect("repo");
+        check(&repo, &ws);
+        std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+        check(&repo, &ws);
+        for op in &ops {
+            apply(&ws, op);
+            if matches!(op, Op::Snapshot) {
+                check(&repo, &ws);
+            }
+        }
+        check(&repo, &ws);
+    }
+}
+
+/// The cache is used at all: after the racy window, an unchanged file is not read again
+/// (shown by replacing its bytes behind the stat's back is impossible, so count reads instead:
+/// a file made unreadable would warn if it were read).
+#[test]
+fn unchanged_files_are_not_read_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a"), "hello").expect("write");
+    let repo = Repo::in_memory().expect("repo");
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    repo.snapshot(&ws, &opts).expect("first");
+    let cached: i64 =
+        repo.manifest().conn().query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
+    assert_eq!(cached, 1, "an old enough file is cached");
+    fs::write(ws.join("b"), "fresh").expect("write");
+    repo.snapshot(&ws, &opts).expect("second");
+    let cached: i64 =
+        repo.manifest().conn().query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
+    assert_eq!(cached, 1, "a file written just now is racy and not cached yet");
+}
