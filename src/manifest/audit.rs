@@ -40,13 +40,31 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
     Ok(seq)
 }
 
-/// The most recent records, newest first (for `trove log`-style views and tests).
-pub fn recent(conn: &Connection, limit: i64) -> Result<Vec<(i64, String, String, Option<String>, String)>> {
+/// The fields of a record that listings show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub actor: String,
+    pub operation: String,
+    pub workspace: Option<String>,
+    pub outcome: String,
+}
+
+/// The most recent records, newest first.
+pub fn recent(conn: &Connection, limit: i64) -> Result<Vec<AuditRow>> {
     let mut stmt = conn
         .prepare("SELECT seq, actor, operation, workspace, outcome FROM audit ORDER BY seq DESC LIMIT ?1")
         .map_err(db("reading the audit log"))?;
     let rows = stmt
-        .query_map([limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .query_map([limit], |r| {
+            Ok(AuditRow {
+                seq: r.get(0)?,
+                actor: r.get(1)?,
+                operation: r.get(2)?,
+                workspace: r.get(3)?,
+                outcome: r.get(4)?,
+            })
+        })
         .map_err(db("reading the audit log"))?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the audit log"))
 }

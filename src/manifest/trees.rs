@@ -38,20 +38,14 @@ pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<boo
     Ok(true)
 }
 
-fn entry_from_row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(Vec<u8>, i64, i64, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
-}
-
-#[allow(clippy::type_complexity)]
-fn to_entry(
-    tree: &ObjectId,
-    row: (Vec<u8>, i64, i64, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>),
-) -> Result<Entry> {
-    let (name, kind, mode, size, mtime_ns, content, sha, target) = row;
+/// Reads one `tree_entries` row (columns as in `COLUMNS`) of tree `tree`.
+fn read_entry(tree: &ObjectId, r: &rusqlite::Row<'_>) -> Result<Entry> {
+    let get = db("reading a tree");
+    let kind: i64 = r.get(1).map_err(&get)?;
     let kind = EntryKind::from_i64(kind)
         .ok_or_else(|| Error::corrupt(format!("tree {tree} has an entry of unknown kind {kind}")))?;
+    let content: Option<Vec<u8>> = r.get(5).map_err(&get)?;
+    let sha: Option<Vec<u8>> = r.get(6).map_err(&get)?;
     let sha256 = match sha {
         Some(s) => Some(
             <[u8; 32]>::try_from(&s[..]).map_err(|_| Error::corrupt(format!("tree {tree} has a malformed sha256")))?,
@@ -59,28 +53,28 @@ fn to_entry(
         None => None,
     };
     Ok(Entry {
-        name,
+        name: r.get(0).map_err(&get)?,
         kind,
-        mode: mode as u32,
-        size: size as u64,
-        mtime_ns,
+        mode: r.get::<_, i64>(2).map_err(&get)? as u32,
+        size: r.get::<_, i64>(3).map_err(&get)? as u64,
+        mtime_ns: r.get(4).map_err(&get)?,
         content: content.as_deref().map(ObjectId::from_slice).transpose()?,
         sha256,
-        target,
+        target: r.get(7).map_err(&get)?,
     })
 }
+
+const COLUMNS: &str = "name, kind, mode, size, mtime_ns, content, sha256, target";
 
 /// All entries of a tree, sorted by name.
 pub fn entries(conn: &Connection, id: &ObjectId) -> Result<Vec<Entry>> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT name, kind, mode, size, mtime_ns, content, sha256, target FROM tree_entries WHERE tree = ?1 ORDER BY name",
-        )
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM tree_entries WHERE tree = ?1 ORDER BY name"))
         .map_err(db("reading a tree"))?;
-    let rows = stmt.query_map([&id.as_bytes()[..]], entry_from_row).map_err(db("reading a tree"))?;
+    let mut rows = stmt.query([&id.as_bytes()[..]]).map_err(db("reading a tree"))?;
     let mut out = Vec::new();
-    for row in rows {
-        out.push(to_entry(id, row.map_err(db("reading a tree"))?)?);
+    while let Some(r) = rows.next().map_err(db("reading a tree"))? {
+        out.push(read_entry(id, r)?);
     }
     if out.is_empty() && !exists(conn, id)? {
         return Err(Error::corrupt(format!("tree {id} is referenced but missing from the manifest")));
@@ -91,13 +85,11 @@ pub fn entries(conn: &Connection, id: &ObjectId) -> Result<Vec<Entry>> {
 /// One entry of a tree by name.
 pub fn entry(conn: &Connection, id: &ObjectId, name: &[u8]) -> Result<Option<Entry>> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT name, kind, mode, size, mtime_ns, content, sha256, target FROM tree_entries WHERE tree = ?1 AND name = ?2",
-        )
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM tree_entries WHERE tree = ?1 AND name = ?2"))
         .map_err(db("reading a tree"))?;
     let mut rows = stmt.query(params![&id.as_bytes()[..], name]).map_err(db("reading a tree"))?;
     match rows.next().map_err(db("reading a tree"))? {
-        Some(r) => Ok(Some(to_entry(id, entry_from_row(r).map_err(db("reading a tree"))?)?)),
+        Some(r) => Ok(Some(read_entry(id, r)?)),
         None => Ok(None),
     }
 }

@@ -23,15 +23,24 @@ fn parse_list(name: &str, json: &str) -> Result<Vec<String>> {
         .map_err(|e| Error::corrupt(format!("workspace '{name}' has a malformed exclusion list: {e}")))
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, Option<Vec<u8>>, Option<String>, String, i64)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+/// Reads one row (columns as in `COLUMNS`); the JSON lists are parsed by `to_row`.
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(WorkspaceRow, Option<String>, String)> {
+    let ws = WorkspaceRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        root: r.get(2)?,
+        excludes: None,
+        extra_excludes: Vec::new(),
+        created_ns: r.get(5)?,
+    };
+    Ok((ws, r.get(3)?, r.get(4)?))
 }
 
-fn to_row(raw: (i64, String, Option<Vec<u8>>, Option<String>, String, i64)) -> Result<WorkspaceRow> {
-    let (id, name, root, excludes, extra, created_ns) = raw;
-    let excludes = excludes.map(|j| parse_list(&name, &j)).transpose()?;
-    let extra_excludes = parse_list(&name, &extra)?;
-    Ok(WorkspaceRow { id, name, root, excludes, extra_excludes, created_ns })
+fn to_row(raw: (WorkspaceRow, Option<String>, String)) -> Result<WorkspaceRow> {
+    let (mut ws, excludes, extra) = raw;
+    ws.excludes = excludes.map(|j| parse_list(&ws.name, &j)).transpose()?;
+    ws.extra_excludes = parse_list(&ws.name, &extra)?;
+    Ok(ws)
 }
 
 const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns";
@@ -69,8 +78,7 @@ pub fn set_root(conn: &Connection, id: i64, root: &[u8]) -> Result<()> {
 }
 
 pub fn set_excludes(conn: &Connection, id: i64, excludes: Option<&[String]>, extra: &[String]) -> Result<()> {
-    let excludes =
-        excludes.map(|e| serde_json::to_string(e)).transpose().map_err(|e| Error::internal(e.to_string()))?;
+    let excludes = excludes.map(serde_json::to_string).transpose().map_err(|e| Error::internal(e.to_string()))?;
     let extra = serde_json::to_string(extra).map_err(|e| Error::internal(e.to_string()))?;
     conn.execute(
         "UPDATE workspaces SET excludes = ?1, extra_excludes = ?2 WHERE id = ?3",

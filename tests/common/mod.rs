@@ -50,7 +50,10 @@ pub fn set_mode(p: &Path, mode: u32) {
 
 /// Every entry under `dir` (relative path bytes, kind, mode, mtime ns, content or target),
 /// excluding what the default exclusions drop: what a restore must reproduce.
-pub fn tree_state(dir: &Path) -> Vec<(Vec<u8>, String, u32, i64, Vec<u8>)> {
+/// One entry as `tree_state` sees it: path, kind, mode, mtime ns, content or link target.
+pub type EntryState = (Vec<u8>, String, u32, i64, Vec<u8>);
+
+pub fn tree_state(dir: &Path) -> Vec<EntryState> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
