@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::{Counts, SnapshotInfo, Warning};
 use crate::manifest::stat_cache::CachedStat;
 use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
-use crate::object::{blob, ObjectId, PackWriter, SealedPack, Sha256};
+use crate::object::{blob, ObjectId, PackWriter, Sha256};
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
 use crate::tree::{tree_id, Entry, EntryKind};
@@ -104,7 +104,7 @@ struct Writer<'a> {
     chunking: crate::object::Chunking,
     reader: Mutex<Connection>,
     seen: Mutex<HashSet<ObjectId>>,
-    packs: PackWriter<'a>,
+    packs: &'a PackWriter,
     warnings: Mutex<Vec<Warning>>,
 }
 
@@ -148,18 +148,10 @@ impl Writer<'_> {
                 return Ok(None);
             }
         };
-        let before = match file.metadata() {
-            Ok(m) if m.is_file() => Stat::of(&m),
-            Ok(_) => {
-                self.warn(&job.rel, "is no longer a regular file; not in this snapshot".into());
-                return Ok(None);
-            }
-            Err(e) => {
-                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
-                return Ok(None);
-            }
-        };
-        // Read exactly the size seen at open: a file that keeps growing (a log being written)
+        // The walk's lstat is the "before"; one fstat after reading tells whether the file
+        // changed in between (or was replaced: the inode differs).
+        let before = job.stat;
+        // Read exactly the size the walk saw: a file that keeps growing (a log being written)
         // must not keep the snapshot chasing its end; the growth is caught below.
         let limited = Read::take(&file, before.size);
         let read = if before.size <= self.chunking.threshold {
@@ -179,16 +171,27 @@ impl Writer<'_> {
             }
             Err(e) => return Err(e),
         };
-        let after = file.metadata().map(|m| Stat::of(&m)).unwrap_or(before);
+        let after = match file.metadata() {
+            Ok(m) if m.is_file() => Stat::of(&m),
+            Ok(_) => {
+                self.warn(&job.rel, "is no longer a regular file; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                return Ok(None);
+            }
+        };
         let changed = after.size != before.size
             || after.mtime_ns != before.mtime_ns
             || after.ctime_ns != before.ctime_ns
+            || after.inode != before.inode
             || content.size != before.size;
         if changed {
             self.warn(&job.rel, "changed while being read; this snapshot holds the bytes as read".into());
         }
         let newest = before.mtime_ns.max(before.ctime_ns);
-        content.stat = before;
+        content.stat = after;
         content.cacheable = !changed && newest < scan_start.saturating_sub(racy_ns);
         Ok(Some(content))
     }
@@ -505,15 +508,9 @@ impl Repo {
         let mut outcomes = Outcomes::new();
         classify(&root_node, &mut cache, &mut outcomes);
 
-        // Step 2: read what the cache could not vouch for, in parallel.
-        let writer = Writer {
-            zstd_level: self.config.zstd_level,
-            chunking: self.config.chunking,
-            reader: Mutex::new(self.reader()?),
-            seen: Mutex::new(HashSet::new()),
-            packs: PackWriter::new(self.backend.as_ref(), self.config.pack_target as usize),
-            warnings: Mutex::new(report.warnings),
-        };
+        // Step 2: read what the cache could not vouch for, in parallel. Step 3: every pack
+        // durable (PackWriter::run returns only once all are sealed) before the manifest may
+        // point at them.
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
         for (rel, (stat, slot)) in outcomes.iter_mut() {
             if matches!(slot, Outcome::Pending) {
@@ -522,20 +519,28 @@ impl Repo {
         }
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
-        jobs.par_iter_mut().try_for_each(|job| -> Result<()> {
-            let size = job.stat.size;
-            *job.slot = match writer.read_file(dir, job, scan_start, racy)? {
-                Some(c) => Outcome::Done(c),
-                None => Outcome::Dropped,
+        let reader = self.manifest.pinned_reader()?;
+        let (warnings, packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
+            let writer = Writer {
+                zstd_level: self.config.zstd_level,
+                chunking: self.config.chunking,
+                reader: Mutex::new(reader),
+                seen: Mutex::new(HashSet::new()),
+                packs,
+                warnings: Mutex::new(report.warnings),
             };
-            opts.progress.advance(size);
-            Ok(())
+            jobs.par_iter_mut().try_for_each(|job| -> Result<()> {
+                let size = job.stat.size;
+                *job.slot = match writer.read_file(dir, job, scan_start, racy)? {
+                    Some(c) => Outcome::Done(c),
+                    None => Outcome::Dropped,
+                };
+                opts.progress.advance(size);
+                Ok(())
+            })?;
+            writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
         })?;
         drop(jobs);
-        let Writer { packs, warnings, .. } = writer;
-        // Step 3: every pack durable before the manifest may point at it.
-        let packs: Vec<SealedPack> = packs.finish()?;
-        let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
         opts.progress.finish();
 
         let mut counts = Counts { skipped: report.skipped, ..Counts::default() };
@@ -623,10 +628,5 @@ impl Repo {
             Ok(())
         })?;
         Ok(info)
-    }
-
-    /// A read-only connection for worker threads.
-    fn reader(&self) -> Result<Connection> {
-        self.manifest.reader()
     }
 }

@@ -41,9 +41,29 @@ fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
     })
 }
 
+/// Objects at least this large are first judged by a sample: compressing megabytes of random
+/// bytes only to throw the result away costs as much as compressing text.
+const SAMPLE_FROM: usize = 64 << 10;
+const SAMPLE_SLICE: usize = 8 << 10;
+
+/// Whether `raw` looks worth compressing: three slices (start, middle, end) compressed together
+/// must save at least half the required margin.
+fn worth_compressing(raw: &[u8], level: i32) -> Result<bool> {
+    if raw.len() < SAMPLE_FROM {
+        return Ok(true);
+    }
+    let mid = raw.len() / 2 - SAMPLE_SLICE / 2;
+    let mut sample = Vec::with_capacity(3 * SAMPLE_SLICE);
+    sample.extend_from_slice(&raw[..SAMPLE_SLICE]);
+    sample.extend_from_slice(&raw[mid..mid + SAMPLE_SLICE]);
+    sample.extend_from_slice(&raw[raw.len() - SAMPLE_SLICE..]);
+    let c = compress(&sample, level)?;
+    Ok((c.len() as f64) <= sample.len() as f64 * (1.0 - MIN_SAVING / 2.0))
+}
+
 /// Encodes `raw` (whose id the caller computed) into header + payload.
 pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
-    let compressed = if raw.len() >= 64 { Some(compress(raw, level)?) } else { None };
+    let compressed = if raw.len() >= 64 && worth_compressing(raw, level)? { Some(compress(raw, level)?) } else { None };
     let (codec, payload): (Codec, &[u8]) = match &compressed {
         Some(c) if (c.len() as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) => (Codec::Zstd, c),
         _ => (Codec::Raw, raw),

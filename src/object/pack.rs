@@ -5,7 +5,8 @@
 //! pack, so a pack names its own content. Writers fill an in-memory buffer and seal it once it
 //! passes the target size; the manifest learns of a pack only after it is durable.
 
-use std::sync::Mutex;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::object::{blob, Backend, ObjectId};
@@ -37,25 +38,76 @@ struct Open {
 }
 
 impl Open {
-    fn new() -> Open {
-        let mut buf = Vec::new();
+    fn new(mut buf: Vec<u8>) -> Open {
+        buf.clear();
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&VERSION.to_le_bytes());
         Open { buf, objects: Vec::new() }
     }
 }
 
-/// Accepts encoded blobs from many threads and seals packs as they fill.
-pub struct PackWriter<'a> {
-    backend: &'a dyn Backend,
-    target_size: usize,
-    open: Mutex<Open>,
-    sealed: Mutex<Vec<SealedPack>>,
+fn seal(backend: &dyn Backend, pack: &Open) -> Result<SealedPack> {
+    let hex = blake3::hash(&pack.buf).to_hex();
+    let key = format!("packs/{}/{}.pack", &hex[..2], hex);
+    backend.put(&key, &pack.buf)?;
+    Ok(SealedPack { key, size: pack.buf.len() as u64, objects: pack.objects.clone() })
 }
 
-impl<'a> PackWriter<'a> {
-    pub fn new(backend: &'a dyn Backend, target_size: usize) -> PackWriter<'a> {
-        PackWriter { backend, target_size, open: Mutex::new(Open::new()), sealed: Mutex::new(Vec::new()) }
+/// Accepts encoded blobs from many threads; full packs go to a sealing thread so the workers
+/// keep hashing and compressing while a pack is written and fsynced. At most one full pack
+/// waits for the sealer, which bounds memory to about three packs.
+pub struct PackWriter {
+    target_size: usize,
+    open: Mutex<Open>,
+    full: SyncSender<Open>,
+    /// Buffers the sealer is done with, reused so each pack does not fault in fresh pages.
+    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl PackWriter {
+    /// Runs `work` with a writer over `backend`, then seals the last pack and returns every
+    /// pack written, all durable, with `work`'s result.
+    pub fn run<T>(
+        backend: &dyn Backend,
+        target_size: usize,
+        work: impl FnOnce(&PackWriter) -> Result<T>,
+    ) -> Result<(T, Vec<SealedPack>)> {
+        std::thread::scope(|scope| {
+            let (full, rx) = sync_channel::<Open>(1);
+            let spare = Arc::new(Mutex::new(Vec::new()));
+            let sealer_spare = spare.clone();
+            let sealer = scope.spawn(move || -> Result<Vec<SealedPack>> {
+                let mut sealed = Vec::new();
+                for pack in rx {
+                    sealed.push(seal(backend, &pack)?);
+                    if let Ok(mut s) = sealer_spare.lock() {
+                        s.push(pack.buf);
+                    }
+                }
+                Ok(sealed)
+            });
+            let writer = PackWriter {
+                target_size,
+                open: Mutex::new(Open::new(Vec::with_capacity(target_size + (1 << 20)))),
+                full,
+                spare,
+            };
+            let result = work(&writer).and_then(|t| writer.flush().map(|_| t));
+            drop(writer);
+            let sealed = sealer.join().map_err(|_| Error::internal("the pack sealing thread panicked"))?;
+            // A sealing failure explains any "sealer stopped" error the workers saw.
+            let sealed = sealed?;
+            Ok((result?, sealed))
+        })
+    }
+
+    fn fresh(&self) -> Open {
+        let buf = self.spare.lock().ok().and_then(|mut s| s.pop());
+        Open::new(buf.unwrap_or_else(|| Vec::with_capacity(self.target_size + (1 << 20))))
+    }
+
+    fn send(&self, pack: Open) -> Result<()> {
+        self.full.send(pack).map_err(|_| Error::new(crate::ErrorKind::Io, "the pack sealer stopped"))
     }
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
@@ -66,42 +118,26 @@ impl<'a> PackWriter<'a> {
             open.buf.extend_from_slice(encoded);
             open.objects.push(PackedObject { id, offset, stored_len: encoded.len() as u64, raw_len });
             if open.buf.len() >= self.target_size {
-                Some(std::mem::replace(&mut *open, Open::new()))
+                Some(std::mem::replace(&mut *open, self.fresh()))
             } else {
                 None
             }
         };
-        // Sealing (hash, write, fsync) happens outside the lock so other threads keep appending.
         match full {
-            Some(pack) => self.seal(pack),
+            Some(pack) => self.send(pack),
             None => Ok(()),
         }
     }
 
-    fn seal(&self, pack: Open) -> Result<()> {
-        if pack.objects.is_empty() {
+    fn flush(&self) -> Result<()> {
+        let last = {
+            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
+            std::mem::replace(&mut *open, Open::new(Vec::new()))
+        };
+        if last.objects.is_empty() {
             return Ok(());
         }
-        let hex = blake3::hash(&pack.buf).to_hex();
-        let key = format!("packs/{}/{}.pack", &hex[..2], hex);
-        self.backend.put(&key, &pack.buf)?;
-        let sealed = SealedPack { key, size: pack.buf.len() as u64, objects: pack.objects };
-        self.sealed.lock().map_err(|_| Error::internal("pack writer poisoned"))?.push(sealed);
-        Ok(())
-    }
-
-    /// Seals the last partial pack and returns every pack written, all durable.
-    pub fn finish(self) -> Result<Vec<SealedPack>> {
-        let open = self.open.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
-        let sealed_so_far = self.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))?;
-        let rest = PackWriter {
-            backend: self.backend,
-            target_size: self.target_size,
-            open: Mutex::new(Open::new()),
-            sealed: Mutex::new(sealed_so_far),
-        };
-        rest.seal(open)?;
-        rest.sealed.into_inner().map_err(|_| Error::internal("pack writer poisoned"))
+        self.send(last)
     }
 }
 
@@ -131,15 +167,17 @@ mod tests {
     #[test]
     fn seals_when_full_and_scans_back() {
         let backend = MemoryBackend::new();
-        let writer = PackWriter::new(&backend, 200);
-        let mut ids = Vec::new();
-        for i in 0..10u8 {
-            let raw = vec![i; 50];
-            let id = ObjectId::of(&raw);
-            writer.add(id, 50, &blob::encode(&id, &raw, 3).expect("encode")).expect("add");
-            ids.push(id);
-        }
-        let packs = writer.finish().expect("finish");
+        let (ids, packs) = PackWriter::run(&backend, 200, |writer| {
+            let mut ids = Vec::new();
+            for i in 0..10u8 {
+                let raw = vec![i; 50];
+                let id = ObjectId::of(&raw);
+                writer.add(id, 50, &blob::encode(&id, &raw, 3).expect("encode")).expect("add");
+                ids.push(id);
+            }
+            Ok(ids)
+        })
+        .expect("run");
         assert!(packs.len() > 1, "a 200-byte target must split ten blobs");
         let mut seen = Vec::new();
         for p in &packs {
