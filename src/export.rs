@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::SnapshotInfo;
 use crate::path;
+use crate::progress::Progress;
 use crate::repo::Repo;
 use crate::tree::{Entry, EntryKind};
 
@@ -16,26 +17,37 @@ fn tar_err(p: &[u8]) -> impl Fn(std::io::Error) -> Error + '_ {
 
 impl Repo {
     /// Writes `path` of `snap` (everything when empty) as a tar stream; returns the entry count.
+    /// `progress` is told the file bytes written, with no total known in advance.
     pub fn export(
         &self,
         snap: &SnapshotInfo,
         path: &[u8],
         out: &mut dyn Write,
         zstd_level: Option<i32>,
+        progress: &dyn Progress,
     ) -> Result<u64> {
-        match zstd_level {
+        progress.start("exporting", 0);
+        let n = match zstd_level {
             Some(level) => {
                 let mut enc = zstd::stream::Encoder::new(out, level)
                     .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start zstd", e))?;
-                let n = self.export_tar(snap, path, &mut enc)?;
+                let n = self.export_tar(snap, path, &mut enc, progress)?;
                 enc.finish().map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot finish zstd: {e}"), e))?;
-                Ok(n)
+                n
             }
-            None => self.export_tar(snap, path, out),
-        }
+            None => self.export_tar(snap, path, out, progress)?,
+        };
+        progress.finish();
+        Ok(n)
     }
 
-    fn export_tar(&self, snap: &SnapshotInfo, path: &[u8], out: &mut dyn Write) -> Result<u64> {
+    fn export_tar(
+        &self,
+        snap: &SnapshotInfo,
+        path: &[u8],
+        out: &mut dyn Write,
+        progress: &dyn Progress,
+    ) -> Result<u64> {
         let mut tar = tar::Builder::new(out);
         let mut count = 0u64;
         let root = path::components(path)?.join(&b'/');
@@ -66,6 +78,7 @@ impl Repo {
                         Some(inner) if inner.is::<Error>() => crate::view::from_io(err),
                         _ => tar_err(rel)(err),
                     })?;
+                    progress.advance(e.size);
                 }
             }
             count += 1;

@@ -344,18 +344,38 @@ fn build(
     id
 }
 
-/// Inserts `id` and, if it was new, its subtrees. A tree already in the manifest implies all of
-/// its descendants are (they were inserted with it, and are only ever removed together by
-/// garbage collection), so an unchanged directory costs one lookup however deep it is.
-fn insert_trees(conn: &Connection, id: &ObjectId, trees: &HashMap<ObjectId, Vec<Entry>>) -> Result<()> {
-    let entries = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
-    if !manifest::trees::insert(conn, id, entries)? {
+/// Collects, top-down, the trees of this snapshot the manifest lacks. A tree already in the
+/// manifest implies all of its descendants are (they were inserted with it, and are only ever
+/// removed together by garbage collection), so an unchanged directory costs one lookup however
+/// deep it is.
+fn missing_trees(
+    conn: &Connection,
+    id: &ObjectId,
+    trees: &HashMap<ObjectId, Vec<Entry>>,
+    out: &mut HashSet<ObjectId>,
+) -> Result<()> {
+    if out.contains(id) || manifest::trees::exists(conn, id)? {
         return Ok(());
     }
+    let entries = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+    out.insert(*id);
     for e in entries {
         if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
-            insert_trees(conn, &child, trees)?;
+            missing_trees(conn, &child, trees, out)?;
         }
+    }
+    Ok(())
+}
+
+/// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
+fn insert_trees(conn: &Connection, root: &ObjectId, trees: &HashMap<ObjectId, Vec<Entry>>) -> Result<()> {
+    let mut found = HashSet::new();
+    missing_trees(conn, root, trees, &mut found)?;
+    let mut missing: Vec<ObjectId> = found.into_iter().collect();
+    missing.sort_unstable();
+    for id in missing {
+        let entries = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+        manifest::trees::insert(conn, &id, entries)?;
     }
     Ok(())
 }
@@ -569,10 +589,11 @@ impl Repo {
         self.manifest.write(|tx| {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
-            for p in &packs {
-                objects::insert_pack(tx, p, created_ns)?;
-            }
-            for (rel, (_, outcome)) in &outcomes {
+            objects::insert_packs(tx, &packs, created_ns)?;
+            // Paths in order, so stat cache pages fill densely (see `insert_packs`).
+            let mut sorted: Vec<(&Vec<u8>, &Outcome)> = outcomes.iter().map(|(r, (_, o))| (r, o)).collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (rel, outcome) in sorted {
                 match outcome {
                     Outcome::Done(c) => {
                         if let Some(chunks) = &c.chunks {

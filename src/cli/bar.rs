@@ -21,7 +21,7 @@ impl trove::Progress for Bar {
         self.bar.reset();
         if total == 0 {
             self.bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                ProgressStyle::with_template("{spinner} {msg} {bytes} {elapsed}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
         } else {

@@ -179,8 +179,24 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let path = path.map(|p| p.into_vec()).unwrap_or_default();
             let zstd = zstd || output.as_ref().and_then(|o| o.extension()).is_some_and(|e| e == "zst" || e == "tzst");
             let level = zstd.then_some(3);
+            let bar = bar::Bar::new();
             match &output {
-                Some(file) => export_to_file(&repo, &snap, &path, file, level)?,
+                Some(file) => {
+                    let entries = export_to_file(&repo, &snap, &path, file, level, &bar)?;
+                    if json {
+                        print_json(
+                            &mut out,
+                            &json!({"snapshot": snap.id, "output": file, "entries": entries, "zstd": zstd}),
+                        )?;
+                    } else {
+                        writeln!(
+                            out,
+                            "wrote {entries} entries of snapshot {} to {}",
+                            trove::view::short(&snap.id),
+                            file.display()
+                        )?;
+                    }
+                }
                 None => {
                     if io::stdout().is_terminal() {
                         return Err(Error::invalid_argument(
@@ -188,7 +204,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                         )
                         .into());
                     }
-                    repo.export(&snap, &path, &mut out, level)?;
+                    repo.export(&snap, &path, &mut out, level, &bar)?;
                 }
             }
             0
@@ -231,18 +247,20 @@ fn export_to_file(
     path: &[u8],
     file: &Path,
     level: Option<i32>,
-) -> Result<(), Failure> {
+    bar: &bar::Bar,
+) -> Result<u64, Failure> {
     // Written beside the destination and renamed, so a failed export leaves no half archive.
     let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("create a file in", dir, e))?;
-    {
+    let entries = {
         let mut w = BufWriter::new(tmp.as_file());
-        repo.export(snap, path, &mut w, level)?;
+        let n = repo.export(snap, path, &mut w, level, bar)?;
         w.flush().map_err(|e| Error::io("write", file, e))?;
-    }
+        n
+    };
     tmp.as_file().sync_all().map_err(|e| Error::io("sync", file, e))?;
     tmp.persist(file).map_err(|e| Error::io("write", file, e.error))?;
-    Ok(())
+    Ok(entries)
 }
 
 fn report_snapshot(out: &mut Out, snap: &SnapshotInfo, json: bool) -> Result<(), Failure> {
@@ -372,10 +390,17 @@ fn workspace(out: &mut Out, repo: &Repo, cmd: WorkspaceCommand, json: bool) -> R
 }
 
 fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    // In JSON mode the narration is left out and one document describes the result.
+    let say = |out: &mut Out, line: String| -> Result<(), Failure> {
+        if !json {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    };
     let repo = match Repo::open(repo_path) {
         Ok(r) => r,
         Err(e) if e.kind() == ErrorKind::NotFound && !repo_path.join(trove::repo::CONFIG_FILE).exists() => {
-            writeln!(out, "creating repository {}", repo_path.display())?;
+            say(out, format!("creating repository {}", repo_path.display()))?;
             Repo::init(repo_path, &actor())?
         }
         Err(e) => return Err(e.into()),
@@ -387,11 +412,9 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
             let d = repo_path.with_file_name("demo-workspace");
             if !d.exists() {
                 let bytes = trove::sample::generate(&d, 500, 7)?;
-                writeln!(
+                say(
                     out,
-                    "generated a sample workspace of 500 files ({}) in {}",
-                    format::size(bytes),
-                    d.display()
+                    format!("generated a sample workspace of 500 files ({}) in {}", format::size(bytes), d.display()),
                 )?;
             }
             d
@@ -399,17 +422,23 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
     };
     let opts = SnapshotOptions { actor: actor(), ..SnapshotOptions::default() };
     let first = repo.snapshot(&dir, &opts)?;
-    report_snapshot(out, &first, json)?;
+    if !json {
+        report_snapshot(out, &first, false)?;
+    }
     if generated {
         let edited = dir.join("NOTES.md");
         let line = format!("demo edit at {}\n", format::time(trove::repo::now_ns()));
         let mut f =
             File::options().create(true).append(true).open(&edited).map_err(|e| Error::io("open", &edited, e))?;
         f.write_all(line.as_bytes()).map_err(|e| Error::io("write", &edited, e))?;
-        writeln!(out, "appended a line to {}", edited.display())?;
+        say(out, format!("appended a line to {}", edited.display()))?;
     }
     let second = repo.snapshot(&dir, &opts)?;
-    report_snapshot(out, &second, json)?;
+    if json {
+        let v = json!({"repository": repo_path, "workspace": dir, "snapshots": [first, second]});
+        return print_json(out, &v);
+    }
+    report_snapshot(out, &second, false)?;
     writeln!(out)?;
     snapshot_table(out, &repo.snapshots(Some(&second.workspace))?)?;
     writeln!(out, "\ntop level of the latest snapshot:")?;

@@ -132,7 +132,10 @@ impl Manifest {
 
     /// Runs `f` in one transaction: all of its rows land, or none.
     pub fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
-        let tx = self.conn.unchecked_transaction().map_err(|e| Error::db("starting a transaction", e))?;
+        // IMMEDIATE takes the write lock up front, so a concurrent writer makes this wait
+        // (busy_timeout) instead of failing when a read transaction tries to upgrade.
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| Error::db("starting a transaction", e))?;
         let out = f(&tx)?;
         tx.commit().map_err(|e| Error::db("committing", e))?;
         Ok(out)

@@ -15,21 +15,29 @@ pub struct Location {
     pub raw_len: u64,
 }
 
-pub fn insert_pack(conn: &Connection, pack: &SealedPack, now_ns: i64) -> Result<()> {
-    conn.execute(
-        "INSERT OR IGNORE INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
-        params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
-    )
-    .map_err(db("recording a pack"))?;
-    let pack_id: i64 = conn
-        .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0))
+/// Records sealed packs and indexes their objects. Objects are inserted in id order: B-tree
+/// pages filled in key order stay nearly full, where random-order inserts leave them about
+/// two-thirds full.
+pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
+    let mut rows = Vec::new();
+    for pack in packs {
+        conn.execute(
+            "INSERT OR IGNORE INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
+            params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
+        )
         .map_err(db("recording a pack"))?;
+        let pack_id: i64 = conn
+            .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0))
+            .map_err(db("recording a pack"))?;
+        rows.extend(pack.objects.iter().map(|o| (pack_id, o)));
+    }
+    rows.sort_unstable_by_key(|r| r.1.id);
     let mut stmt = conn
         .prepare_cached(
             "INSERT OR IGNORE INTO objects (id, pack, offset, stored_len, raw_len) VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(db("indexing objects"))?;
-    for o in &pack.objects {
+    for (pack_id, o) in rows {
         stmt.execute(params![&o.id.as_bytes()[..], pack_id, o.offset as i64, o.stored_len as i64, o.raw_len as i64])
             .map_err(db("indexing objects"))?;
     }

@@ -94,7 +94,7 @@ pub fn entry(conn: &Connection, id: &ObjectId, name: &[u8]) -> Result<Option<Ent
     }
 }
 
-fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {
+pub fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM trees WHERE id = ?1").map_err(db("reading a tree"))?;
     stmt.exists([&id.as_bytes()[..]]).map_err(db("reading a tree"))
 }
