@@ -18,8 +18,7 @@ fn workspaces(scratch: &Path) -> Vec<(String, PathBuf)> {
     let files = std::env::var("TROVE_BENCH_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let generated = scratch.join("synthetic");
     let bytes = trove::sample::generate(&generated, files, 42).expect("generate the workspace");
-    eprintln!("generated {files} files, {bytes} bytes in {}", generated.display());
-    let mut out = vec![(format!("synthetic-{files}"), generated)];
+    let mut out = vec![(format!("synthetic-{files}-{}MB", bytes / 1_000_000), generated)];
     let extra = std::env::var("TROVE_BENCH_WS").unwrap_or_else(|_| "/tmp/ws/npm".into());
     for dir in extra.split(':').filter(|d| !d.is_empty()) {
         let p = PathBuf::from(dir);
