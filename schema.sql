@@ -12,13 +12,14 @@ CREATE TABLE packs (
     created_ns  INTEGER NOT NULL
 );
 
--- Object id (BLAKE3 of the raw bytes) -> where its blob lies.
+-- Object id (BLAKE3 of the raw bytes) -> where its blob lies (the bundle, for small objects).
 CREATE TABLE objects (
     id          BLOB PRIMARY KEY,            -- 32 bytes
     pack        INTEGER NOT NULL REFERENCES packs(id),
     offset      INTEGER NOT NULL,            -- of the blob header within the pack
     stored_len  INTEGER NOT NULL,            -- header + payload
-    raw_len     INTEGER NOT NULL
+    raw_len     INTEGER NOT NULL,            -- of the object itself
+    inner_offset INTEGER                     -- bundle members: offset in the bundle's raw bytes
 ) WITHOUT ROWID;
 
 -- Files over the chunking threshold: content id (BLAKE3 of the whole file) -> ordered chunks.
@@ -30,24 +31,14 @@ CREATE TABLE chunk_lists (
     PRIMARY KEY (content, seq)
 ) WITHOUT ROWID;
 
--- Content-addressed directories: a tree row exists once per distinct directory content.
+-- Content-addressed directories: a row exists once per distinct directory content. `data` is
+-- the tree's canonical encoding (ARCHITECTURE.md, "Tree"), zstd-compressed; its BLAKE3 (with
+-- the tag) is `id`, so every read is verified.
 CREATE TABLE trees (
-    id          BLOB PRIMARY KEY,            -- BLAKE3 of the canonical encoding (ARCHITECTURE.md)
-    entries     INTEGER NOT NULL
-) WITHOUT ROWID;
-
-CREATE TABLE tree_entries (
-    tree        BLOB NOT NULL REFERENCES trees(id),
-    name        BLOB NOT NULL,               -- raw bytes, not necessarily UTF-8
-    kind        INTEGER NOT NULL,            -- 0 file, 1 dir, 2 symlink
-    mode        INTEGER NOT NULL,
-    size        INTEGER NOT NULL,
-    mtime_ns    INTEGER NOT NULL,
-    content     BLOB,                        -- file: content id; dir: child tree id
-    sha256      BLOB,                        -- file only
-    target      BLOB,                        -- symlink only
-    PRIMARY KEY (tree, name)
-) WITHOUT ROWID;
+    id          BLOB NOT NULL UNIQUE,
+    entries     INTEGER NOT NULL,
+    data        BLOB NOT NULL
+);
 
 CREATE TABLE workspaces (
     id          INTEGER PRIMARY KEY,
@@ -58,10 +49,11 @@ CREATE TABLE workspaces (
     created_ns  INTEGER NOT NULL
 );
 
--- What a file looked like when it was last read, so an unchanged file is not read again.
+-- What a file looked like when it was last read, so an unchanged file is not read again. Keyed
+-- by the first 16 bytes of BLAKE3(path): a third of the size of the paths, as borg's files cache.
 CREATE TABLE stat_cache (
     workspace   INTEGER NOT NULL REFERENCES workspaces(id),
-    path        BLOB NOT NULL,
+    path_key    BLOB NOT NULL,
     size        INTEGER NOT NULL,
     mtime_ns    INTEGER NOT NULL,
     ctime_ns    INTEGER NOT NULL,
@@ -70,7 +62,7 @@ CREATE TABLE stat_cache (
     mode        INTEGER NOT NULL,
     content     BLOB NOT NULL,
     sha256      BLOB NOT NULL,
-    PRIMARY KEY (workspace, path)
+    PRIMARY KEY (workspace, path_key)
 ) WITHOUT ROWID;
 
 CREATE TABLE snapshots (

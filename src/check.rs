@@ -4,9 +4,10 @@
 use serde::Serialize;
 
 use crate::error::{ErrorKind, Result};
-use crate::manifest::db;
-use crate::manifest::objects;
+
+use crate::manifest::{db, objects, snapshots, trees};
 use crate::repo::Repo;
+use crate::tree::EntryKind;
 
 #[derive(Debug, Default, Serialize)]
 pub struct CheckReport {
@@ -32,17 +33,39 @@ impl Repo {
             }
         }
         let conn = self.manifest.conn();
-        let missing_content: i64 = conn
-            .query_row(
-                "SELECT COUNT(DISTINCT e.content) FROM tree_entries e WHERE e.kind = 0
-                 AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = e.content)
-                 AND NOT EXISTS (SELECT 1 FROM chunk_lists c WHERE c.content = e.content)",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db("checking file references"))?;
+        // Every tree decodes and verifies, and everything it points at exists.
+        let (mut missing_content, mut missing_trees) = (0u64, 0u64);
+        for id in trees::all_ids(conn)? {
+            let entries = match trees::entries(conn, &id) {
+                Ok(e) => e,
+                Err(e) if e.kind() == ErrorKind::Corrupt => {
+                    report.problems.push(e.message().to_string());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for e in entries {
+                match (e.kind, e.content) {
+                    (EntryKind::File, Some(c))
+                        if !objects::contains(conn, &c)? && objects::chunk_list(conn, &c)?.is_empty() =>
+                    {
+                        missing_content += 1
+                    }
+                    (EntryKind::Dir, Some(t)) if !trees::exists(conn, &t)? => missing_trees += 1,
+                    _ => {}
+                }
+            }
+        }
+        for snap in snapshots::list(conn, None)? {
+            if !trees::exists(conn, &snap.root)? {
+                missing_trees += 1;
+            }
+        }
         if missing_content > 0 {
             report.problems.push(format!("{missing_content} file contents are referenced by trees but not stored"));
+        }
+        if missing_trees > 0 {
+            report.problems.push(format!("{missing_trees} trees are referenced but missing"));
         }
         let missing_chunks: i64 = conn
             .query_row(
@@ -53,17 +76,6 @@ impl Repo {
             .map_err(db("checking chunk references"))?;
         if missing_chunks > 0 {
             report.problems.push(format!("{missing_chunks} chunks are referenced by chunk lists but not stored"));
-        }
-        let missing_trees: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM (SELECT root AS t FROM snapshots UNION SELECT content FROM tree_entries WHERE kind = 1)
-                 WHERE t NOT IN (SELECT id FROM trees)",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db("checking tree references"))?;
-        if missing_trees > 0 {
-            report.problems.push(format!("{missing_trees} trees are referenced but missing"));
         }
         Ok(report)
     }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::{self, Manifest};
+use crate::object::bundle::BundleCache;
 use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend};
 
 pub const CONFIG_FILE: &str = "config.json";
@@ -50,6 +51,8 @@ pub struct Repo {
     pub(crate) config: Config,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) manifest: Manifest,
+    /// Recently decoded bundles, so reading files in path order decodes each bundle once.
+    pub(crate) bundles: BundleCache,
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -92,8 +95,13 @@ impl Repo {
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
-        let repo =
-            Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest };
+        let repo = Repo {
+            root: Some(path.to_path_buf()),
+            config,
+            backend: Box::new(LocalBackend::new(path)),
+            manifest,
+            bundles: BundleCache::default(),
+        };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
         let cfg = path.join(CONFIG_FILE);
@@ -129,7 +137,13 @@ impl Repo {
             return Err(not_a_repo(path, "manifest.db is missing"));
         }
         let manifest = Manifest::open(&db)?;
-        Ok(Repo { root: Some(path.to_path_buf()), config, backend: Box::new(LocalBackend::new(path)), manifest })
+        Ok(Repo {
+            root: Some(path.to_path_buf()),
+            config,
+            backend: Box::new(LocalBackend::new(path)),
+            manifest,
+            bundles: BundleCache::default(),
+        })
     }
 
     /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in
@@ -138,7 +152,13 @@ impl Repo {
         static N: AtomicU64 = AtomicU64::new(0);
         let name = format!("trove-mem-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let manifest = Manifest::create_in_memory(&name)?;
-        Ok(Repo { root: None, config: Config::new(name.as_bytes()), backend: Box::new(MemoryBackend::new()), manifest })
+        Ok(Repo {
+            root: None,
+            config: Config::new(name.as_bytes()),
+            backend: Box::new(MemoryBackend::new()),
+            manifest,
+            bundles: BundleCache::default(),
+        })
     }
 
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).

@@ -20,7 +20,8 @@ use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::objects::{self, Location};
 use crate::manifest::snapshots::SnapshotInfo;
-use crate::object::{blob, ObjectId};
+use crate::object::bundle::BundleCache;
+use crate::object::ObjectId;
 use crate::path;
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
@@ -160,9 +161,10 @@ impl Repo {
         }
         let total: u64 = files.iter().map(|f| f.entry.size).sum();
         opts.progress.start("restoring", total);
-        let backend = self.backend.as_ref();
-        files.par_iter().try_for_each(|f| -> Result<()> {
-            write_file(backend, f, opts.overwrite)?;
+        let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+        // Contiguous runs per worker keep neighbouring files, which share bundles, together.
+        files.par_iter().with_min_len(16).try_for_each(|f| -> Result<()> {
+            write_file(backend, bundles, f, opts.overwrite)?;
             opts.progress.advance(f.entry.size);
             Ok(())
         })?;
@@ -205,7 +207,12 @@ impl Repo {
     }
 }
 
-fn write_file(backend: &dyn crate::object::Backend, f: &FilePlan, overwrite: bool) -> Result<()> {
+fn write_file(
+    backend: &dyn crate::object::Backend,
+    bundles: &BundleCache,
+    f: &FilePlan,
+    overwrite: bool,
+) -> Result<()> {
     if let Some(parent) = f.path.parent() {
         if !parent.is_dir() {
             ensure_dir(parent)?;
@@ -222,8 +229,7 @@ fn write_file(backend: &dyn crate::object::Backend, f: &FilePlan, overwrite: boo
         .open(&f.path)
         .map_err(|e| Error::io("create", &f.path, e))?;
     for (id, loc) in &f.parts {
-        let bytes = backend.get_range(&loc.pack, loc.offset, loc.stored_len)?;
-        let raw = blob::decode(id, &bytes)?;
+        let raw = crate::view::fetch(backend, bundles, id, loc)?;
         file.write_all(&raw).map_err(|e| Error::io("write", &f.path, e))?;
     }
     file.set_permissions(fs::Permissions::from_mode(f.entry.mode)).map_err(|e| Error::io("set mode of", &f.path, e))?;

@@ -23,8 +23,9 @@ use sha2::Digest;
 use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::{Counts, SnapshotInfo, Warning};
-use crate::manifest::stat_cache::CachedStat;
+use crate::manifest::stat_cache::{path_key, CachedStat, PathKey};
 use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
+use crate::object::bundle::{self, BundleBuilder};
 use crate::object::{blob, ObjectId, PackWriter, Sha256};
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
@@ -35,6 +36,10 @@ use crate::walk::{self, DirNode, Excludes, Node, Stat};
 /// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
 /// borg's "racy" files). Two seconds covers filesystems with one- and two-second timestamps.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+/// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
+/// fill, short enough to spread work over the cores.
+const FILES_PER_RUN: usize = 64;
 
 pub struct SnapshotOptions<'a> {
     /// Workspace name; defaults to the directory's name.
@@ -96,7 +101,7 @@ struct FileJob<'n> {
 }
 
 /// Every file of the walk by workspace-relative path: its stat and what became of it.
-type Outcomes = HashMap<Vec<u8>, (Stat, Outcome)>;
+type Outcomes = HashMap<Vec<u8>, (Stat, PathKey, Outcome)>;
 
 /// Shared state of the parallel read phase.
 struct Writer<'a> {
@@ -109,8 +114,9 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Stores `raw` as object `id` unless the repository or this snapshot already has it.
-    fn store(&self, id: ObjectId, raw: &[u8]) -> Result<()> {
+    /// Stores `raw` as object `id` unless the repository or this snapshot already has it: a
+    /// small object joins `bundle`, a larger one becomes a blob of its own.
+    fn store(&self, id: ObjectId, raw: &[u8], bundle: &mut BundleBuilder) -> Result<()> {
         if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
             return Ok(());
         }
@@ -121,8 +127,21 @@ impl Writer<'_> {
         if known {
             return Ok(());
         }
+        if raw.len() < bundle::MEMBER_MAX {
+            if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
+                self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+            }
+            return Ok(());
+        }
         let encoded = blob::encode(&id, raw, self.zstd_level)?;
         self.packs.add(id, raw.len() as u64, &encoded)
+    }
+
+    fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
+        if let Some(sealed) = bundle.seal(self.zstd_level)? {
+            self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+        }
+        Ok(())
     }
 
     fn warn(&self, rel: &[u8], message: String) {
@@ -133,7 +152,14 @@ impl Writer<'_> {
 
     /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
     /// `Err` is a repository failure that must abort the snapshot.
-    fn read_file(&self, root: &Path, job: &FileJob<'_>, scan_start: i64, racy_ns: i64) -> Result<Option<Content>> {
+    fn read_file(
+        &self,
+        root: &Path,
+        job: &FileJob<'_>,
+        scan_start: i64,
+        racy_ns: i64,
+        bundle: &mut BundleBuilder,
+    ) -> Result<Option<Content>> {
         let path = root.join(std::ffi::OsStr::from_bytes(&job.rel));
         // O_NOFOLLOW: the walk saw a regular file; if a symlink replaced it since, do not read
         // whatever it points at.
@@ -155,9 +181,9 @@ impl Writer<'_> {
         // must not keep the snapshot chasing its end; the growth is caught below.
         let limited = Read::take(&file, before.size);
         let read = if before.size <= self.chunking.threshold {
-            self.read_whole(limited, before.size)
+            self.read_whole(limited, before.size, bundle)
         } else {
-            self.read_chunked(limited)
+            self.read_chunked(limited, bundle)
         };
         let mut content = match read {
             Ok(Some(c)) => c,
@@ -196,14 +222,14 @@ impl Writer<'_> {
         Ok(Some(content))
     }
 
-    fn read_whole(&self, mut file: impl Read, size: u64) -> Result<Option<Content>> {
+    fn read_whole(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
         let mut raw = Vec::with_capacity(size as usize + 1);
         if let Err(e) = file.read_to_end(&mut raw) {
             return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
         }
         let id = ObjectId::of(&raw);
         let sha256: Sha256 = sha2::Sha256::digest(&raw).into();
-        self.store(id, &raw)?;
+        self.store(id, &raw, bundle)?;
         Ok(Some(Content {
             id,
             sha256,
@@ -215,7 +241,7 @@ impl Writer<'_> {
         }))
     }
 
-    fn read_chunked(&self, file: impl Read) -> Result<Option<Content>> {
+    fn read_chunked(&self, file: impl Read, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
         let mut whole = blake3::Hasher::new();
         let mut sha = sha2::Sha256::new();
         let mut chunks = Vec::new();
@@ -225,7 +251,7 @@ impl Writer<'_> {
             sha.update(&data);
             size += data.len() as u64;
             let id = ObjectId::of(&data);
-            self.store(id, &data)?;
+            self.store(id, &data, bundle)?;
             chunks.push((offset, id));
             Ok(())
         });
@@ -258,12 +284,13 @@ fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
 }
 
 /// Collects every file of the walked tree into `outcomes`, resolving stat-cache hits.
-fn classify(dir: &DirNode, cache: &mut HashMap<Vec<u8>, CachedStat>, outcomes: &mut Outcomes) {
+fn classify(dir: &DirNode, cache: &mut HashMap<PathKey, CachedStat>, outcomes: &mut Outcomes) {
     for child in &dir.children {
         match child {
             Node::File { name, stat } => {
                 let rel = walk::join_rel(&dir.rel, name);
-                let outcome = match cache.remove(&rel) {
+                let key = path_key(&rel);
+                let outcome = match cache.remove(&key) {
                     Some(c) if cache_matches(&c, stat) => Outcome::Done(Content {
                         id: c.content,
                         sha256: c.sha256,
@@ -275,7 +302,7 @@ fn classify(dir: &DirNode, cache: &mut HashMap<Vec<u8>, CachedStat>, outcomes: &
                     }),
                     _ => Outcome::Pending,
                 };
-                outcomes.insert(rel, (*stat, outcome));
+                outcomes.insert(rel, (*stat, key, outcome));
             }
             Node::Dir(d) => classify(d, cache, outcomes),
             Node::Symlink { .. } => {}
@@ -295,7 +322,7 @@ fn build(
         match child {
             Node::File { name, stat } => {
                 let rel = walk::join_rel(&dir.rel, name);
-                if let Some((_, Outcome::Done(c))) = outcomes.get(&rel) {
+                if let Some((_, _, Outcome::Done(c))) = outcomes.get(&rel) {
                     counts.files += 1;
                     counts.bytes += c.size;
                     entries.push(Entry {
@@ -521,9 +548,9 @@ impl Repo {
             (Some(w), true) => stat_cache::load(conn, w.id)?,
             _ => HashMap::new(),
         };
-        let had_cache: HashSet<Vec<u8>> = match &ws {
+        let had_cache: HashSet<PathKey> = match &ws {
             Some(w) if !opts.use_stat_cache => stat_cache::load(conn, w.id)?.into_keys().collect(),
-            _ => cache.keys().cloned().collect(),
+            _ => cache.keys().copied().collect(),
         };
         let mut outcomes = Outcomes::new();
         classify(&root_node, &mut cache, &mut outcomes);
@@ -532,11 +559,13 @@ impl Repo {
         // durable (PackWriter::run returns only once all are sealed) before the manifest may
         // point at them.
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for (rel, (stat, slot)) in outcomes.iter_mut() {
+        for (rel, (stat, _, slot)) in outcomes.iter_mut() {
             if matches!(slot, Outcome::Pending) {
                 jobs.push(FileJob { rel: rel.clone(), stat: *stat, slot });
             }
         }
+        // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
+        jobs.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
         let reader = self.manifest.pinned_reader()?;
@@ -549,14 +578,17 @@ impl Repo {
                 packs,
                 warnings: Mutex::new(report.warnings),
             };
-            jobs.par_iter_mut().try_for_each(|job| -> Result<()> {
-                let size = job.stat.size;
-                *job.slot = match writer.read_file(dir, job, scan_start, racy)? {
-                    Some(c) => Outcome::Done(c),
-                    None => Outcome::Dropped,
-                };
-                opts.progress.advance(size);
-                Ok(())
+            jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
+                let mut bundle = BundleBuilder::default();
+                for job in run {
+                    let size = job.stat.size;
+                    *job.slot = match writer.read_file(dir, job, scan_start, racy, &mut bundle)? {
+                        Some(c) => Outcome::Done(c),
+                        None => Outcome::Dropped,
+                    };
+                    opts.progress.advance(size);
+                }
+                writer.seal_bundle(&mut bundle)
             })?;
             writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
         })?;
@@ -590,10 +622,11 @@ impl Repo {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
-            // Paths in order, so stat cache pages fill densely (see `insert_packs`).
-            let mut sorted: Vec<(&Vec<u8>, &Outcome)> = outcomes.iter().map(|(r, (_, o))| (r, o)).collect();
+            // Keys in order, so stat cache pages fill densely (see `insert_packs`).
+            let mut sorted: Vec<(&PathKey, &Outcome)> = outcomes.values().map(|(_, k, o)| (k, o)).collect();
             sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            for (rel, outcome) in sorted {
+            let walked: HashSet<&PathKey> = sorted.iter().map(|(k, _)| *k).collect();
+            for (key, outcome) in sorted {
                 match outcome {
                     Outcome::Done(c) => {
                         if let Some(chunks) = &c.chunks {
@@ -613,21 +646,21 @@ impl Repo {
                                 content: c.id,
                                 sha256: c.sha256,
                             };
-                            stat_cache::upsert(tx, ws.id, rel, &row)?;
-                        } else if had_cache.contains(rel) {
-                            stat_cache::delete(tx, ws.id, rel)?;
+                            stat_cache::upsert(tx, ws.id, key, &row)?;
+                        } else if had_cache.contains(key) {
+                            stat_cache::delete(tx, ws.id, key)?;
                         }
                     }
                     Outcome::Dropped | Outcome::Pending => {
-                        if had_cache.contains(rel) {
-                            stat_cache::delete(tx, ws.id, rel)?;
+                        if had_cache.contains(key) {
+                            stat_cache::delete(tx, ws.id, key)?;
                         }
                     }
                 }
             }
             // Cached paths the walk no longer saw.
-            for rel in had_cache.iter().filter(|r| !outcomes.contains_key(*r)) {
-                stat_cache::delete(tx, ws.id, rel)?;
+            for key in had_cache.iter().filter(|k| !walked.contains(k)) {
+                stat_cache::delete(tx, ws.id, key)?;
             }
             insert_trees(tx, &info.root, &trees_built)?;
             snapshots::insert(tx, ws.id, &info)?;

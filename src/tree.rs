@@ -48,24 +48,75 @@ pub struct Entry {
 
 const TAG: &[u8] = b"trove-tree-v1";
 
-/// The id of a tree whose entries are already sorted by name.
-pub fn tree_id(entries: &[Entry]) -> ObjectId {
+/// The canonical encoding of entries already sorted by name (without the tag).
+pub fn encode(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * 112);
+    for e in entries {
+        out.extend_from_slice(&(e.name.len() as u32).to_le_bytes());
+        out.extend_from_slice(&e.name);
+        out.push(e.kind as u8);
+        out.extend_from_slice(&e.mode.to_le_bytes());
+        out.extend_from_slice(&e.size.to_le_bytes());
+        out.extend_from_slice(&e.mtime_ns.to_le_bytes());
+        out.extend_from_slice(e.content.as_ref().map_or(&[0u8; 32], |c| c.as_bytes()));
+        out.extend_from_slice(e.sha256.as_ref().unwrap_or(&[0u8; 32]));
+        let target = e.target.as_deref().unwrap_or(&[]);
+        out.extend_from_slice(&(target.len() as u32).to_le_bytes());
+        out.extend_from_slice(target);
+    }
+    out
+}
+
+/// The id of a tree from its canonical encoding.
+pub fn id_of_encoding(encoded: &[u8]) -> ObjectId {
     let mut h = blake3::Hasher::new();
     h.update(TAG);
-    for e in entries {
-        h.update(&(e.name.len() as u32).to_le_bytes());
-        h.update(&e.name);
-        h.update(&[e.kind as u8]);
-        h.update(&e.mode.to_le_bytes());
-        h.update(&e.size.to_le_bytes());
-        h.update(&e.mtime_ns.to_le_bytes());
-        h.update(e.content.as_ref().map_or(&[0u8; 32], |c| c.as_bytes()));
-        h.update(e.sha256.as_ref().unwrap_or(&[0u8; 32]));
-        let target = e.target.as_deref().unwrap_or(&[]);
-        h.update(&(target.len() as u32).to_le_bytes());
-        h.update(target);
-    }
+    h.update(encoded);
     ObjectId(*h.finalize().as_bytes())
+}
+
+/// The id of a tree whose entries are already sorted by name.
+pub fn tree_id(entries: &[Entry]) -> ObjectId {
+    id_of_encoding(&encode(entries))
+}
+
+/// Parses a canonical encoding back into entries; `None` if it is malformed.
+pub fn decode(mut b: &[u8]) -> Option<Vec<Entry>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = b.split_at_checked(n)?;
+        *b = rest;
+        Some(head)
+    }
+    fn u32_(b: &mut &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(take(b, 4)?.try_into().ok()?))
+    }
+    fn u64_(b: &mut &[u8]) -> Option<u64> {
+        Some(u64::from_le_bytes(take(b, 8)?.try_into().ok()?))
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let n = u32_(&mut b)? as usize;
+        let name = take(&mut b, n)?.to_vec();
+        let kind = EntryKind::from_i64(i64::from(take(&mut b, 1)?[0]))?;
+        let mode = u32_(&mut b)?;
+        let size = u64_(&mut b)?;
+        let mtime_ns = u64_(&mut b)? as i64;
+        let content: [u8; 32] = take(&mut b, 32)?.try_into().ok()?;
+        let sha: [u8; 32] = take(&mut b, 32)?.try_into().ok()?;
+        let t = u32_(&mut b)? as usize;
+        let target = take(&mut b, t)?.to_vec();
+        out.push(Entry {
+            name,
+            kind,
+            mode,
+            size,
+            mtime_ns,
+            content: (kind != EntryKind::Symlink).then_some(ObjectId(content)),
+            sha256: (kind == EntryKind::File).then_some(sha),
+            target: (kind == EntryKind::Symlink).then_some(target),
+        });
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -83,6 +134,21 @@ mod tests {
             sha256: Some([byte; 32]),
             target: None,
         }
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let mut link = file("l", 0);
+        link.kind = EntryKind::Symlink;
+        link.content = None;
+        link.sha256 = None;
+        link.target = Some(b"../x".to_vec());
+        let mut dir = file("d", 3);
+        dir.kind = EntryKind::Dir;
+        dir.sha256 = None;
+        let entries = vec![file("a", 1), dir, link];
+        assert_eq!(decode(&encode(&entries)).expect("decode"), entries);
+        assert!(decode(&encode(&entries)[..10]).is_none());
     }
 
     #[test]

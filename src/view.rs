@@ -4,9 +4,11 @@
 use std::io::{self, Read};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::objects::Location;
 use crate::manifest::snapshots::{self, SnapshotInfo};
 use crate::manifest::{objects, trees};
-use crate::object::{blob, ObjectId};
+use crate::object::bundle::BundleCache;
+use crate::object::{blob, Backend, ObjectId};
 use crate::path;
 use crate::repo::Repo;
 use crate::tree::{Entry, EntryKind};
@@ -98,14 +100,7 @@ impl Repo {
         let loc = objects::locate(self.manifest.conn(), id)?.ok_or_else(|| {
             Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))
         })?;
-        let bytes = self.backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(|e| {
-            if e.kind() == ErrorKind::NotFound {
-                Error::corrupt(format!("object {id} lives in pack {} which is missing; run `trove check`", loc.pack))
-            } else {
-                e
-            }
-        })?;
-        blob::decode(id, &bytes)
+        fetch(self.backend.as_ref(), &self.bundles, id, &loc)
     }
 
     /// A reader over a file entry's content, verifying every object as it goes.
@@ -136,6 +131,26 @@ impl Repo {
         let mut out = Vec::with_capacity(entry.size as usize);
         self.open_content(entry)?.read_to_end(&mut out).map_err(from_io)?;
         Ok(out)
+    }
+}
+
+/// Reads object `id` from where the index says it lies, verifying it.
+pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId, loc: &Location) -> Result<Vec<u8>> {
+    let missing = |e: Error| {
+        if e.kind() == ErrorKind::NotFound {
+            Error::corrupt(format!("object {id} lives in pack {} which is missing; run `trove check`", loc.pack))
+        } else {
+            e
+        }
+    };
+    match loc.inner_offset {
+        Some(inner) => {
+            bundles.member(backend, id, (&loc.pack, loc.offset, loc.stored_len), inner, loc.raw_len).map_err(missing)
+        }
+        None => {
+            let bytes = backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(missing)?;
+            blob::decode(id, &bytes)
+        }
     }
 }
 

@@ -302,3 +302,36 @@ fn every_change_is_audited_with_contiguous_sequence_numbers() {
     assert!(encoded.starts_with(b"trove-audit-v1"));
     assert!(repo.manifest().conn().execute("DELETE FROM audit WHERE seq = 1", []).is_err());
 }
+
+#[test]
+fn scanning_the_packs_alone_rebuilds_the_object_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    trove::sample::generate(&ws, 400, 8).expect("generate");
+    let repo = Repo::in_memory().expect("repo");
+    repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let mut from_packs = Vec::new();
+    let conn = repo.manifest().conn();
+    let packs: Vec<(String, i64)> = conn
+        .prepare("SELECT name, size FROM packs")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    for (name, size) in packs {
+        for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan") {
+            from_packs.push((o.id, name.clone(), o.offset, o.stored_len, o.raw_len, o.inner_offset));
+        }
+    }
+    let mut indexed: Vec<_> = trove::manifest::objects::all_locations(conn)
+        .expect("index")
+        .into_iter()
+        .map(|(id, l)| (id, l.pack, l.offset, l.stored_len, l.raw_len, l.inner_offset))
+        .collect();
+    from_packs.sort();
+    indexed.sort();
+    assert!(indexed.iter().any(|o| o.5.is_some()), "small files are bundled");
+    assert!(indexed.iter().any(|o| o.5.is_none()), "large ones are not");
+    assert_eq!(from_packs, indexed);
+}

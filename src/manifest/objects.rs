@@ -13,6 +13,8 @@ pub struct Location {
     pub offset: u64,
     pub stored_len: u64,
     pub raw_len: u64,
+    /// Set for a bundle member: its offset in the bundle's raw bytes.
+    pub inner_offset: Option<u64>,
 }
 
 /// Records sealed packs and indexes their objects. Objects are inserted in id order: B-tree
@@ -34,12 +36,20 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
     rows.sort_unstable_by_key(|r| r.1.id);
     let mut stmt = conn
         .prepare_cached(
-            "INSERT OR IGNORE INTO objects (id, pack, offset, stored_len, raw_len) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT OR IGNORE INTO objects (id, pack, offset, stored_len, raw_len, inner_offset)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .map_err(db("indexing objects"))?;
     for (pack_id, o) in rows {
-        stmt.execute(params![&o.id.as_bytes()[..], pack_id, o.offset as i64, o.stored_len as i64, o.raw_len as i64])
-            .map_err(db("indexing objects"))?;
+        stmt.execute(params![
+            &o.id.as_bytes()[..],
+            pack_id,
+            o.offset as i64,
+            o.stored_len as i64,
+            o.raw_len as i64,
+            o.inner_offset.map(|i| i as i64)
+        ])
+        .map_err(db("indexing objects"))?;
     }
     Ok(())
 }
@@ -52,7 +62,8 @@ pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
 pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT p.name, o.offset, o.stored_len, o.raw_len FROM objects o JOIN packs p ON p.id = o.pack WHERE o.id = ?1",
+            "SELECT p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
+             WHERE o.id = ?1",
         )
         .map_err(db("locating an object"))?;
     stmt.query_row([&id.as_bytes()[..]], |r| {
@@ -61,6 +72,7 @@ pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
             offset: r.get::<_, i64>(1)? as u64,
             stored_len: r.get::<_, i64>(2)? as u64,
             raw_len: r.get::<_, i64>(3)? as u64,
+            inner_offset: r.get::<_, Option<i64>>(4)?.map(|i| i as u64),
         })
     })
     .optional()
@@ -98,7 +110,8 @@ pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, Obj
 pub fn all_locations(conn: &Connection) -> Result<Vec<(ObjectId, Location)>> {
     let mut stmt = conn
         .prepare(
-            "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len FROM objects o JOIN packs p ON p.id = o.pack ORDER BY p.id, o.offset",
+            "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
+             ORDER BY p.id, o.offset",
         )
         .map_err(db("listing objects"))?;
     let rows = stmt
@@ -110,6 +123,7 @@ pub fn all_locations(conn: &Connection) -> Result<Vec<(ObjectId, Location)>> {
                     offset: r.get::<_, i64>(2)? as u64,
                     stored_len: r.get::<_, i64>(3)? as u64,
                     raw_len: r.get::<_, i64>(4)? as u64,
+                    inner_offset: r.get::<_, Option<i64>>(5)?.map(|i| i as u64),
                 },
             ))
         })

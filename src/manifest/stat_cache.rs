@@ -21,11 +21,20 @@ pub struct CachedStat {
     pub sha256: Sha256,
 }
 
-/// Every cached row of a workspace, keyed by workspace-relative path.
-pub fn load(conn: &Connection, workspace: i64) -> Result<HashMap<Vec<u8>, CachedStat>> {
+/// The key of a workspace-relative path: 128 bits of BLAKE3, so a collision is out of reach.
+pub type PathKey = [u8; 16];
+
+pub fn path_key(path: &[u8]) -> PathKey {
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&blake3::hash(path).as_bytes()[..16]);
+    k
+}
+
+/// Every cached row of a workspace, by path key.
+pub fn load(conn: &Connection, workspace: i64) -> Result<HashMap<PathKey, CachedStat>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256 FROM stat_cache WHERE workspace = ?1",
+            "SELECT path_key, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256 FROM stat_cache WHERE workspace = ?1",
         )
         .map_err(db("loading the stat cache"))?;
     let mut rows = stmt.query([workspace]).map_err(db("loading the stat cache"))?;
@@ -51,21 +60,24 @@ pub fn load(conn: &Connection, workspace: i64) -> Result<HashMap<Vec<u8>, Cached
             })
         })()
         .map_err(db("loading the stat cache"))?;
-        out.insert(r.get(0).map_err(db("loading the stat cache"))?, row);
+        let key: Vec<u8> = r.get(0).map_err(db("loading the stat cache"))?;
+        if let Ok(key) = PathKey::try_from(&key[..]) {
+            out.insert(key, row);
+        }
     }
     Ok(out)
 }
 
-pub fn upsert(conn: &Connection, workspace: i64, path: &[u8], s: &CachedStat) -> Result<()> {
+pub fn upsert(conn: &Connection, workspace: i64, key: &PathKey, s: &CachedStat) -> Result<()> {
     let mut stmt = conn
         .prepare_cached(
-            "INSERT OR REPLACE INTO stat_cache (workspace, path, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256)
+            "INSERT OR REPLACE INTO stat_cache (workspace, path_key, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )
         .map_err(db("updating the stat cache"))?;
     stmt.execute(params![
         workspace,
-        path,
+        &key[..],
         s.size as i64,
         s.mtime_ns,
         s.ctime_ns,
@@ -79,10 +91,10 @@ pub fn upsert(conn: &Connection, workspace: i64, path: &[u8], s: &CachedStat) ->
     Ok(())
 }
 
-pub fn delete(conn: &Connection, workspace: i64, path: &[u8]) -> Result<()> {
+pub fn delete(conn: &Connection, workspace: i64, key: &PathKey) -> Result<()> {
     let mut stmt = conn
-        .prepare_cached("DELETE FROM stat_cache WHERE workspace = ?1 AND path = ?2")
+        .prepare_cached("DELETE FROM stat_cache WHERE workspace = ?1 AND path_key = ?2")
         .map_err(db("updating the stat cache"))?;
-    stmt.execute(params![workspace, path]).map_err(db("updating the stat cache"))?;
+    stmt.execute(params![workspace, &key[..]]).map_err(db("updating the stat cache"))?;
     Ok(())
 }

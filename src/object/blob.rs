@@ -1,9 +1,13 @@
 //! The blob codec: one object as stored in a pack, a self-describing header then the payload.
 //!
 //! Header (56 bytes, little-endian): magic `TRVB`, format version (1), codec (0 raw, 1 zstd),
-//! two reserved zero bytes, raw length u64, payload length u64, object id (32 bytes). The
-//! header makes a pack scannable without the manifest (`check --repair-index` territory), and
-//! the id in it lets a reader catch a misplaced index entry as well as flipped bytes.
+//! kind (0 object, 1 bundle), one reserved zero byte, raw length u64, payload length u64, id
+//! (32 bytes). The header makes a pack scannable without the manifest, and the id in it lets a
+//! reader catch a misplaced index entry as well as flipped bytes.
+//!
+//! A bundle packs many small objects into one blob so they compress together: its raw bytes
+//! are a member count u32, each member's length u32, then the members back to back; its id is
+//! the BLAKE3 of those raw bytes. Members are found by the manifest's `inner_offset`.
 
 use crate::error::{Error, Result};
 use crate::object::ObjectId;
@@ -16,6 +20,12 @@ pub const HEADER_LEN: usize = 56;
 pub enum Codec {
     Raw = 0,
     Zstd = 1,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Object = 0,
+    Bundle = 1,
 }
 
 /// Compression saving below this fraction is not worth a decompression on every read.
@@ -63,6 +73,49 @@ fn worth_compressing(raw: &[u8], level: i32) -> Result<bool> {
 
 /// Encodes `raw` (whose id the caller computed) into header + payload.
 pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
+    encode_kind(Kind::Object, id, raw, level)
+}
+
+/// Encodes a bundle of `members`; returns its encoding and each member's offset in its raw bytes.
+pub fn encode_bundle(members: &[&[u8]], level: i32) -> Result<(Vec<u8>, Vec<u64>)> {
+    let table = 4 + 4 * members.len();
+    let total: usize = table + members.iter().map(|m| m.len()).sum::<usize>();
+    let mut raw = Vec::with_capacity(total);
+    raw.extend_from_slice(&(members.len() as u32).to_le_bytes());
+    for m in members {
+        raw.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    }
+    let mut offsets = Vec::with_capacity(members.len());
+    for m in members {
+        offsets.push(raw.len() as u64);
+        raw.extend_from_slice(m);
+    }
+    let id = ObjectId::of(&raw);
+    Ok((encode_kind(Kind::Bundle, &id, &raw, level)?, offsets))
+}
+
+/// The (offset, length) of each member in a bundle's raw bytes, from its member table.
+pub fn bundle_members(raw: &[u8]) -> Result<Vec<(u64, u64)>> {
+    let bad = || Error::corrupt("bundle member table is malformed");
+    let u32_at = |at: usize| -> Result<u64> {
+        let b: [u8; 4] = raw.get(at..at + 4).and_then(|s| s.try_into().ok()).ok_or_else(bad)?;
+        Ok(u64::from(u32::from_le_bytes(b)))
+    };
+    let count = u32_at(0)? as usize;
+    let mut offset = 4 + 4 * count as u64;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let len = u32_at(4 + 4 * i)?;
+        out.push((offset, len));
+        offset += len;
+    }
+    if offset != raw.len() as u64 {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+fn encode_kind(kind: Kind, id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
     let compressed = if raw.len() >= 64 && worth_compressing(raw, level)? { Some(compress(raw, level)?) } else { None };
     let (codec, payload): (Codec, &[u8]) = match &compressed {
         Some(c) if (c.len() as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) => (Codec::Zstd, c),
@@ -72,7 +125,8 @@ pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
     out.push(codec as u8);
-    out.extend_from_slice(&[0, 0]);
+    out.push(kind as u8);
+    out.push(0);
     out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(id.as_bytes());
@@ -84,6 +138,7 @@ pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
     pub codec: Codec,
+    pub kind: Kind,
     pub raw_len: u64,
     pub payload_len: u64,
     pub id: ObjectId,
@@ -101,35 +156,46 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header> {
         1 => Codec::Zstd,
         c => return Err(Error::corrupt(format!("blob codec {c} is not known"))),
     };
+    let kind = match bytes[6] {
+        0 => Kind::Object,
+        1 => Kind::Bundle,
+        k => return Err(Error::corrupt(format!("blob kind {k} is not known"))),
+    };
     let u64_at = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&bytes[at..at + 8]);
         u64::from_le_bytes(b)
     };
     let id = ObjectId::from_slice(&bytes[24..56])?;
-    Ok(Header { codec, raw_len: u64_at(8), payload_len: u64_at(16), id })
+    Ok(Header { codec, kind, raw_len: u64_at(8), payload_len: u64_at(16), id })
 }
 
 /// Decodes a whole blob and verifies it is the object `expected`.
 pub fn decode(expected: &ObjectId, bytes: &[u8]) -> Result<Vec<u8>> {
     let damaged = |what: &str| Error::corrupt(format!("object {expected} is corrupt: {what}; run `trove check`"));
-    let header = parse_header(bytes).map_err(|e| damaged(e.message()))?;
-    if header.id != *expected {
+    let (header, raw) = decode_any(bytes).map_err(|e| damaged(e.message()))?;
+    if header.id != *expected || header.kind != Kind::Object {
         return Err(damaged("its header names another object"));
     }
+    Ok(raw)
+}
+
+/// Decodes a blob of either kind and verifies its bytes hash to the id in its header.
+pub fn decode_any(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
+    let header = parse_header(bytes)?;
     let payload = &bytes[HEADER_LEN..];
     if payload.len() as u64 != header.payload_len {
-        return Err(damaged("its payload length does not match its header"));
+        return Err(Error::corrupt("its payload length does not match its header"));
     }
     let raw = match header.codec {
         Codec::Raw => payload.to_vec(),
         Codec::Zstd => zstd::bulk::decompress(payload, header.raw_len as usize)
-            .map_err(|_| damaged("its zstd payload does not decompress"))?,
+            .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?,
     };
-    if raw.len() as u64 != header.raw_len || ObjectId::of(&raw) != *expected {
-        return Err(damaged("its content does not hash to its id"));
+    if raw.len() as u64 != header.raw_len || ObjectId::of(&raw) != header.id {
+        return Err(Error::corrupt("its content does not hash to its id"));
     }
-    Ok(raw)
+    Ok((header, raw))
 }
 
 #[cfg(test)]
@@ -147,6 +213,21 @@ mod tests {
         }
         let id = ObjectId::of(&text);
         assert_eq!(parse_header(&encode(&id, &text, 3).expect("encode")).expect("header").codec, Codec::Zstd);
+    }
+
+    #[test]
+    fn bundles_round_trip_and_describe_their_members() {
+        let members: Vec<Vec<u8>> = (0..20u8).map(|i| format!("member {i} ").repeat(i as usize).into_bytes()).collect();
+        let refs: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
+        let (blob, offsets) = encode_bundle(&refs, 3).expect("encode");
+        let (header, raw) = decode_any(&blob).expect("decode");
+        assert_eq!(header.kind, Kind::Bundle);
+        let table = bundle_members(&raw).expect("table");
+        for ((m, off), (toff, len)) in members.iter().zip(&offsets).zip(&table) {
+            assert_eq!((*off, m.len() as u64), (*toff, *len));
+            assert_eq!(&raw[*off as usize..(*off as usize + m.len())], &m[..]);
+        }
+        assert!(decode(&header.id, &blob).is_err(), "a bundle is not an object");
     }
 
     #[test]

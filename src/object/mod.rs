@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod blob;
+pub mod bundle;
 pub mod chunker;
 pub mod id;
 pub mod local;

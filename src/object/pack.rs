@@ -19,9 +19,12 @@ pub const HEADER_LEN: u64 = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedObject {
     pub id: ObjectId,
+    /// Offset and length of the blob holding the object (a bundle, for bundle members).
     pub offset: u64,
     pub stored_len: u64,
     pub raw_len: u64,
+    /// For a bundle member: where it starts in the bundle's raw bytes.
+    pub inner_offset: Option<u64>,
 }
 
 /// A sealed, durable pack and what it holds, ready to be indexed by the manifest.
@@ -116,7 +119,35 @@ impl PackWriter {
             let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
             let offset = open.buf.len() as u64;
             open.buf.extend_from_slice(encoded);
-            open.objects.push(PackedObject { id, offset, stored_len: encoded.len() as u64, raw_len });
+            open.objects.push(PackedObject {
+                id,
+                offset,
+                stored_len: encoded.len() as u64,
+                raw_len,
+                inner_offset: None,
+            });
+            if open.buf.len() >= self.target_size {
+                Some(std::mem::replace(&mut *open, self.fresh()))
+            } else {
+                None
+            }
+        };
+        match full {
+            Some(pack) => self.send(pack),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends an encoded bundle whose members are (id, raw length, offset in the bundle).
+    pub fn add_bundle(&self, members: &[(ObjectId, u64, u64)], encoded: &[u8]) -> Result<()> {
+        let full = {
+            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
+            let offset = open.buf.len() as u64;
+            open.buf.extend_from_slice(encoded);
+            for &(id, raw_len, inner) in members {
+                let stored_len = encoded.len() as u64;
+                open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset: Some(inner) });
+            }
             if open.buf.len() >= self.target_size {
                 Some(std::mem::replace(&mut *open, self.fresh()))
             } else {
@@ -141,7 +172,8 @@ impl PackWriter {
     }
 }
 
-/// Reads every blob header of a pack: the index a pack carries within itself.
+/// Reads every blob of a pack and lists the objects it holds: the index a pack carries within
+/// itself. Bundles are decoded to hash their members.
 pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObject>> {
     let head = backend.get_range(key, 0, HEADER_LEN)?;
     if &head[..4] != MAGIC {
@@ -150,10 +182,31 @@ pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObj
     let mut out = Vec::new();
     let mut offset = HEADER_LEN;
     while offset < size {
-        let header = blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?)
-            .map_err(|e| Error::corrupt(format!("pack {key} at byte {offset}: {e}")))?;
+        let at = |e: Error| Error::corrupt(format!("pack {key} at byte {offset}: {e}"));
+        let header = blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?).map_err(at)?;
         let stored_len = blob::HEADER_LEN as u64 + header.payload_len;
-        out.push(PackedObject { id: header.id, offset, stored_len, raw_len: header.raw_len });
+        match header.kind {
+            blob::Kind::Object => out.push(PackedObject {
+                id: header.id,
+                offset,
+                stored_len,
+                raw_len: header.raw_len,
+                inner_offset: None,
+            }),
+            blob::Kind::Bundle => {
+                let (_, raw) = blob::decode_any(&backend.get_range(key, offset, stored_len)?).map_err(at)?;
+                for (inner, len) in blob::bundle_members(&raw).map_err(at)? {
+                    let member = &raw[inner as usize..(inner + len) as usize];
+                    out.push(PackedObject {
+                        id: ObjectId::of(member),
+                        offset,
+                        stored_len,
+                        raw_len: len,
+                        inner_offset: Some(inner),
+                    });
+                }
+            }
+        }
         offset += stored_len;
     }
     Ok(out)
@@ -175,6 +228,12 @@ mod tests {
                 writer.add(id, 50, &blob::encode(&id, &raw, 3).expect("encode")).expect("add");
                 ids.push(id);
             }
+            let members: [&[u8]; 2] = [b"first member", b"second"];
+            let (enc, offsets) = blob::encode_bundle(&members, 3).expect("bundle");
+            let rows: Vec<(ObjectId, u64, u64)> =
+                members.iter().zip(offsets).map(|(m, o)| (ObjectId::of(m), m.len() as u64, o)).collect();
+            writer.add_bundle(&rows, &enc).expect("add bundle");
+            ids.extend(rows.iter().map(|r| r.0));
             Ok(ids)
         })
         .expect("run");
@@ -185,7 +244,12 @@ mod tests {
             assert_eq!(scanned, p.objects);
             for o in scanned {
                 let bytes = backend.get_range(&p.key, o.offset, o.stored_len).expect("read");
-                blob::decode(&o.id, &bytes).expect("decode");
+                let (_, raw) = blob::decode_any(&bytes).expect("decode");
+                let member = match o.inner_offset {
+                    Some(i) => &raw[i as usize..(i + o.raw_len) as usize],
+                    None => &raw[..],
+                };
+                assert_eq!(ObjectId::of(member), o.id);
                 seen.push(o.id);
             }
         }
