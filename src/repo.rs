@@ -41,7 +41,7 @@ impl Config {
             id: h.finalize().to_hex()[..32].to_string(),
             zstd_level: 3,
             chunking: Chunking::default(),
-            pack_target: 32 << 20,
+            pack_target: 16 << 20,
         }
     }
 }

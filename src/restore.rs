@@ -50,6 +50,13 @@ pub struct RestoreReport {
     pub bytes: u64,
 }
 
+/// Everything a restore creates, in listing (pre-)order.
+struct Plan {
+    dirs: Vec<(PathBuf, Entry)>,
+    files: Vec<FilePlan>,
+    links: Vec<(PathBuf, Entry)>,
+}
+
 struct FilePlan {
     path: PathBuf,
     entry: Entry,
@@ -113,47 +120,7 @@ impl Repo {
 
         // Plan: every entry to create, resolved before anything is written, so a bad path
         // or a missing object fails before the target is touched.
-        let mut dirs: Vec<(PathBuf, Entry)> = Vec::new();
-        let mut files: Vec<FilePlan> = Vec::new();
-        let mut links: Vec<(PathBuf, Entry)> = Vec::new();
-        let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
-        for root in &roots {
-            let entry = self.lookup(snap, root)?;
-            let norm = path::components(root)?.join(&b'/');
-            let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
-                for part in rel.split(|&b| b == b'/') {
-                    safe_name(part)?;
-                }
-                let p = target.join(OsStr::from_bytes(rel));
-                match e.kind {
-                    EntryKind::Dir => dirs.push((p, e.clone())),
-                    EntryKind::Symlink => links.push((p, e.clone())),
-                    EntryKind::File => {
-                        let id = e.content.ok_or_else(|| Error::corrupt("file entry without content"))?;
-                        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
-                        let ids: Vec<ObjectId> =
-                            if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
-                        let mut parts = Vec::with_capacity(ids.len());
-                        for oid in ids {
-                            let loc = objects::locate(self.manifest.conn(), &oid)?.ok_or_else(|| {
-                                Error::corrupt(format!("object {oid} is referenced but not stored; run `trove check`"))
-                            })?;
-                            parts.push((oid, loc));
-                        }
-                        files.push(FilePlan { path: p, entry: e.clone(), parts });
-                    }
-                }
-                Ok(())
-            };
-            if norm.is_empty() {
-                self.list(snap, b"", true, &mut add)?;
-            } else {
-                add(&norm, &entry)?;
-                if entry.kind == EntryKind::Dir {
-                    self.list(snap, &norm, true, &mut add)?;
-                }
-            }
-        }
+        let Plan { dirs, files, links } = self.manifest.read(|| self.plan(snap, target, opts))?;
 
         fs::create_dir_all(target).map_err(|e| Error::io("create restore target", target, e))?;
         for (p, _) in &dirs {
@@ -204,6 +171,52 @@ impl Repo {
         });
         self.audit(record)?;
         Ok(report)
+    }
+
+    /// What a restore will create, with every object located.
+    fn plan(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<Plan> {
+        let mut dirs: Vec<(PathBuf, Entry)> = Vec::new();
+        let mut files: Vec<FilePlan> = Vec::new();
+        let mut links: Vec<(PathBuf, Entry)> = Vec::new();
+        let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
+        for root in &roots {
+            let entry = self.lookup(snap, root)?;
+            let norm = path::components(root)?.join(&b'/');
+            let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
+                for part in rel.split(|&b| b == b'/') {
+                    safe_name(part)?;
+                }
+                let p = target.join(OsStr::from_bytes(rel));
+                match e.kind {
+                    EntryKind::Dir => dirs.push((p, e.clone())),
+                    EntryKind::Symlink => links.push((p, e.clone())),
+                    EntryKind::File => {
+                        let id = e.content.ok_or_else(|| Error::corrupt("file entry without content"))?;
+                        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
+                        let ids: Vec<ObjectId> =
+                            if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
+                        let mut parts = Vec::with_capacity(ids.len());
+                        for oid in ids {
+                            let loc = objects::locate(self.manifest.conn(), &oid)?.ok_or_else(|| {
+                                Error::corrupt(format!("object {oid} is referenced but not stored; run `trove check`"))
+                            })?;
+                            parts.push((oid, loc));
+                        }
+                        files.push(FilePlan { path: p, entry: e.clone(), parts });
+                    }
+                }
+                Ok(())
+            };
+            if norm.is_empty() {
+                self.list(snap, b"", true, &mut add)?;
+            } else {
+                add(&norm, &entry)?;
+                if entry.kind == EntryKind::Dir {
+                    self.list(snap, &norm, true, &mut add)?;
+                }
+            }
+        }
+        Ok(Plan { dirs, files, links })
     }
 }
 

@@ -29,13 +29,20 @@ use crate::object::bundle::{self, BundleBuilder};
 use crate::object::{blob, ObjectId, PackWriter, Sha256};
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
-use crate::tree::{tree_id, Entry, EntryKind};
+use crate::tree::{self, Entry, EntryKind};
 use crate::walk::{self, DirNode, Excludes, Node, Stat};
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
 /// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
 /// borg's "racy" files). Two seconds covers filesystems with one- and two-second timestamps.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+thread_local! {
+    // Per-worker buffers for file contents and encoded blobs, reused across files so the
+    // allocator does not accumulate freed megabyte buffers (see `blob::encode_into`).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
 /// fill, short enough to spread work over the cores.
@@ -100,6 +107,10 @@ struct FileJob<'n> {
     slot: &'n mut Outcome,
 }
 
+/// The trees this snapshot built, by id: their canonical encodings (`tree::encode`), which take
+/// about half the memory of the entries themselves.
+type Built = HashMap<ObjectId, Vec<u8>>;
+
 /// Every file of the walk by workspace-relative path: its stat and what became of it.
 type Outcomes = HashMap<Vec<u8>, (Stat, PathKey, Outcome)>;
 
@@ -133,8 +144,11 @@ impl Writer<'_> {
             }
             return Ok(());
         }
-        let encoded = blob::encode(&id, raw, self.zstd_level)?;
-        self.packs.add(id, raw.len() as u64, &encoded)
+        ENCODED.with(|cell| {
+            let mut encoded = cell.borrow_mut();
+            blob::encode_into(blob::Kind::Object, &id, raw, self.zstd_level, &mut encoded)?;
+            self.packs.add(id, raw.len() as u64, &encoded)
+        })
     }
 
     fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
@@ -223,13 +237,21 @@ impl Writer<'_> {
     }
 
     fn read_whole(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
-        let mut raw = Vec::with_capacity(size as usize + 1);
-        if let Err(e) = file.read_to_end(&mut raw) {
-            return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
-        }
-        let id = ObjectId::of(&raw);
-        let sha256: Sha256 = sha2::Sha256::digest(&raw).into();
-        self.store(id, &raw, bundle)?;
+        READ_BUF.with(|cell| {
+            let mut raw = cell.borrow_mut();
+            raw.clear();
+            raw.reserve(size as usize + 1);
+            if let Err(e) = file.read_to_end(&mut raw) {
+                return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
+            }
+            self.hash_and_store(&raw, bundle)
+        })
+    }
+
+    fn hash_and_store(&self, raw: &[u8], bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+        let id = ObjectId::of(raw);
+        let sha256: Sha256 = sha2::Sha256::digest(raw).into();
+        self.store(id, raw, bundle)?;
         Ok(Some(Content {
             id,
             sha256,
@@ -311,12 +333,7 @@ fn classify(dir: &DirNode, cache: &mut HashMap<PathKey, CachedStat>, outcomes: &
 }
 
 /// Builds trees bottom-up; returns the directory's tree id and fills `trees` and `counts`.
-fn build(
-    dir: &DirNode,
-    outcomes: &Outcomes,
-    trees: &mut HashMap<ObjectId, Vec<Entry>>,
-    counts: &mut Counts,
-) -> ObjectId {
+fn build(dir: &DirNode, outcomes: &Outcomes, trees: &mut Built, counts: &mut Counts) -> ObjectId {
     let mut entries = Vec::with_capacity(dir.children.len());
     for child in &dir.children {
         match child {
@@ -366,8 +383,9 @@ fn build(
             }
         }
     }
-    let id = tree_id(&entries);
-    trees.insert(id, entries);
+    let encoded = tree::encode(&entries);
+    let id = tree::id_of_encoding(&encoded);
+    trees.insert(id, encoded);
     id
 }
 
@@ -375,16 +393,11 @@ fn build(
 /// manifest implies all of its descendants are (they were inserted with it, and are only ever
 /// removed together by garbage collection), so an unchanged directory costs one lookup however
 /// deep it is.
-fn missing_trees(
-    conn: &Connection,
-    id: &ObjectId,
-    trees: &HashMap<ObjectId, Vec<Entry>>,
-    out: &mut HashSet<ObjectId>,
-) -> Result<()> {
+fn missing_trees(conn: &Connection, id: &ObjectId, trees: &Built, out: &mut HashSet<ObjectId>) -> Result<()> {
     if out.contains(id) || manifest::trees::exists(conn, id)? {
         return Ok(());
     }
-    let entries = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+    let entries = built_entries(trees, id)?;
     out.insert(*id);
     for e in entries {
         if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
@@ -395,28 +408,34 @@ fn missing_trees(
 }
 
 /// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
-fn insert_trees(conn: &Connection, root: &ObjectId, trees: &HashMap<ObjectId, Vec<Entry>>) -> Result<()> {
+fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()> {
     let mut found = HashSet::new();
     missing_trees(conn, root, trees, &mut found)?;
     let mut missing: Vec<ObjectId> = found.into_iter().collect();
     missing.sort_unstable();
     for id in missing {
-        let entries = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
-        manifest::trees::insert(conn, &id, entries)?;
+        let encoded = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+        manifest::trees::insert_encoded(conn, &id, encoded)?;
     }
     Ok(())
 }
 
 /// Entries of tree `id`, from this snapshot's trees or the manifest.
-fn tree_entries(conn: &Connection, id: &ObjectId, new: &HashMap<ObjectId, Vec<Entry>>) -> Result<Vec<Entry>> {
-    match new.get(id) {
-        Some(e) => Ok(e.clone()),
-        None => trees::entries(conn, id),
+fn tree_entries(conn: &Connection, id: &ObjectId, new: &Built) -> Result<Vec<Entry>> {
+    match new.contains_key(id) {
+        true => built_entries(new, id),
+        false => trees::entries(conn, id),
     }
 }
 
+/// The entries of a tree this snapshot built.
+fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
+    let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+    tree::decode(encoded).ok_or_else(|| Error::internal(format!("tree {id} does not decode")))
+}
+
 /// Number of files under tree `id` (itself included if a file).
-fn count_files(conn: &Connection, e: &Entry, new: &HashMap<ObjectId, Vec<Entry>>) -> Result<u64> {
+fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
     match (e.kind, e.content) {
         (EntryKind::Dir, Some(id)) => {
             let mut n = 0;
@@ -432,13 +451,7 @@ fn count_files(conn: &Connection, e: &Entry, new: &HashMap<ObjectId, Vec<Entry>>
 
 /// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
 /// are skipped whole, so a small change costs the depth of the tree, not its size.
-fn diff_counts(
-    conn: &Connection,
-    old: &ObjectId,
-    new: &ObjectId,
-    trees: &HashMap<ObjectId, Vec<Entry>>,
-    counts: &mut Counts,
-) -> Result<()> {
+fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built, counts: &mut Counts) -> Result<()> {
     if old == new {
         return Ok(());
     }
@@ -554,6 +567,8 @@ impl Repo {
         };
         let mut outcomes = Outcomes::new();
         classify(&root_node, &mut cache, &mut outcomes);
+        // What is left are paths the walk did not see; `had_cache` remembers them.
+        drop(cache);
 
         // Step 2: read what the cache could not vouch for, in parallel. Step 3: every pack
         // durable (PackWriter::run returns only once all are sealed) before the manifest may

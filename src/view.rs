@@ -70,12 +70,14 @@ impl Repo {
         recursive: bool,
         each: &mut dyn FnMut(&[u8], &Entry) -> Result<()>,
     ) -> Result<()> {
-        let entry = self.lookup(snap, path)?;
-        let prefix = path::components(path)?.join(&b'/');
-        match (entry.kind, entry.content) {
-            (EntryKind::Dir, Some(tree)) => self.list_tree(&tree, &prefix, recursive, each),
-            _ => each(&prefix, &entry),
-        }
+        self.manifest.read(|| {
+            let entry = self.lookup(snap, path)?;
+            let prefix = path::components(path)?.join(&b'/');
+            match (entry.kind, entry.content) {
+                (EntryKind::Dir, Some(tree)) => self.list_tree(&tree, &prefix, recursive, each),
+                _ => each(&prefix, &entry),
+            }
+        })
     }
 
     fn list_tree(

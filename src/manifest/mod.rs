@@ -36,7 +36,7 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;
-         PRAGMA cache_size = -32768;",
+         PRAGMA cache_size = -8192;",
     )
     .map_err(|e| Error::db("configuring the connection", e))
 }
@@ -121,13 +121,29 @@ impl Manifest {
     /// one lock acquisition and one view of the database instead of taking a lock each.
     pub fn pinned_reader(&self) -> Result<Connection> {
         let conn = self.reader()?;
-        conn.execute_batch("BEGIN DEFERRED; SELECT COUNT(*) FROM packs;")
+        // Lookups by key touch few pages; a small cache keeps this connection's memory small.
+        conn.execute_batch("PRAGMA cache_size = -2048; BEGIN DEFERRED; SELECT COUNT(*) FROM packs;")
             .map_err(|e| Error::db("starting a read transaction", e))?;
         Ok(conn)
     }
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Runs `f` inside one read transaction: a consistent view of the manifest, and one lock
+    /// for its many queries instead of one per query. Inside an open transaction, just runs `f`.
+    pub fn read<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            return f();
+        }
+        self.conn.execute_batch("BEGIN DEFERRED").map_err(|e| Error::db("starting a read", e))?;
+        let out = f();
+        // Ending a read transaction cannot lose anything; a failure here is only reported.
+        let end = self.conn.execute_batch("COMMIT").map_err(|e| Error::db("ending a read", e));
+        let out = out?;
+        end?;
+        Ok(out)
     }
 
     /// Runs `f` in one transaction: all of its rows land, or none.

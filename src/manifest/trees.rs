@@ -9,13 +9,18 @@ use crate::tree::{self, Entry};
 
 /// Inserts a tree unless a tree with this id exists; returns whether it was new.
 pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<bool> {
-    let encoded = tree::encode(entries);
+    insert_encoded(conn, id, &tree::encode(entries))
+}
+
+/// Inserts a tree given its canonical encoding.
+pub fn insert_encoded(conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<bool> {
+    let entries = tree::decode(encoded).map(|e| e.len()).unwrap_or(0);
     let data =
-        zstd::bulk::compress(&encoded, 3).map_err(|e| Error::internal(format!("cannot compress tree {id}: {e}")))?;
+        zstd::bulk::compress(encoded, 3).map_err(|e| Error::internal(format!("cannot compress tree {id}: {e}")))?;
     let mut stmt = conn
         .prepare_cached("INSERT OR IGNORE INTO trees (id, entries, data) VALUES (?1, ?2, ?3)")
         .map_err(db("storing a tree"))?;
-    let n = stmt.execute(params![&id.as_bytes()[..], entries.len() as i64, data]).map_err(db("storing a tree"))?;
+    let n = stmt.execute(params![&id.as_bytes()[..], entries as i64, data]).map_err(db("storing a tree"))?;
     Ok(n == 1)
 }
 
@@ -26,11 +31,32 @@ pub fn entries(conn: &Connection, id: &ObjectId) -> Result<Vec<Entry>> {
         stmt.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional().map_err(db("reading a tree"))?;
     let data = data.ok_or_else(|| Error::corrupt(format!("tree {id} is referenced but missing from the manifest")))?;
     let damaged = || Error::corrupt(format!("tree {id} is corrupt in the manifest; run `trove check`"));
-    let encoded = zstd::stream::decode_all(&data[..]).map_err(|_| damaged())?;
+    let encoded = decompress(&data).ok_or_else(damaged)?;
     if tree::id_of_encoding(&encoded) != *id {
         return Err(damaged());
     }
     tree::decode(&encoded).ok_or_else(damaged)
+}
+
+thread_local! {
+    // One decompression context per thread: building one per tree costs more than decoding it.
+    static DECODER: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses a tree's data; its zstd frame records the decoded size (bulk compression).
+fn decompress(data: &[u8]) -> Option<Vec<u8>> {
+    let size = zstd::zstd_safe::get_frame_content_size(data).ok()??;
+    // A damaged header must not make us allocate absurd amounts: trees are far below 1 GiB.
+    if size > 1 << 30 {
+        return None;
+    }
+    DECODER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = zstd::bulk::Decompressor::new().ok();
+        }
+        slot.as_mut()?.decompress(data, size as usize).ok()
+    })
 }
 
 /// One entry of a tree by name.

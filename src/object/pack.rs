@@ -49,6 +49,12 @@ impl Open {
     }
 }
 
+/// Room for a full pack plus the largest blob that can tip it over (a 4 MiB chunk, or a bundle
+/// of up to 256 KiB + 16 KiB, with headers): without it the buffer would double when one lands.
+fn capacity(target_size: usize) -> usize {
+    target_size + (4 << 20) + (1 << 20)
+}
+
 fn seal(backend: &dyn Backend, pack: &Open) -> Result<SealedPack> {
     let hex = blake3::hash(&pack.buf).to_hex();
     let key = format!("packs/{}/{}.pack", &hex[..2], hex);
@@ -57,8 +63,9 @@ fn seal(backend: &dyn Backend, pack: &Open) -> Result<SealedPack> {
 }
 
 /// Accepts encoded blobs from many threads; full packs go to a sealing thread so the workers
-/// keep hashing and compressing while a pack is written and fsynced. At most one full pack
-/// waits for the sealer, which bounds memory to about three packs.
+/// keep hashing and compressing while a pack is written and fsynced. The hand-off is a
+/// rendezvous and at most one spare buffer is kept, which bounds memory to about four packs
+/// (filling, handed over, being sealed, spare) whatever the workspace size.
 pub struct PackWriter {
     target_size: usize,
     open: Mutex<Open>,
@@ -76,7 +83,7 @@ impl PackWriter {
         work: impl FnOnce(&PackWriter) -> Result<T>,
     ) -> Result<(T, Vec<SealedPack>)> {
         std::thread::scope(|scope| {
-            let (full, rx) = sync_channel::<Open>(1);
+            let (full, rx) = sync_channel::<Open>(0);
             let spare = Arc::new(Mutex::new(Vec::new()));
             let sealer_spare = spare.clone();
             let sealer = scope.spawn(move || -> Result<Vec<SealedPack>> {
@@ -84,14 +91,16 @@ impl PackWriter {
                 for pack in rx {
                     sealed.push(seal(backend, &pack)?);
                     if let Ok(mut s) = sealer_spare.lock() {
-                        s.push(pack.buf);
+                        if s.is_empty() {
+                            s.push(pack.buf);
+                        }
                     }
                 }
                 Ok(sealed)
             });
             let writer = PackWriter {
                 target_size,
-                open: Mutex::new(Open::new(Vec::with_capacity(target_size + (1 << 20)))),
+                open: Mutex::new(Open::new(Vec::with_capacity(capacity(target_size)))),
                 full,
                 spare,
             };
@@ -106,7 +115,7 @@ impl PackWriter {
 
     fn fresh(&self) -> Open {
         let buf = self.spare.lock().ok().and_then(|mut s| s.pop());
-        Open::new(buf.unwrap_or_else(|| Vec::with_capacity(self.target_size + (1 << 20))))
+        Open::new(buf.unwrap_or_else(|| Vec::with_capacity(capacity(self.target_size))))
     }
 
     fn send(&self, pack: Open) -> Result<()> {
