@@ -109,3 +109,7 @@ CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
 BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
+-- INSERT OR REPLACE would delete a row without firing the DELETE trigger: only appends pass.
+CREATE TRIGGER audit_append_only BEFORE INSERT ON audit
+WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM audit)
+BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END;

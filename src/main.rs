@@ -152,10 +152,16 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let json = args.json;
     match cli::run(args) {
         Ok(code) => ExitCode::from(code),
         Err(cli::Failure::Trove(e)) => {
-            let _ = writeln!(std::io::stderr(), "trove: {e}");
+            let line = if json {
+                serde_json::json!({"error": e.message(), "kind": e.kind().as_str()}).to_string()
+            } else {
+                format!("trove: {e}")
+            };
+            let _ = writeln!(std::io::stderr(), "{line}");
             ExitCode::from(exit_code(e.kind()))
         }
         // A closed pipe (`trove ls | head`) is the reader's choice, not an error.

@@ -132,6 +132,20 @@ impl Repo {
                 config.format
             )));
         }
+        let c = config.chunking;
+        // FastCDC asserts on its limits; a hand-edited config must be an error, not a panic.
+        let chunking_ok = (64..=1 << 20).contains(&c.min)
+            && (256..=4 << 20).contains(&c.avg)
+            && (1024..=16 << 20).contains(&c.max)
+            && c.min <= c.avg
+            && c.avg <= c.max
+            && (1..=22).contains(&config.zstd_level);
+        if !chunking_ok {
+            return Err(Error::invalid_argument(format!(
+                "repository {} has invalid chunking or compression settings in config.json",
+                path.display()
+            )));
+        }
         let db = path.join(MANIFEST_FILE);
         if !db.exists() {
             return Err(not_a_repo(path, "manifest.db is missing"));

@@ -77,7 +77,9 @@ fn safe_name(name: &[u8]) -> Result<()> {
 }
 
 /// Removes whatever non-directory is at `p` (overwrite mode), so a symlink there is replaced,
-/// never written through.
+/// never written through. Directories get the same treatment in `ensure_dir`, and every
+/// ancestor of a restored path is planned as a directory, so no write follows a symlink that
+/// sits anywhere under the target.
 fn clear_non_dir(p: &Path) -> Result<()> {
     match fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => Err(Error::new(
@@ -96,7 +98,8 @@ fn ensure_dir(p: &Path) -> Result<()> {
             fs::remove_file(p).map_err(|e| Error::io("replace", p, e))?;
             fs::create_dir(p).map_err(|e| Error::io("create directory", p, e))
         }
-        Err(_) => fs::create_dir_all(p).map_err(|e| Error::io("create directory", p, e)),
+        // The parent was made (or checked) just before: plans list ancestors first.
+        Err(_) => fs::create_dir(p).map_err(|e| Error::io("create directory", p, e)),
     }
 }
 
@@ -136,9 +139,6 @@ impl Repo {
             Ok(())
         })?;
         for (p, e) in &links {
-            if let Some(parent) = p.parent() {
-                ensure_dir(parent)?;
-            }
             if opts.overwrite {
                 clear_non_dir(p)?;
             }
@@ -178,6 +178,7 @@ impl Repo {
         let mut dirs: Vec<(PathBuf, Entry)> = Vec::new();
         let mut files: Vec<FilePlan> = Vec::new();
         let mut links: Vec<(PathBuf, Entry)> = Vec::new();
+        let mut planned = std::collections::HashSet::new();
         let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
         for root in &roots {
             let entry = self.lookup(snap, root)?;
@@ -187,11 +188,16 @@ impl Repo {
                     safe_name(part)?;
                 }
                 let p = target.join(OsStr::from_bytes(rel));
+                if !planned.insert(p.clone()) {
+                    return Ok(());
+                }
                 match e.kind {
                     EntryKind::Dir => dirs.push((p, e.clone())),
                     EntryKind::Symlink => links.push((p, e.clone())),
                     EntryKind::File => {
-                        let id = e.content.ok_or_else(|| Error::corrupt("file entry without content"))?;
+                        let id = e.content.ok_or_else(|| {
+                            Error::corrupt(format!("'{}' has no content in the snapshot", path::display(rel)))
+                        })?;
                         let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
                         let ids: Vec<ObjectId> =
                             if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
@@ -210,6 +216,13 @@ impl Repo {
             if norm.is_empty() {
                 self.list(snap, b"", true, &mut add)?;
             } else {
+                // Ancestors first, as directories of their own (see `clear_non_dir`).
+                let parts: Vec<&[u8]> = norm.split(|&b| b == b'/').collect();
+                for i in 1..parts.len() {
+                    let ancestor = parts[..i].join(&b'/');
+                    let e = self.lookup(snap, &ancestor)?;
+                    add(&ancestor, &e)?;
+                }
                 add(&norm, &entry)?;
                 if entry.kind == EntryKind::Dir {
                     self.list(snap, &norm, true, &mut add)?;
@@ -226,11 +239,6 @@ fn write_file(
     f: &FilePlan,
     overwrite: bool,
 ) -> Result<()> {
-    if let Some(parent) = f.path.parent() {
-        if !parent.is_dir() {
-            ensure_dir(parent)?;
-        }
-    }
     if overwrite {
         clear_non_dir(&f.path)?;
     }
@@ -241,12 +249,39 @@ fn write_file(
         .mode(0o600)
         .open(&f.path)
         .map_err(|e| Error::io("create", &f.path, e))?;
-    for (id, loc) in &f.parts {
-        let raw = crate::view::fetch(backend, bundles, id, loc)?;
-        file.write_all(&raw).map_err(|e| Error::io("write", &f.path, e))?;
+    if let Err(e) = write_content(backend, bundles, f, &mut file) {
+        // No truncated file at a real path: what was restored is whole or absent.
+        drop(file);
+        let _ = fs::remove_file(&f.path);
+        return Err(e);
     }
     file.set_permissions(fs::Permissions::from_mode(f.entry.mode)).map_err(|e| Error::io("set mode of", &f.path, e))?;
     filetime::set_file_handle_times(&file, None, Some(mtime(f.entry.mtime_ns)))
         .map_err(|e| Error::io("set mtime of", &f.path, e))?;
+    Ok(())
+}
+
+/// Writes a file's objects in order; a chunked file's whole content is checked against its id.
+fn write_content(
+    backend: &dyn crate::object::Backend,
+    bundles: &BundleCache,
+    f: &FilePlan,
+    file: &mut File,
+) -> Result<()> {
+    let chunked = f.parts.len() > 1 || f.parts.first().is_some_and(|p| Some(p.0) != f.entry.content);
+    let mut whole = blake3::Hasher::new();
+    for (id, loc) in &f.parts {
+        let raw = crate::view::fetch(backend, bundles, id, loc)?;
+        if chunked {
+            whole.update(&raw);
+        }
+        file.write_all(&raw).map_err(|e| Error::io("write", &f.path, e))?;
+    }
+    if chunked && f.entry.content != Some(ObjectId(*whole.finalize().as_bytes())) {
+        return Err(Error::corrupt(format!(
+            "{} does not match its content id after reassembly; run `trove check`",
+            f.path.display()
+        )));
+    }
     Ok(())
 }

@@ -9,10 +9,9 @@
 //! earlier snapshots are untouched.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -168,16 +167,15 @@ impl Writer<'_> {
     /// `Err` is a repository failure that must abort the snapshot.
     fn read_file(
         &self,
-        root: &Path,
+        root: &OwnedFd,
         job: &FileJob<'_>,
         scan_start: i64,
         racy_ns: i64,
         bundle: &mut BundleBuilder,
     ) -> Result<Option<Content>> {
-        let path = root.join(std::ffi::OsStr::from_bytes(&job.rel));
-        // O_NOFOLLOW: the walk saw a regular file; if a symlink replaced it since, do not read
-        // whatever it points at.
-        let file = match File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
+        // Beneath the root, no symlink followed in any component: if the file or a directory
+        // above it was replaced by a symlink since the walk, it is not read.
+        let file = match walk::open_beneath(root, &job.rel) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.warn(&job.rel, "vanished before it could be read; not in this snapshot".into());
@@ -434,7 +432,7 @@ fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
     tree::decode(encoded).ok_or_else(|| Error::internal(format!("tree {id} does not decode")))
 }
 
-/// Number of files under tree `id` (itself included if a file).
+/// Number of regular files at or under entry `e` (symlinks and directories are not files).
 fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
     match (e.kind, e.content) {
         (EntryKind::Dir, Some(id)) => {
@@ -444,8 +442,8 @@ fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
             }
             Ok(n)
         }
-        (EntryKind::Dir, None) => Ok(0),
-        _ => Ok(1),
+        (EntryKind::File, _) => Ok(1),
+        _ => Ok(0),
     }
 }
 
@@ -481,11 +479,12 @@ fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built,
                             diff_counts(conn, &o, &n, trees, counts)?;
                         }
                     }
-                    (kx, ky) if kx == ky => {
-                        if x.content != y.content || x.mode != y.mode || x.target != y.target {
+                    (EntryKind::File, EntryKind::File) => {
+                        if x.content != y.content || x.mode != y.mode {
                             counts.changed += 1;
                         }
                     }
+                    (kx, ky) if kx == ky => {}
                     _ => {
                         counts.removed += count_files(conn, x, trees)?;
                         counts.added += count_files(conn, y, trees)?;
@@ -556,7 +555,8 @@ impl Repo {
         let parent = snapshots::latest(conn, Some(&name))?;
 
         opts.progress.start("scanning", 0);
-        let (root_node, report) = walk::walk(dir, &excludes)?;
+        let root_fd = walk::open_root(dir)?;
+        let (root_node, report) = walk::walk(&root_fd, dir, &excludes)?;
         let mut cache = match (&ws, opts.use_stat_cache) {
             (Some(w), true) => stat_cache::load(conn, w.id)?,
             _ => HashMap::new(),
@@ -597,7 +597,7 @@ impl Repo {
                 let mut bundle = BundleBuilder::default();
                 for job in run {
                     let size = job.stat.size;
-                    *job.slot = match writer.read_file(dir, job, scan_start, racy, &mut bundle)? {
+                    *job.slot = match writer.read_file(&root_fd, job, scan_start, racy, &mut bundle)? {
                         Some(c) => Outcome::Done(c),
                         None => Outcome::Dropped,
                     };

@@ -124,8 +124,22 @@ impl Repo {
             }
         };
         let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
-        let parts = if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
-        Ok(ContentReader { repo: self, parts, next: 0, buf: Vec::new(), pos: 0, expected: entry.size, read: 0 })
+        let (parts, whole) = if chunks.is_empty() {
+            (vec![id], None)
+        } else {
+            (chunks.into_iter().map(|(_, c)| c).collect(), Some(blake3::Hasher::new()))
+        };
+        Ok(ContentReader {
+            repo: self,
+            content: id,
+            parts,
+            next: 0,
+            buf: Vec::new(),
+            pos: 0,
+            expected: entry.size,
+            read: 0,
+            whole,
+        })
     }
 
     /// The whole content of a file entry, verified.
@@ -151,6 +165,15 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
         }
         None => {
             let bytes = backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(missing)?;
+            // A damaged length field must be refused before it sizes an allocation.
+            let header = blob::parse_header(&bytes)
+                .map_err(|e| Error::corrupt(format!("object {id} is corrupt: {e}; run `trove check`")))?;
+            if header.raw_len != loc.raw_len {
+                return Err(Error::corrupt(format!(
+                    "object {id} is corrupt: its header gives {} bytes, the index {}; run `trove check`",
+                    header.raw_len, loc.raw_len
+                )));
+            }
             blob::decode(id, &bytes)
         }
     }
@@ -175,12 +198,16 @@ pub fn short(id: &str) -> &str {
 /// returned, and the total must match the entry's size.
 pub struct ContentReader<'r> {
     repo: &'r Repo,
+    content: ObjectId,
     parts: Vec<ObjectId>,
     next: usize,
     buf: Vec<u8>,
     pos: usize,
     expected: u64,
     read: u64,
+    /// For chunked content: the hash of everything so far, checked against `content` at the end,
+    /// so a wrong chunk list cannot pass off other bytes as this file.
+    whole: Option<blake3::Hasher>,
 }
 
 impl Read for ContentReader<'_> {
@@ -189,16 +216,26 @@ impl Read for ContentReader<'_> {
             if self.next == self.parts.len() {
                 if self.read != self.expected {
                     let e = Error::corrupt(format!(
-                        "content of {} has {} bytes where its entry says {}; run `trove check`",
-                        self.parts.first().map(|p| p.to_hex()).unwrap_or_default(),
-                        self.read,
-                        self.expected
+                        "content {} has {} bytes where its entry says {}; run `trove check`",
+                        self.content, self.read, self.expected
                     ));
                     return Err(io::Error::other(e));
+                }
+                if let Some(h) = self.whole.take() {
+                    if ObjectId(*h.finalize().as_bytes()) != self.content {
+                        let e = Error::corrupt(format!(
+                            "content {} does not match its id after reassembly; run `trove check`",
+                            self.content
+                        ));
+                        return Err(io::Error::other(e));
+                    }
                 }
                 return Ok(0);
             }
             self.buf = self.repo.read_object(&self.parts[self.next]).map_err(io::Error::other)?;
+            if let Some(h) = self.whole.as_mut() {
+                h.update(&self.buf);
+            }
             self.next += 1;
             self.pos = 0;
             self.read += self.buf.len() as u64;

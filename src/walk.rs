@@ -1,14 +1,22 @@
 //! Walking a live tree: which entries are kept (exclusions, file kinds) and their `lstat`.
 //!
 //! Directories are scanned in parallel (rayon), entries sorted by name bytes so trees come out
-//! canonical. Symlinks are recorded, never followed. Sockets, FIFOs and devices are counted and
-//! skipped. A directory that cannot be read becomes a warning, not a failure.
+//! canonical. Symlinks are recorded, never followed: every directory is opened relative to its
+//! parent's descriptor with `O_NOFOLLOW`, and files are later opened beneath the root with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`open_beneath`]), so swapping a directory
+//! for a symlink to `/etc` mid-walk cannot pull outside files into a snapshot. Sockets, FIFOs
+//! and devices are counted and skipped. A directory that cannot be read becomes a warning.
 
+use std::ffi::CStr;
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
+use rustix::io::Errno;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rayon::prelude::*;
@@ -125,6 +133,19 @@ impl Stat {
         }
     }
 
+    /// From a raw `stat`, whose field widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    fn of_raw(s: &rustix::fs::Stat) -> Stat {
+        Stat {
+            size: s.st_size as u64,
+            mtime_ns: (s.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_mtime_nsec as i64),
+            ctime_ns: (s.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_ctime_nsec as i64),
+            inode: s.st_ino as u64,
+            device: s.st_dev as u64,
+            mode: s.st_mode as u32,
+        }
+    }
+
     /// The permission bits kept in trees (type bits are the entry kind).
     pub fn perm(&self) -> u32 {
         self.mode & 0o7777
@@ -174,8 +195,10 @@ pub fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
     p
 }
 
-/// Walks the directory `root`, which must exist and be a directory.
-pub fn walk(root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// Opens the workspace root (which may itself be a symlink: the caller named it).
+pub fn open_root(root: &Path) -> Result<OwnedFd> {
     let meta = fs::metadata(root).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
             Error::new(ErrorKind::NotFound, format!("directory {} does not exist: check the path", root.display()))
@@ -188,11 +211,40 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
             format!("{} is not a directory: give the workspace directory to snapshot", root.display()),
         ));
     }
+    rustix::fs::openat(CWD, root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("open directory", root, e.into()))
+}
+
+/// Opens the regular file at workspace-relative `rel` for reading, refusing to follow a
+/// symlink in any component or to leave the root.
+pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::openat2(root, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => Ok(fs::File::from(fd)),
+        // Kernels before 5.6 lack openat2: walk the components, none followed.
+        Err(Errno::NOSYS) => {
+            let mut parts = rel.split(|&b| b == b'/').peekable();
+            let mut dir: Option<OwnedFd> = None;
+            while let Some(part) = parts.next() {
+                let at = dir.as_ref().unwrap_or(root);
+                if parts.peek().is_none() {
+                    return Ok(fs::File::from(rustix::fs::openat(at, part, flags, Mode::empty())?));
+                }
+                dir = Some(rustix::fs::openat(at, part, DIR_FLAGS, Mode::empty())?);
+            }
+            Err(std::io::Error::from(Errno::INVAL))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors).
+pub fn walk(fd: &OwnedFd, root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
+    let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
     let report = Mutex::new(WalkReport::default());
-    let children =
-        scan(root.to_path_buf(), b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
+    let children = scan(fd, b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
     let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
-    Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of(&meta), children }, report))
+    Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of_raw(&stat), children }, report))
 }
 
 fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
@@ -201,10 +253,10 @@ fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
     }
 }
 
-fn scan(dir: PathBuf, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Vec<Node>> {
+fn scan(dir: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Vec<Node>> {
     let mut files = Vec::new();
     let mut subdirs = Vec::new();
-    for entry in fs::read_dir(&dir)? {
+    for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -212,12 +264,15 @@ fn scan(dir: PathBuf, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport
                 continue;
             }
         };
-        let name = entry.file_name().as_bytes().to_vec();
-        let child_rel = join_rel(rel, &name);
-        // DirEntry::metadata is an fstatat on the open directory, without following symlinks.
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let cname: &CStr = entry.file_name();
+        let name = cname.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let child_rel = join_rel(rel, name);
+        let st = match rustix::fs::statat(dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(s) => s,
+            Err(Errno::NOENT) => {
                 warn(report, &child_rel, "vanished during the walk".into());
                 continue;
             }
@@ -226,35 +281,43 @@ fn scan(dir: PathBuf, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport
                 continue;
             }
         };
-        let ft = meta.file_type();
-        if excludes.is_excluded(&child_rel, &name, ft.is_dir()) {
+        let ft = FileType::from_raw_mode(st.st_mode as _);
+        if excludes.is_excluded(&child_rel, name, ft == FileType::Directory) {
             continue;
         }
-        let stat = Stat::of(&meta);
-        if ft.is_dir() {
-            subdirs.push((entry.path(), name, child_rel, stat));
-        } else if ft.is_file() {
-            files.push(Node::File { name, stat });
-        } else if ft.is_symlink() {
-            match fs::read_link(entry.path()) {
-                Ok(t) => files.push(Node::Symlink { name, target: t.as_os_str().as_bytes().to_vec(), stat }),
+        let stat = Stat::of_raw(&st);
+        match ft {
+            FileType::Directory => subdirs.push((cname.to_owned(), child_rel, stat)),
+            FileType::RegularFile => files.push(Node::File { name: name.to_vec(), stat }),
+            FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
+                Ok(t) => files.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
                 Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
+            },
+            _ => {
+                if let Ok(mut r) = report.lock() {
+                    r.skipped += 1;
+                }
             }
-        } else if let Ok(mut r) = report.lock() {
-            r.skipped += 1;
         }
     }
     let dirs: Vec<Node> = subdirs
         .into_par_iter()
-        .filter_map(|(path, name, child_rel, stat)| match scan(path, &child_rel, excludes, report) {
-            Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                warn(report, &child_rel, "vanished during the walk".into());
-                None
-            }
-            Err(e) => {
-                warn(report, &child_rel, format!("cannot read directory: {e}"));
-                None
+        .filter_map(|(cname, child_rel, stat)| {
+            let name = cname.to_bytes().to_vec();
+            // O_NOFOLLOW: if the directory was swapped for a symlink since the stat, refuse.
+            let scanned = rustix::fs::openat(dir, cname.as_c_str(), DIR_FLAGS, Mode::empty())
+                .map_err(std::io::Error::from)
+                .and_then(|fd| scan(&fd, &child_rel, excludes, report));
+            match scanned {
+                Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    warn(report, &child_rel, "vanished during the walk".into());
+                    None
+                }
+                Err(e) => {
+                    warn(report, &child_rel, format!("cannot read directory: {e}"));
+                    None
+                }
             }
         })
         .collect();

@@ -335,3 +335,89 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
     assert!(indexed.iter().any(|o| o.5.is_none()), "large ones are not");
     assert_eq!(from_packs, indexed);
 }
+
+/// Swaps directory `sub` for a symlink to a directory outside the workspace once the walk is
+/// done: the files the walk saw under `sub/` must not be read through the link.
+struct DirSwapper {
+    ws: std::path::PathBuf,
+    outside: std::path::PathBuf,
+}
+
+impl Progress for DirSwapper {
+    fn start(&self, phase: &str, _: u64) {
+        if phase == "reading" && self.ws.join("sub").is_dir() {
+            fs::rename(self.ws.join("sub"), self.ws.join("sub-moved")).expect("move");
+            std::os::unix::fs::symlink(&self.outside, self.ws.join("sub")).expect("symlink");
+        }
+    }
+    fn advance(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_mid_snapshot_is_never_read_through() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, outside) = (tmp.path().join("ws"), tmp.path().join("outside"));
+    fs::create_dir_all(ws.join("sub")).expect("mkdir");
+    fs::create_dir_all(&outside).expect("mkdir");
+    fs::write(ws.join("sub/secret.txt"), "workspace copy").expect("write");
+    fs::write(outside.join("secret.txt"), "OUTSIDE THE WORKSPACE").expect("write");
+    let repo = Repo::in_memory().expect("repo");
+    let swap = DirSwapper { ws: ws.clone(), outside };
+    let snap =
+        repo.snapshot(&ws, &SnapshotOptions { progress: &swap, ..SnapshotOptions::default() }).expect("snapshot");
+    assert!(snap.warnings.iter().any(|w| w.path == "sub/secret.txt"), "{:?}", snap.warnings);
+    if let Ok(e) = repo.lookup(&snap, b"sub/secret.txt") {
+        assert_ne!(repo.read_content(&e).expect("read"), b"OUTSIDE THE WORKSPACE");
+    }
+}
+
+#[test]
+fn restore_with_overwrite_never_writes_through_a_symlinked_parent() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::in_memory().expect("repo");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let (target, elsewhere) = (tmp.path().join("target"), tmp.path().join("elsewhere"));
+    fs::create_dir_all(&target).expect("mkdir");
+    fs::create_dir_all(&elsewhere).expect("mkdir");
+    fs::write(elsewhere.join("main.rs"), "not yours").expect("write");
+    std::os::unix::fs::symlink(&elsewhere, target.join("src")).expect("symlink");
+    let opts = RestoreOptions { paths: vec![b"src/main.rs".to_vec()], overwrite: true, ..RestoreOptions::default() };
+    repo.restore(&snap, &target, &opts).expect("restore");
+    assert_eq!(fs::read(elsewhere.join("main.rs")).expect("read"), b"not yours");
+    assert!(fs::symlink_metadata(target.join("src")).expect("lstat").is_dir());
+    assert_eq!(fs::read(target.join("src/main.rs")).expect("read"), fs::read(ws.join("src/main.rs")).expect("read"));
+}
+
+#[test]
+fn a_chunk_list_that_reassembles_other_bytes_is_corrupt() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("big.bin"), trove::sample::Rng::new(4).bytes(12 << 20)).expect("write");
+    let repo = Repo::in_memory().expect("repo");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let entry = repo.lookup(&snap, b"big.bin").expect("lookup");
+    // Swap the first two chunks' places: every chunk still verifies, the file does not.
+    let conn = repo.manifest().conn();
+    let chunks: Vec<(i64, Vec<u8>)> = conn
+        .prepare("SELECT seq, chunk FROM chunk_lists ORDER BY seq LIMIT 2")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(chunks.len(), 2);
+    conn.execute("UPDATE chunk_lists SET chunk = ?1 WHERE seq = ?2", rusqlite::params![chunks[1].1, chunks[0].0])
+        .expect("tamper");
+    conn.execute("UPDATE chunk_lists SET chunk = ?1 WHERE seq = ?2", rusqlite::params![chunks[0].1, chunks[1].0])
+        .expect("tamper");
+    let err = repo.read_content(&entry).expect_err("reassembled bytes differ");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    let out = tmp.path().join("out");
+    let err = repo.restore(&snap, &out, &RestoreOptions::default()).expect_err("restore must refuse");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(!out.join("big.bin").exists(), "no wrong file left behind");
+}

@@ -192,5 +192,8 @@ mod tests {
             .expect("insert");
         assert!(m.conn().execute("UPDATE audit SET actor = 'b'", []).is_err());
         assert!(m.conn().execute("DELETE FROM audit", []).is_err());
+        let replace = "INSERT OR REPLACE INTO audit (seq, time_ns, actor, operation, outcome, details, encoded)
+                       VALUES (1, 0, 'forged', 'x', 'ok', '{}', x'00')";
+        assert!(m.conn().execute(replace, []).is_err(), "a replace is a rewrite");
     }
 }

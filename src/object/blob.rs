@@ -15,6 +15,9 @@ use crate::object::ObjectId;
 pub const MAGIC: &[u8; 4] = b"TRVB";
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 56;
+/// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
+/// and whole-file objects at the chunking threshold. A header claiming more is damaged.
+pub const MAX_RAW: u64 = 64 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
@@ -223,6 +226,9 @@ pub fn decode(expected: &ObjectId, bytes: &[u8]) -> Result<Vec<u8>> {
 /// Decodes a blob of either kind and verifies its bytes hash to the id in its header.
 pub fn decode_any(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
     let header = parse_header(bytes)?;
+    if header.raw_len > MAX_RAW {
+        return Err(Error::corrupt(format!("its header claims {} bytes", header.raw_len)));
+    }
     let payload = &bytes[HEADER_LEN..];
     if payload.len() as u64 != header.payload_len {
         return Err(Error::corrupt("its payload length does not match its header"));

@@ -53,11 +53,20 @@ fn sync_dir(dir: &Path) -> Result<()> {
 impl Backend for LocalBackend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
         let path = self.path(key);
-        if path.exists() {
-            return Ok(());
-        }
         let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
-        fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        if path.exists() {
+            // Same key, same bytes. But it may be the leftover of a writer killed between its
+            // rename and its directory fsync: make it durable before anyone relies on it.
+            File::open(&path).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &path, e))?;
+            return sync_dir(dir);
+        }
+        if !dir.exists() {
+            fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+            // The new directory's own entry must be durable too.
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut tmp = tempfile::Builder::new()
             .suffix(".tmp")
             .tempfile_in(dir)

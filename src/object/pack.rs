@@ -193,7 +193,13 @@ pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObj
     while offset < size {
         let at = |e: Error| Error::corrupt(format!("pack {key} at byte {offset}: {e}"));
         let header = blob::parse_header(&backend.get_range(key, offset, blob::HEADER_LEN as u64)?).map_err(at)?;
+        if header.payload_len > blob::MAX_RAW + (1 << 20) {
+            return Err(at(Error::corrupt(format!("a blob claims {} bytes", header.payload_len))));
+        }
         let stored_len = blob::HEADER_LEN as u64 + header.payload_len;
+        if offset + stored_len > size {
+            return Err(at(Error::corrupt("a blob runs past the end of the pack")));
+        }
         match header.kind {
             blob::Kind::Object => out.push(PackedObject {
                 id: header.id,
