@@ -8,7 +8,6 @@
 //! which nothing references and garbage collection reclaims; the repository still opens and
 //! earlier snapshots are untouched.
 
-use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -22,10 +21,10 @@ use sha2::Digest;
 use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::{Counts, SnapshotInfo, Warning};
-use crate::manifest::stat_cache::{path_key, CachedStat, PathKey};
+use crate::manifest::stat_cache::{child_key, CacheMap, CachedStat, PathKey};
 use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
 use crate::object::bundle::{self, BundleBuilder};
-use crate::object::{blob, ObjectId, PackWriter, Sha256};
+use crate::object::{blob, ObjectId, PackWriter, RandomKeyMap, RandomKeySet, Sha256};
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
 use crate::tree::{self, Entry, EntryKind};
@@ -108,17 +107,28 @@ struct FileJob<'n> {
 
 /// The trees this snapshot built, by id: their canonical encodings (`tree::encode`), which take
 /// about half the memory of the entries themselves.
-type Built = HashMap<ObjectId, Vec<u8>>;
+type Built = RandomKeyMap<ObjectId, Vec<u8>>;
 
-/// Every file of the walk by workspace-relative path: its stat and what became of it.
-type Outcomes = HashMap<Vec<u8>, (Stat, PathKey, Outcome)>;
+/// One file of the walk and what became of it. Files are kept in walk order, which is also the
+/// order `build` visits them, so no map by path is needed.
+struct FileOutcome {
+    stat: Stat,
+    key: PathKey,
+    /// Whether the stat cache had a row for this path (stale rows of misses are deleted).
+    had_row: bool,
+    /// The workspace-relative path, built only for files that must be read.
+    rel: Option<Vec<u8>>,
+    outcome: Outcome,
+}
+
+type Outcomes = Vec<FileOutcome>;
 
 /// Shared state of the parallel read phase.
 struct Writer<'a> {
     zstd_level: i32,
     chunking: crate::object::Chunking,
     reader: Mutex<Connection>,
-    seen: Mutex<HashSet<ObjectId>>,
+    seen: Mutex<RandomKeySet<ObjectId>>,
     packs: &'a PackWriter,
     warnings: Mutex<Vec<Warning>>,
 }
@@ -303,15 +313,17 @@ fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
         && c.mode == s.mode
 }
 
-/// Collects every file of the walked tree into `outcomes`, resolving stat-cache hits.
-fn classify(dir: &DirNode, cache: &mut HashMap<PathKey, CachedStat>, outcomes: &mut Outcomes) {
+/// Collects every file of the walked tree into `outcomes` in walk order, resolving stat-cache
+/// hits; with `use_cache` off every file is a miss (the rows are still tracked for cleanup).
+fn classify(dir: &DirNode, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) {
     for child in &dir.children {
         match child {
             Node::File { name, stat } => {
-                let rel = walk::join_rel(&dir.rel, name);
-                let key = path_key(&rel);
-                let outcome = match cache.remove(&key) {
-                    Some(c) if cache_matches(&c, stat) => Outcome::Done(Content {
+                let key = child_key(&dir.rel, name);
+                let cached = cache.remove(&key);
+                let had_row = cached.is_some();
+                let outcome = match cached {
+                    Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
                         id: c.content,
                         sha256: c.sha256,
                         size: c.size,
@@ -322,22 +334,27 @@ fn classify(dir: &DirNode, cache: &mut HashMap<PathKey, CachedStat>, outcomes: &
                     }),
                     _ => Outcome::Pending,
                 };
-                outcomes.insert(rel, (*stat, key, outcome));
+                let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
+                outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
             }
-            Node::Dir(d) => classify(d, cache, outcomes),
+            Node::Dir(d) => classify(d, cache, use_cache, outcomes),
             Node::Symlink { .. } => {}
         }
     }
 }
 
 /// Builds trees bottom-up; returns the directory's tree id and fills `trees` and `counts`.
-fn build(dir: &DirNode, outcomes: &Outcomes, trees: &mut Built, counts: &mut Counts) -> ObjectId {
+fn build(
+    dir: &DirNode,
+    outcomes: &mut std::slice::Iter<'_, FileOutcome>,
+    trees: &mut Built,
+    counts: &mut Counts,
+) -> ObjectId {
     let mut entries = Vec::with_capacity(dir.children.len());
     for child in &dir.children {
         match child {
             Node::File { name, stat } => {
-                let rel = walk::join_rel(&dir.rel, name);
-                if let Some((_, _, Outcome::Done(c))) = outcomes.get(&rel) {
+                if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = outcomes.next() {
                     counts.files += 1;
                     counts.bytes += c.size;
                     entries.push(Entry {
@@ -391,7 +408,7 @@ fn build(dir: &DirNode, outcomes: &Outcomes, trees: &mut Built, counts: &mut Cou
 /// manifest implies all of its descendants are (they were inserted with it, and are only ever
 /// removed together by garbage collection), so an unchanged directory costs one lookup however
 /// deep it is.
-fn missing_trees(conn: &Connection, id: &ObjectId, trees: &Built, out: &mut HashSet<ObjectId>) -> Result<()> {
+fn missing_trees(conn: &Connection, id: &ObjectId, trees: &Built, out: &mut RandomKeySet<ObjectId>) -> Result<()> {
     if out.contains(id) || manifest::trees::exists(conn, id)? {
         return Ok(());
     }
@@ -407,7 +424,7 @@ fn missing_trees(conn: &Connection, id: &ObjectId, trees: &Built, out: &mut Hash
 
 /// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
 fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()> {
-    let mut found = HashSet::new();
+    let mut found = RandomKeySet::default();
     missing_trees(conn, root, trees, &mut found)?;
     let mut missing: Vec<ObjectId> = found.into_iter().collect();
     missing.sort_unstable();
@@ -557,26 +574,22 @@ impl Repo {
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
         let (root_node, report) = walk::walk(&root_fd, dir, &excludes)?;
-        let mut cache = match (&ws, opts.use_stat_cache) {
-            (Some(w), true) => stat_cache::load(conn, w.id)?,
-            _ => HashMap::new(),
-        };
-        let had_cache: HashSet<PathKey> = match &ws {
-            Some(w) if !opts.use_stat_cache => stat_cache::load(conn, w.id)?.into_keys().collect(),
-            _ => cache.keys().copied().collect(),
+        let mut cache = match &ws {
+            Some(w) => stat_cache::load(conn, w.id)?,
+            None => stat_cache::CacheMap::default(),
         };
         let mut outcomes = Outcomes::new();
-        classify(&root_node, &mut cache, &mut outcomes);
-        // What is left are paths the walk did not see; `had_cache` remembers them.
-        drop(cache);
+        classify(&root_node, &mut cache, opts.use_stat_cache, &mut outcomes);
+        // What is left are rows of paths the walk did not see.
+        let stale: Vec<PathKey> = cache.into_keys().collect();
 
         // Step 2: read what the cache could not vouch for, in parallel. Step 3: every pack
         // durable (PackWriter::run returns only once all are sealed) before the manifest may
         // point at them.
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for (rel, (stat, _, slot)) in outcomes.iter_mut() {
-            if matches!(slot, Outcome::Pending) {
-                jobs.push(FileJob { rel: rel.clone(), stat: *stat, slot });
+        for f in outcomes.iter_mut() {
+            if let (Some(rel), Outcome::Pending) = (&f.rel, &f.outcome) {
+                jobs.push(FileJob { rel: rel.clone(), stat: f.stat, slot: &mut f.outcome });
             }
         }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
@@ -589,7 +602,7 @@ impl Repo {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,
                 reader: Mutex::new(reader),
-                seen: Mutex::new(HashSet::new()),
+                seen: Mutex::new(RandomKeySet::default()),
                 packs,
                 warnings: Mutex::new(report.warnings),
             };
@@ -611,8 +624,8 @@ impl Repo {
         opts.progress.finish();
 
         let mut counts = Counts { skipped: report.skipped, ..Counts::default() };
-        let mut trees_built = HashMap::new();
-        let root = build(&root_node, &outcomes, &mut trees_built, &mut counts);
+        let mut trees_built = Built::default();
+        let root = build(&root_node, &mut outcomes.iter(), &mut trees_built, &mut counts);
         match &parent {
             Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
             None => counts.added = counts.files,
@@ -638,17 +651,14 @@ impl Repo {
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
             // Keys in order, so stat cache pages fill densely (see `insert_packs`).
-            let mut sorted: Vec<(&PathKey, &Outcome)> = outcomes.values().map(|(_, k, o)| (k, o)).collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let walked: HashSet<&PathKey> = sorted.iter().map(|(k, _)| *k).collect();
-            for (key, outcome) in sorted {
-                match outcome {
+            let mut changed: Vec<&FileOutcome> =
+                outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
+            changed.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+            for f in changed {
+                match &f.outcome {
                     Outcome::Done(c) => {
                         if let Some(chunks) = &c.chunks {
                             objects::insert_chunk_list(tx, &c.id, chunks)?;
-                        }
-                        if c.from_cache {
-                            continue;
                         }
                         if c.cacheable {
                             let row = CachedStat {
@@ -661,20 +671,19 @@ impl Repo {
                                 content: c.id,
                                 sha256: c.sha256,
                             };
-                            stat_cache::upsert(tx, ws.id, key, &row)?;
-                        } else if had_cache.contains(key) {
-                            stat_cache::delete(tx, ws.id, key)?;
+                            stat_cache::upsert(tx, ws.id, &f.key, &row)?;
+                        } else if f.had_row {
+                            stat_cache::delete(tx, ws.id, &f.key)?;
                         }
                     }
                     Outcome::Dropped | Outcome::Pending => {
-                        if had_cache.contains(key) {
-                            stat_cache::delete(tx, ws.id, key)?;
+                        if f.had_row {
+                            stat_cache::delete(tx, ws.id, &f.key)?;
                         }
                     }
                 }
             }
-            // Cached paths the walk no longer saw.
-            for key in had_cache.iter().filter(|k| !walked.contains(k)) {
+            for key in &stale {
                 stat_cache::delete(tx, ws.id, key)?;
             }
             insert_trees(tx, &info.root, &trees_built)?;

@@ -7,7 +7,7 @@
 //! for a symlink to `/etc` mid-walk cannot pull outside files into a snapshot. Sockets, FIFOs
 //! and devices are counted and skipped. A directory that cannot be read becomes a warning.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -242,7 +242,10 @@ pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
 pub fn walk(fd: &OwnedFd, root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
     let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
     let report = Mutex::new(WalkReport::default());
-    let children = scan(fd, b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
+    // The root's descriptor stays with the caller (files are opened beneath it later), so its
+    // listing gets a descriptor of its own; subdirectories hand theirs to the listing.
+    let listing = rustix::fs::Dir::read_from(fd).map_err(|e| Error::io("read directory", root, e.into()))?;
+    let children = scan(listing, b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
     let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
     Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of_raw(&stat), children }, report))
 }
@@ -253,18 +256,25 @@ fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
     }
 }
 
-fn scan(dir: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Vec<Node>> {
+fn scan(
+    mut listing: rustix::fs::Dir,
+    rel: &[u8],
+    excludes: &Excludes,
+    report: &Mutex<WalkReport>,
+) -> std::io::Result<Vec<Node>> {
+    // Names first: the listing borrows the descriptor mutably while it iterates.
+    let mut names: Vec<CString> = Vec::new();
+    for entry in listing.by_ref() {
+        match entry {
+            Ok(e) => names.push(e.file_name().to_owned()),
+            Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
+        }
+    }
+    let dir = listing.fd()?;
     let mut files = Vec::new();
     let mut subdirs = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir)? {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                warn(report, rel, format!("could not list an entry: {e}"));
-                continue;
-            }
-        };
-        let cname: &CStr = entry.file_name();
+    for cname in &names {
+        let cname: &CStr = cname.as_c_str();
         let name = cname.to_bytes();
         if name == b"." || name == b".." {
             continue;
@@ -306,8 +316,9 @@ fn scan(dir: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkRepor
             let name = cname.to_bytes().to_vec();
             // O_NOFOLLOW: if the directory was swapped for a symlink since the stat, refuse.
             let scanned = rustix::fs::openat(dir, cname.as_c_str(), DIR_FLAGS, Mode::empty())
+                .and_then(rustix::fs::Dir::new)
                 .map_err(std::io::Error::from)
-                .and_then(|fd| scan(&fd, &child_rel, excludes, report));
+                .and_then(|listing| scan(listing, &child_rel, excludes, report));
             match scanned {
                 Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

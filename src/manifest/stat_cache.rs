@@ -1,12 +1,10 @@
 //! Manifest rows of the stat cache: what each file looked like when its content was last read.
 
-use std::collections::HashMap;
-
 use rusqlite::{params, Connection};
 
 use super::db;
 use crate::error::Result;
-use crate::object::{ObjectId, Sha256};
+use crate::object::{ObjectId, RandomKeyMap, Sha256};
 
 /// A file's identity as `lstat` shows it, plus the content that identity was read as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,20 +23,37 @@ pub struct CachedStat {
 pub type PathKey = [u8; 16];
 
 pub fn path_key(path: &[u8]) -> PathKey {
+    key_of(blake3::Hasher::new().update(path))
+}
+
+/// The key of `parent/name` without building the path (the empty parent is the root).
+pub fn child_key(parent: &[u8], name: &[u8]) -> PathKey {
+    let mut h = blake3::Hasher::new();
+    if !parent.is_empty() {
+        h.update(parent);
+        h.update(b"/");
+    }
+    key_of(h.update(name))
+}
+
+fn key_of(h: &blake3::Hasher) -> PathKey {
     let mut k = [0u8; 16];
-    k.copy_from_slice(&blake3::hash(path).as_bytes()[..16]);
+    k.copy_from_slice(&h.finalize().as_bytes()[..16]);
     k
 }
 
+/// The stat cache in memory: path keys are random already, so they hash as they are.
+pub type CacheMap = RandomKeyMap<PathKey, CachedStat>;
+
 /// Every cached row of a workspace, by path key.
-pub fn load(conn: &Connection, workspace: i64) -> Result<HashMap<PathKey, CachedStat>> {
+pub fn load(conn: &Connection, workspace: i64) -> Result<CacheMap> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT path_key, size, mtime_ns, ctime_ns, inode, device, mode, content, sha256 FROM stat_cache WHERE workspace = ?1",
         )
         .map_err(db("loading the stat cache"))?;
     let mut rows = stmt.query([workspace]).map_err(db("loading the stat cache"))?;
-    let mut out = HashMap::new();
+    let mut out = CacheMap::default();
     while let Some(r) = rows.next().map_err(db("loading the stat cache"))? {
         let content: Vec<u8> = r.get(7).map_err(db("loading the stat cache"))?;
         let sha: Vec<u8> = r.get(8).map_err(db("loading the stat cache"))?;

@@ -11,7 +11,7 @@ pub mod pack;
 
 pub use backend::Backend;
 pub use chunker::Chunking;
-pub use id::{ObjectId, Sha256};
+pub use id::{ObjectId, RandomKeyMap, RandomKeySet, Sha256};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 pub use pack::{PackWriter, SealedPack};
