@@ -653,7 +653,7 @@ impl Repo {
             // Keys in order, so stat cache pages fill densely (see `insert_packs`).
             let mut changed: Vec<&FileOutcome> =
                 outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
-            changed.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+            changed.sort_unstable_by_key(|f| f.key);
             for f in changed {
                 match &f.outcome {
                     Outcome::Done(c) => {
