@@ -12,6 +12,11 @@ use crate::object::{blob, Backend, ObjectId};
 
 /// Objects smaller than this go into bundles.
 pub const MEMBER_MAX: usize = 16 << 10;
+/// Bundles are compressed this many zstd levels above the repository's level: they hold small
+/// text-like files, where the higher level pays (npm: -5% bundle bytes), and they are a small
+/// share of the bytes, so the extra time is small.
+pub const BUNDLE_LEVEL_BOOST: i32 = 2;
+
 /// A bundle is sealed once its members pass this many raw bytes.
 pub const TARGET: usize = 256 << 10;
 
@@ -47,7 +52,7 @@ impl BundleBuilder {
         let members = std::mem::take(&mut self.members);
         self.bytes = 0;
         let refs: Vec<&[u8]> = members.iter().map(|(_, m)| &m[..]).collect();
-        let (encoded, offsets) = blob::encode_bundle(&refs, level)?;
+        let (encoded, offsets) = blob::encode_bundle(&refs, level + BUNDLE_LEVEL_BOOST)?;
         let members = members.iter().zip(offsets).map(|((id, m), off)| (*id, m.len() as u64, off)).collect();
         Ok(Some(SealedBundle { encoded, members }))
     }
