@@ -144,7 +144,8 @@ impl Repo {
 
     /// The whole content of a file entry, verified.
     pub fn read_content(&self, entry: &Entry) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(entry.size as usize);
+        // The entry's size is only a hint: a damaged or huge one must not size an allocation.
+        let mut out = Vec::with_capacity(entry.size.min(64 << 20) as usize);
         self.open_content(entry)?.read_to_end(&mut out).map_err(from_io)?;
         Ok(out)
     }

@@ -121,6 +121,19 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
             let path = trove::path::normalize_nonempty(path.as_bytes())?;
             let entry = repo.lookup(&snap, &path)?;
+            if entry.kind == trove::EntryKind::Dir {
+                return Err(Error::new(
+                    ErrorKind::IsDirectory,
+                    format!(
+                        "'{}' is a directory in snapshot {}: list it with `trove ls {} {}`",
+                        trove::path::display(&path),
+                        trove::view::short(&snap.id),
+                        trove::view::short(&snap.id),
+                        trove::path::display(&path)
+                    ),
+                )
+                .into());
+            }
             if json {
                 let bytes = repo.read_content(&entry)?;
                 let mut v = format::entry_json(&path, &entry);
