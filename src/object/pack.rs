@@ -124,38 +124,24 @@ impl PackWriter {
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
     pub fn add(&self, id: ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
-        let full = {
-            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
-            let offset = open.buf.len() as u64;
-            open.buf.extend_from_slice(encoded);
-            open.objects.push(PackedObject {
-                id,
-                offset,
-                stored_len: encoded.len() as u64,
-                raw_len,
-                inner_offset: None,
-            });
-            if open.buf.len() >= self.target_size {
-                Some(std::mem::replace(&mut *open, self.fresh()))
-            } else {
-                None
-            }
-        };
-        match full {
-            Some(pack) => self.send(pack),
-            None => Ok(()),
-        }
+        self.append(encoded, std::iter::once((id, raw_len, None)))
     }
 
     /// Appends an encoded bundle whose members are (id, raw length, offset in the bundle).
     pub fn add_bundle(&self, members: &[(ObjectId, u64, u64)], encoded: &[u8]) -> Result<()> {
+        self.append(encoded, members.iter().map(|&(id, raw_len, inner)| (id, raw_len, Some(inner))))
+    }
+
+    /// Appends one blob holding `objects` (id, raw length, offset inside a bundle), sealing the
+    /// pack when it passes the target size.
+    fn append(&self, encoded: &[u8], objects: impl Iterator<Item = (ObjectId, u64, Option<u64>)>) -> Result<()> {
         let full = {
             let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
             let offset = open.buf.len() as u64;
+            let stored_len = encoded.len() as u64;
             open.buf.extend_from_slice(encoded);
-            for &(id, raw_len, inner) in members {
-                let stored_len = encoded.len() as u64;
-                open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset: Some(inner) });
+            for (id, raw_len, inner_offset) in objects {
+                open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset });
             }
             if open.buf.len() >= self.target_size {
                 Some(std::mem::replace(&mut *open, self.fresh()))
