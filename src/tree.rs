@@ -80,6 +80,22 @@ pub fn tree_id(entries: &[Entry]) -> ObjectId {
     id_of_encoding(&encode(entries))
 }
 
+/// The number of entries of a canonical encoding, walking lengths only; `None` if malformed.
+pub fn count(encoded: &[u8]) -> Option<usize> {
+    let len_at =
+        |at: usize| -> Option<usize> { Some(u32::from_le_bytes(encoded.get(at..at + 4)?.try_into().ok()?) as usize) };
+    // Fixed fields after the name: kind 1, mode 4, size 8, mtime 8, content 32, sha256 32.
+    const FIXED: usize = 1 + 4 + 8 + 8 + 32 + 32;
+    let (mut at, mut n) = (0, 0);
+    while at < encoded.len() {
+        let name = len_at(at)?;
+        let target_at = at + 4 + name + FIXED;
+        at = target_at + 4 + len_at(target_at)?;
+        n += 1;
+    }
+    (at == encoded.len()).then_some(n)
+}
+
 /// Parses a canonical encoding back into entries; `None` if it is malformed.
 pub fn decode(mut b: &[u8]) -> Option<Vec<Entry>> {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
@@ -148,6 +164,8 @@ mod tests {
         dir.sha256 = None;
         let entries = vec![file("a", 1), dir, link];
         assert_eq!(decode(&encode(&entries)).expect("decode"), entries);
+        assert_eq!(count(&encode(&entries)), Some(3));
+        assert_eq!(count(&encode(&entries)[..10]), None);
         assert!(decode(&encode(&entries)[..10]).is_none());
     }
 

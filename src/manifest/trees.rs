@@ -14,7 +14,7 @@ pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<boo
 
 /// Inserts a tree given its canonical encoding.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<bool> {
-    let entries = tree::decode(encoded).map(|e| e.len()).unwrap_or(0);
+    let entries = tree::count(encoded).ok_or_else(|| Error::internal(format!("tree {id} is malformed")))?;
     let data =
         zstd::bulk::compress(encoded, 3).map_err(|e| Error::internal(format!("cannot compress tree {id}: {e}")))?;
     let mut stmt = conn
