@@ -238,6 +238,19 @@ pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
     }
 }
 
+/// Opens `rel` beneath the root, following symlinks only while they stay inside it (the
+/// kernel refuses absolute targets and `..` escapes: `RESOLVE_BENEATH`), as cap-std does. For
+/// serving live files, where an in-workspace link should work like it does for the agent.
+pub fn open_within(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::openat2(root, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS) {
+        Ok(fd) => Ok(fs::File::from(fd)),
+        // Without openat2, fall back to following no symlink at all: stricter, never looser.
+        Err(Errno::NOSYS) => open_beneath(root, rel),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors).
 pub fn walk(fd: &OwnedFd, root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
     let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;

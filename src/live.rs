@@ -1,0 +1,158 @@
+//! The live tree: listing a workspace's files and reading one, as the Files API serves them
+//! while a session runs (`"source": "sandbox"`).
+//!
+//! Listings reuse the snapshot walk (exclusions, no symlink followed) and keep regular files
+//! only, each with its size and mtime. Reads resolve beneath the workspace root: a symlink is
+//! followed only while it stays inside (an absolute target or a `..` escape is refused by the
+//! kernel), so `link -> /etc/passwd` reads as not found, never as `/etc/passwd`.
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::path;
+use crate::scope::Scope;
+use crate::walk::{self, DirNode, Excludes, Node};
+
+/// The Files API's read limit.
+pub const READ_LIMIT: u64 = 1 << 20;
+
+/// One file of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    pub path: Vec<u8>,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+/// Every regular file under `root` not excluded, in path order; with a scope, only what it
+/// lets the session read, and nothing under directories that lead nowhere in scope.
+pub fn list_files(root: &Path, excludes: &Excludes, scope: Option<&Scope>) -> Result<Vec<LiveFile>> {
+    let fd = walk::open_root(root)?;
+    let (tree, _) = walk::walk(&fd, root, excludes)?;
+    let mut out = Vec::new();
+    collect(&tree, scope, &mut out);
+    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn collect(dir: &DirNode, scope: Option<&Scope>, out: &mut Vec<LiveFile>) {
+    for child in &dir.children {
+        match child {
+            Node::File { name, stat } => {
+                let rel = walk::join_rel(&dir.rel, name);
+                if scope.is_none_or(|s| s.can_read(&rel)) {
+                    out.push(LiveFile { path: rel, size: stat.size, mtime_ns: stat.mtime_ns });
+                }
+            }
+            Node::Dir(d) if scope.is_none_or(|s| s.dir_visible(&d.rel)) => collect(d, scope, out),
+            _ => {}
+        }
+    }
+}
+
+/// A file read from the live tree.
+#[derive(Debug, Clone)]
+pub struct LiveRead {
+    pub path: Vec<u8>,
+    pub bytes: Vec<u8>,
+    pub mtime_ns: i64,
+}
+
+/// Reads `rel` beneath `root`: `invalid_path` for a bad path, `not_found` for a missing file or
+/// a link leading outside, `is_directory`, and `too_large` past `limit` bytes.
+pub fn read_file(root: &Path, rel: &[u8], limit: u64) -> Result<LiveRead> {
+    let rel = path::normalize_nonempty(rel)?;
+    let shown = path::display(&rel).into_owned();
+    let fd = walk::open_root(root)?;
+    let not_found = || Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"));
+    let file = walk::open_within(&fd, &rel).map_err(|e| match e.raw_os_error() {
+        // ENOENT, or a path that escapes (EXDEV) or loops (ELOOP): the same answer, so a
+        // response never confirms what lies outside the workspace.
+        Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
+        _ => Error::io("open", Path::new(&shown), e),
+    })?;
+    let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
+    if meta.is_dir() {
+        return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")));
+    }
+    if !meta.is_file() {
+        return Err(not_found());
+    }
+    if meta.len() > limit {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("'{shown}' is {} bytes, over the {limit}-byte limit", meta.len()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // One byte past the limit tells a file that grew since the stat.
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", Path::new(&shown), e))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(ErrorKind::TooLarge, format!("'{shown}' grew past the {limit}-byte limit")));
+    }
+    Ok(LiveRead { path: rel, bytes, mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::FileAccess;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    fn ws() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tmp");
+        let w = t.path().join("ws");
+        fs::create_dir_all(w.join("src/deep")).expect("mkdir");
+        fs::create_dir_all(w.join("node_modules/x")).expect("mkdir");
+        fs::create_dir_all(w.join("secret")).expect("mkdir");
+        fs::write(w.join("src/a.rs"), "fn a() {}").expect("write");
+        fs::write(w.join("src/deep/b.rs"), "fn b() {}").expect("write");
+        fs::write(w.join("secret/key"), "k").expect("write");
+        fs::write(w.join("node_modules/x/i.js"), "x").expect("write");
+        fs::write(w.join("big.bin"), vec![0u8; (READ_LIMIT + 1) as usize]).expect("write");
+        fs::write(t.path().join("outside.txt"), "OUTSIDE").expect("write");
+        symlink("/etc/passwd", w.join("etc-link")).expect("symlink");
+        symlink("../outside.txt", w.join("up-link")).expect("symlink");
+        symlink("src/a.rs", w.join("in-link")).expect("symlink");
+        symlink("hop2", w.join("hop1")).expect("symlink");
+        symlink("up-link", w.join("hop2")).expect("symlink");
+        t
+    }
+
+    #[test]
+    fn listing_keeps_files_only_applies_exclusions_and_scope() {
+        let t = ws();
+        let root = t.path().join("ws");
+        let ex = Excludes::effective(None, &[]).expect("excludes");
+        let all: Vec<Vec<u8>> = list_files(&root, &ex, None).expect("list").into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            all,
+            vec![b"big.bin".to_vec(), b"secret/key".to_vec(), b"src/a.rs".to_vec(), b"src/deep/b.rs".to_vec()]
+        );
+        let scope = Scope::new("s1", &FileAccess { read: vec!["src/deep".into()], write: vec![] }).expect("scope");
+        let scoped: Vec<Vec<u8>> =
+            list_files(&root, &ex, Some(&scope)).expect("list").into_iter().map(|f| f.path).collect();
+        assert_eq!(scoped, vec![b"src/deep/b.rs".to_vec()]);
+    }
+
+    #[test]
+    fn reads_stay_beneath_the_root_whatever_the_links_say() {
+        let t = ws();
+        let root = t.path().join("ws");
+        assert_eq!(read_file(&root, b"src/a.rs", READ_LIMIT).expect("read").bytes, b"fn a() {}");
+        assert_eq!(read_file(&root, b"in-link", READ_LIMIT).expect("in-workspace link").bytes, b"fn a() {}");
+        for escape in [&b"etc-link"[..], b"up-link", b"hop1"] {
+            let e = read_file(&root, escape, READ_LIMIT).expect_err("escape");
+            assert_eq!(e.kind(), ErrorKind::NotFound, "{}", String::from_utf8_lossy(escape));
+        }
+        assert_eq!(read_file(&root, b"src", READ_LIMIT).expect_err("dir").kind(), ErrorKind::IsDirectory);
+        assert_eq!(read_file(&root, b"big.bin", READ_LIMIT).expect_err("big").kind(), ErrorKind::TooLarge);
+        assert_eq!(read_file(&root, b"nope", READ_LIMIT).expect_err("missing").kind(), ErrorKind::NotFound);
+        for bad in [&b"../outside.txt"[..], b"/etc/passwd", b"", b"a\0b"] {
+            assert_eq!(read_file(&root, bad, READ_LIMIT).expect_err("bad").kind(), ErrorKind::InvalidPath);
+        }
+    }
+}
