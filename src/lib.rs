@@ -18,6 +18,7 @@ pub mod restore;
 pub mod sample;
 pub mod scope;
 pub mod snapshot;
+pub mod source;
 pub mod tree;
 pub mod view;
 pub mod walk;

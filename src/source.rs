@@ -1,0 +1,161 @@
+//! Where a listing or a read comes from: the live tree (`"source": "sandbox"`) or a snapshot
+//! (`"source": "snapshot"` with its id), chosen as DESIGN.md's "Serving listings and reads" says.
+//!
+//! Automatic choice: the live tree while its directory exists, otherwise the workspace's most
+//! recent snapshot, otherwise `not_found` ("No workspace available"). A caller may insist on
+//! `live`, `latest` or a snapshot id. Snapshot reads follow the same rules as live ones: files
+//! only (a directory is `is_directory`, a symlink is not a file), the size limit, the scope.
+
+use std::path::Path;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::live::{self, LiveFile};
+use crate::path;
+use crate::repo::Repo;
+use crate::scope::Scope;
+use crate::tree::EntryKind;
+use crate::walk::Excludes;
+
+/// What a caller asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The live tree if it is there, else the latest snapshot.
+    Auto,
+    Live,
+    Latest,
+    /// A snapshot id or unique prefix.
+    Snapshot(String),
+}
+
+impl Source {
+    /// Parses the `source` query value: `live`, `latest`, or a snapshot id.
+    pub fn parse(s: &str) -> Source {
+        match s {
+            "" | "auto" => Source::Auto,
+            "live" | "sandbox" => Source::Live,
+            "latest" | "snapshot" => Source::Latest,
+            id => Source::Snapshot(id.to_string()),
+        }
+    }
+}
+
+/// What answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Sandbox,
+    Snapshot(String),
+}
+
+impl Origin {
+    /// The `source` field of the Files API.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Origin::Sandbox => "sandbox",
+            Origin::Snapshot(_) => "snapshot",
+        }
+    }
+
+    pub fn snapshot_id(&self) -> Option<&str> {
+        match self {
+            Origin::Snapshot(id) => Some(id),
+            Origin::Sandbox => None,
+        }
+    }
+}
+
+/// A workspace as a session sees it: its name (for snapshots) and its live directory, if any.
+pub struct WorkspaceView<'a> {
+    pub name: &'a str,
+    pub live_dir: Option<&'a Path>,
+    pub excludes: &'a Excludes,
+    pub scope: Option<&'a Scope>,
+}
+
+fn no_workspace() -> Error {
+    Error::new(ErrorKind::NotFound, "No workspace available for this session")
+}
+
+impl Repo {
+    fn choose(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Origin> {
+        let live = view.live_dir.filter(|d| d.is_dir());
+        let latest = || -> Result<Origin> {
+            let snap = self.resolve_snapshot("latest", Some(view.name)).map_err(|_| no_workspace())?;
+            Ok(Origin::Snapshot(snap.id))
+        };
+        match want {
+            Source::Auto => match live {
+                Some(_) => Ok(Origin::Sandbox),
+                None => latest(),
+            },
+            Source::Live => live.map(|_| Origin::Sandbox).ok_or_else(no_workspace),
+            Source::Latest => latest(),
+            Source::Snapshot(id) => Ok(Origin::Snapshot(self.resolve_snapshot(id, Some(view.name))?.id)),
+        }
+    }
+
+    /// Every file the session may see, from the chosen source.
+    pub fn list_files(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<(Vec<LiveFile>, Origin)> {
+        let origin = self.choose(view, want)?;
+        let files = match &origin {
+            Origin::Sandbox => live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope)?,
+            Origin::Snapshot(id) => {
+                let snap = self.resolve_snapshot(id, Some(view.name))?;
+                let mut out = Vec::new();
+                self.list(&snap, b"", true, &mut |p, e| {
+                    if e.kind == EntryKind::File && view.scope.is_none_or(|s| s.can_read(p)) {
+                        out.push(LiveFile { path: p.to_vec(), size: e.size, mtime_ns: e.mtime_ns });
+                    }
+                    Ok(())
+                })?;
+                out
+            }
+        };
+        Ok((files, origin))
+    }
+
+    /// One file's bytes from the chosen source, within the scope and the size limit.
+    pub fn read_file_from(
+        &self,
+        view: &WorkspaceView<'_>,
+        want: &Source,
+        rel: &[u8],
+        limit: u64,
+    ) -> Result<(live::LiveRead, Origin)> {
+        let rel = path::normalize_nonempty(rel)?;
+        if let Some(scope) = view.scope {
+            scope.check_read(&rel)?;
+        }
+        let origin = self.choose(view, want)?;
+        let read = match &origin {
+            Origin::Sandbox => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit)?,
+            Origin::Snapshot(id) => {
+                let snap = self.resolve_snapshot(id, Some(view.name))?;
+                let shown = path::display(&rel).into_owned();
+                let entry = self.lookup(&snap, &rel).map_err(|e| match e.kind() {
+                    ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("file '{shown}' not found")),
+                    _ => e,
+                })?;
+                match entry.kind {
+                    EntryKind::Dir => {
+                        return Err(Error::new(
+                            ErrorKind::IsDirectory,
+                            format!("'{shown}' is a directory: list it instead"),
+                        ))
+                    }
+                    EntryKind::Symlink => {
+                        return Err(Error::new(ErrorKind::NotFound, format!("file '{shown}' not found")))
+                    }
+                    EntryKind::File => {}
+                }
+                if entry.size > limit {
+                    return Err(Error::new(
+                        ErrorKind::TooLarge,
+                        format!("'{shown}' is {} bytes, over the {limit}-byte limit", entry.size),
+                    ));
+                }
+                live::LiveRead { path: rel.clone(), bytes: self.read_content(&entry)?, mtime_ns: entry.mtime_ns }
+            }
+        };
+        Ok((read, origin))
+    }
+}
