@@ -100,7 +100,7 @@ enum Outcome {
 }
 
 struct FileJob<'n> {
-    rel: Vec<u8>,
+    rel: &'n [u8],
     stat: Stat,
     slot: &'n mut Outcome,
 }
@@ -185,14 +185,14 @@ impl Writer<'_> {
     ) -> Result<Option<Content>> {
         // Beneath the root, no symlink followed in any component: if the file or a directory
         // above it was replaced by a symlink since the walk, it is not read.
-        let file = match walk::open_beneath(root, &job.rel) {
+        let file = match walk::open_beneath(root, job.rel) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.warn(&job.rel, "vanished before it could be read; not in this snapshot".into());
+                self.warn(job.rel, "vanished before it could be read; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) => {
-                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
                 return Ok(None);
             }
         };
@@ -210,11 +210,11 @@ impl Writer<'_> {
         let mut content = match read {
             Ok(Some(c)) => c,
             Ok(None) => {
-                self.warn(&job.rel, "cannot be read; not in this snapshot".into());
+                self.warn(job.rel, "cannot be read; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read file") => {
-                self.warn(&job.rel, format!("{e}; not in this snapshot"));
+                self.warn(job.rel, format!("{e}; not in this snapshot"));
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -222,11 +222,11 @@ impl Writer<'_> {
         let after = match file.metadata() {
             Ok(m) if m.is_file() => Stat::of(&m),
             Ok(_) => {
-                self.warn(&job.rel, "is no longer a regular file; not in this snapshot".into());
+                self.warn(job.rel, "is no longer a regular file; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) => {
-                self.warn(&job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
                 return Ok(None);
             }
         };
@@ -236,7 +236,7 @@ impl Writer<'_> {
             || after.inode != before.inode
             || content.size != before.size;
         if changed {
-            self.warn(&job.rel, "changed while being read; this snapshot holds the bytes as read".into());
+            self.warn(job.rel, "changed while being read; this snapshot holds the bytes as read".into());
         }
         let newest = before.mtime_ns.max(before.ctime_ns);
         content.stat = after;
@@ -587,9 +587,9 @@ impl Repo {
         // durable (PackWriter::run returns only once all are sealed) before the manifest may
         // point at them.
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for f in outcomes.iter_mut() {
-            if let (Some(rel), Outcome::Pending) = (&f.rel, &f.outcome) {
-                jobs.push(FileJob { rel: rel.clone(), stat: f.stat, slot: &mut f.outcome });
+        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut() {
+            if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
+                jobs.push(FileJob { rel, stat: *stat, slot: outcome });
             }
         }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.

@@ -22,11 +22,7 @@ pub struct CachedStat {
 /// The key of a workspace-relative path: 128 bits of BLAKE3, so a collision is out of reach.
 pub type PathKey = [u8; 16];
 
-pub fn path_key(path: &[u8]) -> PathKey {
-    key_of(blake3::Hasher::new().update(path))
-}
-
-/// The key of `parent/name` without building the path (the empty parent is the root).
+/// The key of the path `parent/name` (the empty parent is the root), hashed without building it.
 pub fn child_key(parent: &[u8], name: &[u8]) -> PathKey {
     let mut h = blake3::Hasher::new();
     if !parent.is_empty() {

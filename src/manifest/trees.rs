@@ -7,12 +7,8 @@ use crate::error::{Error, Result};
 use crate::object::ObjectId;
 use crate::tree::{self, Entry};
 
-/// Inserts a tree unless a tree with this id exists; returns whether it was new.
-pub fn insert(conn: &Connection, id: &ObjectId, entries: &[Entry]) -> Result<bool> {
-    insert_encoded(conn, id, &tree::encode(entries))
-}
-
-/// Inserts a tree given its canonical encoding.
+/// Inserts a tree, given its canonical encoding, unless a tree with this id exists; returns
+/// whether it was new.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<bool> {
     let entries = tree::count(encoded).ok_or_else(|| Error::internal(format!("tree {id} is malformed")))?;
     let data =
