@@ -593,7 +593,7 @@ impl Repo {
             }
         }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
-        jobs.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        jobs.sort_unstable_by_key(|j| j.rel);
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
         let reader = self.manifest.pinned_reader()?;
