@@ -113,3 +113,32 @@ BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
 CREATE TRIGGER audit_append_only BEFORE INSERT ON audit
 WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM audit)
 BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END;
+
+-- schema-version: 2
+-- Sessions (sessions-and-file-access.md): a period of work on one workspace. Ending a session
+-- never deletes data: the row stays with status 'ended' so its files stay reviewable.
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,            -- 'sess_' + 12 hex digits
+    workspace   TEXT NOT NULL,               -- workspace name (snapshots are filed under it)
+    live_dir    BLOB NOT NULL,               -- the live directory, absolute
+    persistent  INTEGER NOT NULL,
+    ttl         INTEGER NOT NULL,            -- seconds from created_ns to the forced end
+    metadata    TEXT NOT NULL,               -- JSON object, free-form
+    file_access TEXT NOT NULL,               -- JSON {"read": [...], "write": [...]}
+    status      TEXT NOT NULL,               -- 'ready', 'paused' or 'ended'
+    created_ns  INTEGER NOT NULL,
+    last_activity_ns INTEGER NOT NULL,
+    ended_ns    INTEGER,
+    end_reason  TEXT,                        -- 'deleted', 'ttl', 'idle'
+    final_snapshot TEXT                      -- the snapshot taken when it ended, if any
+);
+CREATE INDEX sessions_by_status ON sessions(status);
+CREATE INDEX snapshots_by_session ON snapshots(session, created_ns);
+
+-- API tokens of `trove serve`, stored as SHA-256 hashes only: the manifest never holds a
+-- usable secret.
+CREATE TABLE api_tokens (
+    hash        BLOB PRIMARY KEY,            -- SHA-256 of the token
+    label       TEXT NOT NULL,
+    created_ns  INTEGER NOT NULL
+) WITHOUT ROWID;

@@ -17,6 +17,8 @@ pub mod repo;
 pub mod restore;
 pub mod sample;
 pub mod scope;
+pub mod server;
+pub mod session;
 pub mod snapshot;
 pub mod source;
 pub mod tree;

@@ -10,7 +10,10 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use sha2::Digest;
+
 use crate::error::{Error, ErrorKind, Result};
+use crate::object::Sha256;
 use crate::path;
 use crate::scope::Scope;
 use crate::walk::{self, DirNode, Excludes, Node};
@@ -58,41 +61,84 @@ pub struct LiveRead {
     pub path: Vec<u8>,
     pub bytes: Vec<u8>,
     pub mtime_ns: i64,
+    /// Of `bytes`: the ETag of a download and the stale-file protocol's hash.
+    pub sha256: Sha256,
+}
+
+/// What to do when a file changes while it is read (`change_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChangePolicy {
+    /// Read again, up to `READ_ATTEMPTS` times, then give up with `conflict`.
+    #[default]
+    Retry,
+    /// Answer `conflict` at the first change.
+    Abort,
+}
+
+impl ChangePolicy {
+    pub fn parse(s: &str) -> Result<ChangePolicy> {
+        match s {
+            "retry" => Ok(ChangePolicy::Retry),
+            "abort" => Ok(ChangePolicy::Abort),
+            _ => Err(Error::invalid_argument(format!("change_policy '{s}' is not one of: retry, abort"))),
+        }
+    }
+}
+
+const READ_ATTEMPTS: usize = 3;
+
+/// What tells two states of an open file apart: a writer changes the size, the mtime or (even
+/// with the mtime put back) the ctime.
+fn fingerprint(meta: &std::fs::Metadata) -> (u64, i64, i64, i64, i64) {
+    (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec())
 }
 
 /// Reads `rel` beneath `root`: `invalid_path` for a bad path, `not_found` for a missing file or
-/// a link leading outside, `is_directory`, and `too_large` past `limit` bytes.
-pub fn read_file(root: &Path, rel: &[u8], limit: u64) -> Result<LiveRead> {
+/// a link leading outside, `is_directory`, and `too_large` past `limit` bytes. A file that
+/// changes while it is read is never returned torn: `policy` says whether to read it again.
+pub fn read_file(root: &Path, rel: &[u8], limit: u64, policy: ChangePolicy) -> Result<LiveRead> {
     let rel = path::normalize_nonempty(rel)?;
     let shown = path::display(&rel).into_owned();
     let fd = walk::open_root(root)?;
     let not_found = || Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"));
-    let file = walk::open_within(&fd, &rel).map_err(|e| match e.raw_os_error() {
-        // ENOENT, or a path that escapes (EXDEV) or loops (ELOOP): the same answer, so a
-        // response never confirms what lies outside the workspace.
-        Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
-        _ => Error::io("open", Path::new(&shown), e),
-    })?;
-    let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
-    if meta.is_dir() {
-        return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")));
+    let attempts = if policy == ChangePolicy::Abort { 1 } else { READ_ATTEMPTS };
+    for _ in 0..attempts {
+        let mut file = walk::open_within(&fd, &rel).map_err(|e| match e.raw_os_error() {
+            // ENOENT, or a path that escapes (EXDEV) or loops (ELOOP): the same answer, so a
+            // response never confirms what lies outside the workspace.
+            Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
+            _ => Error::io("open", Path::new(&shown), e),
+        })?;
+        let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
+        if meta.is_dir() {
+            return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")));
+        }
+        if !meta.is_file() {
+            return Err(not_found());
+        }
+        if meta.len() > limit {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("'{shown}' is {} bytes, over the {limit}-byte limit", meta.len()),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // One byte past the limit tells a file that grew since the stat.
+        (&mut file).take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", Path::new(&shown), e))?;
+        if bytes.len() as u64 > limit {
+            return Err(Error::new(ErrorKind::TooLarge, format!("'{shown}' grew past the {limit}-byte limit")));
+        }
+        let after = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
+        if fingerprint(&after) == fingerprint(&meta) && bytes.len() as u64 == meta.len() {
+            let sha256 = sha2::Sha256::digest(&bytes).into();
+            let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+            return Ok(LiveRead { path: rel, bytes, mtime_ns, sha256 });
+        }
     }
-    if !meta.is_file() {
-        return Err(not_found());
-    }
-    if meta.len() > limit {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            format!("'{shown}' is {} bytes, over the {limit}-byte limit", meta.len()),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // One byte past the limit tells a file that grew since the stat.
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", Path::new(&shown), e))?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::new(ErrorKind::TooLarge, format!("'{shown}' grew past the {limit}-byte limit")));
-    }
-    Ok(LiveRead { path: rel, bytes, mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec() })
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!("'{shown}' changed while it was read: read it again when its writer is done"),
+    ))
 }
 
 #[cfg(test)]
@@ -142,17 +188,32 @@ mod tests {
     fn reads_stay_beneath_the_root_whatever_the_links_say() {
         let t = ws();
         let root = t.path().join("ws");
-        assert_eq!(read_file(&root, b"src/a.rs", READ_LIMIT).expect("read").bytes, b"fn a() {}");
-        assert_eq!(read_file(&root, b"in-link", READ_LIMIT).expect("in-workspace link").bytes, b"fn a() {}");
+        assert_eq!(read_file(&root, b"src/a.rs", READ_LIMIT, ChangePolicy::Retry).expect("read").bytes, b"fn a() {}");
+        assert_eq!(
+            read_file(&root, b"in-link", READ_LIMIT, ChangePolicy::Retry).expect("in-workspace link").bytes,
+            b"fn a() {}"
+        );
         for escape in [&b"etc-link"[..], b"up-link", b"hop1"] {
-            let e = read_file(&root, escape, READ_LIMIT).expect_err("escape");
+            let e = read_file(&root, escape, READ_LIMIT, ChangePolicy::Retry).expect_err("escape");
             assert_eq!(e.kind(), ErrorKind::NotFound, "{}", String::from_utf8_lossy(escape));
         }
-        assert_eq!(read_file(&root, b"src", READ_LIMIT).expect_err("dir").kind(), ErrorKind::IsDirectory);
-        assert_eq!(read_file(&root, b"big.bin", READ_LIMIT).expect_err("big").kind(), ErrorKind::TooLarge);
-        assert_eq!(read_file(&root, b"nope", READ_LIMIT).expect_err("missing").kind(), ErrorKind::NotFound);
+        assert_eq!(
+            read_file(&root, b"src", READ_LIMIT, ChangePolicy::Retry).expect_err("dir").kind(),
+            ErrorKind::IsDirectory
+        );
+        assert_eq!(
+            read_file(&root, b"big.bin", READ_LIMIT, ChangePolicy::Retry).expect_err("big").kind(),
+            ErrorKind::TooLarge
+        );
+        assert_eq!(
+            read_file(&root, b"nope", READ_LIMIT, ChangePolicy::Retry).expect_err("missing").kind(),
+            ErrorKind::NotFound
+        );
         for bad in [&b"../outside.txt"[..], b"/etc/passwd", b"", b"a\0b"] {
-            assert_eq!(read_file(&root, bad, READ_LIMIT).expect_err("bad").kind(), ErrorKind::InvalidPath);
+            assert_eq!(
+                read_file(&root, bad, READ_LIMIT, ChangePolicy::Retry).expect_err("bad").kind(),
+                ErrorKind::InvalidPath
+            );
         }
     }
 }

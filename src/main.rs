@@ -105,6 +105,30 @@ pub enum Command {
     Workspace(WorkspaceCommand),
     /// Verify every stored object and reference
     Check,
+    /// Serve the HTTP API: sessions, their files, snapshots
+    Serve {
+        /// Address to listen on (loopback by default)
+        #[arg(long, default_value = "127.0.0.1:4100")]
+        listen: std::net::SocketAddr,
+        /// Directory holding the sessions' workspaces [default: `workspaces` beside the repository]
+        #[arg(long, value_name = "DIR")]
+        workspaces: Option<PathBuf>,
+        /// A non-persistent session ends after this long without activity
+        #[arg(long, default_value = "5m", value_parser = cli::service::parse_duration)]
+        idle_timeout: std::time::Duration,
+        /// How often activity is recorded and expired sessions are ended
+        #[arg(long, default_value = "5s", value_parser = cli::service::parse_duration)]
+        reap_interval: std::time::Duration,
+        /// The longest a request may take before it is answered
+        #[arg(long, default_value = "60s", value_parser = cli::service::parse_duration)]
+        request_timeout: std::time::Duration,
+    },
+    /// Manage API tokens of `trove serve`
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage sessions: periods of work on a workspace directory
+    #[command(subcommand)]
+    Session(SessionCommand),
     /// Snapshot a sample workspace (or DIR) twice into the repository and show the result
     Demo {
         /// A directory to use instead of the generated sample
@@ -131,6 +155,71 @@ pub enum WorkspaceCommand {
         /// Go back to the default list with nothing added
         #[arg(long)]
         defaults: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Create a token and print it (only its hash is stored)
+    Create {
+        #[arg(long, default_value = "cli")]
+        label: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionCommand {
+    /// Start a session on a directory
+    Create {
+        /// The workspace's live directory (created if missing)
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Workspace name [default: the session id]
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Do not end after 5 minutes idle (the ttl still applies; idle expiry runs in `trove serve`)
+        #[arg(long)]
+        persistent: bool,
+        /// Hard lifetime in seconds [default: 14400]
+        #[arg(long)]
+        ttl: Option<i64>,
+        /// Readable path prefix (repeatable) [default: the whole workspace]
+        #[arg(long, value_name = "PATH")]
+        read: Vec<String>,
+        /// Writable path prefix (repeatable) [default: the whole workspace]
+        #[arg(long, value_name = "PATH")]
+        write: Vec<String>,
+        /// Free-form JSON object
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+    },
+    /// List sessions
+    List {
+        /// Ended sessions too
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one session
+    Show { id: String },
+    /// End a session: final snapshot, nothing deleted
+    End { id: String },
+    /// Snapshot a session and stop serving its live tree
+    Pause { id: String },
+    /// Serve a paused session's live tree again
+    Resume { id: String },
+    /// List a session's files (live tree, else its latest snapshot)
+    Files {
+        id: String,
+        /// `live`, `latest` or a snapshot id
+        #[arg(long)]
+        source: Option<String>,
+    },
+    /// Print one file of a session
+    Cat {
+        id: String,
+        path: String,
+        #[arg(long)]
+        source: Option<String>,
     },
 }
 

@@ -59,6 +59,22 @@ pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
 }
 
+/// Adds `key` (lossy UTF-8) and, when the bytes are not UTF-8, `keyBase64` with the exact
+/// bytes: the one documented way names that are not UTF-8 appear in JSON (CLI and HTTP alike).
+pub fn put_json(map: &mut serde_json::Map<String, serde_json::Value>, key: &str, bytes: &[u8]) {
+    use base64::Engine;
+    use serde_json::Value;
+    match std::str::from_utf8(bytes) {
+        Ok(s) => {
+            map.insert(key.into(), Value::String(s.into()));
+        }
+        Err(_) => {
+            map.insert(key.into(), Value::String(String::from_utf8_lossy(bytes).into_owned()));
+            map.insert(format!("{key}Base64"), Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -526,9 +526,15 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
     h.finalize().to_hex().to_string()
 }
 
-/// Checks a workspace name: printable, no `/`, not empty.
+/// Checks a workspace name: printable, no `/`, not empty, not `.` or `..` (it names a directory).
 pub fn check_workspace_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 200 || name.contains('/') || name.chars().any(char::is_control) {
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.len() > 200
+        || name.contains('/')
+        || name.chars().any(char::is_control)
+    {
         return Err(Error::invalid_argument(format!(
             "workspace name '{name}' is not usable: give 1-200 printable characters without '/' (--workspace NAME)"
         )));

@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::live::{self, LiveFile};
+use sha2::Digest;
+
+use crate::live::{self, ChangePolicy, LiveFile};
 use crate::path;
 use crate::repo::Repo;
 use crate::scope::Scope;
@@ -66,6 +68,9 @@ impl Origin {
 /// A workspace as a session sees it: its name (for snapshots) and its live directory, if any.
 pub struct WorkspaceView<'a> {
     pub name: &'a str,
+    /// The session whose snapshots come first when falling back (DESIGN.md: the session's most
+    /// recent snapshot, or if it took none, the workspace's).
+    pub session: Option<&'a str>,
     pub live_dir: Option<&'a Path>,
     pub excludes: &'a Excludes,
     pub scope: Option<&'a Scope>,
@@ -79,6 +84,9 @@ impl Repo {
     fn choose(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Origin> {
         let live = view.live_dir.filter(|d| d.is_dir());
         let latest = || -> Result<Origin> {
+            if let Some(id) = view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
+                return Ok(Origin::Snapshot(id));
+            }
             let snap = self.resolve_snapshot("latest", Some(view.name)).map_err(|_| no_workspace())?;
             Ok(Origin::Snapshot(snap.id))
         };
@@ -120,6 +128,7 @@ impl Repo {
         want: &Source,
         rel: &[u8],
         limit: u64,
+        policy: ChangePolicy,
     ) -> Result<(live::LiveRead, Origin)> {
         let rel = path::normalize_nonempty(rel)?;
         if let Some(scope) = view.scope {
@@ -127,7 +136,7 @@ impl Repo {
         }
         let origin = self.choose(view, want)?;
         let read = match &origin {
-            Origin::Sandbox => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit)?,
+            Origin::Sandbox => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit, policy)?,
             Origin::Snapshot(id) => {
                 let snap = self.resolve_snapshot(id, Some(view.name))?;
                 let shown = path::display(&rel).into_owned();
@@ -153,7 +162,9 @@ impl Repo {
                         format!("'{shown}' is {} bytes, over the {limit}-byte limit", entry.size),
                     ));
                 }
-                live::LiveRead { path: rel.clone(), bytes: self.read_content(&entry)?, mtime_ns: entry.mtime_ns }
+                let bytes = self.read_content(&entry)?;
+                let sha256 = entry.sha256.unwrap_or_else(|| sha2::Sha256::digest(&bytes).into());
+                live::LiveRead { path: rel.clone(), bytes, mtime_ns: entry.mtime_ns, sha256 }
             }
         };
         Ok((read, origin))

@@ -5,6 +5,7 @@ mod common;
 
 use std::fs;
 
+use trove::live::ChangePolicy;
 use trove::live::READ_LIMIT;
 use trove::scope::{FileAccess, Scope};
 use trove::source::{Origin, Source, WorkspaceView};
@@ -18,7 +19,7 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
     common::rich_workspace(&ws);
     let repo = Repo::in_memory().expect("repo");
     let ex = Excludes::effective(None, &[]).expect("excludes");
-    let view = WorkspaceView { name: "ws", live_dir: Some(&ws), excludes: &ex, scope: None };
+    let view = WorkspaceView { name: "ws", session: None, live_dir: Some(&ws), excludes: &ex, scope: None };
 
     let err = repo.list_files(&WorkspaceView { live_dir: None, ..view }, &Source::Auto).expect_err("nothing yet");
     assert_eq!(err.message(), "No workspace available for this session");
@@ -35,10 +36,13 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
     let paths = |v: &[trove::live::LiveFile]| v.iter().map(|f| (f.path.clone(), f.size)).collect::<Vec<_>>();
     assert_eq!(paths(&from_snap), paths(&live), "the same files, from either source");
 
-    let (read, origin) = repo.read_file_from(&view, &Source::Auto, b"src/main.rs", READ_LIMIT).expect("read");
+    let (read, origin) =
+        repo.read_file_from(&view, &Source::Auto, b"src/main.rs", READ_LIMIT, ChangePolicy::Retry).expect("read");
     assert_eq!((read.bytes.as_slice(), origin.as_str()), (&b"fn main() {}\n"[..], "snapshot"));
     assert_eq!(
-        repo.read_file_from(&view, &Source::Live, b"src/main.rs", READ_LIMIT).expect_err("no live").kind(),
+        repo.read_file_from(&view, &Source::Live, b"src/main.rs", READ_LIMIT, ChangePolicy::Retry)
+            .expect_err("no live")
+            .kind(),
         ErrorKind::NotFound
     );
     for (path, kind) in [
@@ -47,7 +51,7 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
         (b"link", ErrorKind::NotFound),
         (b"../x", ErrorKind::InvalidPath),
     ] {
-        let err = repo.read_file_from(&view, &Source::Auto, path, 1 << 20).expect_err("refused");
+        let err = repo.read_file_from(&view, &Source::Auto, path, 1 << 20, ChangePolicy::Retry).expect_err("refused");
         assert_eq!(err.kind(), kind, "{}", String::from_utf8_lossy(path));
     }
 
@@ -66,12 +70,14 @@ fn scope_hides_and_refuses_on_both_sources() {
     repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
     let ex = Excludes::effective(None, &[]).expect("excludes");
     let scope = Scope::new("sess_1", &FileAccess { read: vec!["src/deep".into()], write: vec![] }).expect("scope");
-    let view = WorkspaceView { name: "ws", live_dir: Some(&ws), excludes: &ex, scope: Some(&scope) };
+    let view = WorkspaceView { name: "ws", session: None, live_dir: Some(&ws), excludes: &ex, scope: Some(&scope) };
     for want in [Source::Live, Source::Latest] {
         let (files, _) = repo.list_files(&view, &want).expect("list");
         let paths: Vec<&[u8]> = files.iter().map(|f| f.path.as_slice()).collect();
         assert_eq!(paths, vec![&b"src/deep/er/notes.txt"[..]], "{want:?}");
-        let err = repo.read_file_from(&view, &want, b"src/main.rs", READ_LIMIT).expect_err("out of scope");
+        let err = repo
+            .read_file_from(&view, &want, b"src/main.rs", READ_LIMIT, ChangePolicy::Retry)
+            .expect_err("out of scope");
         assert_eq!((err.kind(), err.message()), (ErrorKind::PermissionDenied, "'src/main.rs' not in session scope"));
     }
 }

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use base64::Engine;
 use serde_json::{json, Map, Value};
 use trove::{Entry, EntryKind};
 
@@ -50,19 +49,7 @@ pub fn mode(e: &Entry) -> String {
     s
 }
 
-/// Adds `key` (lossy UTF-8) and, when the bytes are not UTF-8, `keyBase64` with the exact
-/// bytes: the one documented way names that are not UTF-8 appear in JSON.
-pub fn put_path(map: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => {
-            map.insert(key.into(), Value::String(s.into()));
-        }
-        Err(_) => {
-            map.insert(key.into(), Value::String(String::from_utf8_lossy(bytes).into_owned()));
-            map.insert(format!("{key}Base64"), Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)));
-        }
-    }
-}
+pub use trove::path::put_json as put_path;
 
 pub fn entry_json(path: &[u8], e: &Entry) -> Value {
     let mut m = Map::new();

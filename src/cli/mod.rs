@@ -3,6 +3,7 @@
 
 mod bar;
 mod format;
+pub mod service;
 
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -244,6 +245,19 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             } else {
                 3
             }
+        }
+        Command::Serve { listen, workspaces, idle_timeout, reap_interval, request_timeout } => {
+            let opts = service::Serve { listen, workspaces, idle_timeout, reap_interval, request_timeout };
+            service::serve(&mut out, &repo_path, opts)?;
+            0
+        }
+        Command::Token(crate::TokenCommand::Create { label }) => {
+            service::token_create(&mut out, &Repo::open(&repo_path)?, &label, json)?;
+            0
+        }
+        Command::Session(cmd) => {
+            service::session(&mut out, &Repo::open(&repo_path)?, cmd, json)?;
+            0
         }
         Command::Demo { dir } => {
             demo(&mut out, &repo_path, dir, json)?;

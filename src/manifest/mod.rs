@@ -2,11 +2,12 @@
 //! audit), opened with WAL and foreign keys, its schema applied from `schema.sql`.
 //!
 //! Versioning: `PRAGMA user_version` holds the schema version. A new repository gets
-//! `schema.sql` whole; an older one is migrated step by step (`MIGRATIONS`); a newer one is
+//! `schema.sql` whole; an older one is migrated step by step (`migration`); a newer one is
 //! refused, because an old binary cannot know what the new columns mean.
 
 pub mod audit;
 pub mod objects;
+pub mod sessions;
 pub mod snapshots;
 pub mod stat_cache;
 pub mod trees;
@@ -19,10 +20,19 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// Steps from version N to N+1, applied in order; index 0 migrates 1 -> 2. None yet.
-const MIGRATIONS: &[&str] = &[];
+/// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
+/// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
+/// repository applies it whole, an older one the sections after its version.
+fn migration(to: i64) -> Result<&'static str> {
+    let marker = format!("-- schema-version: {to}\n");
+    let start =
+        SCHEMA.find(&marker).ok_or_else(|| Error::internal(format!("schema.sql has no section for version {to}")))?;
+    let rest = &SCHEMA[start..];
+    let end = rest[marker.len()..].find("-- schema-version: ").map_or(rest.len(), |i| i + marker.len());
+    Ok(&rest[..end])
+}
 
 pub struct Manifest {
     conn: Connection,
@@ -92,8 +102,8 @@ impl Manifest {
                 format!("{} is not a trove manifest (schema version {version})", path.display()),
             ));
         }
-        for (step, sql) in MIGRATIONS.iter().enumerate().skip((version - 1) as usize) {
-            let to = step as i64 + 2;
+        for to in version + 1..=SCHEMA_VERSION {
+            let sql = migration(to)?;
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }

@@ -1,6 +1,8 @@
 //! Fixtures shared by the integration tests: workspaces, repositories, and running the binary.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

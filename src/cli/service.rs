@@ -1,0 +1,194 @@
+//! The CLI's service commands: `serve` (the HTTP server), `token` (API tokens) and `session`
+//! (sessions on any directory, with the same library calls the server makes).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use trove::live::{ChangePolicy, READ_LIMIT};
+use trove::scope::FileAccess;
+use trove::server::{self, auth, ServeOptions};
+use trove::session::{EndReason, SessionSpec};
+use trove::source::{Source, WorkspaceView};
+use trove::walk::Excludes;
+use trove::{Error, ErrorKind, Repo};
+
+use super::{actor, print_json, Failure, Out};
+use crate::SessionCommand;
+
+/// Options of `trove serve` as parsed.
+pub struct Serve {
+    pub listen: SocketAddr,
+    pub workspaces: Option<PathBuf>,
+    pub idle_timeout: Duration,
+    pub reap_interval: Duration,
+    pub request_timeout: Duration,
+}
+
+/// `trove serve`: binds, prints the address (and a new token on a first start), serves until
+/// SIGINT or SIGTERM, and lets in-flight requests finish.
+pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure> {
+    let repo = Repo::open(repo_path)?;
+    let mut hashes = auth::stored_tokens(&repo)?;
+    let mut created = None;
+    match std::env::var("TROVE_API_TOKEN") {
+        Ok(t) if !t.is_empty() => hashes.push(auth::hash_token(&t)),
+        _ if hashes.is_empty() => {
+            let token = auth::create_token(&repo, "first start")?;
+            hashes.push(auth::hash_token(&token));
+            created = Some(token);
+        }
+        _ => {}
+    }
+    drop(repo);
+    let workspaces = match opts.workspaces {
+        Some(w) => w,
+        None => repo_path.parent().unwrap_or(Path::new(".")).join("workspaces"),
+    };
+    let mut options = ServeOptions::new(repo_path.to_path_buf(), workspaces.clone(), hashes);
+    options.idle_timeout = opts.idle_timeout;
+    options.reap_interval = opts.reap_interval;
+    options.request_timeout = opts.request_timeout;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start the async runtime", e))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(opts.listen)
+            .await
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot listen on {}: {e}", opts.listen), e))?;
+        let addr = listener.local_addr().map_err(|e| Error::with_source(ErrorKind::Io, "local address", e))?;
+        if let Some(token) = &created {
+            writeln!(out, "created API token (shown once; keep it, or set TROVE_API_TOKEN): {token}")?;
+        }
+        writeln!(
+            out,
+            "trove: serving {} on http://{addr} (workspaces in {})",
+            repo_path.display(),
+            workspaces.display()
+        )?;
+        out.flush()?;
+        server::serve(listener, options, server::shutdown_signal()).await?;
+        Ok::<_, Failure>(())
+    })
+}
+
+/// `trove token create`: a new API token, printed once.
+pub fn token_create(out: &mut Out, repo: &Repo, label: &str, json: bool) -> Result<(), Failure> {
+    let token = auth::create_token(repo, label)?;
+    if json {
+        print_json(out, &json!({"token": token, "label": label}))?;
+    } else {
+        writeln!(out, "{token}")?;
+    }
+    Ok(())
+}
+
+fn show(out: &mut Out, s: &trove::session::Session, json: bool) -> Result<(), Failure> {
+    if json {
+        return print_json(out, &s.record(false));
+    }
+    writeln!(
+        out,
+        "{}  {:<7} workspace '{}' at {}{}",
+        s.id,
+        s.status.as_str(),
+        s.workspace,
+        s.live_dir.display(),
+        s.final_snapshot.as_deref().map(|f| format!("  final snapshot {}", trove::view::short(f))).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+/// `trove session ...`
+pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> Result<(), Failure> {
+    match cmd {
+        SessionCommand::Create { dir, workspace, persistent, ttl, read, write, metadata } => {
+            let metadata = match metadata {
+                Some(m) => serde_json::from_str(&m)
+                    .map_err(|e| Error::invalid_argument(format!("--metadata is not a JSON object: {e}")))?,
+                None => Default::default(),
+            };
+            let whole = |v: Vec<String>| if v.is_empty() { vec![String::new()] } else { v };
+            let file_access = FileAccess { read: whole(read), write: whole(write) };
+            let spec = SessionSpec { persistent, ttl, metadata, file_access, workspace };
+            let s = repo.create_session(
+                &spec,
+                |_| {
+                    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+                    Ok(dir.clone())
+                },
+                &actor(),
+            )?;
+            show(out, &s, json)
+        }
+        SessionCommand::List { all } => {
+            let list = repo.sessions(all)?;
+            if json {
+                return print_json(out, &json!(list.iter().map(|s| s.record(false)).collect::<Vec<_>>()));
+            }
+            list.iter().try_for_each(|s| show(out, s, false))
+        }
+        SessionCommand::Show { id } => show(out, &repo.session(&id)?, json),
+        SessionCommand::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),
+        SessionCommand::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
+        SessionCommand::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
+        SessionCommand::Files { id, source } => {
+            let s = repo.session(&id)?;
+            let scope = s.scope()?;
+            let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
+            let view = WorkspaceView {
+                name: &s.workspace,
+                session: Some(&s.id),
+                live_dir: s.serving_dir(),
+                excludes: &ex,
+                scope: Some(&scope),
+            };
+            let (files, origin) = repo.list_files(&view, &Source::parse(source.as_deref().unwrap_or("")))?;
+            if json {
+                let files: Vec<_> = files
+                    .iter()
+                    .map(|f| {
+                        let mut m = serde_json::Map::new();
+                        trove::path::put_json(&mut m, "path", &f.path);
+                        m.insert("size".into(), json!(f.size));
+                        m.insert("modifiedAt".into(), json!(super::format::time_precise(f.mtime_ns)));
+                        m
+                    })
+                    .collect();
+                return print_json(
+                    out,
+                    &json!({"files": files, "source": origin.as_str(), "snapshot": origin.snapshot_id()}),
+                );
+            }
+            for f in &files {
+                writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;
+            }
+            writeln!(out, "{} files from {}", files.len(), origin.snapshot_id().unwrap_or("the live tree"))?;
+            Ok(())
+        }
+        SessionCommand::Cat { id, path, source } => {
+            let s = repo.session(&id)?;
+            let scope = s.scope()?;
+            let ex = Excludes::effective(None, &[])?;
+            let view = WorkspaceView {
+                name: &s.workspace,
+                session: Some(&s.id),
+                live_dir: s.serving_dir(),
+                excludes: &ex,
+                scope: Some(&scope),
+            };
+            let want = Source::parse(source.as_deref().unwrap_or(""));
+            let (read, _) = repo.read_file_from(&view, &want, path.as_bytes(), READ_LIMIT * 64, ChangePolicy::Retry)?;
+            out.write_all(&read.bytes)?;
+            Ok(())
+        }
+    }
+}
+
+/// `--idle-timeout` and the other duration flags: `300ms`, `5s`, `5m`, ...
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}): e.g. 500ms, 5s, 5m"))
+}

@@ -1,0 +1,248 @@
+//! The Files API (`files-api.md`): a session's files listed and read from the live tree while it
+//! is served, else from its latest snapshot, within the session's scope. Also the response
+//! shapes the snapshots endpoints share: `{path, size, modifiedAt}` listings, JSON reads, and
+//! binary downloads with the sha256 as `ETag`.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::extract::{P, Q};
+use super::state::AppState;
+use super::ApiError;
+use crate::error::{Error, ErrorKind};
+use crate::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
+use crate::repo::Repo;
+use crate::session::Session;
+use crate::source::{Origin, Source, WorkspaceView};
+
+/// The largest file a binary download serves (it is held in memory to be verified whole).
+pub const DOWNLOAD_LIMIT: u64 = 64 << 20;
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct FilesQuery {
+    /// `live`, `latest` or a snapshot id; automatic when absent.
+    source: Option<String>,
+    /// `1` or `true`: the raw bytes instead of JSON.
+    download: Option<String>,
+    /// `retry` (default) or `abort`: what a change during the read does.
+    change_policy: Option<String>,
+}
+
+impl FilesQuery {
+    fn source(&self) -> Source {
+        Source::parse(self.source.as_deref().unwrap_or(""))
+    }
+
+    pub(super) fn wants_download(&self, headers: &HeaderMap) -> bool {
+        matches!(self.download.as_deref(), Some("1" | "true"))
+            || headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.starts_with("application/octet-stream"))
+    }
+
+    fn policy(&self) -> Result<ChangePolicy, ApiError> {
+        self.change_policy.as_deref().map_or(Ok(ChangePolicy::Retry), |p| ChangePolicy::parse(p).map_err(Into::into))
+    }
+}
+
+#[derive(Serialize)]
+struct FileJson<'a> {
+    path: std::borrow::Cow<'a, str>,
+    #[serde(rename = "pathBase64", skip_serializing_if = "Option::is_none")]
+    path_base64: Option<String>,
+    size: u64,
+    #[serde(rename = "modifiedAt")]
+    modified_at: String,
+}
+
+/// ISO 8601 with milliseconds, as the seed shows (`2025-06-15T10:30:00.000Z`).
+fn iso(ns: i64) -> String {
+    let t = if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    };
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn base64_if_not_utf8(p: &[u8]) -> Option<String> {
+    use base64::Engine;
+    std::str::from_utf8(p).is_err().then(|| base64::engine::general_purpose::STANDARD.encode(p))
+}
+
+/// `{"files": [...], "source": ..., "snapshot"?: id}`.
+pub(super) fn listing(files: &[LiveFile], origin: &Origin) -> Response {
+    let files: Vec<FileJson<'_>> = files
+        .iter()
+        .map(|f| FileJson {
+            path: String::from_utf8_lossy(&f.path),
+            path_base64: base64_if_not_utf8(&f.path),
+            size: f.size,
+            modified_at: iso(f.mtime_ns),
+        })
+        .collect();
+    let mut body = json!({"files": files, "source": origin.as_str()});
+    if let (Some(id), Some(obj)) = (origin.snapshot_id(), body.as_object_mut()) {
+        obj.insert("snapshot".into(), json!(id));
+    }
+    Json(body).into_response()
+}
+
+fn etag(read: &LiveRead) -> String {
+    format!("\"{}\"", hex::encode(read.sha256))
+}
+
+/// A read as JSON (`content` must be UTF-8), or as raw bytes when `download` is set.
+pub(super) fn read_response(read: LiveRead, origin: &Origin, download: bool, headers: &HeaderMap) -> Response {
+    let tag = etag(&read);
+    let tag_value = HeaderValue::from_str(&tag).ok();
+    let source = HeaderValue::from_static(origin.as_str());
+    if download {
+        let unchanged = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            v.split(',').any(|t| {
+                let t = t.trim();
+                t == "*" || t == tag || t.strip_prefix("W/") == Some(tag.as_str())
+            })
+        });
+        let mut resp = if unchanged {
+            StatusCode::NOT_MODIFIED.into_response()
+        } else {
+            let mut r = read.bytes.into_response();
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            r
+        };
+        let h = resp.headers_mut();
+        if let Some(t) = tag_value {
+            h.insert(header::ETAG, t);
+        }
+        h.insert("x-trove-source", source);
+        if let Some(id) = origin.snapshot_id().and_then(|id| HeaderValue::from_str(id).ok()) {
+            h.insert("x-trove-snapshot", id);
+        }
+        return resp;
+    }
+    let shown = String::from_utf8_lossy(&read.path).into_owned();
+    let size = read.bytes.len();
+    let content = match String::from_utf8(read.bytes) {
+        Ok(s) => s,
+        Err(_) => {
+            return ApiError::new(
+                ErrorKind::NotText,
+                format!("'{shown}' is not UTF-8 text: download it with ?download=1"),
+            )
+            .into_response()
+        }
+    };
+    let mut body = json!({
+        "path": shown,
+        "content": content,
+        "size": size,
+        "source": origin.as_str(),
+        "sha256": hex::encode(read.sha256),
+        "modifiedAt": iso(read.mtime_ns),
+    });
+    if let (Some(id), Some(obj)) = (origin.snapshot_id(), body.as_object_mut()) {
+        obj.insert("snapshot".into(), json!(id));
+    }
+    let mut resp = Json(body).into_response();
+    if let Some(t) = tag_value {
+        resp.headers_mut().insert(header::ETAG, t);
+    }
+    resp
+}
+
+/// The session behind a Files API call; ended sessions stay readable from their snapshots.
+fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
+    repo.session(id).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
+        _ => e.into(),
+    })
+}
+
+/// A read or listing failure, with the seed's `error` strings.
+fn file_error(e: Error) -> ApiError {
+    if e.kind() == ErrorKind::NotFound && !e.message().starts_with("No workspace") {
+        return ApiError::from(e).labelled("File not found");
+    }
+    e.into()
+}
+
+fn view<'a>(s: &'a Session, excludes: &'a crate::walk::Excludes, scope: &'a crate::scope::Scope) -> WorkspaceView<'a> {
+    WorkspaceView { name: &s.workspace, session: Some(&s.id), live_dir: s.serving_dir(), excludes, scope: Some(scope) }
+}
+
+/// `GET /api/sessions/{id}/files`
+pub(super) async fn list(
+    State(st): State<Arc<AppState>>,
+    P(id): P<String>,
+    Q(q): Q<FilesQuery>,
+) -> Result<Response, ApiError> {
+    let _busy = st.mark_busy(&id);
+    let source = q.source();
+    let sid = id.clone();
+    let (files, origin) = st
+        .blocking(move |st, repo| {
+            let s = session_of(repo, &sid)?;
+            let scope = s.scope()?;
+            let ex = st.excludes(repo, &s.workspace)?;
+            repo.list_files(&view(&s, &ex, &scope), &source).map_err(file_error)
+        })
+        .await?;
+    st.touch(&id);
+    Ok(listing(&files, &origin))
+}
+
+/// `GET /api/sessions/{id}/files/{*path}`
+pub(super) async fn read(
+    State(st): State<Arc<AppState>>,
+    P((id, path)): P<(String, String)>,
+    Q(q): Q<FilesQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_http_path(&path)?;
+    let _busy = st.mark_busy(&id);
+    let download = q.wants_download(&headers);
+    let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
+    let (source, policy) = (q.source(), q.policy()?);
+    let sid = id.clone();
+    let (read, origin) = st
+        .blocking(move |st, repo| {
+            let s = session_of(repo, &sid)?;
+            let scope = s.scope()?;
+            let ex = st.excludes(repo, &s.workspace)?;
+            repo.read_file_from(&view(&s, &ex, &scope), &source, path.as_bytes(), limit, policy).map_err(file_error)
+        })
+        .await?;
+    st.touch(&id);
+    Ok(read_response(read, &origin, download, &headers))
+}
+
+/// `GET /api/sessions/{id}/files/`: the seed's "missing file path".
+pub(super) async fn missing_path() -> ApiError {
+    ApiError::new(ErrorKind::InvalidPath, "missing file path: give one after /files/")
+}
+
+/// What the URL adds to the library's path rules: a backslash is refused rather than taken as
+/// part of a name, so `..\\..\\etc` cannot mean one thing to trove and another to a client.
+pub(super) fn check_http_path(path: &str) -> Result<(), ApiError> {
+    if path.contains('\\') {
+        return Err(ApiError::new(
+            ErrorKind::InvalidPath,
+            format!("path '{}' contains a backslash: separate components with '/'", path.escape_default()),
+        ));
+    }
+    Ok(())
+}
+
+/// The body of 200 answers that carry only a JSON value.
+pub(super) fn ok(v: Value) -> Response {
+    Json(v).into_response()
+}

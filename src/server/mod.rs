@@ -1,0 +1,192 @@
+//! The HTTP server (`trove serve`): the Files API, the sessions API and the snapshots endpoints
+//! over axum, calling the same library functions as the CLI.
+//!
+//! Shape of a request: auth (bearer token, `auth.rs`) -> timeout -> a handler that parses its
+//! input, then runs the library call on a blocking thread with a pooled `Repo` (SQLite
+//! connections are not shared between threads) -> JSON, or an error body from `error.rs`.
+//! Session activity is kept in memory and written by the reaper once per tick, so a read never
+//! waits on a manifest commit; the reaper also ends sessions whose ttl or idle time ran out.
+
+pub mod auth;
+mod error;
+mod extract;
+mod files;
+pub mod openapi;
+mod sessions;
+mod snapshots;
+mod state;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::handler::Handler;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::{Json, Router};
+
+pub use error::{status_of, ApiError};
+use state::AppState;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::session::IDLE_TIMEOUT;
+
+/// How `trove serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub repo: PathBuf,
+    /// Where workspaces live: a session's workspace is a directory named after it in here.
+    pub workspaces: PathBuf,
+    /// SHA-256 hashes of the tokens that may call the API.
+    pub token_hashes: Vec<[u8; 32]>,
+    /// A non-persistent session ends after this long without activity.
+    pub idle_timeout: Duration,
+    /// How often activity is recorded and expired sessions are ended.
+    pub reap_interval: Duration,
+    /// The longest a handler may take before the response is produced.
+    pub request_timeout: Duration,
+    /// The largest request body accepted.
+    pub body_limit: usize,
+}
+
+impl ServeOptions {
+    pub fn new(repo: PathBuf, workspaces: PathBuf, token_hashes: Vec<[u8; 32]>) -> ServeOptions {
+        ServeOptions {
+            repo,
+            workspaces,
+            token_hashes,
+            idle_timeout: IDLE_TIMEOUT,
+            reap_interval: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(60),
+            body_limit: 1 << 20,
+        }
+    }
+}
+
+type Routes = Vec<(&'static str, &'static str, MethodRouter<Arc<AppState>>)>;
+
+/// One route whose method string is the one it answers to, so the list cannot mislabel it.
+fn route<H, T>(
+    method: &'static str,
+    path: &'static str,
+    handler: H,
+) -> (&'static str, &'static str, MethodRouter<Arc<AppState>>)
+where
+    H: Handler<T, Arc<AppState>>,
+    T: 'static,
+{
+    let filter = match method {
+        "POST" => MethodFilter::POST,
+        "DELETE" => MethodFilter::DELETE,
+        "PUT" => MethodFilter::PUT,
+        _ => MethodFilter::GET,
+    };
+    (method, path, on(filter, handler))
+}
+
+/// Every authenticated route. `openapi.rs` documents exactly these (a test checks).
+fn routes() -> Routes {
+    vec![
+        route("GET", "/api/sessions/{id}/files", files::list),
+        route("GET", "/api/sessions/{id}/files/", files::missing_path),
+        route("GET", "/api/sessions/{id}/files/{*path}", files::read),
+        route("GET", "/v1/sessions/{id}/files", files::list),
+        route("GET", "/v1/sessions/{id}/files/", files::missing_path),
+        route("GET", "/v1/sessions/{id}/files/{*path}", files::read),
+        route("POST", "/v1/sessions", sessions::create),
+        route("GET", "/v1/sessions", sessions::list),
+        route("DELETE", "/v1/sessions", sessions::bulk_delete),
+        route("GET", "/v1/sessions/{id}", sessions::get),
+        route("DELETE", "/v1/sessions/{id}", sessions::delete),
+        route("POST", "/v1/sessions/{id}/pause", sessions::pause),
+        route("POST", "/v1/sessions/{id}/resume", sessions::resume),
+        route("POST", "/v1/sessions/{id}/snapshots", snapshots::take),
+        route("GET", "/v1/sessions/{id}/snapshots", snapshots::of_session),
+        route("GET", "/v1/snapshots", snapshots::list),
+        route("GET", "/v1/snapshots/{snap}", snapshots::show),
+        route("GET", "/v1/snapshots/{snap}/files", snapshots::files),
+        route("GET", "/v1/snapshots/{snap}/files/{*path}", snapshots::read),
+        route("GET", "/v1/snapshots/{snap}/export", snapshots::export),
+    ]
+}
+
+/// (method, path) of every authenticated route, as registered.
+pub fn route_list() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = routes().into_iter().map(|(m, p, _)| (m, p)).collect();
+    out.extend(PUBLIC.iter().copied());
+    out
+}
+
+/// Routes that need no token: liveness and the API description.
+const PUBLIC: &[(&str, &str)] = &[("GET", "/healthz"), ("GET", "/openapi.json")];
+
+fn app(state: Arc<AppState>) -> Router {
+    let mut api: Router<Arc<AppState>> = Router::new();
+    for (_, path, handler) in routes() {
+        api = api.route(path, handler);
+    }
+    let api = api
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
+    let public = Router::new()
+        .route("/healthz", on(MethodFilter::GET, || async { Json(serde_json::json!({"ok": true})) }))
+        .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));
+    api.merge(public)
+        .fallback(|| async { ApiError::from(Error::not_found("no such route: see /openapi.json")) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(ErrorKind::InvalidArgument, "method not allowed on this route: see /openapi.json")
+                .with_status(axum::http::StatusCode::METHOD_NOT_ALLOWED)
+        })
+        .layer(DefaultBodyLimit::max(state.opts.body_limit))
+        .with_state(state)
+}
+
+/// Bounds how long a handler may run before it answers (streamed bodies continue after).
+async fn timeout(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let limit = state.opts.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::from(Error::new(
+            ErrorKind::Io,
+            format!("the request took longer than {} s and was abandoned", limit.as_secs_f64()),
+        ))
+        .into_response(),
+    }
+}
+
+/// Serves on `listener` until `shutdown` resolves, then stops accepting, lets in-flight
+/// requests finish, records pending session activity and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    opts: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let state = Arc::new(AppState::new(opts)?);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let reaper = tokio::spawn(state::reap(state.clone(), stop_rx));
+    let served = axum::serve(listener, app(state.clone())).with_graceful_shutdown(shutdown).await;
+    // Stopping the reaper writes the activity gathered since its last tick.
+    let _ = stop_tx.send(true);
+    let reaped = reaper.await.map_err(|e| Error::internal(format!("the session reaper failed: {e}")))?;
+    served.map_err(|e| Error::with_source(ErrorKind::Io, "serving HTTP", e))?;
+    reaped
+}
+
+/// Resolves on SIGINT or SIGTERM: what `trove serve` waits for before shutting down.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

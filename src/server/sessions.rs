@@ -1,0 +1,124 @@
+//! The sessions API (`sessions-and-file-access.md`): create, list, get, delete (one or in bulk),
+//! pause and resume. Ending a session snapshots it; nothing is ever deleted.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::extract::{P, Q};
+use super::files::ok;
+use super::state::AppState;
+use super::ApiError;
+use crate::error::{Error, ErrorKind};
+use crate::repo::now_ns;
+use crate::session::{parse_age, workspace_dir, EndReason, SessionSpec};
+
+const ACTOR: &str = "api";
+
+/// `POST /v1/sessions`: every field optional, an empty body included.
+pub(super) async fn create(State(st): State<Arc<AppState>>, body: Bytes) -> Result<Response, ApiError> {
+    let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
+        SessionSpec::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::invalid_argument(format!("the session body is not valid: {e}")))?
+    };
+    let record = st
+        .blocking(move |st, repo| {
+            let root = st.opts.workspaces.clone();
+            let s = repo.create_session(&spec, |name| workspace_dir(&root, name), ACTOR)?;
+            Ok::<_, Error>(st.record(&s))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(record)).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ListQuery {
+    /// `true` also lists ended sessions (their files stay readable).
+    include_ended: Option<bool>,
+}
+
+/// `GET /v1/sessions`
+pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) -> Result<Response, ApiError> {
+    let all = q.include_ended.unwrap_or(false);
+    let records = st
+        .blocking(move |st, repo| Ok::<_, Error>(repo.sessions(all)?.iter().map(|s| st.record(s)).collect::<Vec<_>>()))
+        .await?;
+    Ok(ok(json!(records)))
+}
+
+/// `GET /v1/sessions/{id}`: 404 once the session has ended.
+pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.active_session(&id)?))).await?;
+    Ok(ok(record))
+}
+
+/// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
+pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, ACTOR)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct BulkQuery {
+    status: Option<String>,
+    older_than: Option<String>,
+}
+
+/// `DELETE /v1/sessions?status=idle&older_than=1h30m`: `{"deleted": n}`.
+pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQuery>) -> Result<Response, ApiError> {
+    let idle_only = match q.status.as_deref() {
+        None => false,
+        Some("idle") => true,
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorKind::InvalidArgument,
+                format!("status '{other}' is not a filter: use status=idle"),
+            ))
+        }
+    };
+    let older_than = q.older_than.as_deref().map(parse_age).transpose()?;
+    let deleted = st
+        .blocking(move |st, repo| {
+            let now = now_ns();
+            let mut n = 0;
+            for s in repo.sessions(false)? {
+                if idle_only && st.is_busy(&s.id) {
+                    continue;
+                }
+                if let Some(age) = older_than {
+                    let idle_ns = now.saturating_sub(st.last_activity(&s));
+                    if (idle_ns.max(0) as u128) < age.as_nanos() {
+                        continue;
+                    }
+                }
+                match repo.end_session(&s.id, EndReason::Deleted, ACTOR) {
+                    Ok(_) => n += 1,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(n)
+        })
+        .await?;
+    Ok(ok(json!({ "deleted": deleted })))
+}
+
+/// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
+pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    let _busy = st.mark_busy(&id);
+    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, ACTOR)?))).await?;
+    Ok(ok(record))
+}
+
+/// `POST /v1/sessions/{id}/resume`: serve the live tree again.
+pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, ACTOR)?))).await?;
+    Ok(ok(record))
+}

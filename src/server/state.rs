@@ -1,0 +1,177 @@
+//! The server's shared state: a pool of `Repo` handles for blocking work, session activity and
+//! busy counts held in memory, cached exclusion lists, and the reaper that ends sessions.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::ServeOptions;
+use crate::error::{Error, Result};
+use crate::repo::{now_ns, Repo};
+use crate::session::{EndReason, Session};
+use crate::walk::Excludes;
+
+/// Idle `Repo` handles kept for reuse; more may exist while requests run.
+const POOL_KEEP: usize = 16;
+
+type ExcludesKey = (Option<Vec<String>>, Vec<String>);
+
+pub(crate) struct AppState {
+    pub opts: ServeOptions,
+    pool: Mutex<Vec<Repo>>,
+    /// Session id -> time of the latest request, not yet written to the manifest.
+    activity: Mutex<HashMap<String, i64>>,
+    /// Session id -> requests working on it now (the record's `busy`).
+    busy: Mutex<HashMap<String, usize>>,
+    /// Workspace name -> its exclusion settings and the compiled list.
+    excludes: Mutex<HashMap<String, (ExcludesKey, Arc<Excludes>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking request cannot leave these maps inconsistent (single inserts and removes).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Marks a session busy until dropped.
+pub(crate) struct Busy {
+    state: Arc<AppState>,
+    id: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut busy = lock(&self.state.busy);
+        if let Some(n) = busy.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                busy.remove(&self.id);
+            }
+        }
+    }
+}
+
+impl AppState {
+    pub fn new(opts: ServeOptions) -> Result<AppState> {
+        // Opening one handle up front turns a bad --repo into an error before binding.
+        let first = Repo::open(&opts.repo)?;
+        std::fs::create_dir_all(&opts.workspaces)
+            .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
+        Ok(AppState {
+            opts,
+            pool: Mutex::new(vec![first]),
+            activity: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
+            excludes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Runs `f` with a pooled `Repo` on a blocking thread.
+    pub async fn blocking<T, E, F>(self: &Arc<Self>, f: F) -> std::result::Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E> + Send + 'static,
+    {
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let repo = match lock(&state.pool).pop() {
+                Some(r) => r,
+                None => Repo::open(&state.opts.repo).map_err(E::from)?,
+            };
+            let out = f(&state, &repo);
+            let mut pool = lock(&state.pool);
+            if pool.len() < POOL_KEEP {
+                pool.push(repo);
+            }
+            out
+        })
+        .await
+        .map_err(|e| E::from(Error::internal(format!("a request worker failed: {e}"))))?
+    }
+
+    pub fn touch(&self, id: &str) {
+        let now = now_ns();
+        let mut act = lock(&self.activity);
+        match act.get_mut(id) {
+            Some(t) => *t = now,
+            None => {
+                act.insert(id.to_string(), now);
+            }
+        }
+    }
+
+    /// The newest activity known for `s`, including what is not written yet.
+    pub fn last_activity(&self, s: &Session) -> i64 {
+        lock(&self.activity).get(&s.id).copied().unwrap_or(0).max(s.last_activity_ns)
+    }
+
+    pub fn is_busy(&self, id: &str) -> bool {
+        lock(&self.busy).contains_key(id)
+    }
+
+    pub fn mark_busy(self: &Arc<Self>, id: &str) -> Busy {
+        *lock(&self.busy).entry(id.to_string()).or_insert(0) += 1;
+        Busy { state: self.clone(), id: id.to_string() }
+    }
+
+    /// The session record as the API shows it.
+    pub fn record(&self, s: &Session) -> serde_json::Value {
+        let mut s = s.clone();
+        s.last_activity_ns = self.last_activity(&s);
+        s.record(self.is_busy(&s.id))
+    }
+
+    /// The compiled exclusion list of `workspace`, rebuilt only when its settings change.
+    pub fn excludes(&self, repo: &Repo, workspace: &str) -> Result<Arc<Excludes>> {
+        let row = crate::manifest::workspaces::get(repo.manifest().conn(), workspace)?;
+        let key: ExcludesKey = row.map(|r| (r.excludes, r.extra_excludes)).unwrap_or_default();
+        if let Some((k, ex)) = lock(&self.excludes).get(workspace) {
+            if *k == key {
+                return Ok(ex.clone());
+            }
+        }
+        let ex = Arc::new(Excludes::effective(key.0.as_deref(), &key.1)?);
+        lock(&self.excludes).insert(workspace.to_string(), (key, ex.clone()));
+        Ok(ex)
+    }
+
+    /// Writes gathered activity, then ends every session whose ttl or idle time ran out.
+    fn reap_once(&self, repo: &Repo) -> Result<Vec<(String, EndReason)>> {
+        let seen: Vec<(String, i64)> = lock(&self.activity).drain().collect();
+        repo.touch_sessions(&seen)?;
+        let now = now_ns();
+        let mut ended = Vec::new();
+        for s in repo.sessions(false)? {
+            if self.is_busy(&s.id) {
+                continue;
+            }
+            if let Some(reason) = s.due(now, s.last_activity_ns, self.opts.idle_timeout) {
+                match repo.end_session(&s.id, reason, "trove-serve") {
+                    Ok(_) => ended.push((s.id, reason)),
+                    // Ended meanwhile by a DELETE: nothing left to do.
+                    Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(ended)
+    }
+}
+
+/// The reaper: every `reap_interval`, records activity and ends expired sessions; once more
+/// when told to stop, so no acknowledged activity is lost on shutdown.
+pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+    let mut tick = tokio::time::interval(state.opts.reap_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let stopping = tokio::select! {
+            _ = tick.tick() => false,
+            _ = stop.changed() => true,
+        };
+        // A failed tick (a busy disk, a locked manifest) is retried at the next one; only the
+        // last, at shutdown, is reported.
+        let done: Result<_> = state.blocking(|st, repo| st.reap_once(repo)).await;
+        if stopping {
+            return done.map(|_| ());
+        }
+    }
+}
