@@ -183,10 +183,10 @@ pub enum SessionCommand {
         /// Hard lifetime in seconds [default: 14400]
         #[arg(long)]
         ttl: Option<i64>,
-        /// Readable path prefix (repeatable) [default: the whole workspace]
+        /// Readable path prefix (repeatable); with neither --read nor --write, the whole workspace
         #[arg(long, value_name = "PATH")]
         read: Vec<String>,
-        /// Writable path prefix (repeatable) [default: the whole workspace]
+        /// Writable path prefix (repeatable; write implies read)
         #[arg(long, value_name = "PATH")]
         write: Vec<String>,
         /// Free-form JSON object

@@ -53,6 +53,8 @@ pub struct Repo {
     pub(crate) manifest: Manifest,
     /// Recently decoded bundles, so reading files in path order decodes each bundle once.
     pub(crate) bundles: BundleCache,
+    /// Recently decoded trees, for lookups by path.
+    pub(crate) trees: crate::manifest::trees::TreeCache,
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -101,6 +103,7 @@ impl Repo {
             backend: Box::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
+            trees: Default::default(),
         };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
@@ -157,6 +160,7 @@ impl Repo {
             backend: Box::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
+            trees: Default::default(),
         })
     }
 
@@ -172,6 +176,7 @@ impl Repo {
             backend: Box::new(MemoryBackend::new()),
             manifest,
             bundles: BundleCache::default(),
+            trees: Default::default(),
         })
     }
 

@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path;
 
-/// The `file_access` of a session as given at creation (the default is the whole workspace).
+/// The `file_access` of a session as given at creation. Absent, it is the whole workspace;
+/// given, a list it leaves out is empty, so `{"read": ["src"]}` cannot write (and so read)
+/// everything by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileAccess {
-    #[serde(default = "whole")]
+    #[serde(default)]
     pub read: Vec<String>,
-    #[serde(default = "whole")]
+    #[serde(default)]
     pub write: Vec<String>,
 }
 

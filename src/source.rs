@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use sha2::Digest;
 
 use crate::live::{self, ChangePolicy, LiveFile};
+use crate::manifest::snapshots::SnapshotInfo;
 use crate::path;
 use crate::repo::Repo;
 use crate::scope::Scope;
@@ -81,35 +82,35 @@ fn no_workspace() -> Error {
 }
 
 impl Repo {
-    fn choose(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Origin> {
+    /// The snapshot to serve from, or `None` for the live tree.
+    fn choose(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Option<SnapshotInfo>> {
         let live = view.live_dir.filter(|d| d.is_dir());
-        let latest = || -> Result<Origin> {
-            if let Some(id) = view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
-                return Ok(Origin::Snapshot(id));
-            }
-            let snap = self.resolve_snapshot("latest", Some(view.name)).map_err(|_| no_workspace())?;
-            Ok(Origin::Snapshot(snap.id))
+        let latest = || -> Result<Option<SnapshotInfo>> {
+            let reference = match view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
+                Some(id) => id,
+                None => "latest".to_string(),
+            };
+            self.resolve_snapshot(&reference, Some(view.name)).map(Some).map_err(|_| no_workspace())
         };
         match want {
             Source::Auto => match live {
-                Some(_) => Ok(Origin::Sandbox),
+                Some(_) => Ok(None),
                 None => latest(),
             },
-            Source::Live => live.map(|_| Origin::Sandbox).ok_or_else(no_workspace),
+            Source::Live => live.map(|_| None).ok_or_else(no_workspace),
             Source::Latest => latest(),
-            Source::Snapshot(id) => Ok(Origin::Snapshot(self.resolve_snapshot(id, Some(view.name))?.id)),
+            Source::Snapshot(id) => self.resolve_snapshot(id, Some(view.name)).map(Some),
         }
     }
 
     /// Every file the session may see, from the chosen source.
     pub fn list_files(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<(Vec<LiveFile>, Origin)> {
-        let origin = self.choose(view, want)?;
-        let files = match &origin {
-            Origin::Sandbox => live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope)?,
-            Origin::Snapshot(id) => {
-                let snap = self.resolve_snapshot(id, Some(view.name))?;
+        let chosen = self.choose(view, want)?;
+        let files = match &chosen {
+            None => live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope)?,
+            Some(snap) => {
                 let mut out = Vec::new();
-                self.list(&snap, b"", true, &mut |p, e| {
+                self.list(snap, b"", true, &mut |p, e| {
                     if e.kind == EntryKind::File && view.scope.is_none_or(|s| s.can_read(p)) {
                         out.push(LiveFile { path: p.to_vec(), size: e.size, mtime_ns: e.mtime_ns });
                     }
@@ -118,7 +119,7 @@ impl Repo {
                 out
             }
         };
-        Ok((files, origin))
+        Ok((files, origin_of(chosen)))
     }
 
     /// One file's bytes from the chosen source, within the scope and the size limit.
@@ -134,13 +135,12 @@ impl Repo {
         if let Some(scope) = view.scope {
             scope.check_read(&rel)?;
         }
-        let origin = self.choose(view, want)?;
-        let read = match &origin {
-            Origin::Sandbox => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit, policy)?,
-            Origin::Snapshot(id) => {
-                let snap = self.resolve_snapshot(id, Some(view.name))?;
+        let chosen = self.choose(view, want)?;
+        let read = match &chosen {
+            None => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit, policy)?,
+            Some(snap) => {
                 let shown = path::display(&rel).into_owned();
-                let entry = self.lookup(&snap, &rel).map_err(|e| match e.kind() {
+                let entry = self.lookup(snap, &rel).map_err(|e| match e.kind() {
                     ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("file '{shown}' not found")),
                     _ => e,
                 })?;
@@ -167,6 +167,10 @@ impl Repo {
                 live::LiveRead { path: rel.clone(), bytes, mtime_ns: entry.mtime_ns, sha256 }
             }
         };
-        Ok((read, origin))
+        Ok((read, origin_of(chosen)))
     }
+}
+
+fn origin_of(chosen: Option<SnapshotInfo>) -> Origin {
+    chosen.map_or(Origin::Sandbox, |s| Origin::Snapshot(s.id))
 }

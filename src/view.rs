@@ -49,7 +49,7 @@ impl Repo {
                     )))
                 }
             };
-            entry = trees::entry(self.manifest.conn(), &tree, part)?.ok_or_else(|| {
+            entry = self.trees.entry(self.manifest.conn(), &tree, part)?.ok_or_else(|| {
                 Error::not_found(format!(
                     "'{}' is not in snapshot {}: list it with `trove ls {} --recursive`",
                     path::display(path),

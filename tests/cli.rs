@@ -160,3 +160,30 @@ fn demo_runs_on_its_built_in_sample() {
     assert!(text.contains("(added 1, changed 0, removed 0)"), "{text}");
     assert!(text.contains("2 snapshots"), "{text}");
 }
+
+#[test]
+fn sessions_from_the_command_line_keep_their_files_after_they_end() {
+    let t = tempfile::tempdir().expect("tmp");
+    let repo = t.path().join("repo");
+    let ws = t.path().join("ws");
+    assert!(trove(&repo, &["init"]).status.success());
+    let out = trove(&repo, &["--json", "session", "create", "--dir", ws.to_str().expect("utf-8"), "--read", "src"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let id = rec["id"].as_str().expect("id").to_string();
+    fs::create_dir_all(ws.join("src")).expect("mkdir");
+    fs::write(ws.join("src/a.txt"), "alpha").expect("write");
+    fs::write(ws.join("secret.txt"), "no").expect("write");
+    let files = trove(&repo, &["--json", "session", "files", &id]);
+    let files: serde_json::Value = serde_json::from_slice(&files.stdout).expect("json");
+    assert_eq!((files["source"].as_str(), files["files"].as_array().map(Vec::len)), (Some("sandbox"), Some(1)));
+    let denied = trove(&repo, &["session", "cat", &id, "secret.txt"]);
+    assert!(!denied.status.success() && stderr(&denied).contains("not in session scope"));
+    assert!(trove(&repo, &["session", "end", &id]).status.success());
+    assert_eq!(trove(&repo, &["session", "end", &id]).status.code(), Some(1), "already ended: not found");
+    fs::remove_dir_all(&ws).expect("rm");
+    let cat = trove(&repo, &["session", "cat", &id, "src/a.txt"]);
+    assert_eq!(stdout(&cat), "alpha", "{}", stderr(&cat));
+    let listed = stdout(&trove(&repo, &["session", "list", "--all"]));
+    assert!(listed.contains(&id) && listed.contains("ended"), "{listed}");
+}

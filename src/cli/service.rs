@@ -111,8 +111,9 @@ pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> R
                     .map_err(|e| Error::invalid_argument(format!("--metadata is not a JSON object: {e}")))?,
                 None => Default::default(),
             };
-            let whole = |v: Vec<String>| if v.is_empty() { vec![String::new()] } else { v };
-            let file_access = FileAccess { read: whole(read), write: whole(write) };
+            // No flag: the whole workspace; any flag: exactly what the flags list.
+            let file_access =
+                if read.is_empty() && write.is_empty() { FileAccess::default() } else { FileAccess { read, write } };
             let spec = SessionSpec { persistent, ttl, metadata, file_access, workspace };
             let s = repo.create_session(
                 &spec,

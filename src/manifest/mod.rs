@@ -143,14 +143,19 @@ impl Manifest {
 
     /// Runs `f` inside one read transaction: a consistent view of the manifest, and one lock
     /// for its many queries instead of one per query. Inside an open transaction, just runs `f`.
-    pub fn read<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub fn read<T, E: From<Error>>(&self, f: impl FnOnce() -> std::result::Result<T, E>) -> std::result::Result<T, E> {
         if !self.conn.is_autocommit() {
             return f();
         }
-        self.conn.execute_batch("BEGIN DEFERRED").map_err(|e| Error::db("starting a read", e))?;
+        let mut begin = self.conn.prepare_cached("BEGIN DEFERRED").map_err(|e| Error::db("starting a read", e))?;
+        begin.execute([]).map_err(|e| Error::db("starting a read", e))?;
         let out = f();
         // Ending a read transaction cannot lose anything; a failure here is only reported.
-        let end = self.conn.execute_batch("COMMIT").map_err(|e| Error::db("ending a read", e));
+        let end = self
+            .conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]))
+            .map_err(|e| Error::db("ending a read", e));
         let out = out?;
         end?;
         Ok(out)
@@ -189,6 +194,24 @@ mod tests {
         let junk = dir.path().join("junk.db");
         std::fs::write(&junk, b"this is not sqlite at all, just some text padding it out").expect("write");
         assert!(Manifest::open(&junk).is_err());
+    }
+
+    #[test]
+    fn a_version_1_manifest_is_migrated_to_the_current_schema() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let v1 = &SCHEMA[..SCHEMA.find("-- schema-version: 2").expect("section 2")];
+        Connection::open(&path)
+            .expect("open")
+            .execute_batch(&format!("{v1} PRAGMA user_version = 1;"))
+            .expect("a version-1 manifest");
+        let m = Manifest::open(&path).expect("migrates");
+        let version: i64 = m.conn().query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let n: i64 = m.conn().query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0)).expect("sessions table");
+        assert_eq!(n, 0);
+        drop(m);
+        Manifest::open(&path).expect("opens again without migrating twice");
     }
 
     #[test]

@@ -56,9 +56,47 @@ fn decompress(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// One entry of a tree by name.
-pub fn entry(conn: &Connection, id: &ObjectId, name: &[u8]) -> Result<Option<Entry>> {
-    let entries = entries(conn, id)?;
-    Ok(entries.binary_search_by(|e| e.name.as_slice().cmp(name)).ok().map(|i| entries[i].clone()))
+fn find(entries: &[Entry], name: &[u8]) -> Option<Entry> {
+    entries.binary_search_by(|e| e.name.as_slice().cmp(name)).ok().map(|i| entries[i].clone())
+}
+
+/// Trees held after decoding, at most this many entries in all: point lookups (a server
+/// reading files by path) then skip the decompress-verify-decode of every directory on the way.
+const CACHE_ENTRIES: usize = 50_000;
+
+/// Recently decoded trees, most recent last. Safe to keep for the life of a `Repo`: a tree id
+/// names its content, which never changes.
+#[derive(Default)]
+pub struct TreeCache {
+    trees: std::sync::Mutex<Vec<(ObjectId, std::sync::Arc<Vec<Entry>>)>>,
+}
+
+impl TreeCache {
+    /// The entry `name` of tree `id`, decoding the tree only when it is not held.
+    pub fn entry(&self, conn: &Connection, id: &ObjectId, name: &[u8]) -> Result<Option<Entry>> {
+        let held = {
+            let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+            let pos = trees.iter().rposition(|(t, _)| t == id);
+            pos.map(|i| {
+                let hit = trees.remove(i);
+                let entries = hit.1.clone();
+                trees.push(hit);
+                entries
+            })
+        };
+        if let Some(entries) = held {
+            return Ok(find(&entries, name));
+        }
+        let entries = std::sync::Arc::new(entries(conn, id)?);
+        let found = find(&entries, name);
+        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        trees.push((*id, entries));
+        let mut total: usize = trees.iter().map(|(_, e)| e.len()).sum();
+        while total > CACHE_ENTRIES && trees.len() > 1 {
+            total -= trees.remove(0).1.len();
+        }
+        Ok(found)
+    }
 }
 
 pub fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {

@@ -213,14 +213,13 @@ pub(super) async fn read(
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let (source, policy) = (q.source(), q.policy()?);
     let sid = id.clone();
-    let (read, origin) = st
-        .blocking(move |st, repo| {
-            let s = session_of(repo, &sid)?;
-            let scope = s.scope()?;
-            let ex = st.excludes(repo, &s.workspace)?;
-            repo.read_file_from(&view(&s, &ex, &scope), &source, path.as_bytes(), limit, policy).map_err(file_error)
-        })
-        .await?;
+    let work = move |st: &AppState, repo: &Repo| {
+        let s = session_of(repo, &sid)?;
+        let scope = s.scope()?;
+        let ex = st.excludes(repo, &s.workspace)?;
+        repo.read_file_from(&view(&s, &ex, &scope), &source, path.as_bytes(), limit, policy).map_err(file_error)
+    };
+    let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
     st.touch(&id);
     Ok(read_response(read, &origin, download, &headers))
 }

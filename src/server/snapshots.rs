@@ -20,6 +20,7 @@ use crate::error::{Error, ErrorKind};
 use crate::live::{ChangePolicy, READ_LIMIT};
 use crate::manifest::snapshots::SnapshotInfo;
 use crate::progress::NoProgress;
+use crate::repo::Repo;
 use crate::source::{Source, WorkspaceView};
 use crate::view::from_io;
 
@@ -121,15 +122,13 @@ pub(super) async fn read(
     let download = matches!(q.download.as_deref(), Some("1" | "true"))
         || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"));
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
-    let (read, origin) = st
-        .blocking(move |st, repo| {
-            let info = repo.resolve_snapshot(&snap, None)?;
-            let ex = st.excludes(repo, &info.workspace)?;
-            let view =
-                WorkspaceView { name: &info.workspace, session: None, live_dir: None, excludes: &ex, scope: None };
-            repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), path.as_bytes(), limit, ChangePolicy::Retry)
-        })
-        .await?;
+    let work = move |st: &AppState, repo: &Repo| {
+        let info = repo.resolve_snapshot(&snap, None)?;
+        let ex = st.excludes(repo, &info.workspace)?;
+        let view = WorkspaceView { name: &info.workspace, session: None, live_dir: None, excludes: &ex, scope: None };
+        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), path.as_bytes(), limit, ChangePolicy::Retry)
+    };
+    let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
     Ok(read_response(read, &origin, download, &headers))
 }
 

@@ -88,6 +88,25 @@ impl AppState {
         .map_err(|e| E::from(Error::internal(format!("a request worker failed: {e}"))))?
     }
 
+    /// Runs a short read (a file of at most the JSON limit) on the current worker: a hop to the
+    /// blocking pool costs more than the read. One manifest read transaction covers it.
+    pub fn inline<T, E, F>(&self, f: F) -> std::result::Result<T, E>
+    where
+        E: From<Error>,
+        F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E>,
+    {
+        let repo = match lock(&self.pool).pop() {
+            Some(r) => r,
+            None => Repo::open(&self.opts.repo).map_err(E::from)?,
+        };
+        let out = repo.manifest().read(|| f(self, &repo));
+        let mut pool = lock(&self.pool);
+        if pool.len() < POOL_KEEP {
+            pool.push(repo);
+        }
+        out
+    }
+
     pub fn touch(&self, id: &str) {
         let now = now_ns();
         let mut act = lock(&self.activity);
