@@ -199,6 +199,9 @@ fn files_api_answers_as_the_seed_says() {
     let r = s.call("POST", "/v1/sessions", r#"{"file_access": {"read": ["../x"]}}"#);
     assert_eq!(r.status, 400);
     assert_eq!(s.call("PUT", "/v1/sessions", "").status, 405);
+    let huge = format!(r#"{{"metadata": {{"pad": "{}"}}}}"#, "x".repeat((1 << 20) + 64));
+    let r = s.call("POST", "/v1/sessions", &huge);
+    assert_eq!((r.status, r.json()["kind"].as_str()), (413, Some("too_large")), "bodies are bounded");
     assert_eq!(s.get("/v1/nothing").status, 404);
 }
 
@@ -378,11 +381,20 @@ fn a_download_of_a_file_changing_underneath_answers_409_with_abort() {
         })
     };
     let target = format!("/api/sessions/{sid}/files/log.bin?download=1&change_policy=abort");
-    for _ in 0..3 {
+    // On 2 cores the appender is sometimes not scheduled for a whole read; such a read saw no
+    // change and may answer 200, but only ever with a body matching its ETag.
+    let mut refused = 0;
+    for _ in 0..20 {
         let r = s.get(&target);
-        assert_eq!(r.status, 409, "a changing file must not be served: got {} bytes", r.body.len());
-        assert_eq!(r.json()["kind"], "conflict");
+        if r.status == 409 {
+            assert_eq!(r.json()["kind"], "conflict");
+            refused += 1;
+        } else {
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("etag").map(str::to_string), Some(format!("\"{}\"", sha256_hex(&r.body))));
+        }
     }
+    assert!(refused > 0, "reads overlapping an append must answer 409");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().expect("writer");
     let r = s.get(&target);

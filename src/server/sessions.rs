@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -21,7 +22,14 @@ use crate::session::{parse_age, workspace_dir, EndReason, SessionSpec};
 const ACTOR: &str = "api";
 
 /// `POST /v1/sessions`: every field optional, an empty body included.
-pub(super) async fn create(State(st): State<Arc<AppState>>, body: Bytes) -> Result<Response, ApiError> {
+pub(super) async fn create(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|e| {
+        ApiError::new(ErrorKind::TooLarge, format!("the request body was refused: {}", e.body_text()))
+            .with_status(e.status())
+    })?;
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
     } else {
