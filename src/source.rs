@@ -16,6 +16,7 @@ use crate::manifest::snapshots::SnapshotInfo;
 use crate::path;
 use crate::repo::Repo;
 use crate::scope::Scope;
+use crate::session::Session;
 use crate::tree::EntryKind;
 use crate::walk::Excludes;
 
@@ -75,6 +76,19 @@ pub struct WorkspaceView<'a> {
     pub live_dir: Option<&'a Path>,
     pub excludes: &'a Excludes,
     pub scope: Option<&'a Scope>,
+}
+
+impl<'a> WorkspaceView<'a> {
+    /// What session `s` sees: its live tree while it is served, its snapshots first, its scope.
+    pub fn of_session(s: &'a Session, excludes: &'a Excludes, scope: &'a Scope) -> WorkspaceView<'a> {
+        WorkspaceView {
+            name: &s.workspace,
+            session: Some(&s.id),
+            live_dir: s.serving_dir(),
+            excludes,
+            scope: Some(scope),
+        }
+    }
 }
 
 fn no_workspace() -> Error {

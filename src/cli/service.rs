@@ -12,7 +12,6 @@ use trove::scope::FileAccess;
 use trove::server::{self, auth, ServeOptions};
 use trove::session::{EndReason, SessionSpec};
 use trove::source::{Source, WorkspaceView};
-use trove::walk::Excludes;
 use trove::{Error, ErrorKind, Repo};
 
 use super::{actor, print_json, Failure, Out};
@@ -140,13 +139,7 @@ pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> R
             let s = repo.session(&id)?;
             let scope = s.scope()?;
             let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
-            let view = WorkspaceView {
-                name: &s.workspace,
-                session: Some(&s.id),
-                live_dir: s.serving_dir(),
-                excludes: &ex,
-                scope: Some(&scope),
-            };
+            let view = WorkspaceView::of_session(&s, &ex, &scope);
             let (files, origin) = repo.list_files(&view, &Source::parse(source.as_deref().unwrap_or("")))?;
             if json {
                 let files: Vec<_> = files
@@ -173,14 +166,8 @@ pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> R
         SessionCommand::Cat { id, path, source } => {
             let s = repo.session(&id)?;
             let scope = s.scope()?;
-            let ex = Excludes::effective(None, &[])?;
-            let view = WorkspaceView {
-                name: &s.workspace,
-                session: Some(&s.id),
-                live_dir: s.serving_dir(),
-                excludes: &ex,
-                scope: Some(&scope),
-            };
+            let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
+            let view = WorkspaceView::of_session(&s, &ex, &scope);
             let want = Source::parse(source.as_deref().unwrap_or(""));
             let (read, _) = repo.read_file_from(&view, &want, path.as_bytes(), READ_LIMIT * 64, ChangePolicy::Retry)?;
             out.write_all(&read.bytes)?;

@@ -175,10 +175,6 @@ fn file_error(e: Error) -> ApiError {
     e.into()
 }
 
-fn view<'a>(s: &'a Session, excludes: &'a crate::walk::Excludes, scope: &'a crate::scope::Scope) -> WorkspaceView<'a> {
-    WorkspaceView { name: &s.workspace, session: Some(&s.id), live_dir: s.serving_dir(), excludes, scope: Some(scope) }
-}
-
 /// `GET /api/sessions/{id}/files`
 pub(super) async fn list(
     State(st): State<Arc<AppState>>,
@@ -193,7 +189,7 @@ pub(super) async fn list(
             let s = session_of(repo, &sid)?;
             let scope = s.scope()?;
             let ex = st.excludes(repo, &s.workspace)?;
-            repo.list_files(&view(&s, &ex, &scope), &source).map_err(file_error)
+            repo.list_files(&WorkspaceView::of_session(&s, &ex, &scope), &source).map_err(file_error)
         })
         .await?;
     st.touch(&id);
@@ -217,7 +213,8 @@ pub(super) async fn read(
         let s = session_of(repo, &sid)?;
         let scope = s.scope()?;
         let ex = st.excludes(repo, &s.workspace)?;
-        repo.read_file_from(&view(&s, &ex, &scope), &source, path.as_bytes(), limit, policy).map_err(file_error)
+        repo.read_file_from(&WorkspaceView::of_session(&s, &ex, &scope), &source, path.as_bytes(), limit, policy)
+            .map_err(file_error)
     };
     let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
     st.touch(&id);
