@@ -217,6 +217,10 @@ pub fn workspace_dir(workspaces: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+fn ended(id: &str) -> Error {
+    Error::not_found(format!("session '{id}' has ended; its files stay readable"))
+}
+
 fn unknown(id: &str) -> Error {
     Error::not_found(format!("session '{id}' not found: list them with GET /v1/sessions or `trove session list`"))
 }
@@ -277,7 +281,7 @@ impl Repo {
     pub fn active_session(&self, id: &str) -> Result<Session> {
         let s = self.session(id)?;
         if s.status == Status::Ended {
-            return Err(Error::not_found(format!("session '{id}' has ended; its files stay readable")));
+            return Err(ended(id));
         }
         Ok(s)
     }
@@ -321,7 +325,7 @@ impl Repo {
             // A concurrent end (the reaper and a DELETE) may have won while this one snapshotted.
             let current = manifest::sessions::get(tx, id)?.ok_or_else(|| unknown(id))?;
             if current.status == Status::Ended {
-                return Err(Error::not_found(format!("session '{id}' has ended; its files stay readable")));
+                return Err(ended(id));
             }
             let final_snapshot = snap.as_ref().map(|i| i.id.as_str());
             manifest::sessions::end(tx, id, now, reason.as_str(), final_snapshot)?;

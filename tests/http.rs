@@ -437,3 +437,24 @@ fn shutdown_finishes_the_request_in_flight() {
     assert!(exit.success(), "graceful exit: {exit:?}");
     assert!(std::net::TcpStream::connect(s.addr).is_err(), "no longer accepting");
 }
+
+#[test]
+fn a_request_over_the_timeout_is_abandoned_with_an_error_body() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let repo = dir.path().join("repo");
+    let ws = dir.path().join("workspaces/slow");
+    assert!(common::trove(&repo, &["init"]).status.success());
+    let out = common::trove(&repo, &["--json", "session", "create", "--dir", ws.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let sid =
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["id"].as_str().expect("id").to_string();
+    for i in 0..3000 {
+        write(&ws.join(format!("d{}/f{i}.txt", i % 30)), b"x");
+    }
+    // Listing 3,000 files cannot finish within a millisecond.
+    let s = http::start_on(dir, Some(TOKEN), &["--request-timeout", "1ms"]);
+    let r = s.get(&format!("/api/sessions/{sid}/files"));
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert_eq!(r.json()["kind"], "io");
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("took longer than")));
+}

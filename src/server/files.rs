@@ -40,14 +40,6 @@ impl FilesQuery {
         Source::parse(self.source.as_deref().unwrap_or(""))
     }
 
-    pub(super) fn wants_download(&self, headers: &HeaderMap) -> bool {
-        matches!(self.download.as_deref(), Some("1" | "true"))
-            || headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|a| a.starts_with("application/octet-stream"))
-    }
-
     fn policy(&self) -> Result<ChangePolicy, ApiError> {
         self.change_policy.as_deref().map_or(Ok(ChangePolicy::Retry), |p| ChangePolicy::parse(p).map_err(Into::into))
     }
@@ -61,6 +53,12 @@ struct FileJson<'a> {
     size: u64,
     #[serde(rename = "modifiedAt")]
     modified_at: String,
+}
+
+/// Whether a read asks for raw bytes: `?download=1|true`, or `Accept: application/octet-stream`.
+pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> bool {
+    matches!(download, Some("1" | "true"))
+        || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"))
 }
 
 /// ISO 8601 with milliseconds, as the seed shows (`2025-06-15T10:30:00.000Z`).
@@ -205,16 +203,21 @@ pub(super) async fn read(
 ) -> Result<Response, ApiError> {
     check_http_path(&path)?;
     let _busy = st.mark_busy(&id);
-    let download = q.wants_download(&headers);
+    let download = wants_download(q.download.as_deref(), &headers);
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let (source, policy) = (q.source(), q.policy()?);
     let sid = id.clone();
     let work = move |st: &AppState, repo: &Repo| {
         let s = session_of(repo, &sid)?;
         let scope = s.scope()?;
-        let ex = st.excludes(repo, &s.workspace)?;
-        repo.read_file_from(&WorkspaceView::of_session(&s, &ex, &scope), &source, path.as_bytes(), limit, policy)
-            .map_err(file_error)
+        repo.read_file_from(
+            &WorkspaceView::of_session(&s, &st.unused_excludes, &scope),
+            &source,
+            path.as_bytes(),
+            limit,
+            policy,
+        )
+        .map_err(file_error)
     };
     let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
     st.touch(&id);

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::extract::{P, Q};
-use super::files::{check_http_path, listing, ok, read_response, DOWNLOAD_LIMIT};
+use super::files::{check_http_path, listing, ok, read_response, wants_download, DOWNLOAD_LIMIT};
 use super::state::AppState;
 use super::ApiError;
 use crate::error::{Error, ErrorKind};
@@ -92,9 +92,13 @@ pub(super) async fn files(
     let (files, origin) = st
         .blocking(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
-            let ex = st.excludes(repo, &info.workspace)?;
-            let view =
-                WorkspaceView { name: &info.workspace, session: None, live_dir: None, excludes: &ex, scope: None };
+            let view = WorkspaceView {
+                name: &info.workspace,
+                session: None,
+                live_dir: None,
+                excludes: &st.unused_excludes,
+                scope: None,
+            };
             let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.clone()))?;
             if let Some(p) = q.prefix.as_deref().map(str::as_bytes).filter(|p| !p.is_empty()) {
                 let p = crate::path::normalize_nonempty(p)?;
@@ -119,13 +123,17 @@ pub(super) async fn read(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     check_http_path(&path)?;
-    let download = matches!(q.download.as_deref(), Some("1" | "true"))
-        || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"));
+    let download = wants_download(q.download.as_deref(), &headers);
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let work = move |st: &AppState, repo: &Repo| {
         let info = repo.resolve_snapshot(&snap, None)?;
-        let ex = st.excludes(repo, &info.workspace)?;
-        let view = WorkspaceView { name: &info.workspace, session: None, live_dir: None, excludes: &ex, scope: None };
+        let view = WorkspaceView {
+            name: &info.workspace,
+            session: None,
+            live_dir: None,
+            excludes: &st.unused_excludes,
+            scope: None,
+        };
         repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), path.as_bytes(), limit, ChangePolicy::Retry)
     };
     let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };

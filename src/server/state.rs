@@ -24,6 +24,9 @@ pub(crate) struct AppState {
     busy: Mutex<HashMap<String, usize>>,
     /// Workspace name -> its exclusion settings and the compiled list.
     excludes: Mutex<HashMap<String, (ExcludesKey, Arc<Excludes>)>>,
+    /// For reads and snapshot listings, which never consult exclusions: looking up the
+    /// workspace's list for them would be a query per request for nothing.
+    pub unused_excludes: Excludes,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,6 +64,7 @@ impl AppState {
             activity: Mutex::new(HashMap::new()),
             busy: Mutex::new(HashMap::new()),
             excludes: Mutex::new(HashMap::new()),
+            unused_excludes: Excludes::effective(Some(&[]), &[])?,
         })
     }
 
@@ -72,20 +76,9 @@ impl AppState {
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E> + Send + 'static,
     {
         let state = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let repo = match lock(&state.pool).pop() {
-                Some(r) => r,
-                None => Repo::open(&state.opts.repo).map_err(E::from)?,
-            };
-            let out = f(&state, &repo);
-            let mut pool = lock(&state.pool);
-            if pool.len() < POOL_KEEP {
-                pool.push(repo);
-            }
-            out
-        })
-        .await
-        .map_err(|e| E::from(Error::internal(format!("a request worker failed: {e}"))))?
+        tokio::task::spawn_blocking(move || state.with_repo(|repo| f(&state, repo)))
+            .await
+            .map_err(|e| E::from(Error::internal(format!("a request worker failed: {e}"))))?
     }
 
     /// Runs a short read (a file of at most the JSON limit) on the current worker: a hop to the
@@ -95,11 +88,19 @@ impl AppState {
         E: From<Error>,
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E>,
     {
+        self.with_repo(|repo| repo.manifest().read(|| f(self, repo)))
+    }
+
+    /// Runs `f` with a `Repo` from the pool (opened when none is idle) and gives it back.
+    fn with_repo<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&Repo) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         let repo = match lock(&self.pool).pop() {
             Some(r) => r,
             None => Repo::open(&self.opts.repo).map_err(E::from)?,
         };
-        let out = repo.manifest().read(|| f(self, &repo));
+        let out = f(&repo);
         let mut pool = lock(&self.pool);
         if pool.len() < POOL_KEEP {
             pool.push(repo);
