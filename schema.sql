@@ -142,3 +142,56 @@ CREATE TABLE api_tokens (
     label       TEXT NOT NULL,
     created_ns  INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- schema-version: 3
+-- Objects written one at a time by the agent file tools (pre-images of overwritten, edited,
+-- moved and deleted files): the blob format of the packs, kept in the manifest so that storing
+-- one commits with the audit record that refers to it, in one fsync. Big files are chunked and
+-- their chunk list goes to `chunk_lists` as for snapshots.
+CREATE TABLE loose_objects (
+    id          BLOB PRIMARY KEY,            -- BLAKE3 of the raw bytes
+    raw_len     INTEGER NOT NULL,
+    encoded     BLOB NOT NULL                -- blob header + payload, as in a pack
+) WITHOUT ROWID;
+
+-- The trash: what delete_file, apply_patch's Delete and overwriting restores took away. Rows
+-- reference objects, so a deleted file shares storage with snapshots and pre-images.
+CREATE TABLE trash (
+    id          TEXT PRIMARY KEY,            -- 'trash_' + 12 hex digits
+    workspace   TEXT NOT NULL,
+    session     TEXT,
+    path        BLOB NOT NULL,               -- where it was, workspace-relative
+    kind        TEXT NOT NULL,               -- 'file' or 'dir'
+    size        INTEGER NOT NULL,            -- bytes, all files of a directory summed
+    sha256      BLOB,                        -- of a file
+    mode        INTEGER NOT NULL,
+    object      BLOB,                        -- a file's content object
+    deleted_by  TEXT NOT NULL,               -- the actor
+    deleted_ns  INTEGER NOT NULL,
+    reason      TEXT NOT NULL,               -- the tool: delete_file, apply_patch, restore_file
+    audit_seq   INTEGER,
+    restored_ns INTEGER                      -- set when restored; the row stays
+);
+CREATE INDEX trash_by_path ON trash(workspace, path, deleted_ns);
+
+-- The members of a deleted directory, relative to it.
+CREATE TABLE trash_entries (
+    trash_id    TEXT NOT NULL REFERENCES trash(id),
+    rel         BLOB NOT NULL,
+    kind        TEXT NOT NULL,               -- 'file', 'dir' or 'symlink'
+    size        INTEGER NOT NULL,
+    sha256      BLOB,
+    mode        INTEGER NOT NULL,
+    object      BLOB,                        -- a file's content
+    target      BLOB,                        -- a symlink's target
+    PRIMARY KEY (trash_id, rel)
+) WITHOUT ROWID;
+
+-- Mutations of the live tree in flight (ARCHITECTURE.md, "Tool journal"): written and committed
+-- before the tree is touched, deleted in the transaction that records the outcome. A row found
+-- on open is a mutation a crash interrupted; it is rolled forward.
+CREATE TABLE journal (
+    id          TEXT PRIMARY KEY,
+    created_ns  INTEGER NOT NULL,
+    plan        TEXT NOT NULL                -- JSON, see tools/journal.rs
+);

@@ -64,13 +64,16 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Structured facts a caller can act on (`currentSha256`, `suggestedAction`, candidate
+    /// lines...): a JSON object merged into tool error results, absent for most errors.
+    details: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), source: None }
+        Error { kind, message: message.into(), source: None, details: None }
     }
 
     pub fn with_source(
@@ -78,7 +81,7 @@ impl Error {
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
-        Error { kind, message: message.into(), source: Some(Box::new(source)) }
+        Error { kind, message: message.into(), source: Some(Box::new(source)), details: None }
     }
 
     /// An I/O failure while doing `verb` on `path`; a missing file becomes `not_found`.
@@ -119,6 +122,22 @@ impl Error {
 
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// Adds one structured fact (see `details`).
+    pub fn with_detail(mut self, key: &str, value: impl Into<serde_json::Value>) -> Error {
+        self.details.get_or_insert_with(Default::default).insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn details(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.details.as_deref()
+    }
+
+    /// The same error with `context: ` put before its message (the file a patch chunk was for...).
+    pub fn context(mut self, context: impl std::fmt::Display) -> Error {
+        self.message = format!("{context}: {}", self.message);
+        self
     }
 }
 

@@ -129,6 +129,22 @@ pub enum Command {
     /// Manage sessions: periods of work on a workspace directory
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Run an agent file tool (read_file, write_file, apply_patch, ...) on a session; prints
+    /// the tool result `{"ok": ..., "data" | "error": ...}`
+    Tool {
+        /// The tool's name
+        name: String,
+        #[arg(long, value_name = "ID")]
+        session: String,
+        /// The parameters as a JSON object; `-` reads them from stdin
+        #[arg(default_value = "{}")]
+        params: String,
+    },
+    /// Read the audit log
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Undo the file change recorded as audit record SEQ; refused if the file changed since
+    Revert { seq: i64 },
     /// Snapshot a sample workspace (or DIR) twice into the repository and show the result
     Demo {
         /// A directory to use instead of the generated sample
@@ -155,6 +171,19 @@ pub enum WorkspaceCommand {
         /// Go back to the default list with nothing added
         #[arg(long)]
         defaults: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// The most recent records, oldest first: seq, time, actor, operation, path, outcome
+    Log {
+        /// Only this session's records
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// How many records
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
     },
 }
 
@@ -224,7 +253,7 @@ pub enum SessionCommand {
 }
 
 /// The one place an error becomes an exit code (documented in README.md, "Exit codes").
-fn exit_code(kind: ErrorKind) -> u8 {
+pub(crate) fn exit_code(kind: ErrorKind) -> u8 {
     match kind {
         ErrorKind::InvalidArgument | ErrorKind::InvalidPath => 2,
         ErrorKind::Corrupt => 3,

@@ -62,6 +62,17 @@ pub fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
+/// ISO 8601 UTC with milliseconds (`2025-06-15T10:30:00.000Z`), the API's time format.
+pub fn iso_time(ns: i64) -> String {
+    use std::time::{Duration, UNIX_EPOCH};
+    let t = if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    };
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
 fn not_a_repo(path: &Path, why: &str) -> Error {
     Error::new(
         ErrorKind::NotFound,
@@ -154,14 +165,17 @@ impl Repo {
             return Err(not_a_repo(path, "manifest.db is missing"));
         }
         let manifest = Manifest::open(&db)?;
-        Ok(Repo {
+        let repo = Repo {
             root: Some(path.to_path_buf()),
             config,
             backend: Box::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
-        })
+        };
+        // A file tool mutation a crash interrupted is finished before anything else runs.
+        repo.recover_journal()?;
+        Ok(repo)
     }
 
     /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in

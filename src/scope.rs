@@ -79,7 +79,7 @@ impl Scope {
             || std::iter::once(&self.own).chain(&self.read).chain(&self.write).any(|p| covers(dir, p) && p != dir)
     }
 
-    fn denied(path: &[u8]) -> Error {
+    pub fn denied_path(path: &[u8]) -> Error {
         Error::new(ErrorKind::PermissionDenied, format!("'{}' not in session scope", path::display(path)))
     }
 
@@ -87,7 +87,7 @@ impl Scope {
         if self.can_read(path) {
             Ok(())
         } else {
-            Err(Scope::denied(path))
+            Err(Scope::denied_path(path))
         }
     }
 
@@ -95,7 +95,7 @@ impl Scope {
         if self.can_write(path) {
             Ok(())
         } else {
-            Err(Scope::denied(path))
+            Err(Scope::denied_path(path))
         }
     }
 }

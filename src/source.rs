@@ -97,7 +97,7 @@ fn no_workspace() -> Error {
 
 impl Repo {
     /// The snapshot to serve from, or `None` for the live tree.
-    fn choose(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Option<SnapshotInfo>> {
+    pub(crate) fn choose_source(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Option<SnapshotInfo>> {
         let live = view.live_dir.filter(|d| d.is_dir());
         let latest = || -> Result<Option<SnapshotInfo>> {
             let reference = match view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
@@ -119,7 +119,7 @@ impl Repo {
 
     /// Every file the session may see, from the chosen source.
     pub fn list_files(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<(Vec<LiveFile>, Origin)> {
-        let chosen = self.choose(view, want)?;
+        let chosen = self.choose_source(view, want)?;
         let files = match &chosen {
             None => live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope)?,
             Some(snap) => {
@@ -149,7 +149,7 @@ impl Repo {
         if let Some(scope) = view.scope {
             scope.check_read(&rel)?;
         }
-        let chosen = self.choose(view, want)?;
+        let chosen = self.choose_source(view, want)?;
         let read = match &chosen {
             None => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit, policy)?,
             Some(snap) => {

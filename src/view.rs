@@ -99,10 +99,17 @@ impl Repo {
 
     /// Reads and verifies one object.
     pub fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        let loc = objects::locate(self.manifest.conn(), id)?.ok_or_else(|| {
-            Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))
-        })?;
-        fetch(self.backend.as_ref(), &self.bundles, id, &loc)
+        let conn = self.manifest.conn();
+        match objects::locate(conn, id)? {
+            Some(loc) => fetch(self.backend.as_ref(), &self.bundles, id, &loc),
+            // Not packed: a pre-image the file tools stored in the manifest.
+            None => match crate::manifest::loose::get(conn, id)? {
+                Some(encoded) => blob::decode(id, &encoded),
+                None => {
+                    Err(Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`")))
+                }
+            },
+        }
     }
 
     /// A reader over a file entry's content, verifying every object as it goes.

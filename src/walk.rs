@@ -96,6 +96,17 @@ impl Excludes {
         Excludes::new(&all)
     }
 
+    /// Excludes nothing: for reads by path, which exclusions never hide.
+    pub fn none() -> Excludes {
+        Excludes {
+            patterns: Vec::new(),
+            names: GlobSet::empty(),
+            paths: GlobSet::empty(),
+            dir_names: GlobSet::empty(),
+            dir_paths: GlobSet::empty(),
+        }
+    }
+
     pub fn patterns(&self) -> &[String] {
         &self.patterns
     }

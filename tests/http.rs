@@ -9,6 +9,7 @@ use std::os::unix::fs::symlink;
 use std::time::Duration;
 
 use common::http::{self, eventually, sha256_hex, write, Server, TOKEN};
+use serde_json::json;
 
 fn files(s: &Server, sid: &str) -> Vec<String> {
     let r = s.get(&format!("/api/sessions/{sid}/files"));
@@ -457,4 +458,82 @@ fn a_request_over_the_timeout_is_abandoned_with_an_error_body() {
     assert_eq!(r.status, 500, "{}", r.text());
     assert_eq!(r.json()["kind"], "io");
     assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("took longer than")));
+}
+
+#[test]
+fn tools_and_conditional_writes_over_http() {
+    let s = http::start(Some(TOKEN), &[]);
+    let sid = s.session(r#"{"workspace": "tools"}"#);
+    let ws = s.workspace("tools");
+    http::write(&ws.join("app.ts"), b"const PORT = 3000;\n");
+    let auth = format!("Bearer {TOKEN}");
+    let with = |method: &str, path: &str, extra: &[(&str, &str)], body: &[u8]| {
+        let mut headers = vec![("Authorization", auth.as_str())];
+        headers.extend_from_slice(extra);
+        http::request(s.addr, method, &format!("/v1/sessions/{sid}/files/{path}"), &headers, body)
+    };
+    // The tools endpoint: results are 200 envelopes, request problems are statuses.
+    let tool = |name: &str, body: &str| s.call("POST", &format!("/v1/sessions/{sid}/tools/{name}"), body);
+    let read = tool("read_file", r#"{"path": "app.ts"}"#);
+    assert_eq!(read.status, 200, "{}", read.text());
+    let sha = read.json()["data"]["sha256"].as_str().expect("sha").to_string();
+    assert_eq!(sha, http::sha256_hex(b"const PORT = 3000;\n"));
+    let stale = tool(
+        "edit_file",
+        r#"{"path": "app.ts", "expectedSha256": "00", "edits": [{"oldText": "3000", "newText": "4000"}]}"#,
+    );
+    assert_eq!(stale.status, 200);
+    assert_eq!(stale.json()["ok"], json!(false));
+    assert_eq!(stale.json()["error"]["kind"], json!("stale_file"));
+    assert_eq!(stale.json()["error"]["currentSha256"], json!(sha));
+    let edit = tool(
+        "edit_file",
+        &json!({"path": "app.ts", "expectedSha256": sha, "edits": [{"oldText": "3000", "newText": "4000"}]})
+            .to_string(),
+    );
+    assert_eq!(edit.json()["ok"], json!(true), "{}", edit.text());
+    assert_eq!(std::fs::read_to_string(ws.join("app.ts")).expect("read"), "const PORT = 4000;\n");
+    assert_eq!(tool("no_such_tool", "{}").status, 404);
+    assert_eq!(tool("read_file", r#"{"nope": 1}"#).status, 400);
+    assert_eq!(tool("read_file", "not json").status, 400);
+    assert_eq!(s.call("POST", "/v1/sessions/sess_000000000000/tools/read_file", r#"{"path":"a"}"#).status, 404);
+    let patch = json!({"patch": "*** Begin Patch\n*** Add File: src/new.ts\n+export {};\n*** End Patch"}).to_string();
+    let applied = tool("apply_patch", &patch);
+    assert_eq!(applied.json()["data"]["files"][0]["sha256"], json!(http::sha256_hex(b"export {};\n")));
+
+    // PUT: If-None-Match: * creates only; If-Match must be the current sha256; neither is refused.
+    let created = with("PUT", "notes.md", &[("If-None-Match", "*")], b"hello\n");
+    assert_eq!(created.status, 201, "{}", created.text());
+    let tag = format!("\"{}\"", http::sha256_hex(b"hello\n"));
+    assert_eq!(created.header("etag"), Some(tag.as_str()));
+    assert_eq!(with("PUT", "notes.md", &[("If-None-Match", "*")], b"again\n").status, 412);
+    let blind = with("PUT", "notes.md", &[], b"blind\n");
+    assert_eq!(blind.status, 412);
+    assert_eq!(blind.json()["kind"], json!("stale_file"));
+    let wrong = with("PUT", "notes.md", &[("If-Match", "\"0000\"")], b"x\n");
+    assert_eq!(wrong.status, 412);
+    assert_eq!(wrong.json()["currentSha256"], json!(http::sha256_hex(b"hello\n")));
+    let ok = with("PUT", "notes.md", &[("If-Match", tag.as_str())], b"updated\n");
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(std::fs::read_to_string(ws.join("notes.md")).expect("read"), "updated\n");
+    // DELETE: conditional too, into the trash, and back with restore_file.
+    assert_eq!(with("DELETE", "notes.md", &[("If-Match", tag.as_str())], b"").status, 412);
+    let gone = with("DELETE", "notes.md", &[], b"");
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    assert!(!ws.join("notes.md").exists());
+    let trash = gone.json()["trashId"].as_str().expect("trash").to_string();
+    let back = tool("restore_file", &json!({"trashId": trash}).to_string());
+    assert_eq!(back.json()["ok"], json!(true), "{}", back.text());
+    assert_eq!(std::fs::read_to_string(ws.join("notes.md")).expect("read"), "updated\n");
+    assert_eq!(with("DELETE", "missing.md", &[], b"").status, 404);
+    // An ended session is read-only, and tools read its final snapshot.
+    assert_eq!(s.call("DELETE", &format!("/v1/sessions/{sid}"), "").status, 204);
+    let ro = with("PUT", "notes.md", &[("If-None-Match", "*")], b"x");
+    assert_eq!((ro.status, ro.json()["kind"].clone()), (409, json!("read_only")));
+    let after = tool("read_file", r#"{"path": "notes.md"}"#);
+    assert_eq!(after.json()["data"]["source"], json!("snapshot"));
+    // The OpenAPI document lists the new routes.
+    let doc = http::request(s.addr, "GET", "/openapi.json", &[], b"").json();
+    assert!(doc["paths"]["/v1/sessions/{id}/tools/{tool}"]["post"].is_object());
+    assert!(doc["paths"]["/v1/sessions/{id}/files/{path}"]["put"].is_object());
 }

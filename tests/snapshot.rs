@@ -291,10 +291,10 @@ fn every_change_is_audited_with_contiguous_sequence_numbers() {
         .snapshot(&ws, &SnapshotOptions { actor: "cli:tester".into(), ..SnapshotOptions::default() })
         .expect("snapshot");
     repo.restore(&snap, &tmp.path().join("out"), &RestoreOptions::default()).expect("restore");
-    let rows = trove::manifest::audit::recent(repo.manifest().conn(), 10).expect("audit");
-    let ops: Vec<&str> = rows.iter().rev().map(|r| r.operation.as_str()).collect();
+    let rows = trove::manifest::audit::tail(repo.manifest().conn(), None, 10).expect("audit");
+    let ops: Vec<&str> = rows.iter().map(|r| r.operation.as_str()).collect();
     assert_eq!(ops, ["init", "snapshot", "restore"]);
-    let seqs: Vec<i64> = rows.iter().rev().map(|r| r.seq).collect();
+    let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, [1, 2, 3]);
     assert_eq!(rows[1].actor, "cli:tester");
     let encoded: Vec<u8> =

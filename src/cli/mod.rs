@@ -44,7 +44,7 @@ fn out() -> Out {
     BufWriter::with_capacity(1 << 16, io::stdout().lock())
 }
 
-fn actor() -> String {
+pub(crate) fn actor() -> String {
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
     format!("cli:{user}")
 }
@@ -257,6 +257,39 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Session(cmd) => {
             service::session(&mut out, &Repo::open(&repo_path)?, cmd, json)?;
+            0
+        }
+        Command::Tool { name, session, params } => service::tool(&mut out, &repo_path, &name, &session, &params)?,
+        Command::Audit(crate::AuditCommand::Log { session, limit }) => {
+            let repo = Repo::open(&repo_path)?;
+            let records = trove::manifest::audit::tail(repo.manifest().conn(), session.as_deref(), limit)?;
+            if json {
+                print_json(&mut out, &Value::Array(records.iter().map(|r| r.to_json()).collect()))?;
+            } else {
+                for r in &records {
+                    let p = r.path.as_deref().map(trove::path::display).unwrap_or_default();
+                    let dest =
+                        r.dest_path.as_deref().map(|d| format!(" -> {}", trove::path::display(d))).unwrap_or_default();
+                    writeln!(
+                        out,
+                        "{:>6}  {}  {:<14} {:<16} {:<12} {p}{dest}",
+                        r.seq,
+                        format::time(r.time_ns),
+                        r.actor,
+                        r.operation,
+                        r.outcome
+                    )?;
+                }
+            }
+            0
+        }
+        Command::Revert { seq } => {
+            let result = Repo::open(&repo_path)?.revert(seq, &actor())?;
+            if json {
+                print_json(&mut out, &result)?;
+            } else {
+                writeln!(out, "reverted audit record {seq}: {}", result["path"].as_str().unwrap_or(""))?;
+            }
             0
         }
         Command::Demo { dir } => {

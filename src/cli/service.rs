@@ -180,3 +180,29 @@ pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> R
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}): e.g. 500ms, 5s, 5m"))
 }
+
+/// `trove tool NAME --session ID PARAMS`: the result envelope on stdout, and the exit code of
+/// the error kind when the tool refused.
+pub fn tool(
+    out: &mut Out,
+    repo_path: &std::path::Path,
+    name: &str,
+    session: &str,
+    params: &str,
+) -> Result<u8, Failure> {
+    let text = if params == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        s
+    } else {
+        params.to_string()
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
+    let repo = Repo::open(repo_path)?;
+    let s = repo.session(session)?;
+    let call = trove::tools::ToolCall::parse(name, v)?;
+    let result = repo.run_tool(&s, call, &actor());
+    print_json(out, &trove::tools::envelope(&result))?;
+    Ok(result.err().map_or(0, |e| crate::exit_code(e.kind())))
+}

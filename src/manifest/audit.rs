@@ -1,6 +1,6 @@
 //! Manifest rows of the audit log: appended with the next contiguous sequence number.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
 use crate::audit::AuditRecord;
@@ -40,31 +40,103 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
     Ok(seq)
 }
 
-/// The fields of a record that listings show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditRow {
+/// Every field of one record, as a revert needs them.
+#[derive(Debug, Clone)]
+pub struct FullRecord {
     pub seq: i64,
+    pub time_ns: i64,
     pub actor: String,
     pub operation: String,
     pub workspace: Option<String>,
+    pub session: Option<String>,
+    pub path: Option<Vec<u8>>,
+    pub dest_path: Option<Vec<u8>>,
+    pub before_sha256: Option<[u8; 32]>,
+    pub after_sha256: Option<[u8; 32]>,
+    pub before_object: Option<crate::object::ObjectId>,
     pub outcome: String,
+    pub details: serde_json::Value,
 }
 
-/// The most recent records, newest first.
-pub fn recent(conn: &Connection, limit: i64) -> Result<Vec<AuditRow>> {
-    let mut stmt = conn
-        .prepare("SELECT seq, actor, operation, workspace, outcome FROM audit ORDER BY seq DESC LIMIT ?1")
+const FULL: &str = "SELECT seq, time_ns, actor, operation, workspace, session, path, dest_path, before_sha256,
+                    after_sha256, before_object, outcome, details FROM audit";
+
+type RawRecord = (FullRecord, Option<Vec<u8>>, String);
+
+fn full_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
+    Ok((
+        FullRecord {
+            seq: r.get(0)?,
+            time_ns: r.get(1)?,
+            actor: r.get(2)?,
+            operation: r.get(3)?,
+            workspace: r.get(4)?,
+            session: r.get(5)?,
+            path: r.get(6)?,
+            dest_path: r.get(7)?,
+            before_sha256: r.get::<_, Option<Vec<u8>>>(8)?.and_then(|v| v.try_into().ok()),
+            after_sha256: r.get::<_, Option<Vec<u8>>>(9)?.and_then(|v| v.try_into().ok()),
+            before_object: None,
+            outcome: r.get(11)?,
+            details: serde_json::Value::Null,
+        },
+        r.get(10)?,
+        r.get(12)?,
+    ))
+}
+
+fn finish_row(raw: RawRecord) -> Result<FullRecord> {
+    let (mut rec, object, details) = raw;
+    rec.before_object = object.map(|o| crate::object::ObjectId::from_slice(&o)).transpose()?;
+    rec.details = serde_json::from_str(&details)
+        .map_err(|e| crate::error::Error::corrupt(format!("audit record {} has malformed details: {e}", rec.seq)))?;
+    Ok(rec)
+}
+
+/// Record `seq`, if there is one.
+pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
+    let raw = conn
+        .query_row(&format!("{FULL} WHERE seq = ?1"), [seq], full_row)
+        .optional()
         .map_err(db("reading the audit log"))?;
-    let rows = stmt
-        .query_map([limit], |r| {
-            Ok(AuditRow {
-                seq: r.get(0)?,
-                actor: r.get(1)?,
-                operation: r.get(2)?,
-                workspace: r.get(3)?,
-                outcome: r.get(4)?,
-            })
-        })
+    raw.map(finish_row).transpose()
+}
+
+/// The last `limit` records (of `session`, if given), oldest first.
+pub fn tail(conn: &Connection, session: Option<&str>, limit: i64) -> Result<Vec<FullRecord>> {
+    let mut st = conn
+        .prepare(&format!("{FULL} WHERE ?1 IS NULL OR session = ?1 ORDER BY seq DESC LIMIT ?2"))
         .map_err(db("reading the audit log"))?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the audit log"))
+    let rows = st.query_map(params![session, limit], full_row).map_err(db("reading the audit log"))?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(finish_row(r.map_err(db("reading the audit log"))?)?);
+    }
+    out.reverse();
+    Ok(out)
+}
+
+impl FullRecord {
+    /// The record as JSON: hashes and object ids in hex, paths as text.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("seq".into(), self.seq.into());
+        m.insert("time".into(), crate::repo::iso_time(self.time_ns).into());
+        m.insert("actor".into(), self.actor.clone().into());
+        m.insert("operation".into(), self.operation.clone().into());
+        m.insert("workspace".into(), self.workspace.clone().into());
+        m.insert("session".into(), self.session.clone().into());
+        if let Some(p) = &self.path {
+            crate::path::put_json(&mut m, "path", p);
+        }
+        if let Some(p) = &self.dest_path {
+            crate::path::put_json(&mut m, "destPath", p);
+        }
+        m.insert("beforeSha256".into(), self.before_sha256.map(hex::encode).into());
+        m.insert("afterSha256".into(), self.after_sha256.map(hex::encode).into());
+        m.insert("beforeObject".into(), self.before_object.map(|o| o.to_hex()).into());
+        m.insert("outcome".into(), self.outcome.clone().into());
+        m.insert("details".into(), self.details.clone());
+        serde_json::Value::Object(m)
+    }
 }

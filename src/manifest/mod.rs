@@ -6,10 +6,13 @@
 //! refused, because an old binary cannot know what the new columns mean.
 
 pub mod audit;
+pub mod journal;
+pub mod loose;
 pub mod objects;
 pub mod sessions;
 pub mod snapshots;
 pub mod stat_cache;
+pub mod trash;
 pub mod trees;
 pub mod workspaces;
 
@@ -20,7 +23,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -159,6 +162,23 @@ impl Manifest {
         let out = out?;
         end?;
         Ok(out)
+    }
+
+    /// Like [`Manifest::write`], but the commit does not wait for an fsync: for records that
+    /// can be rebuilt after a power loss (the tool journal's outcome records, whose journal row
+    /// stays until this commit is durable). A kill -9 loses nothing either way: the WAL is in
+    /// the page cache, and the next fsynced commit makes this one durable too.
+    pub fn write_relaxed<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let set = |level: &str| {
+            self.conn
+                .prepare_cached(&format!("PRAGMA synchronous = {level}"))
+                .and_then(|mut st| st.raw_execute())
+                .map_err(|e| Error::db("setting the sync level", e))
+        };
+        set("NORMAL")?;
+        let out = self.write(f);
+        set("FULL")?;
+        out
     }
 
     /// Runs `f` in one transaction: all of its rows land, or none.

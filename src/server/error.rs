@@ -37,11 +37,13 @@ pub struct ApiError {
     /// trove's sentence when `error` is a fixed string.
     message: Option<String>,
     status: StatusCode,
+    /// The error's structured details (`currentSha256`...), merged into the body.
+    details: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
-        ApiError { kind, error: message.into(), message: None, status: status_of(kind) }
+        ApiError { kind, error: message.into(), message: None, status: status_of(kind), details: None }
     }
 
     /// Puts the seed's fixed `label` in `error`, keeping the sentence as `message`.
@@ -64,7 +66,8 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
-        let api = ApiError::new(e.kind(), e.message());
+        let mut api = ApiError::new(e.kind(), e.message());
+        api.details = e.details().cloned();
         // The scope seed fixes the body of a denial.
         if e.kind() == ErrorKind::PermissionDenied {
             return api.labelled("Forbidden");
@@ -80,8 +83,13 @@ impl IntoResponse for ApiError {
             "kind": self.kind.as_str(),
             "statusCode": self.status.as_u16(),
         });
-        if let (Some(m), Some(obj)) = (self.message, body.as_object_mut()) {
-            obj.insert("message".into(), json!(m));
+        if let Some(obj) = body.as_object_mut() {
+            if let Some(m) = self.message {
+                obj.insert("message".into(), json!(m));
+            }
+            for (k, v) in self.details.into_iter().flatten() {
+                obj.entry(k).or_insert(v);
+            }
         }
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.kind == ErrorKind::Unauthorized {

@@ -4,7 +4,6 @@
 //! binary downloads with the sha256 as `ETag`.
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -61,15 +60,7 @@ pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> boo
         || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"))
 }
 
-/// ISO 8601 with milliseconds, as the seed shows (`2025-06-15T10:30:00.000Z`).
-fn iso(ns: i64) -> String {
-    let t = if ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(ns as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
-    };
-    humantime::format_rfc3339_millis(t).to_string()
-}
+use crate::repo::iso_time as iso;
 
 fn base64_if_not_utf8(p: &[u8]) -> Option<String> {
     use base64::Engine;

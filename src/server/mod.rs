@@ -15,6 +15,7 @@ pub mod openapi;
 mod sessions;
 mod snapshots;
 mod state;
+mod tools;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -96,6 +97,9 @@ fn routes() -> Routes {
         route("GET", "/v1/sessions/{id}/files", files::list),
         route("GET", "/v1/sessions/{id}/files/", files::missing_path),
         route("GET", "/v1/sessions/{id}/files/{*path}", files::read),
+        route("PUT", "/v1/sessions/{id}/files/{*path}", tools::put),
+        route("DELETE", "/v1/sessions/{id}/files/{*path}", tools::delete),
+        route("POST", "/v1/sessions/{id}/tools/{tool}", tools::call),
         route("POST", "/v1/sessions", sessions::create),
         route("GET", "/v1/sessions", sessions::list),
         route("DELETE", "/v1/sessions", sessions::bulk_delete),

@@ -61,6 +61,27 @@ const OPS: &[Op] = &[
         statuses: &[200, 304, 400, 401, 403, 404, 409],
     },
     Op {
+        method: "PUT",
+        path: "/v1/sessions/{id}/files/{*path}",
+        summary: "Write the body to the file: `If-Match: <sha256>` overwrites that content only, `If-None-Match: *` creates only; 412 otherwise",
+        query: &[],
+        statuses: &[200, 201, 400, 401, 403, 404, 409, 412, 413],
+    },
+    Op {
+        method: "DELETE",
+        path: "/v1/sessions/{id}/files/{*path}",
+        summary: "Move the file or directory to the trash; `If-Match: <sha256>` makes it conditional",
+        query: &[],
+        statuses: &[200, 400, 401, 403, 404, 409, 412],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/tools/{tool}",
+        summary: "Run an agent file tool (read_file, list_directory, search_files, glob, create_file, write_file, edit_file, delete_file, restore_file, move_file, apply_patch); answers 200 with {ok, data | error}",
+        query: &[],
+        statuses: &[200, 400, 401, 404, 413],
+    },
+    Op {
         method: "POST",
         path: "/v1/sessions",
         summary: "Create a session (persistent, ttl, metadata, file_access, workspace)",

@@ -1,0 +1,29 @@
+//! Manifest rows of the tool journal: mutations of a live tree that are decided but not yet
+//! known to be finished.
+
+use rusqlite::{params, Connection};
+
+use super::db;
+use crate::error::Result;
+
+pub fn insert(conn: &Connection, id: &str, created_ns: i64, plan: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO journal (id, created_ns, plan) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![id, created_ns, plan]))
+        .map_err(db("journaling a mutation"))?;
+    Ok(())
+}
+
+pub fn remove(conn: &Connection, id: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM journal WHERE id = ?1")
+        .and_then(|mut st| st.execute([id]))
+        .map_err(db("closing a journal entry"))?;
+    Ok(())
+}
+
+/// Every unfinished mutation, oldest first: (id, plan).
+pub fn pending(conn: &Connection) -> Result<Vec<(String, String)>> {
+    let mut st =
+        conn.prepare("SELECT id, plan FROM journal ORDER BY created_ns, id").map_err(db("reading the journal"))?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("reading the journal"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the journal"))
+}

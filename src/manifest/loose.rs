@@ -1,0 +1,69 @@
+//! Manifest rows of loose objects: objects stored one at a time, inside the transaction that
+//! refers to them (the file tools' pre-images), in the packs' blob format.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::db;
+use crate::error::Result;
+use crate::object::{blob, Chunking, ObjectId};
+
+/// Files up to this size are one object; bigger ones are chunked like snapshot content.
+const WHOLE_LIMIT: usize = 1 << 20;
+
+fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
+    // An object already stored (loose or packed) needs no second copy.
+    if contains(conn, id)? || super::objects::contains(conn, id)? {
+        return Ok(());
+    }
+    let encoded = blob::encode(id, raw, level)?;
+    conn.prepare_cached("INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw.len() as i64, encoded]))
+        .map_err(db("storing a loose object"))?;
+    Ok(())
+}
+
+/// Stores `bytes` as a file's content in the caller's transaction and returns its content id;
+/// over 1 MiB it is chunked, with a chunk list, as snapshots store big files.
+pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &Chunking) -> Result<ObjectId> {
+    let id = ObjectId::of(bytes);
+    if bytes.len() <= WHOLE_LIMIT {
+        insert(conn, &id, bytes, level)?;
+        return Ok(id);
+    }
+    if !super::objects::chunk_list(conn, &id)?.is_empty() {
+        return Ok(id);
+    }
+    let mut chunks = Vec::new();
+    chunking.for_each_chunk(bytes, |offset, data| {
+        let chunk = ObjectId::of(&data);
+        insert(conn, &chunk, &data, level)?;
+        chunks.push((offset, chunk));
+        Ok(())
+    })?;
+    super::objects::insert_chunk_list(conn, &id, &chunks)?;
+    Ok(id)
+}
+
+pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM loose_objects WHERE id = ?1")
+        .and_then(|mut st| st.exists([&id.as_bytes()[..]]))
+        .map_err(db("looking up a loose object"))
+}
+
+/// The encoded blob of loose object `id`, if there is one.
+pub fn get(conn: &Connection, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+    conn.prepare_cached("SELECT encoded FROM loose_objects WHERE id = ?1")
+        .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
+        .map_err(db("reading a loose object"))
+}
+
+/// Every loose object's id, for `trove check`.
+pub fn ids(conn: &Connection) -> Result<Vec<ObjectId>> {
+    let mut st = conn.prepare("SELECT id FROM loose_objects").map_err(db("listing loose objects"))?;
+    let rows = st.query_map([], |r| r.get::<_, Vec<u8>>(0)).map_err(db("listing loose objects"))?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(ObjectId::from_slice(&r.map_err(db("listing loose objects"))?)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,143 @@
+//! The agent file tools over HTTP: `POST /v1/sessions/{id}/tools/{tool}` with the tool's JSON
+//! parameters (answered 200 with the tool result envelope), and conditional writes on the
+//! Files API path: `PUT` with `If-Match: <sha256>` or `If-None-Match: *`, and `DELETE`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::extract::P;
+use super::files::check_http_path;
+use super::state::AppState;
+use crate::error::{Error, ErrorKind};
+use crate::repo::Repo;
+use crate::session::Session;
+use crate::tools::{envelope, mutate, ToolCall};
+
+const ACTOR: &str = "api";
+
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        ApiError::new(ErrorKind::TooLarge, format!("the request body was refused: {}", e.body_text()))
+            .with_status(e.status())
+    })
+}
+
+fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
+    repo.session(id).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
+        _ => e.into(),
+    })
+}
+
+/// `POST /v1/sessions/{id}/tools/{tool}`: request-level problems (unknown session or tool, a
+/// body that is not the tool's parameters) answer with their status; everything the tool
+/// itself decides answers 200 with `{"ok": false, "error": ...}`.
+pub(super) async fn call(
+    State(st): State<Arc<AppState>>,
+    P((id, tool)): P<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_of(body)?;
+    let params: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::invalid_argument(format!("the body is not JSON parameters for {tool}: {e}")))?
+    };
+    let call = ToolCall::parse(&tool, params)?;
+    let _busy = st.mark_busy(&id);
+    let sid = id.clone();
+    let result = st
+        .blocking(move |_, repo| {
+            let s = session_of(repo, &sid)?;
+            Ok::<_, ApiError>(envelope(&repo.run_tool(&s, call, ACTOR)))
+        })
+        .await?;
+    st.touch(&id);
+    Ok(axum::Json(result).into_response())
+}
+
+/// An entity tag as sent: quotes and a weak prefix are dropped.
+fn etag(v: &HeaderValue) -> Result<String, ApiError> {
+    let s = v.to_str().map_err(|_| Error::invalid_argument("If-Match is not ASCII"))?.trim();
+    Ok(s.trim_start_matches("W/").trim_matches('"').to_ascii_lowercase())
+}
+
+/// `PUT /v1/sessions/{id}/files/{*path}`: the body becomes the file. `If-Match: <sha256>`
+/// overwrites only that content (412 otherwise); `If-None-Match: *` creates only (412 if
+/// anything is there, as HTTP specifies). Without either the write is refused 412: a blind
+/// overwrite is what the stale-file protocol exists to prevent.
+pub(super) async fn put(
+    State(st): State<Arc<AppState>>,
+    P((id, path)): P<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    check_http_path(&path)?;
+    let body = body_of(body)?;
+    let create = headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == b"*");
+    let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
+    let content = base64::engine::general_purpose::STANDARD.encode(&body);
+    let call = if create {
+        ToolCall::CreateFile(mutate::CreateFile { path, content, encoding: Some("base64".into()) })
+    } else {
+        ToolCall::WriteFile(mutate::WriteFile {
+            path,
+            content,
+            encoding: Some("base64".into()),
+            expected_sha256: expected,
+        })
+    };
+    let _busy = st.mark_busy(&id);
+    let sid = id.clone();
+    let data = st
+        .blocking(move |_, repo| {
+            let s = session_of(repo, &sid)?;
+            repo.run_tool(&s, call, ACTOR).map_err(|e| {
+                let conditional = create && e.kind() == ErrorKind::AlreadyExists;
+                let api = ApiError::from(e);
+                if conditional {
+                    api.with_status(StatusCode::PRECONDITION_FAILED)
+                } else {
+                    api
+                }
+            })
+        })
+        .await?;
+    st.touch(&id);
+    let status = if create { StatusCode::CREATED } else { StatusCode::OK };
+    let mut resp = (status, axum::Json(&data)).into_response();
+    if let Some(tag) = data["sha256"].as_str().and_then(|s| HeaderValue::from_str(&format!("\"{s}\"")).ok()) {
+        resp.headers_mut().insert(header::ETAG, tag);
+    }
+    Ok(resp)
+}
+
+/// `DELETE /v1/sessions/{id}/files/{*path}`: into the trash; `If-Match` makes it conditional.
+pub(super) async fn delete(
+    State(st): State<Arc<AppState>>,
+    P((id, path)): P<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_http_path(&path)?;
+    let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
+    let call = ToolCall::DeleteFile(mutate::DeleteFile { path, expected_sha256: expected });
+    let _busy = st.mark_busy(&id);
+    let sid = id.clone();
+    let data = st
+        .blocking(move |_, repo| {
+            let s = session_of(repo, &sid)?;
+            repo.run_tool(&s, call, ACTOR).map_err(ApiError::from)
+        })
+        .await?;
+    st.touch(&id);
+    Ok(axum::Json(data).into_response())
+}

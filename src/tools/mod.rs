@@ -1,0 +1,232 @@
+//! The agent file tools (DESIGN.md, "Agent file tools and the stale-file protocol"): one
+//! entry point, [`Repo::run_tool`], used alike by the library, `trove tool` and
+//! `POST /v1/sessions/{id}/tools/{tool}`.
+//!
+//! Reads come from the live tree while the session is active and from its latest snapshot
+//! after (as the Files API does). Writes need an active session, go through the stale-file
+//! protocol (`mutate.rs`) and the journal (`journal.rs`), and every refusal is audited.
+
+pub mod edit;
+pub mod journal;
+pub mod mutate;
+pub mod read;
+pub mod workdir;
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use crate::audit::AuditRecord;
+use crate::error::{Error, ErrorKind, Result};
+use crate::repo::{now_ns, Repo};
+use crate::scope::Scope;
+use crate::session::{Session, Status};
+
+/// Every tool, by name.
+pub const TOOLS: &[&str] = &[
+    "read_file",
+    "list_directory",
+    "search_files",
+    "glob",
+    "create_file",
+    "write_file",
+    "edit_file",
+    "delete_file",
+    "restore_file",
+    "move_file",
+    "apply_patch",
+];
+
+/// A parsed call.
+#[derive(Debug)]
+pub enum ToolCall {
+    ReadFile(read::ReadFile),
+    ListDirectory(read::ListDirectory),
+    Search(read::Search),
+    Glob(read::Search),
+    CreateFile(mutate::CreateFile),
+    WriteFile(mutate::WriteFile),
+    EditFile(mutate::EditFile),
+    DeleteFile(mutate::DeleteFile),
+    RestoreFile(mutate::RestoreFile),
+    MoveFile(mutate::MoveFile),
+    ApplyPatch(mutate::ApplyPatch),
+}
+
+fn params<T: DeserializeOwned>(tool: &str, v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| Error::invalid_argument(format!("bad parameters for {tool}: {e}")))
+}
+
+impl ToolCall {
+    /// Parses `params` for tool `name`: an unknown tool is `not_found`, bad parameters
+    /// `invalid_argument` (both request-level: HTTP answers them with a status code).
+    pub fn parse(name: &str, v: Value) -> Result<ToolCall> {
+        let v = if v.is_null() { json!({}) } else { v };
+        Ok(match name {
+            "read_file" => ToolCall::ReadFile(params(name, v)?),
+            "list_directory" => ToolCall::ListDirectory(params(name, v)?),
+            "search_files" => ToolCall::Search(params(name, v)?),
+            "glob" => {
+                let mut s: read::Search = params(name, v)?;
+                s.mode = read::SearchMode::Glob;
+                ToolCall::Glob(s)
+            }
+            "create_file" => ToolCall::CreateFile(params(name, v)?),
+            "write_file" => ToolCall::WriteFile(params(name, v)?),
+            "edit_file" => ToolCall::EditFile(params(name, v)?),
+            "delete_file" => ToolCall::DeleteFile(params(name, v)?),
+            "restore_file" => ToolCall::RestoreFile(params(name, v)?),
+            "move_file" => ToolCall::MoveFile(params(name, v)?),
+            "apply_patch" => ToolCall::ApplyPatch(params(name, v)?),
+            _ => return Err(Error::not_found(format!("no tool '{name}': the tools are {}", TOOLS.join(", ")))),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCall::ReadFile(_) => "read_file",
+            ToolCall::ListDirectory(_) => "list_directory",
+            ToolCall::Search(_) => "search_files",
+            ToolCall::Glob(_) => "glob",
+            ToolCall::CreateFile(_) => "create_file",
+            ToolCall::WriteFile(_) => "write_file",
+            ToolCall::EditFile(_) => "edit_file",
+            ToolCall::DeleteFile(_) => "delete_file",
+            ToolCall::RestoreFile(_) => "restore_file",
+            ToolCall::MoveFile(_) => "move_file",
+            ToolCall::ApplyPatch(_) => "apply_patch",
+        }
+    }
+
+    pub fn mutates(&self) -> bool {
+        !matches!(self, ToolCall::ReadFile(_) | ToolCall::ListDirectory(_) | ToolCall::Search(_) | ToolCall::Glob(_))
+    }
+
+    /// The path a refusal record names.
+    fn path(&self) -> Option<&str> {
+        match self {
+            ToolCall::CreateFile(p) => Some(&p.path),
+            ToolCall::WriteFile(p) => Some(&p.path),
+            ToolCall::EditFile(p) => Some(&p.path),
+            ToolCall::DeleteFile(p) => Some(&p.path),
+            ToolCall::RestoreFile(p) => p.path.as_deref().or(p.to.as_deref()),
+            ToolCall::MoveFile(p) => Some(&p.from),
+            _ => None,
+        }
+    }
+}
+
+/// The next step an agent should take after an error of `kind`.
+pub fn suggested_action(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::StaleFile => "Re-read the file to obtain the current sha256 and re-apply your edit.",
+        ErrorKind::AlreadyExists => "Read the existing file and use write_file or edit_file, or choose another path.",
+        ErrorKind::NotFound => "Check the path with list_directory or glob.",
+        ErrorKind::PatchFailed => "Re-read the file and rebuild the edit or chunk from its current lines.",
+        ErrorKind::ReadOnly => "The session is not active: resume it, or start a new session, to change files.",
+        ErrorKind::PermissionDenied => "Stay within the session's file_access scope.",
+        ErrorKind::NotText => "Pass \"encoding\": \"base64\" to read binary content.",
+        ErrorKind::TooLarge => "Read a slice with startLine/endLine or maxBytes.",
+        ErrorKind::IsDirectory => "Use list_directory for a directory.",
+        ErrorKind::InvalidPath | ErrorKind::InvalidArgument => "Fix the parameters as the message says.",
+        ErrorKind::Conflict => "The file changed while it was read: try again.",
+        _ => "Try again later; if it persists, report the message to an operator.",
+    }
+}
+
+/// A tool result as agents receive it: `{"ok": true, "data": ...}` or
+/// `{"ok": false, "error": {"kind", "message", "suggestedAction", ...details}}`.
+pub fn envelope(result: &Result<Value>) -> Value {
+    match result {
+        Ok(data) => json!({"ok": true, "data": data}),
+        Err(e) => {
+            let mut err = serde_json::Map::new();
+            err.insert("kind".into(), e.kind().as_str().into());
+            err.insert("message".into(), e.message().into());
+            if let Some(d) = e.details() {
+                err.extend(d.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            err.entry("suggestedAction").or_insert_with(|| suggested_action(e.kind()).into());
+            json!({"ok": false, "error": err})
+        }
+    }
+}
+
+/// Who calls, on which session.
+pub struct Caller<'a> {
+    pub session: &'a Session,
+    pub scope: Scope,
+    pub actor: &'a str,
+}
+
+impl Repo {
+    /// Runs one tool call for session `s` on behalf of `actor`. Mutations and refusals of
+    /// mutations are audited; the result goes to agents through [`envelope`].
+    pub fn run_tool(&self, s: &Session, call: ToolCall, actor: &str) -> Result<Value> {
+        let caller = Caller { session: s, scope: s.scope()?, actor };
+        let name = call.name();
+        if !call.mutates() {
+            return match call {
+                ToolCall::ReadFile(p) => self.tool_read_file(&caller, &p),
+                ToolCall::ListDirectory(p) => self.tool_list_directory(&caller, &p),
+                ToolCall::Search(p) | ToolCall::Glob(p) => self.tool_search(&caller, &p),
+                _ => Err(Error::internal("a mutating tool took the read path")),
+            };
+        }
+        let path = call.path().map(str::to_string);
+        let result = self.check_writable(s).and_then(|wd| match call {
+            ToolCall::CreateFile(p) => self.tool_create_file(&caller, &wd, &p),
+            ToolCall::WriteFile(p) => self.tool_write_file(&caller, &wd, &p),
+            ToolCall::EditFile(p) => self.tool_edit_file(&caller, &wd, &p),
+            ToolCall::DeleteFile(p) => self.tool_delete_file(&caller, &wd, &p),
+            ToolCall::RestoreFile(p) => self.tool_restore_file(&caller, &wd, &p),
+            ToolCall::MoveFile(p) => self.tool_move_file(&caller, &wd, &p),
+            ToolCall::ApplyPatch(p) => self.tool_apply_patch(&caller, &wd, &p),
+            _ => Err(Error::internal("a reading tool took the write path")),
+        });
+        if let Err(e) = &result {
+            self.audit_refusal(s, actor, name, path.as_deref(), e)?;
+        }
+        result
+    }
+
+    /// The live tree of `s`, locked for writing, if `s` may write at all.
+    fn check_writable(&self, s: &Session) -> Result<mutate::Locked> {
+        let read_only = |why: &str| {
+            Error::new(ErrorKind::ReadOnly, format!("session '{}' is {why}: its files are read-only", s.id))
+        };
+        match s.status {
+            Status::Ready => {}
+            Status::Paused => return Err(read_only("paused")),
+            Status::Ended => return Err(read_only("ended")),
+        }
+        if !s.live_dir.is_dir() {
+            return Err(read_only("without its workspace directory"));
+        }
+        mutate::Locked::acquire(self, &s.live_dir)
+    }
+
+    /// Appends the audit record of a refused mutation.
+    pub(crate) fn audit_refusal(
+        &self,
+        s: &Session,
+        actor: &str,
+        tool: &str,
+        path: Option<&str>,
+        e: &Error,
+    ) -> Result<i64> {
+        let mut rec = AuditRecord::ok(now_ns(), actor, tool);
+        rec.outcome = e.kind().as_str().to_string();
+        rec.workspace = Some(s.workspace.clone());
+        rec.session = Some(s.id.clone());
+        let detail_path = e.details().and_then(|d| d.get("path")).and_then(Value::as_str);
+        rec.path = detail_path.or(path).map(|p| p.as_bytes().to_vec());
+        rec.before_sha256 = e
+            .details()
+            .and_then(|d| d.get("currentSha256"))
+            .and_then(Value::as_str)
+            .and_then(|h| hex::decode(h).ok())
+            .and_then(|v| v.try_into().ok());
+        rec.details = json!({"message": e.message()});
+        self.audit(rec)
+    }
+}

@@ -1,0 +1,442 @@
+//! The reading tools: `read_file` (line slices, caps, the whole file's sha256),
+//! `list_directory`, and `search_files` / `glob` over the live tree or the latest snapshot.
+
+use base64::Engine;
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::workdir::{Kind, WorkDir};
+use super::Caller;
+use crate::error::{Error, ErrorKind, Result};
+use crate::live::ChangePolicy;
+use crate::path;
+use crate::repo::{iso_time, Repo};
+use crate::source::{Origin, Source, WorkspaceView};
+use crate::tree::EntryKind;
+use crate::walk::Excludes;
+
+/// Lines and characters per line `read_file` returns unless asked otherwise.
+pub const MAX_LINES: usize = 2000;
+pub const MAX_LINE_CHARS: usize = 2000;
+/// The biggest file the tools read whole (content is sliced after reading: the sha256 covers
+/// the whole file).
+pub const READ_LIMIT: u64 = 64 << 20;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadFile {
+    pub path: String,
+    pub start_line: Option<usize>,
+    pub end_line: Option<usize>,
+    pub max_bytes: Option<usize>,
+    pub max_lines: Option<usize>,
+    pub max_line_length: Option<usize>,
+    /// `utf-8` (default) or `base64`.
+    pub encoding: Option<String>,
+    /// `live`, `latest` or a snapshot id; the default follows the session.
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListDirectory {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub recursive: bool,
+    pub max_depth: Option<usize>,
+    pub limit: Option<usize>,
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    #[default]
+    Literal,
+    Regex,
+    Glob,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Search {
+    pub pattern: String,
+    #[serde(default)]
+    pub mode: SearchMode,
+    /// Only under this directory.
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default)]
+    pub case_insensitive: bool,
+    pub max_results: Option<usize>,
+    pub source: Option<String>,
+}
+
+const DEFAULT_LIST_LIMIT: usize = 1000;
+const DEFAULT_MAX_RESULTS: usize = 200;
+/// Characters of a matching line shown in a search result.
+const MATCH_TEXT_CHARS: usize = 500;
+
+fn source_of(s: &Option<String>) -> Source {
+    s.as_deref().map_or(Source::Auto, Source::parse)
+}
+
+fn put_origin(m: &mut Map<String, Value>, origin: &Origin) {
+    m.insert("source".into(), origin.as_str().into());
+    if let Some(id) = origin.snapshot_id() {
+        m.insert("snapshot".into(), id.into());
+    }
+}
+
+fn not_text(p: &str) -> Error {
+    Error::new(ErrorKind::NotText, format!("'{p}' is not UTF-8 text: read it with \"encoding\": \"base64\""))
+        .with_detail("path", p)
+}
+
+/// Binary content: not UTF-8, or a NUL byte early on (as git and ripgrep decide).
+fn as_text(bytes: &[u8]) -> Option<&str> {
+    if bytes[..bytes.len().min(8192)].contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
+}
+
+/// The longest prefix of `s` with at most `n` characters.
+fn prefix_chars(s: &str, n: usize) -> (&str, usize) {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => (&s[..i], s[i..].chars().count()),
+        None => (s, 0),
+    }
+}
+
+/// The longest prefix of `s` of at most `n` bytes ending on a character boundary.
+fn prefix_bytes(s: &str, n: usize) -> &str {
+    let mut end = n.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Repo {
+    fn session_view<'a>(&self, c: &'a Caller<'a>, excludes: &'a Excludes) -> WorkspaceView<'a> {
+        WorkspaceView::of_session(c.session, excludes, &c.scope)
+    }
+
+    pub(crate) fn tool_read_file(&self, c: &Caller<'_>, p: &ReadFile) -> Result<Value> {
+        let none = Excludes::none();
+        let view = self.session_view(c, &none);
+        let (read, origin) =
+            self.read_file_from(&view, &source_of(&p.source), p.path.as_bytes(), READ_LIMIT, ChangePolicy::Retry)?;
+        let shown = path::display(&read.path).into_owned();
+        let mut m = Map::new();
+        m.insert("path".into(), shown.clone().into());
+        m.insert("sha256".into(), hex::encode(read.sha256).into());
+        m.insert("size".into(), read.bytes.len().into());
+        m.insert("modifiedAt".into(), iso_time(read.mtime_ns).into());
+        put_origin(&mut m, &origin);
+        let base64 = match p.encoding.as_deref() {
+            None | Some("utf-8") | Some("utf8") => false,
+            Some("base64") => true,
+            Some(other) => {
+                return Err(Error::invalid_argument(format!("encoding '{other}' is not one of: utf-8, base64")))
+            }
+        };
+        if base64 {
+            let cut = p.max_bytes.unwrap_or(usize::MAX).min(read.bytes.len());
+            m.insert("encoding".into(), "base64".into());
+            m.insert("content".into(), base64::engine::general_purpose::STANDARD.encode(&read.bytes[..cut]).into());
+            m.insert("truncated".into(), (cut < read.bytes.len()).into());
+            return Ok(Value::Object(m));
+        }
+        let text = as_text(&read.bytes).ok_or_else(|| not_text(&shown))?;
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let total = lines.len();
+        let start = p.start_line.unwrap_or(1);
+        if start == 0 {
+            return Err(Error::invalid_argument("startLine is 1-based: the first line is 1"));
+        }
+        if start > total.max(1) {
+            return Err(Error::invalid_argument(format!(
+                "startLine {start} is past the end of '{shown}', which has {total} lines"
+            )));
+        }
+        let end = p.end_line.unwrap_or(total).min(total);
+        if end + 1 < start {
+            return Err(Error::invalid_argument(format!("endLine {end} is before startLine {start}")));
+        }
+        let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
+        let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
+        let shown_end = end.min(start + max_lines - 1);
+        let mut content = String::with_capacity(text.len().min(1 << 20));
+        let mut cut_lines = 0usize;
+        for line in lines.iter().take(shown_end).skip(start - 1) {
+            let (body, eol) = match line.strip_suffix('\n') {
+                Some(b) => (b, "\n"),
+                None => (*line, ""),
+            };
+            let (kept, more) = prefix_chars(body, max_chars);
+            content.push_str(kept);
+            if more > 0 {
+                cut_lines += 1;
+                content.push_str(&format!("… [line truncated: {more} more characters]"));
+            }
+            content.push_str(eol);
+        }
+        let mut last = shown_end;
+        let mut truncated = shown_end < end || cut_lines > 0;
+        if let Some(max) = p.max_bytes {
+            if content.len() > max {
+                let kept = prefix_bytes(&content, max);
+                last = start - 1 + kept.matches('\n').count();
+                content.truncate(kept.len());
+                truncated = true;
+            }
+        }
+        if last < end {
+            if !content.is_empty() && !content.ends_with('\n') {
+                content.push('\n');
+            }
+            content.push_str(&format!(
+                "[… truncated: showing lines {start}-{last} of {total}; call read_file with startLine={} to continue]",
+                last + 1
+            ));
+            m.insert("nextStartLine".into(), (last + 1).into());
+        }
+        m.insert("encoding".into(), "utf-8".into());
+        m.insert("content".into(), content.into());
+        m.insert("totalLines".into(), total.into());
+        m.insert("startLine".into(), start.into());
+        m.insert("endLine".into(), last.into());
+        m.insert("truncated".into(), truncated.into());
+        if cut_lines > 0 {
+            m.insert("truncatedLines".into(), cut_lines.into());
+        }
+        Ok(Value::Object(m))
+    }
+
+    pub(crate) fn tool_list_directory(&self, c: &Caller<'_>, p: &ListDirectory) -> Result<Value> {
+        let dir = path::components(p.path.as_bytes())?.join(&b'/');
+        if !dir.is_empty() && !c.scope.dir_visible(&dir) {
+            c.scope.check_read(&dir)?;
+        }
+        let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+        let depth = if p.recursive { p.max_depth.unwrap_or(usize::MAX) } else { 1 };
+        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
+        let none = Excludes::none();
+        let view = self.session_view(c, &none);
+        let mut entries = Vec::new();
+        let mut truncated = false;
+        let mut push = |rel: &[u8], kind: &str, size: u64, mtime_ns: i64| -> bool {
+            let visible = if kind == "dir" { c.scope.dir_visible(rel) } else { c.scope.can_read(rel) };
+            if !visible {
+                return true;
+            }
+            if entries.len() >= limit {
+                truncated = true;
+                return false;
+            }
+            let mut m = Map::new();
+            path::put_json(&mut m, "path", rel);
+            path::put_json(&mut m, "name", super::workdir::split(rel).1);
+            m.insert("kind".into(), kind.into());
+            m.insert("size".into(), size.into());
+            m.insert("modifiedAt".into(), iso_time(mtime_ns).into());
+            entries.push(Value::Object(m));
+            true
+        };
+        let depth_of =
+            |rel: &[u8]| rel[dir.len()..].iter().filter(|&&b| b == b'/').count() + usize::from(dir.is_empty());
+        let origin = match self.choose_source(&view, &source_of(&p.source))? {
+            None => {
+                let wd = WorkDir::open(&c.session.live_dir)?;
+                match wd.stat(&dir)? {
+                    Some(m) if m.kind == Kind::Dir => {}
+                    Some(_) => {
+                        return Err(Error::invalid_argument(format!(
+                            "'{}' is a file: read it with read_file",
+                            path::display(&dir)
+                        )))
+                    }
+                    None => return Err(Error::not_found(format!("directory '{}' not found", path::display(&dir)))),
+                }
+                let mut stack = vec![dir.clone()];
+                'walk: while let Some(d) = stack.pop() {
+                    let mut children = wd.list(&d)?;
+                    children.sort_by(|a, b| a.0.cmp(&b.0));
+                    let mut subdirs = Vec::new();
+                    for (name, meta) in children {
+                        let rel = crate::walk::join_rel(&d, &name);
+                        let kind = match meta.kind {
+                            Kind::File => "file",
+                            Kind::Dir => "dir",
+                            Kind::Symlink => "symlink",
+                            Kind::Other => continue,
+                        };
+                        if !push(&rel, kind, meta.size, meta.mtime_ns) {
+                            break 'walk;
+                        }
+                        let descend = meta.kind == Kind::Dir
+                            && depth_of(&rel) < depth
+                            && !excludes.is_excluded(&rel, &name, true)
+                            && c.scope.dir_visible(&rel);
+                        if descend {
+                            subdirs.push(rel);
+                        }
+                    }
+                    stack.extend(subdirs.into_iter().rev());
+                }
+                Origin::Sandbox
+            }
+            Some(snap) => {
+                let mut stop = false;
+                self.list(&snap, &dir, true, &mut |rel, e| {
+                    if stop || rel == dir.as_slice() || depth_of(rel) > depth {
+                        return Ok(());
+                    }
+                    let kind = match e.kind {
+                        EntryKind::File => "file",
+                        EntryKind::Dir => "dir",
+                        EntryKind::Symlink => "symlink",
+                    };
+                    stop = !push(rel, kind, e.size, e.mtime_ns);
+                    Ok(())
+                })
+                .map_err(|e| match e.kind() {
+                    ErrorKind::NotFound => Error::not_found(format!("directory '{}' not found", path::display(&dir))),
+                    _ => e,
+                })?;
+                Origin::Snapshot(snap.id)
+            }
+        };
+        let mut m = Map::new();
+        path::put_json(&mut m, "path", &dir);
+        m.insert("entries".into(), entries.into());
+        m.insert("truncated".into(), truncated.into());
+        put_origin(&mut m, &origin);
+        Ok(Value::Object(m))
+    }
+
+    pub(crate) fn tool_search(&self, c: &Caller<'_>, p: &Search) -> Result<Value> {
+        if p.pattern.is_empty() {
+            return Err(Error::invalid_argument("pattern is empty: give the text, regex or glob to look for"));
+        }
+        let under = path::components(p.path.as_bytes())?.join(&b'/');
+        let glob = |pattern: &str| {
+            GlobBuilder::new(pattern)
+                .case_insensitive(p.case_insensitive)
+                .literal_separator(false)
+                .build()
+                .map_err(|e| Error::invalid_argument(format!("bad glob '{pattern}': {e}")))
+        };
+        let set = |patterns: &[String]| -> Result<Option<GlobSet>> {
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            let mut b = GlobSetBuilder::new();
+            for pat in patterns {
+                b.add(glob(pat)?);
+            }
+            b.build().map(Some).map_err(|e| Error::invalid_argument(format!("bad glob: {e}")))
+        };
+        let include = set(&p.include)?;
+        let exclude = set(&p.exclude)?;
+        let name_glob = match p.mode {
+            SearchMode::Glob => Some(glob(&p.pattern)?.compile_matcher()),
+            _ => None,
+        };
+        let regex = match p.mode {
+            SearchMode::Glob => None,
+            SearchMode::Literal => Some(regex::escape(&p.pattern)),
+            SearchMode::Regex => Some(p.pattern.clone()),
+        }
+        .map(|r| {
+            regex::RegexBuilder::new(&r)
+                .case_insensitive(p.case_insensitive)
+                .size_limit(1 << 22)
+                .build()
+                .map_err(|e| Error::invalid_argument(format!("bad regex '{}': {e}", p.pattern)))
+        })
+        .transpose()?;
+        let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
+        let view = self.session_view(c, &excludes);
+        let want = source_of(&p.source);
+        let (files, origin) = self.list_files(&view, &want)?;
+        let mut results = Vec::new();
+        let mut truncated = false;
+        let mut searched = 0usize;
+        for f in &files {
+            let rel = &f.path;
+            let inside = under.is_empty() || (rel.starts_with(&under) && rel.get(under.len()) == Some(&b'/'));
+            let rel_s = path::display(rel);
+            let rel_in = if under.is_empty() { &rel_s[..] } else { &rel_s[under.len() + 1..] };
+            if !inside
+                || include.as_ref().is_some_and(|g| !g.is_match(rel_in))
+                || exclude.as_ref().is_some_and(|g| g.is_match(rel_in))
+            {
+                continue;
+            }
+            if results.len() >= max {
+                truncated = true;
+                break;
+            }
+            if let Some(g) = &name_glob {
+                if g.is_match(rel_in) {
+                    let mut m = Map::new();
+                    path::put_json(&mut m, "path", rel);
+                    m.insert("size".into(), f.size.into());
+                    m.insert("modifiedAt".into(), iso_time(f.mtime_ns).into());
+                    results.push(Value::Object(m));
+                }
+                continue;
+            }
+            let Some(re) = &regex else { continue };
+            let read = match self.read_file_from(&view, &want, rel, READ_LIMIT, ChangePolicy::Retry) {
+                Ok((r, _)) => r,
+                // Files that vanished or grew past the limit since the listing are skipped.
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TooLarge | ErrorKind::Conflict) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            searched += 1;
+            let Some(text) = as_text(&read.bytes) else { continue };
+            for (n, line) in text.lines().enumerate() {
+                if let Some(found) = re.find(line) {
+                    if results.len() >= max {
+                        truncated = true;
+                        break;
+                    }
+                    let mut m = Map::new();
+                    path::put_json(&mut m, "path", rel);
+                    m.insert("line".into(), (n + 1).into());
+                    m.insert("column".into(), (line[..found.start()].chars().count() + 1).into());
+                    m.insert("text".into(), prefix_chars(line, MATCH_TEXT_CHARS).0.into());
+                    results.push(Value::Object(m));
+                }
+            }
+        }
+        let mut m = Map::new();
+        let key = if p.mode == SearchMode::Glob { "files" } else { "matches" };
+        m.insert(key.into(), results.into());
+        if p.mode != SearchMode::Glob {
+            m.insert("filesSearched".into(), searched.into());
+        }
+        m.insert("truncated".into(), truncated.into());
+        put_origin(&mut m, &origin);
+        Ok(Value::Object(m))
+    }
+}
+
+/// What `read_file` of `bytes` would report as the content's sha256: the whole file's.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

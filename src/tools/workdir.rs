@@ -1,0 +1,298 @@
+//! The live tree as the file tools change it: every operation resolves its path beneath the
+//! workspace root, directory by directory, without following a symlink, so no tool can write
+//! outside the workspace whatever links the agent made.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use sha2::Digest;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::object::Sha256;
+use crate::path;
+use crate::walk;
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// What is at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub kind: Kind,
+    pub size: u64,
+    pub mode: u32,
+    pub mtime_ns: i64,
+}
+
+/// A file's bytes as they are on disk now.
+#[derive(Debug, Clone)]
+pub struct Current {
+    pub bytes: Vec<u8>,
+    pub sha256: Sha256,
+    pub mode: u32,
+}
+
+pub struct WorkDir {
+    fd: OwnedFd,
+    root: PathBuf,
+}
+
+fn shown(rel: &[u8]) -> String {
+    path::display(rel).into_owned()
+}
+
+/// Splits `a/b/c` into (`a/b`, `c`).
+pub fn split(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (b"", rel),
+    }
+}
+
+impl WorkDir {
+    pub fn open(root: &Path) -> Result<WorkDir> {
+        Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf() })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn io(&self, verb: &str, rel: &[u8], e: impl Into<std::io::Error>) -> Error {
+        let e: std::io::Error = e.into();
+        match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::new(
+                ErrorKind::InvalidPath,
+                format!("'{}' passes through a symlink or a file: tools only follow real directories", shown(rel)),
+            ),
+            _ => Error::io(verb, &self.root.join(shown(rel)), e),
+        }
+    }
+
+    /// Opens directory `dir` (workspace-relative, "" for the root); with `create`, makes the
+    /// missing ones (mode 0755) and reports them in `made`.
+    fn dir(&self, dir: &[u8], create: bool, made: &mut Vec<Vec<u8>>) -> Result<Option<OwnedFd>> {
+        let mut fd = rustix::io::dup(&self.fd).map_err(|e| self.io("open", b"", e))?;
+        if dir.is_empty() {
+            return Ok(Some(fd));
+        }
+        let mut so_far = Vec::new();
+        for part in dir.split(|&b| b == b'/') {
+            if !so_far.is_empty() {
+                so_far.push(b'/');
+            }
+            so_far.extend_from_slice(part);
+            fd = match rustix::fs::openat(&fd, part, DIR_FLAGS, Mode::empty()) {
+                Ok(next) => next,
+                Err(Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&fd, part, Mode::from_raw_mode(0o755)) {
+                        Ok(()) => made.push(so_far.clone()),
+                        Err(Errno::EXIST) => {}
+                        Err(e) => return Err(self.io("create directory", &so_far, e)),
+                    }
+                    rustix::fs::openat(&fd, part, DIR_FLAGS, Mode::empty())
+                        .map_err(|e| self.io("open directory", &so_far, e))?
+                }
+                Err(Errno::NOENT) => return Ok(None),
+                Err(e) => return Err(self.io("open directory", &so_far, e)),
+            };
+        }
+        Ok(Some(fd))
+    }
+
+    /// What is at `rel`, not following a final symlink; `None` if nothing (or no parent).
+    pub fn stat(&self, rel: &[u8]) -> Result<Option<Meta>> {
+        if rel.is_empty() {
+            return self.stat_at(&self.fd, b".");
+        }
+        let (parent, name) = split(rel);
+        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(None) };
+        self.stat_at(&dir, name)
+    }
+
+    fn stat_at(&self, dir: &OwnedFd, name: &[u8]) -> Result<Option<Meta>> {
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                let kind = match FileType::from_raw_mode(st.st_mode) {
+                    FileType::RegularFile => Kind::File,
+                    FileType::Directory => Kind::Dir,
+                    FileType::Symlink => Kind::Symlink,
+                    _ => Kind::Other,
+                };
+                Ok(Some(Meta {
+                    kind,
+                    size: st.st_size as u64,
+                    mode: st.st_mode & 0o7777,
+                    mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+                }))
+            }
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(self.io("stat", name, e)),
+        }
+    }
+
+    /// The file at `rel` with its sha256, `None` if nothing is there; a directory is
+    /// `is_directory`, a symlink or device `invalid_argument`.
+    pub fn current(&self, rel: &[u8]) -> Result<Option<Current>> {
+        let (parent, name) = split(rel);
+        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(None) };
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => {
+                return Err(Error::invalid_argument(format!(
+                    "'{}' is a symlink: tools change regular files only",
+                    shown(rel)
+                )))
+            }
+            Err(e) => return Err(self.io("open", rel, e)),
+        };
+        let mut file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| self.io("stat", rel, e))?;
+        if meta.is_dir() {
+            return Err(Error::new(ErrorKind::IsDirectory, format!("'{}' is a directory", shown(rel))));
+        }
+        if !meta.is_file() {
+            return Err(Error::invalid_argument(format!("'{}' is not a regular file", shown(rel))));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.read_to_end(&mut bytes).map_err(|e| self.io("read", rel, e))?;
+        let sha256 = sha2::Sha256::digest(&bytes).into();
+        Ok(Some(Current { bytes, sha256, mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 }))
+    }
+
+    /// Writes `bytes` to a new file `tmp` beside `rel` (creating parent directories, reported
+    /// in `made`) and makes it durable.
+    pub fn write_temp(&self, rel: &[u8], tmp: &[u8], bytes: &[u8], mode: u32, made: &mut Vec<Vec<u8>>) -> Result<()> {
+        let (parent, _) = split(rel);
+        let dir = self.dir(parent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&dir, tmp, flags, Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| self.io("create", &walk::join_rel(parent, tmp), e))?;
+        // The umask narrowed the mode given to openat; the file keeps the mode it had.
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777)).map_err(|e| self.io("chmod", rel, e))?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes).map_err(|e| self.io("write", rel, e))?;
+        file.sync_all().map_err(|e| self.io("sync", rel, e))?;
+        Ok(())
+    }
+
+    /// Renames `from` to `to`, both workspace-relative; with `noreplace` the kernel refuses an
+    /// existing `to` (`already_exists`), so no check-then-rename race can overwrite it.
+    pub fn rename(&self, from: &[u8], to: &[u8], noreplace: bool, made: &mut Vec<Vec<u8>>) -> Result<()> {
+        let (fparent, fname) = split(from);
+        let (tparent, tname) = split(to);
+        let fdir =
+            self.dir(fparent, false, made)?.ok_or_else(|| Error::not_found(format!("'{}' not found", shown(from))))?;
+        let tdir = self.dir(tparent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        let flags = if noreplace { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
+        rustix::fs::renameat_with(&fdir, fname, &tdir, tname, flags).map_err(|e| match e {
+            Errno::EXIST => Error::new(
+                ErrorKind::AlreadyExists,
+                format!("'{}' already exists: choose another path or delete it first", shown(to)),
+            ),
+            Errno::NOENT => Error::not_found(format!("'{}' not found", shown(from))),
+            e => self.io("rename", from, e),
+        })?;
+        // The rename is durable once both directories are.
+        rustix::fs::fsync(&tdir).map_err(|e| self.io("sync", tparent, e))?;
+        if fparent != tparent {
+            rustix::fs::fsync(&fdir).map_err(|e| self.io("sync", fparent, e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the file, symlink or whole directory at `rel`; nothing there is fine.
+    pub fn remove(&self, rel: &[u8]) -> Result<()> {
+        match self.stat(rel)? {
+            None => Ok(()),
+            Some(m) if m.kind == Kind::Dir => {
+                let full = self.root.join(shown(rel));
+                // The path was resolved without symlinks above, and remove_dir_all does not
+                // follow symlinks inside the tree it removes.
+                std::fs::remove_dir_all(&full).map_err(|e| self.io("remove", rel, e))
+            }
+            Some(_) => {
+                let (parent, name) = split(rel);
+                let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(()) };
+                match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => Ok(()),
+                    Err(e) => Err(self.io("remove", rel, e)),
+                }
+            }
+        }
+    }
+
+    /// Creates directory `rel` and its parents.
+    pub fn mkdirs(&self, rel: &[u8], made: &mut Vec<Vec<u8>>) -> Result<()> {
+        self.dir(rel, true, made).map(|_| ())
+    }
+
+    /// Creates symlink `rel` pointing at `target`.
+    pub fn symlink(&self, rel: &[u8], target: &[u8], made: &mut Vec<Vec<u8>>) -> Result<()> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        rustix::fs::symlinkat(target, &dir, name).map_err(|e| self.io("create symlink", rel, e))
+    }
+
+    /// The entries of directory `rel`: (name, metadata), unsorted.
+    pub fn list(&self, rel: &[u8]) -> Result<Vec<(Vec<u8>, Meta)>> {
+        let Some(dir) = self.dir(rel, false, &mut Vec::new())? else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        let listing = rustix::fs::Dir::read_from(&dir).map_err(|e| self.io("read directory", rel, e))?;
+        for entry in listing {
+            let entry = entry.map_err(|e| self.io("read directory", rel, e))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Some(meta) = self.stat_at(&dir, name)? {
+                out.push((name.to_vec(), meta));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Walks the directory `rel` depth first: (relative path inside it, metadata), directories
+    /// before their contents.
+    pub fn walk(&self, rel: &[u8], out: &mut Vec<(Vec<u8>, Meta)>) -> Result<()> {
+        let Some(dir) = self.dir(rel, false, &mut Vec::new())? else { return Ok(()) };
+        let mut names = Vec::new();
+        let listing = rustix::fs::Dir::read_from(&dir).map_err(|e| self.io("read directory", rel, e))?;
+        for entry in listing {
+            let entry = entry.map_err(|e| self.io("read directory", rel, e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+        }
+        names.sort();
+        for name in names {
+            let child = walk::join_rel(rel, &name);
+            let Some(meta) = self.stat(&child)? else { continue };
+            out.push((child.clone(), meta));
+            if meta.kind == Kind::Dir {
+                self.walk(&child, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A symlink's target.
+    pub fn read_link(&self, rel: &[u8]) -> Result<Vec<u8>> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent, false, &mut Vec::new())?.ok_or_else(|| Error::not_found(shown(rel)))?;
+        rustix::fs::readlinkat(&dir, name, Vec::new()).map(|c| c.into_bytes()).map_err(|e| self.io("read link", rel, e))
+    }
+}
