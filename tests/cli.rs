@@ -187,3 +187,65 @@ fn sessions_from_the_command_line_keep_their_files_after_they_end() {
     let listed = stdout(&trove(&repo, &["session", "list", "--all"]));
     assert!(listed.contains(&id) && listed.contains("ended"), "{listed}");
 }
+
+#[test]
+fn tool_audit_and_revert_from_the_command_line() {
+    let t = tempfile::tempdir().expect("tmp");
+    let (repo, ws) = (t.path().join("repo"), t.path().join("ws"));
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "one\n").expect("write");
+    assert!(trove(&repo, &["init"]).status.success());
+    let out = trove(&repo, &["--json", "session", "create", "--dir", ws.to_str().expect("utf8")]);
+    let id =
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).expect("json")["id"].as_str().expect("id").to_string();
+    let before = listing(&ws);
+    // Bad input: parameters that are not JSON, an unknown tool, bad parameters; nothing changes.
+    let bad = trove(&repo, &["tool", "write_file", "--session", &id, "{not json"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("not JSON"), "{}", stderr(&bad));
+    let unknown = trove(&repo, &["tool", "rm_rf", "--session", &id, "{}"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("no tool 'rm_rf'"), "{}", stderr(&unknown));
+    let params = trove(&repo, &["tool", "read_file", "--session", &id, r#"{"file": "a.txt"}"#]);
+    assert_eq!(params.status.code(), Some(2));
+    // A refusal prints the envelope and exits by its kind.
+    let stale = trove(&repo, &["tool", "write_file", "--session", &id, r#"{"path": "a.txt", "content": "x"}"#]);
+    assert_eq!(stale.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&stale)).expect("envelope");
+    assert_eq!(v["error"]["kind"], "stale_file");
+    let sha = v["error"]["currentSha256"].as_str().expect("sha").to_string();
+    assert_eq!(listing(&ws), before);
+    // Parameters from stdin.
+    let mut child = Command::new(trove_bin())
+        .args(["--repo", repo.to_str().expect("utf8"), "tool", "write_file", "--session", &id, "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let body = serde_json::json!({"path": "a.txt", "content": "two\n", "expectedSha256": sha}).to_string();
+    std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), body.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(fs::read_to_string(ws.join("a.txt")).expect("read"), "two\n");
+    // The audit log shows the refusal and the write; revert undoes the write.
+    let log = stdout(&trove(&repo, &["audit", "log", "--session", &id]));
+    assert!(log.contains("stale_file") && log.contains("write_file"), "{log}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&stdout(&trove(&repo, &["--json", "audit", "log"]))).expect("json");
+    let seq = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .rev()
+        .find(|r| r["outcome"] == "ok" && r["operation"] == "write_file")
+        .expect("the write")["seq"]
+        .as_i64()
+        .expect("seq");
+    let out = trove(&repo, &["revert", &seq.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(ws.join("a.txt")).expect("read"), "one\n");
+    let again = trove(&repo, &["revert", &seq.to_string()]);
+    assert_eq!(again.status.code(), Some(1), "the file changed since: stale");
+    assert!(stderr(&again).contains("changed since"), "{}", stderr(&again));
+    assert_eq!(trove(&repo, &["revert", "9999"]).status.code(), Some(1));
+}

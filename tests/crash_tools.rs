@@ -75,7 +75,8 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
     };
     assert_ne!(old, new);
     // The plan's steps: write a.txt, write new/n.txt, remove b.txt, move dir/c.txt, write moved/c.txt.
-    let points = ["drafted", "journaled", "staged", "step:0", "step:1", "step:2", "step:3", "step:4", "buried"];
+    let points =
+        ["drafted", "journaled", "temp-written", "staged", "step:0", "step:1", "step:2", "step:3", "step:4", "buried"];
     for (i, point) in points.iter().enumerate() {
         let (repo, ws, id) = setup(&tmp.path().join(format!("crash{i}")));
         let params = serde_json::json!({"patch": PATCH}).to_string();
@@ -93,17 +94,20 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
         let now = files(&ws);
         let expected = if *point == "drafted" { &old } else { &new };
         assert_eq!(&now, expected, "{point}: the tree is neither fully old nor fully new");
-        assert!(now.iter().all(|(p, _)| !p.contains(".trove-")), "{point}: leftovers {now:?}");
+        let became_new = now == new;
         // Every change is in the audit log exactly once.
         let log = trove(&repo, &["--json", "audit", "log"]);
         let text = stdout(&log);
         let changes = text.matches("\"operation\": \"apply_patch\"").count();
-        assert_eq!(changes, if *point == "drafted" { 0 } else { 5 }, "{point}: {text}");
-        // And the next patch works on the recovered tree.
-        let undo =
+        assert_eq!(changes, if became_new { 5 } else { 0 }, "{point}: {text}");
+        // The next mutation works on the recovered tree, and no temporary or grave is left.
+        let later =
             serde_json::json!({"patch": "*** Begin Patch\n*** Add File: later.txt\n+l\n*** End Patch"}).to_string();
-        let out = trove(&repo, &["tool", "apply_patch", "--session", &id, &undo]);
+        let out = trove(&repo, &["tool", "apply_patch", "--session", &id, &later]);
         assert!(out.status.success(), "{point}: {}", stdout(&out));
+        let after = files(&ws);
+        assert!(after.iter().all(|(p, _)| !p.contains(".trove-")), "{point}: leftovers {after:?}");
+        assert_eq!(after.len(), now.len() + 1, "{point}: {after:?}");
     }
 }
 

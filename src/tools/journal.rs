@@ -254,7 +254,9 @@ impl Repo {
         let mut made = Vec::new();
         let staged = plan.steps.iter().zip(&contents).try_for_each(|(s, c)| match (s, c) {
             (Step::Write { path, tmp, .. }, Some((bytes, mode))) => {
-                wd.write_temp(path, workdir::split(tmp).1, bytes, *mode, &mut made)
+                wd.write_temp(path, workdir::split(tmp).1, bytes, *mode, &mut made)?;
+                failpoint(&format!("{}:temp-written", plan.tool));
+                Ok(())
             }
             _ => Ok(()),
         });

@@ -36,15 +36,17 @@ impl Locked {
             Some(r) => r.join("locks"),
             None => std::env::temp_dir().join("trove-locks"),
         };
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         let key = blake3::hash(live_dir.as_os_str().as_encoded_bytes()).to_hex();
         let file_path = dir.join(format!("{}.lock", &key[..24]));
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&file_path)
-            .map_err(|e| Error::io("open", &file_path, e))?;
+        let open = || File::options().create(true).truncate(false).write(true).open(&file_path);
+        let file = match open() {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+                open().map_err(|e| Error::io("open", &file_path, e))?
+            }
+            Err(e) => return Err(Error::io("open", &file_path, e)),
+        };
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| Error::io("lock", &file_path, e.into()))?;
         Ok(Locked { wd: WorkDir::open(live_dir)?, _lock: file })
