@@ -299,8 +299,22 @@ impl Repo {
         self.manifest.write(|tx| seen.iter().try_for_each(|(id, at)| manifest::sessions::touch(tx, id, *at)))
     }
 
-    /// Snapshots the session's live directory (if it still exists) under its workspace.
+    /// Snapshots the session's live directory (if it still exists) under its workspace, holding
+    /// the workspace's tool lock so no file tool change is caught half done.
     pub fn snapshot_session(&self, s: &Session, reason: &str, actor: &str) -> Result<Option<SnapshotInfo>> {
+        let _lock = self.lock_workspace(s)?;
+        self.snapshot_locked(s, reason, actor)
+    }
+
+    /// The tool lock of `s`'s live tree, if it still exists.
+    fn lock_workspace(&self, s: &Session) -> Result<Option<crate::tools::mutate::Locked>> {
+        if !s.live_dir.is_dir() {
+            return Ok(None);
+        }
+        crate::tools::mutate::Locked::acquire(self, &s.live_dir).map(Some)
+    }
+
+    fn snapshot_locked(&self, s: &Session, reason: &str, actor: &str) -> Result<Option<SnapshotInfo>> {
         if !s.live_dir.is_dir() {
             return Ok(None);
         }
@@ -319,7 +333,9 @@ impl Repo {
     /// is deleted. An unknown or already ended session is `not_found`.
     pub fn end_session(&self, id: &str, reason: EndReason, actor: &str) -> Result<Session> {
         let s = self.active_session(id)?;
-        let snap = self.snapshot_session(&s, "session_end", actor)?;
+        // Held until the status changes: a tool write waiting for it then sees `ended`.
+        let _lock = self.lock_workspace(&s)?;
+        let snap = self.snapshot_locked(&s, "session_end", actor)?;
         let now = now_ns();
         self.manifest.write(|tx| {
             // A concurrent end (the reaper and a DELETE) may have won while this one snapshotted.
@@ -345,7 +361,8 @@ impl Repo {
         if s.status == Status::Paused {
             return Ok(s);
         }
-        let snap = self.snapshot_session(&s, "pause", actor)?;
+        let _lock = self.lock_workspace(&s)?;
+        let snap = self.snapshot_locked(&s, "pause", actor)?;
         self.set_status(&s, Status::Paused, "session_pause", json!({"snapshot": snap.map(|i| i.id)}), actor)
     }
 

@@ -621,3 +621,162 @@ fn deleted_files_keep_their_content_after_the_patch() {
     w.ok("restore_file", json!({"trashId": trash}));
     assert_eq!(w.text("README.md"), "# demo\n\nPORT = 3000\n");
 }
+
+/// A journal row as a crash would leave it: `steps` over the workspace of `w`.
+fn journal_row(w: &Ws, steps: Vec<trove::tools::journal::Step>) -> String {
+    use trove::tools::journal::Plan;
+    let plan = Plan {
+        id: "op_0123456789ab".into(),
+        tool: "apply_patch".into(),
+        actor: "agent".into(),
+        workspace: w.s.workspace.clone(),
+        session: Some(w.s.id.clone()),
+        root: w.s.live_dir.clone(),
+        created_ns: 1,
+        steps,
+        details: json!({}),
+    };
+    let conn = w.repo.manifest().conn();
+    trove::manifest::journal::insert(conn, &plan.id, 1, &serde_json::to_string(&plan).expect("plan")).expect("row");
+    plan.id
+}
+
+fn write_step(w: &Ws, path: &str, before: &[u8], after: &[u8]) -> trove::tools::journal::Step {
+    let conn = w.repo.manifest().conn();
+    let chunking = w.repo.config().chunking;
+    let b = trove::manifest::loose::store(conn, before, 3, &chunking).expect("store");
+    let a = trove::manifest::loose::store(conn, after, 3, &chunking).expect("store");
+    trove::tools::journal::Step::Write {
+        path: path.as_bytes().to_vec(),
+        tmp: format!(".trove-op_0123456789ab-{path}.tmp").into_bytes(),
+        before: Some(sha256(before)),
+        after: sha256(after),
+        before_object: Some(b.to_hex()),
+        after_object: Some(a.to_hex()),
+        mode: 0o644,
+    }
+}
+
+fn pending(w: &Ws) -> usize {
+    trove::manifest::journal::pending(w.repo.manifest().conn()).expect("journal").len()
+}
+
+#[test]
+fn recovery_leaves_a_live_writer_alone_and_rolls_forward_once_it_is_gone() {
+    let w = ws();
+    fs::write(w.root.join("a.txt"), "one\n").expect("write");
+    let step = write_step(&w, "a.txt", b"one\n", b"two\n");
+    journal_row(&w, vec![step]);
+    {
+        // A writer holds the workspace lock: its plan is running, not interrupted.
+        let _held = trove::tools::mutate::Locked::acquire(&w.repo, &w.root).expect("lock");
+        Repo::open(&w.repo_path).expect("open");
+        assert_eq!(pending(&w), 1, "a live plan is not recovered");
+        assert_eq!(w.text("a.txt"), "one\n");
+    }
+    Repo::open(&w.repo_path).expect("open");
+    assert_eq!(pending(&w), 0);
+    assert_eq!(w.text("a.txt"), "two\n", "rolled forward from the stored content");
+    let last = w.audit().last().cloned().expect("record");
+    assert_eq!((last.1.as_str(), last.2.as_str()), ("apply_patch", "ok"));
+}
+
+#[test]
+fn recovery_rolls_back_when_a_step_was_changed_by_someone_else() {
+    let w = ws();
+    // Step 0 landed before the crash; step 1's file was then edited from a shell.
+    fs::write(w.root.join("a.txt"), "ONE\n").expect("write");
+    fs::write(w.root.join("b.txt"), "shell edit\n").expect("write");
+    let steps = vec![write_step(&w, "a.txt", b"one\n", b"ONE\n"), write_step(&w, "b.txt", b"bee\n", b"BEE\n")];
+    journal_row(&w, steps);
+    Repo::open(&w.repo_path).expect("open never fails on recovery");
+    assert_eq!(pending(&w), 0);
+    assert_eq!(w.text("a.txt"), "one\n", "the step that landed is undone from its pre-image");
+    assert_eq!(w.text("b.txt"), "shell edit\n", "someone else's change is kept");
+    let last = w.audit().last().cloned().expect("record");
+    assert_eq!((last.1.as_str(), last.2.as_str()), ("apply_patch", "conflict"));
+    assert!(w.state().iter().all(|(p, _)| !p.contains(".trove-")));
+}
+
+#[test]
+fn a_deleted_directory_that_changed_meanwhile_is_not_thrown_away() {
+    let w = ws();
+    fs::create_dir_all(w.root.join("q")).expect("mkdir");
+    fs::write(w.root.join("q/f"), "f\n").expect("write");
+    let d = w.ok("delete_file", json!({"path": "q"}));
+    let item = w.repo.trash_item(d["trashId"].as_str().expect("id")).expect("item");
+    // Replay the same removal as an interrupted plan over a directory that gained a file.
+    fs::create_dir_all(w.root.join("q")).expect("mkdir");
+    fs::write(w.root.join("q/f"), "f\n").expect("write");
+    fs::write(w.root.join("q/new.txt"), "not in the trash\n").expect("write");
+    let step = trove::tools::journal::Step::Remove {
+        path: b"q".to_vec(),
+        grave: b".trove-op_0123456789ab-0.del".to_vec(),
+        before: None,
+        trash: Box::new(trove::trash::TrashItem { id: "trash_aaaaaaaaaaaa".into(), ..item }),
+    };
+    journal_row(&w, vec![step]);
+    Repo::open(&w.repo_path).expect("open");
+    assert_eq!(w.text("q/new.txt"), "not in the trash\n");
+    assert_eq!(w.audit().last().expect("record").2, "conflict");
+}
+
+#[test]
+fn hostile_parameters_are_refused_not_panicked_on() {
+    let w = ws();
+    fs::create_dir_all(w.root.join("src/deep")).expect("mkdir");
+    fs::write(w.root.join("a"), "x").expect("write");
+    fs::write(w.root.join("src/deep/é.txt"), "x marks\n").expect("write");
+    let r = w.ok("search_files", json!({"pattern": "x", "path": "src/deep", "include": ["*.txt"]}));
+    assert_eq!(r["matches"].as_array().expect("m").len(), 1);
+    let r = w.ok("read_file", json!({"path": "src/main.rs", "startLine": 2, "maxLines": usize::MAX}));
+    assert_eq!(r["startLine"], json!(2));
+    assert_eq!(r["endLine"], json!(3));
+    w.err("read_file", json!({"path": "src/main.rs", "startLine": 2, "endLine": 1}), ErrorKind::InvalidArgument);
+    w.err("read_file", json!({"path": "src/main.rs", "maxBytes": 3}), ErrorKind::TooLarge);
+    // A setuid bit does not survive a rewrite onto trove's own inode.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(w.root.join("a"), fs::Permissions::from_mode(0o4755)).expect("chmod");
+    let sha = w.sha("a");
+    w.ok("write_file", json!({"path": "a", "content": "y", "expectedSha256": sha}));
+    assert_eq!(fs::metadata(w.root.join("a")).expect("meta").permissions().mode() & 0o7777, 0o755);
+}
+
+#[test]
+fn restoring_elsewhere_needs_read_access_to_what_was_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("ws");
+    fs::create_dir_all(root.join("secrets")).expect("mkdir");
+    fs::create_dir_all(root.join("src")).expect("mkdir");
+    fs::write(root.join("secrets/key"), "TOPSECRET").expect("write");
+    let repo = Repo::init(&dir.path().join("repo"), "t").expect("init");
+    let r = root.clone();
+    let a = repo
+        .create_session(&SessionSpec { workspace: Some("w".into()), ..Default::default() }, move |_| Ok(r), "t")
+        .expect("a");
+    let d = repo
+        .run_tool(&a, ToolCall::parse("delete_file", json!({"path": "secrets/key"})).expect("p"), "a")
+        .expect("del");
+    repo.end_session(&a.id, trove::session::EndReason::Deleted, "t").expect("end");
+    let spec: SessionSpec =
+        serde_json::from_value(json!({"workspace": "w", "file_access": {"read": [], "write": ["src"]}})).expect("spec");
+    let r = root.clone();
+    let b = repo.create_session(&spec, move |_| Ok(r), "t").expect("b");
+    for p in [json!({"trashId": d["trashId"], "to": "src/leak"}), json!({"path": "secrets/key", "to": "src/leak"})] {
+        let e = repo.run_tool(&b, ToolCall::parse("restore_file", p).expect("p"), "b").expect_err("leak");
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+    }
+    let e = repo
+        .run_tool(
+            &b,
+            ToolCall::parse(
+                "apply_patch",
+                json!({"patch": "*** Begin Patch\n*** Add File: src/x\n+x\n*** End Patch", "expectedSha256ByPath": {"secrets/other": ""}}),
+            )
+            .expect("p"),
+            "b",
+        )
+        .expect_err("probe");
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+    assert!(!root.join("src/leak").exists() && !root.join("src/x").exists());
+}

@@ -14,6 +14,7 @@
 //!    deletes the journal row. It may commit without an fsync: if it is lost, the journal row
 //!    is still there and recovery writes the same records.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -129,8 +130,9 @@ fn verify(wd: &WorkDir, path: &[u8], before: Option<&str>) -> Result<()> {
         (Some(_), Ok(Some(cur))) => Err(stale(path, Some(&hex_sha(&cur.sha256)))),
         (Some(_), Ok(None)) => Err(stale(path, None)),
         (None, Ok(None)) => Ok(()),
-        (None, Ok(Some(_))) | (None, Err(_)) => Err(already_exists(path)),
-        (Some(_), Err(e)) => Err(e),
+        (None, Ok(Some(_))) => Err(already_exists(path)),
+        (None, Err(e)) if e.kind() == ErrorKind::IsDirectory => Err(already_exists(path)),
+        (_, Err(e)) => Err(e),
     }
 }
 
@@ -186,10 +188,9 @@ impl Repo {
             steps: Vec::with_capacity(drafts.len()),
             details: ctx.details,
         };
-        // New contents (to stage) and pre-images (to undo with) by step; every one of them is
-        // stored as an object with the journal row.
+        // New contents (to stage) by step; they and the pre-images are stored as objects with
+        // the journal row (undo and recovery read the pre-images back from there).
         let mut contents: Vec<Option<(Vec<u8>, u32)>> = Vec::with_capacity(drafts.len());
-        let mut pre: Vec<Option<Vec<u8>>> = Vec::with_capacity(drafts.len());
         let mut store: Vec<Vec<u8>> = Vec::new();
         for (i, d) in drafts.into_iter().enumerate() {
             let (step, content, before_bytes) = match d {
@@ -231,11 +232,8 @@ impl Repo {
             if let Some((c, _)) = &content {
                 store.push(c.clone());
             }
-            if let Some(b) = &before_bytes {
-                store.push(b.clone());
-            }
+            store.extend(before_bytes);
             contents.push(content);
-            pre.push(before_bytes);
         }
         failpoint(&format!("{}:drafted", plan.tool));
         // 1. Journal: the plan and every object it needs, before the tree is touched.
@@ -269,53 +267,61 @@ impl Repo {
         // 3. Apply.
         for i in 0..plan.steps.len() {
             if let Err(e) = apply(wd, &plan.steps[i]) {
-                self.undo(wd, &plan, i, &pre);
+                let undone = (0..i).rev().try_for_each(|j| self.roll_back(wd, &plan.steps[j]));
                 self.discard_staged(wd, &plan, &made);
-                // The caller records the refusal, as for any refused call.
-                self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?;
+                if undone.is_ok() {
+                    // The caller records the refusal, as for any refused call.
+                    self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?;
+                }
+                // Otherwise the row stays, and recovery settles the tree on the next open.
                 return Err(e);
             }
             failpoint(&format!("{}:step:{i}", plan.tool));
         }
-        // 4. Bury, 5. finish.
-        bury(wd, &plan)?;
+        // 4. Bury: every change has landed, so a grave that cannot be removed is only litter.
+        let _ = bury(wd, &plan);
         failpoint(&format!("{}:buried", plan.tool));
+        // 5. Finish.
         self.finish(&plan, false)
     }
 
-    /// Removes staged temporaries and the directories staging created.
+    /// Removes staged temporaries and the directories staging created (if still empty).
     fn discard_staged(&self, wd: &WorkDir, plan: &Plan, made: &[Vec<u8>]) {
         for s in &plan.steps {
             if let Step::Write { tmp, .. } = s {
                 let _ = wd.remove(tmp);
             }
         }
-        // Deepest first; a directory something else was put in meanwhile stays.
         for dir in made.iter().rev() {
-            if wd.stat(dir).ok().flatten().is_some_and(|m| m.kind == Kind::Dir) {
-                let mut inside = Vec::new();
-                if wd.walk(dir, &mut inside).is_ok() && inside.is_empty() {
-                    let _ = wd.remove(dir);
-                }
-            }
+            let _ = wd.rmdir(dir);
         }
     }
 
-    /// Reverses steps `0..upto` after step `upto` failed.
-    fn undo(&self, wd: &WorkDir, plan: &Plan, upto: usize, pre: &[Option<Vec<u8>>]) {
-        for i in (0..upto).rev() {
-            let mut made = Vec::new();
-            let _ = match &plan.steps[i] {
-                Step::Write { path, tmp, before: Some(_), .. } => {
-                    let mode = wd.stat(path).ok().flatten().map_or(0o644, |m| m.mode);
-                    let bytes = pre[i].as_deref().unwrap_or_default();
-                    wd.write_temp(path, workdir::split(tmp).1, bytes, mode, &mut made)
-                        .and_then(|_| wd.rename(tmp, path, false, &mut made))
-                }
-                Step::Write { path, .. } | Step::Mkdir { path } | Step::Symlink { path, .. } => wd.remove(path),
-                Step::Remove { path, grave, .. } => wd.rename(grave, path, true, &mut made),
-                Step::Move { from, to, .. } => wd.rename(to, from, true, &mut made),
-            };
+    /// Reverses one step that happened, from the stored pre-images; refuses (`stale_file`)
+    /// when the path no longer holds what the step left there.
+    fn roll_back(&self, wd: &WorkDir, s: &Step) -> Result<()> {
+        let mut made = Vec::new();
+        match s {
+            Step::Write { path, tmp, before: Some(_), after, before_object, mode, .. } => {
+                verify(wd, path, Some(after))?;
+                let obj =
+                    before_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its pre-image"))?;
+                let bytes = self.content_bytes(obj)?;
+                wd.remove(tmp)?;
+                wd.write_temp(path, workdir::split(tmp).1, &bytes, *mode, &mut made)?;
+                wd.rename(tmp, path, false, &mut made)
+            }
+            Step::Write { path, after, .. } => {
+                verify(wd, path, Some(after))?;
+                wd.remove(path)
+            }
+            Step::Remove { path, grave, .. } => wd.rename(grave, path, true, &mut made),
+            Step::Move { from, to, .. } => wd.rename(to, from, true, &mut made),
+            Step::Mkdir { path } => wd.rmdir(path),
+            Step::Symlink { path, .. } => match wd.stat(path)? {
+                Some(m) if m.kind == Kind::Symlink => wd.remove(path),
+                _ => Ok(()),
+            },
         }
     }
 
@@ -393,30 +399,230 @@ impl Repo {
         Ok(done)
     }
 
-    /// Rolls forward every mutation a crash interrupted; run when a repository is opened.
-    /// Returns how many there were.
+    /// Settles every mutation a crash interrupted; run when a repository is opened. A plan whose
+    /// workspace lock is held belongs to a live writer and is left to it. Otherwise, if every
+    /// step is either done or still possible, the plan is rolled forward; if any step finds its
+    /// path changed by someone else, the steps that happened are rolled back from the stored
+    /// pre-images, so the tree is fully old or fully new, and the audit log says which. A plan
+    /// that cannot be settled now (an I/O error) stays for the next open: opening never fails
+    /// on recovery. Returns how many plans were settled.
     pub fn recover_journal(&self) -> Result<usize> {
         let pending = manifest::journal::pending(self.manifest.conn())?;
+        let mut settled = 0;
         for (id, encoded) in &pending {
-            let plan: Plan = serde_json::from_str(encoded)
-                .map_err(|e| Error::corrupt(format!("journal entry {id} does not parse: {e}")))?;
-            match WorkDir::open(&plan.root) {
-                Ok(wd) => {
-                    for s in &plan.steps {
-                        // A step that cannot be redone (the file changed meanwhile) is left:
-                        // recovery must not clobber what someone else wrote.
-                        let _ = redo(self, &wd, s);
-                    }
-                    bury(&wd, &plan)?;
-                }
-                // The workspace is gone: nothing to roll forward, only the records to keep.
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+            let Ok(plan) = serde_json::from_str::<Plan>(encoded) else { continue };
+            let lock = match super::mutate::Locked::try_acquire(self, &plan.root) {
+                Ok(Some(l)) => Some(l),
+                Ok(None) => continue,
+                // The workspace is gone: nothing on disk to settle, only the record to write.
+                Err(e) if e.kind() == ErrorKind::NotFound => None,
+                Err(_) => continue,
+            };
+            // It may have finished between the listing and the lock.
+            let still = manifest::journal::pending(self.manifest.conn())?.iter().any(|(p, _)| p == id);
+            if still && self.settle(lock.as_ref().map(|l| &l.wd), &plan).is_ok() {
+                settled += 1;
             }
-            self.finish(&plan, true)?;
         }
-        Ok(pending.len())
+        Ok(settled)
     }
+
+    fn settle(&self, wd: Option<&WorkDir>, plan: &Plan) -> Result<()> {
+        let Some(wd) = wd else {
+            return self.abandon(plan, "not_found", "the workspace directory is gone", &[]);
+        };
+        // Steps are judged in order: a step still to do sees the tree as the pending steps
+        // before it will leave it (a write after a move finds the moved file).
+        let mut predicted: HashMap<Vec<u8>, Option<String>> = HashMap::new();
+        let mut states = Vec::with_capacity(plan.steps.len());
+        for s in &plan.steps {
+            let st = state(wd, s, &predicted)?;
+            if st == State::Pending {
+                match s {
+                    Step::Write { path, after, .. } => {
+                        predicted.insert(path.clone(), Some(after.clone()));
+                    }
+                    Step::Remove { path, .. } => {
+                        predicted.insert(path.clone(), None);
+                    }
+                    Step::Move { from, to, sha256, .. } => {
+                        predicted.insert(from.clone(), None);
+                        predicted.insert(to.clone(), sha256.clone());
+                    }
+                    Step::Mkdir { .. } | Step::Symlink { .. } => {}
+                }
+            }
+            states.push(st);
+        }
+        let conflicts: Vec<String> = plan
+            .steps
+            .iter()
+            .zip(&states)
+            .filter(|(_, st)| **st == State::Conflict)
+            .map(|(s, _)| path::display(s.path()).into_owned())
+            .collect();
+        if conflicts.is_empty() {
+            for (s, st) in plan.steps.iter().zip(&states) {
+                if *st == State::Pending {
+                    self.redo(wd, s)?;
+                }
+            }
+            let _ = bury(wd, plan);
+            self.finish(plan, true).map(|_| ())
+        } else {
+            for (s, st) in plan.steps.iter().zip(&states).rev() {
+                if *st == State::Done {
+                    self.roll_back(wd, s)?;
+                }
+            }
+            for s in &plan.steps {
+                if let Step::Write { tmp, .. } = s {
+                    wd.remove(tmp)?;
+                }
+            }
+            self.abandon(plan, "conflict", "changed by someone else before the interrupted change finished", &conflicts)
+        }
+    }
+
+    /// Closes a plan that was rolled back (or had nothing left to act on) with one record.
+    fn abandon(&self, plan: &Plan, outcome: &str, why: &str, paths: &[String]) -> Result<()> {
+        let mut rec = base_record(plan, now_ns());
+        rec.outcome = outcome.to_string();
+        rec.details = json!({"plan": plan.id, "recovered": true, "rolledBack": true, "message": why, "paths": paths});
+        self.manifest.write(|tx| {
+            manifest::audit::append(tx, &rec)?;
+            manifest::journal::remove(tx, &plan.id)
+        })
+    }
+
+    /// Does one pending step during recovery; a write is staged again from its stored content,
+    /// since a temporary the crash left may be torn.
+    fn redo(&self, wd: &WorkDir, s: &Step) -> Result<()> {
+        if let Step::Write { path, tmp, after_object, mode, .. } = s {
+            wd.remove(tmp)?;
+            let obj = after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
+            let bytes = self.content_bytes(obj)?;
+            wd.write_temp(path, workdir::split(tmp).1, &bytes, *mode, &mut Vec::new())?;
+        }
+        apply(wd, s)
+    }
+}
+
+/// Where a journaled step stands after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Done,
+    Pending,
+    /// The path holds neither what the step found nor what it left: someone else's change.
+    Conflict,
+}
+
+impl Step {
+    /// The path a step changes (its source, for a move).
+    pub fn path(&self) -> &[u8] {
+        match self {
+            Step::Write { path, .. }
+            | Step::Remove { path, .. }
+            | Step::Mkdir { path }
+            | Step::Symlink { path, .. } => path,
+            Step::Move { from, .. } => from,
+        }
+    }
+}
+
+fn sha_of(wd: &WorkDir, path: &[u8]) -> Result<Option<String>> {
+    Ok(wd.current(path)?.map(|c| hex_sha(&c.sha256)))
+}
+
+fn state(wd: &WorkDir, s: &Step, predicted: &HashMap<Vec<u8>, Option<String>>) -> Result<State> {
+    Ok(match s {
+        Step::Write { path, before, after, .. } => {
+            let now = match predicted.get(path) {
+                Some(p) => p.clone(),
+                None => match wd.current(path) {
+                    Ok(c) => c.map(|c| hex_sha(&c.sha256)),
+                    Err(_) => return Ok(State::Conflict),
+                },
+            };
+            if now.as_deref() == Some(after.as_str()) {
+                State::Done
+            } else if now == *before {
+                State::Pending
+            } else {
+                State::Conflict
+            }
+        }
+        Step::Remove { path, grave, before, trash } => {
+            if wd.stat(grave)?.is_some() {
+                State::Done
+            } else if wd.stat(path)?.is_none() {
+                // Removed and buried: bury runs only once every step is done.
+                State::Done
+            } else if apply_check_remove(wd, path, before.as_deref(), trash).is_ok() {
+                State::Pending
+            } else {
+                State::Conflict
+            }
+        }
+        Step::Move { from, to, sha256, .. } => {
+            let (f, t) = (wd.stat(from)?, wd.stat(to)?);
+            match (f, t) {
+                (None, Some(_)) => State::Done,
+                (Some(_), None) if sha256.is_none() || sha_of(wd, from)? == *sha256 => State::Pending,
+                _ => State::Conflict,
+            }
+        }
+        Step::Mkdir { path } => match wd.stat(path)? {
+            Some(m) if m.kind == Kind::Dir => State::Done,
+            Some(_) => State::Conflict,
+            None => State::Pending,
+        },
+        Step::Symlink { path, .. } => match wd.stat(path)? {
+            Some(m) if m.kind == Kind::Symlink => State::Done,
+            Some(_) => State::Conflict,
+            None => State::Pending,
+        },
+    })
+}
+
+/// What a removal checks before its rename: a file still has `before`; a directory still
+/// holds exactly what was recorded in the trash (names, kinds, file hashes), so nothing
+/// written into it since is thrown away unrecorded.
+fn apply_check_remove(wd: &WorkDir, path: &[u8], before: Option<&str>, trash: &TrashItem) -> Result<()> {
+    if before.is_some() {
+        return verify(wd, path, before);
+    }
+    let mut walked = Vec::new();
+    match wd.stat(path)? {
+        Some(m) if m.kind == Kind::Dir => wd.walk(path, &mut walked)?,
+        Some(_) => return Err(stale(path, None)),
+        None => return Err(stale(path, None)),
+    }
+    let mut now = Vec::with_capacity(walked.len());
+    for (child, m) in walked {
+        let rel = child[path.len() + 1..].to_vec();
+        let sha = match m.kind {
+            Kind::File => sha_of(wd, &child)?,
+            _ => None,
+        };
+        let kind = match m.kind {
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+            Kind::Other => continue,
+        };
+        now.push((rel, kind.to_string(), sha));
+    }
+    let recorded: Vec<_> = trash.entries.iter().map(|e| (e.rel.clone(), e.kind.clone(), e.sha256.clone())).collect();
+    if now != recorded {
+        let shown = path::display(path);
+        return Err(Error::new(
+            ErrorKind::StaleFile,
+            format!("directory '{shown}' changed while it was being deleted: list it again and retry"),
+        )
+        .with_detail("path", shown.as_ref()));
+    }
+    Ok(())
 }
 
 fn base_record(plan: &Plan, now: i64) -> AuditRecord {
@@ -434,12 +640,8 @@ fn apply(wd: &WorkDir, s: &Step) -> Result<()> {
             verify(wd, path, before.as_deref())?;
             wd.rename(tmp, path, before.is_none(), &mut made)
         }
-        Step::Remove { path, grave, before, .. } => {
-            if before.is_some() {
-                verify(wd, path, before.as_deref())?;
-            } else if wd.stat(path)?.is_none() {
-                return Err(stale(path, None));
-            }
+        Step::Remove { path, grave, before, trash } => {
+            apply_check_remove(wd, path, before.as_deref(), trash)?;
             wd.rename(path, grave, true, &mut made)
         }
         Step::Move { from, to, sha256, .. } => {
@@ -460,47 +662,6 @@ fn apply(wd: &WorkDir, s: &Step) -> Result<()> {
             ErrorKind::AlreadyExists => already_exists(path),
             _ => e,
         }),
-    }
-}
-
-/// Recovery for one step: done already, or done now if its precondition still holds. A
-/// write is staged again from its stored content: a temporary a crash left may be torn.
-fn redo(repo: &Repo, wd: &WorkDir, s: &Step) -> Result<()> {
-    match s {
-        Step::Write { path, tmp, before, after, after_object, mode, .. } => {
-            wd.remove(tmp)?;
-            let now = wd.current(path).ok().flatten().map(|c| hex_sha(&c.sha256));
-            if now.as_deref() == Some(after.as_str()) || now.as_deref() != before.as_deref() {
-                // Done already; or changed by someone else since, which recovery must not clobber.
-                return Ok(());
-            }
-            let obj = after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
-            let bytes = repo.content_bytes(obj)?;
-            wd.write_temp(path, workdir::split(tmp).1, &bytes, *mode, &mut Vec::new())?;
-            let r = apply(wd, s);
-            if r.is_err() {
-                wd.remove(tmp)?;
-            }
-            r
-        }
-        Step::Remove { path, grave, .. } => {
-            if wd.stat(grave)?.is_some() || wd.stat(path)?.is_none() {
-                return Ok(());
-            }
-            apply(wd, s)
-        }
-        Step::Move { from, to, .. } => {
-            if wd.stat(to)?.is_some() && wd.stat(from)?.is_none() {
-                return Ok(());
-            }
-            apply(wd, s)
-        }
-        Step::Mkdir { path } | Step::Symlink { path, .. } => {
-            if wd.stat(path)?.is_some() {
-                return Ok(());
-            }
-            apply(wd, s)
-        }
     }
 }
 

@@ -194,15 +194,19 @@ impl Repo {
         let read_only = |why: &str| {
             Error::new(ErrorKind::ReadOnly, format!("session '{}' is {why}: its files are read-only", s.id))
         };
-        match s.status {
-            Status::Ready => {}
-            Status::Paused => return Err(read_only("paused")),
-            Status::Ended => return Err(read_only("ended")),
-        }
+        let status = |s: &Session| match s.status {
+            Status::Ready => Ok(()),
+            Status::Paused => Err(read_only("paused")),
+            Status::Ended => Err(read_only("ended")),
+        };
+        status(s)?;
         if !s.live_dir.is_dir() {
             return Err(read_only("without its workspace directory"));
         }
-        mutate::Locked::acquire(self, &s.live_dir)
+        let locked = mutate::Locked::acquire(self, &s.live_dir)?;
+        // Ending and pausing hold the same lock: read the status again now that it is ours.
+        status(&self.session(&s.id)?)?;
+        Ok(locked)
     }
 
     /// Appends the audit record of a refused mutation.

@@ -31,13 +31,26 @@ pub struct Locked {
 }
 
 impl Locked {
+    /// Waits for the lock of the workspace at `live_dir`.
     pub fn acquire(repo: &Repo, live_dir: &Path) -> Result<Locked> {
+        Locked::take(repo, live_dir, true)?.ok_or_else(|| Error::internal("a blocking lock returned without the lock"))
+    }
+
+    /// The lock if nobody holds it: how recovery tells a plan whose process died from one that
+    /// is still running.
+    pub fn try_acquire(repo: &Repo, live_dir: &Path) -> Result<Option<Locked>> {
+        Locked::take(repo, live_dir, false)
+    }
+
+    fn take(repo: &Repo, live_dir: &Path, wait: bool) -> Result<Option<Locked>> {
+        let wd = WorkDir::open(live_dir)?;
         let dir = match repo.root() {
             Some(r) => r.join("locks"),
             None => std::env::temp_dir().join("trove-locks"),
         };
-        let key = blake3::hash(live_dir.as_os_str().as_encoded_bytes()).to_hex();
-        let file_path = dir.join(format!("{}.lock", &key[..24]));
+        // Keyed on the directory itself, not its spelling (`ws`, `ws/`, a symlink to it).
+        let (dev, ino) = wd.identity()?;
+        let file_path = dir.join(format!("{dev:x}-{ino:x}.lock"));
         let open = || File::options().create(true).truncate(false).write(true).open(&file_path);
         let file = match open() {
             Ok(f) => f,
@@ -47,9 +60,13 @@ impl Locked {
             }
             Err(e) => return Err(Error::io("open", &file_path, e)),
         };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| Error::io("lock", &file_path, e.into()))?;
-        Ok(Locked { wd: WorkDir::open(live_dir)?, _lock: file })
+        use rustix::fs::FlockOperation;
+        let op = if wait { FlockOperation::LockExclusive } else { FlockOperation::NonBlockingLockExclusive };
+        match rustix::fs::flock(&file, op) {
+            Ok(()) => Ok(Some(Locked { wd, _lock: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) if !wait => Ok(None),
+            Err(e) => Err(Error::io("lock", &file_path, e.into())),
+        }
     }
 }
 
@@ -121,6 +138,10 @@ pub struct ApplyPatch {
     #[serde(default)]
     pub expected_sha256_by_path: BTreeMap<String, String>,
 }
+
+/// The most one `delete_file` of a directory may take into the trash.
+const DELETE_DIR_ENTRIES: usize = 20_000;
+const DELETE_DIR_BYTES: u64 = 256 << 20;
 
 /// A path a tool may write: normalized, inside the scope.
 fn writable(c: &Caller<'_>, p: &str) -> Result<Vec<u8>> {
@@ -213,6 +234,18 @@ fn draft_remove(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], expected: Option<&str>
             }
             let mut walked = Vec::new();
             wd.walk(rel, &mut walked)?;
+            // Every file is read and stored in one transaction: bound what one call may take.
+            let total: u64 = walked.iter().filter(|(_, m)| m.kind == Kind::File).map(|(_, m)| m.size).sum();
+            if walked.len() > DELETE_DIR_ENTRIES || total > DELETE_DIR_BYTES {
+                return Err(Error::new(
+                    ErrorKind::TooLarge,
+                    format!(
+                        "directory '{}' holds {} entries and {total} bytes, over the {DELETE_DIR_ENTRIES}-entry / {DELETE_DIR_BYTES}-byte limit of one delete: delete its subdirectories one at a time",
+                        path::display(rel),
+                        walked.len()
+                    ),
+                ));
+            }
             let mut entries = Vec::new();
             let mut members = Vec::new();
             let mut size = 0;
@@ -331,9 +364,10 @@ impl Repo {
         if l.wd.stat(&rel)?.is_some() {
             return Err(already_exists(&rel));
         }
+        let size = content.len();
         let draft = Draft::Write { path: rel.clone(), content, mode: 0o644, before: None };
         let done = self.execute(&l.wd, ctx(c, "create_file", json!({})), vec![draft])?;
-        Ok(json!({"path": path::display(&rel), "sha256": written(&done, &rel), "size": p.content.len(),
+        Ok(json!({"path": path::display(&rel), "sha256": written(&done, &rel), "size": size,
                   "auditSeq": done.audit_seqs.first()}))
     }
 
@@ -433,6 +467,7 @@ impl Repo {
             }
             (None, Some(pth)) => {
                 let rel = path::normalize_nonempty(pth.as_bytes())?;
+                c.scope.check_read(&rel)?;
                 self.trash(&c.session.workspace, Some(&rel))?
                     .into_iter()
                     .find(|t| t.restored_ns.is_none())
@@ -444,6 +479,8 @@ impl Repo {
             }
             (None, None) => return Err(Error::invalid_argument("give trashId, or the path that was deleted")),
         };
+        // Restoring elsewhere is a read of what was deleted: the session must be able to see it.
+        c.scope.check_read(&item.path)?;
         let target = match &p.to {
             Some(to) => writable(c, to)?,
             None => {
@@ -456,7 +493,10 @@ impl Repo {
         if l.wd.stat(&target)?.is_some() {
             match p.on_conflict {
                 OnConflict::Fail => return Err(already_exists(&target)),
-                OnConflict::Rename => target = free_name(&l.wd, &target)?,
+                OnConflict::Rename => {
+                    target = free_name(&l.wd, &target)?;
+                    c.scope.check_write(&target)?;
+                }
                 OnConflict::Overwrite => {
                     if item.kind == "dir" {
                         return Err(Error::invalid_argument(
@@ -522,16 +562,22 @@ impl Repo {
                 }
             }
         }
+        // Each file is read once: the hash checked against the map is the one the journal
+        // checks again right before the rename.
+        let mut reads: BTreeMap<Vec<u8>, Option<Current>> = BTreeMap::new();
         for (pth, expected) in &p.expected_sha256_by_path {
             let rel = path::normalize_nonempty(pth.as_bytes())?;
+            c.scope.check_read(&rel)?;
             let cur = wd.current(&rel)?;
             match (expected.as_str(), &cur) {
                 ("", None) => {}
                 ("", Some(c)) => return Err(stale(&rel, Some(c), Some(""))),
                 (e, _) => {
-                    check_expected(&rel, cur, Some(e))?;
+                    reads.insert(rel.clone(), Some(check_expected(&rel, cur, Some(e))?));
+                    continue;
                 }
             }
+            reads.insert(rel, cur);
         }
         let mut drafts = Vec::new();
         let mut report = Vec::new();
@@ -568,11 +614,16 @@ impl Repo {
                         }
                     }
                     report.push((rel.clone(), "delete", None));
-                    drafts.push(draft_remove(c, wd, &rel, None, "apply_patch")?);
+                    let expected = reads.get(&rel).and_then(|r| r.as_ref()).map(|c| hex_sha(&c.sha256));
+                    drafts.push(draft_remove(c, wd, &rel, expected.as_deref(), "apply_patch")?);
                 }
                 crate::patch::FileOp::Update { path: pth, move_to, chunks, line } => {
                     let rel = path::normalize_nonempty(pth.as_bytes())?;
-                    let cur = match wd.current(&rel) {
+                    let read = match reads.remove(&rel) {
+                        Some(r) => Ok(r),
+                        None => wd.current(&rel),
+                    };
+                    let cur = match read {
                         Ok(Some(cur)) => cur,
                         Ok(None) => {
                             return Err(Error::not_found(format!(

@@ -167,13 +167,13 @@ impl Repo {
                 "startLine {start} is past the end of '{shown}', which has {total} lines"
             )));
         }
-        let end = p.end_line.unwrap_or(total).min(total);
-        if end + 1 < start {
-            return Err(Error::invalid_argument(format!("endLine {end} is before startLine {start}")));
+        if let Some(e) = p.end_line.filter(|&e| e < start) {
+            return Err(Error::invalid_argument(format!("endLine {e} is before startLine {start}")));
         }
+        let end = p.end_line.unwrap_or(total).min(total);
         let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
         let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
-        let shown_end = end.min(start + max_lines - 1);
+        let shown_end = end.min(start.saturating_add(max_lines - 1));
         let mut content = String::with_capacity(text.len().min(1 << 20));
         let mut cut_lines = 0usize;
         for line in lines.iter().take(shown_end).skip(start - 1) {
@@ -193,9 +193,17 @@ impl Repo {
         let mut truncated = shown_end < end || cut_lines > 0;
         if let Some(max) = p.max_bytes {
             if content.len() > max {
+                // Whole lines only, so nextStartLine resumes exactly where this read stopped.
                 let kept = prefix_bytes(&content, max);
-                last = start - 1 + kept.matches('\n').count();
-                content.truncate(kept.len());
+                let whole = kept.rfind('\n').map_or(0, |i| i + 1);
+                if whole == 0 {
+                    return Err(Error::new(
+                        ErrorKind::TooLarge,
+                        format!("line {start} of '{shown}' is longer than maxBytes {max}: raise maxBytes or lower maxLineLength"),
+                    ));
+                }
+                last = start - 1 + content[..whole].matches('\n').count();
+                content.truncate(whole);
                 truncated = true;
             }
         }
@@ -375,10 +383,13 @@ impl Repo {
         for f in &files {
             let rel = &f.path;
             let inside = under.is_empty() || (rel.starts_with(&under) && rel.get(under.len()) == Some(&b'/'));
-            let rel_s = path::display(rel);
-            let rel_in = if under.is_empty() { &rel_s[..] } else { &rel_s[under.len() + 1..] };
-            if !inside
-                || include.as_ref().is_some_and(|g| !g.is_match(rel_in))
+            if !inside {
+                continue;
+            }
+            // Globs match the path below `path`, cut on the raw bytes.
+            let rel_in = path::display(if under.is_empty() { rel } else { &rel[under.len() + 1..] });
+            let rel_in = rel_in.as_ref();
+            if include.as_ref().is_some_and(|g| !g.is_match(rel_in))
                 || exclude.as_ref().is_some_and(|g| g.is_match(rel_in))
             {
                 continue;

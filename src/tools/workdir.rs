@@ -96,7 +96,11 @@ impl WorkDir {
                 Ok(next) => next,
                 Err(Errno::NOENT) if create => {
                     match rustix::fs::mkdirat(&fd, part, Mode::from_raw_mode(0o755)) {
-                        Ok(()) => made.push(so_far.clone()),
+                        Ok(()) => {
+                            // The new entry is durable once its parent is.
+                            rustix::fs::fsync(&fd).map_err(|e| self.io("sync", &so_far, e))?;
+                            made.push(so_far.clone())
+                        }
                         Err(Errno::EXIST) => {}
                         Err(e) => return Err(self.io("create directory", &so_far, e)),
                     }
@@ -108,6 +112,13 @@ impl WorkDir {
             };
         }
         Ok(Some(fd))
+    }
+
+    fn vanished(&self, dir: &[u8]) -> Error {
+        Error::new(
+            ErrorKind::Conflict,
+            format!("directory '{}' vanished while it was being used: try again", shown(dir)),
+        )
     }
 
     /// What is at `rel`, not following a final symlink; `None` if nothing (or no parent).
@@ -176,12 +187,15 @@ impl WorkDir {
     /// in `made`) and makes it durable.
     pub fn write_temp(&self, rel: &[u8], tmp: &[u8], bytes: &[u8], mode: u32, made: &mut Vec<Vec<u8>>) -> Result<()> {
         let (parent, _) = split(rel);
-        let dir = self.dir(parent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        let dir = self.dir(parent, true, made)?.ok_or_else(|| self.vanished(parent))?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&dir, tmp, flags, Mode::from_raw_mode(mode & 0o7777))
+        // Permission bits only: the new inode belongs to trove's user, so a setuid or setgid bit
+        // carried over would hand the agent's content trove's privileges.
+        let mode = mode & 0o777;
+        let fd = rustix::fs::openat(&dir, tmp, flags, Mode::from_raw_mode(mode))
             .map_err(|e| self.io("create", &walk::join_rel(parent, tmp), e))?;
         // The umask narrowed the mode given to openat; the file keeps the mode it had.
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777)).map_err(|e| self.io("chmod", rel, e))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| self.io("chmod", rel, e))?;
         let mut file = std::fs::File::from(fd);
         file.write_all(bytes).map_err(|e| self.io("write", rel, e))?;
         file.sync_all().map_err(|e| self.io("sync", rel, e))?;
@@ -195,7 +209,7 @@ impl WorkDir {
         let (tparent, tname) = split(to);
         let fdir =
             self.dir(fparent, false, made)?.ok_or_else(|| Error::not_found(format!("'{}' not found", shown(from))))?;
-        let tdir = self.dir(tparent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        let tdir = self.dir(tparent, true, made)?.ok_or_else(|| self.vanished(tparent))?;
         let flags = if noreplace { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
         rustix::fs::renameat_with(&fdir, fname, &tdir, tname, flags).map_err(|e| match e {
             Errno::EXIST => Error::new(
@@ -213,25 +227,62 @@ impl WorkDir {
         Ok(())
     }
 
-    /// Removes the file, symlink or whole directory at `rel`; nothing there is fine.
+    /// Removes the file, symlink or whole directory at `rel`; nothing there is fine. Works
+    /// through descriptors, entry by entry, so a symlink swapped in meanwhile is removed as a
+    /// link, never followed.
     pub fn remove(&self, rel: &[u8]) -> Result<()> {
-        match self.stat(rel)? {
-            None => Ok(()),
-            Some(m) if m.kind == Kind::Dir => {
-                let full = self.root.join(shown(rel));
-                // The path was resolved without symlinks above, and remove_dir_all does not
-                // follow symlinks inside the tree it removes.
-                std::fs::remove_dir_all(&full).map_err(|e| self.io("remove", rel, e))
-            }
-            Some(_) => {
-                let (parent, name) = split(rel);
-                let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(()) };
-                match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
-                    Ok(()) | Err(Errno::NOENT) => Ok(()),
-                    Err(e) => Err(self.io("remove", rel, e)),
-                }
+        if rel.is_empty() {
+            return Err(Error::invalid_argument("the workspace root itself cannot be removed"));
+        }
+        let (parent, name) = split(rel);
+        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(()) };
+        self.remove_at(&dir, name, rel)
+    }
+
+    fn remove_at(&self, dir: &OwnedFd, name: &[u8], rel: &[u8]) -> Result<()> {
+        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => return Ok(()),
+            // Linux answers EISDIR for a directory.
+            Err(Errno::ISDIR) | Err(Errno::PERM) => {}
+            Err(e) => return Err(self.io("remove", rel, e)),
+        }
+        let sub = match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(self.io("open directory", rel, e)),
+        };
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&sub).map_err(|e| self.io("read directory", rel, e))? {
+            let entry = entry.map_err(|e| self.io("read directory", rel, e))?;
+            let n = entry.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                names.push(n.to_vec());
             }
         }
+        for n in names {
+            self.remove_at(&sub, &n, &walk::join_rel(rel, &n))?;
+        }
+        match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(self.io("remove directory", rel, e)),
+        }
+    }
+
+    /// Removes directory `rel` if it is empty; a non-empty or missing one is left as it is.
+    pub fn rmdir(&self, rel: &[u8]) -> Result<()> {
+        let (parent, name) = split(rel);
+        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(()) };
+        match rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) | Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(self.io("remove directory", rel, e)),
+        }
+    }
+
+    /// The identity of the root directory (device, inode): what the workspace lock is keyed
+    /// on, so every spelling of one directory takes the same lock.
+    pub fn identity(&self) -> Result<(u64, u64)> {
+        let st = rustix::fs::fstat(&self.fd).map_err(|e| self.io("stat", b"", e))?;
+        Ok((st.st_dev, st.st_ino))
     }
 
     /// Creates directory `rel` and its parents.
@@ -242,7 +293,7 @@ impl WorkDir {
     /// Creates symlink `rel` pointing at `target`.
     pub fn symlink(&self, rel: &[u8], target: &[u8], made: &mut Vec<Vec<u8>>) -> Result<()> {
         let (parent, name) = split(rel);
-        let dir = self.dir(parent, true, made)?.ok_or_else(|| Error::internal("a created directory vanished"))?;
+        let dir = self.dir(parent, true, made)?.ok_or_else(|| self.vanished(parent))?;
         rustix::fs::symlinkat(target, &dir, name).map_err(|e| self.io("create symlink", rel, e))
     }
 
