@@ -35,3 +35,13 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Q<T> {
             .map_err(|e| ApiError::new(ErrorKind::InvalidArgument, format!("bad query: {}", e.body_text())))
     }
 }
+
+/// A request body, or the refusal of one (over the body limit: 413 `too_large`) as an error body.
+pub(crate) fn body_of(
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<axum::body::Bytes, ApiError> {
+    body.map_err(|e| {
+        ApiError::new(ErrorKind::TooLarge, format!("the request body was refused: {}", e.body_text()))
+            .with_status(e.status())
+    })
+}

@@ -149,7 +149,7 @@ pub(super) fn read_response(read: LiveRead, origin: &Origin, download: bool, hea
 }
 
 /// The session behind a Files API call; ended sessions stay readable from their snapshots.
-fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
+pub(super) fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
     repo.session(id).map_err(|e| match e.kind() {
         ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
         _ => e.into(),

@@ -26,10 +26,7 @@ pub(super) async fn create(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| {
-        ApiError::new(ErrorKind::TooLarge, format!("the request body was refused: {}", e.body_text()))
-            .with_status(e.status())
-    })?;
+    let body = super::extract::body_of(body)?;
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
     } else {

@@ -13,29 +13,13 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::extract::P;
-use super::files::check_http_path;
+use super::extract::{body_of, P};
+use super::files::{check_http_path, session_of};
 use super::state::AppState;
 use crate::error::{Error, ErrorKind};
-use crate::repo::Repo;
-use crate::session::Session;
 use crate::tools::{envelope, mutate, ToolCall};
 
 const ACTOR: &str = "api";
-
-fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        ApiError::new(ErrorKind::TooLarge, format!("the request body was refused: {}", e.body_text()))
-            .with_status(e.status())
-    })
-}
-
-fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
-    repo.session(id).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
-        _ => e.into(),
-    })
-}
 
 /// `POST /v1/sessions/{id}/tools/{tool}`: request-level problems (unknown session or tool, a
 /// body that is not the tool's parameters) answer with their status; everything the tool

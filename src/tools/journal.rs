@@ -108,17 +108,24 @@ pub fn failpoint(name: &str) {
     }
 }
 
-fn stale(path: &[u8], current: Option<&str>) -> Error {
+/// The stale-file refusal for `path`, whose sha256 is now `current` (`None`: nothing there),
+/// where the caller expected `expected`: one message per situation, and the facts an agent
+/// needs to retry (`currentSha256`, `suggestedAction`).
+pub fn stale(path: &[u8], current: Option<String>, expected: Option<&str>) -> Error {
     let shown = path::display(path);
-    let msg = match current {
-        Some(_) => format!(
-            "'{shown}' changed since you read it: re-read the file to get its current sha256 and re-apply your edit"
+    let msg = match (expected, &current) {
+        (None, Some(_)) => format!(
+            "'{shown}' exists and no expectedSha256 was given: read the file first and pass its sha256 as expectedSha256"
         ),
-        None => format!("'{shown}' no longer exists: re-read the directory, then create the file if you still need it"),
+        (_, None) => format!("'{shown}' does not exist (any more): re-read the directory, and use create_file to make it"),
+        (Some(_), Some(_)) => format!(
+            "'{shown}' has changed since you read it (sha256 differs): re-read the file to get its current sha256 and re-apply your edit"
+        ),
     };
     Error::new(ErrorKind::StaleFile, msg)
         .with_detail("path", shown.as_ref())
-        .with_detail("currentSha256", current.map(str::to_string))
+        .with_detail("currentSha256", current)
+        .with_detail("expectedSha256", expected.map(str::to_string))
         .with_detail("suggestedAction", "Re-read the file to obtain the current sha256 and re-apply your edit.")
 }
 
@@ -127,8 +134,8 @@ fn verify(wd: &WorkDir, path: &[u8], before: Option<&str>) -> Result<()> {
     let now = wd.current(path);
     match (before, now) {
         (Some(want), Ok(Some(cur))) if hex_sha(&cur.sha256) == want => Ok(()),
-        (Some(_), Ok(Some(cur))) => Err(stale(path, Some(&hex_sha(&cur.sha256)))),
-        (Some(_), Ok(None)) => Err(stale(path, None)),
+        (Some(want), Ok(Some(cur))) => Err(stale(path, Some(hex_sha(&cur.sha256)), Some(want))),
+        (Some(want), Ok(None)) => Err(stale(path, None, Some(want))),
         (None, Ok(None)) => Ok(()),
         (None, Ok(Some(_))) => Err(already_exists(path)),
         (None, Err(e)) if e.kind() == ErrorKind::IsDirectory => Err(already_exists(path)),
@@ -595,8 +602,8 @@ fn apply_check_remove(wd: &WorkDir, path: &[u8], before: Option<&str>, trash: &T
     let mut walked = Vec::new();
     match wd.stat(path)? {
         Some(m) if m.kind == Kind::Dir => wd.walk(path, &mut walked)?,
-        Some(_) => return Err(stale(path, None)),
-        None => return Err(stale(path, None)),
+        Some(_) => return Err(stale(path, None, None)),
+        None => return Err(stale(path, None, None)),
     }
     let mut now = Vec::with_capacity(walked.len());
     for (child, m) in walked {
@@ -647,7 +654,7 @@ fn apply(wd: &WorkDir, s: &Step) -> Result<()> {
         Step::Move { from, to, sha256, .. } => {
             match sha256 {
                 Some(_) => verify(wd, from, sha256.as_deref())?,
-                None if wd.stat(from)?.is_none() => return Err(stale(from, None)),
+                None if wd.stat(from)?.is_none() => return Err(stale(from, None, None)),
                 None => {}
             }
             wd.rename(from, to, true, &mut made)

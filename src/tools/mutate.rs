@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::edit::{self, Edit};
-use super::journal::{already_exists, hex_sha, Ctx, Done, Draft};
+use super::journal::{self, already_exists, hex_sha, Ctx, Done, Draft};
 use super::workdir::{Current, Kind, WorkDir};
 use super::Caller;
 use crate::error::{Error, ErrorKind, Result};
@@ -161,21 +161,7 @@ fn decode(content: &str, encoding: Option<&str>) -> Result<Vec<u8>> {
 }
 
 fn stale(rel: &[u8], cur: Option<&Current>, expected: Option<&str>) -> Error {
-    let shown = path::display(rel);
-    let current = cur.map(|c| hex_sha(&c.sha256));
-    let msg = match (expected, &current) {
-        (None, Some(_)) => format!(
-            "'{shown}' exists and no expectedSha256 was given: read the file first and pass its sha256 as expectedSha256"
-        ),
-        (_, None) => format!("'{shown}' does not exist: use create_file to make it"),
-        (Some(_), Some(_)) => format!(
-            "'{shown}' has changed since you read it (sha256 differs): re-read the file to get its current sha256 and re-apply your edit"
-        ),
-    };
-    Error::new(ErrorKind::StaleFile, msg)
-        .with_detail("path", shown.as_ref())
-        .with_detail("currentSha256", current)
-        .with_detail("expectedSha256", expected.map(str::to_string))
+    journal::stale(rel, cur.map(|c| hex_sha(&c.sha256)), expected)
 }
 
 /// The stale-file protocol for a file that must exist: `expected` must be its sha256.
