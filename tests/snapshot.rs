@@ -292,11 +292,11 @@ fn every_change_is_audited_with_contiguous_sequence_numbers() {
         .expect("snapshot");
     repo.restore(&snap, &tmp.path().join("out"), &RestoreOptions::default()).expect("restore");
     let rows = trove::manifest::audit::tail(repo.manifest().conn(), None, 10).expect("audit");
-    let ops: Vec<&str> = rows.iter().map(|r| r.operation.as_str()).collect();
+    let ops: Vec<&str> = rows.iter().map(|r| r.record.operation.as_str()).collect();
     assert_eq!(ops, ["init", "snapshot", "restore"]);
     let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, [1, 2, 3]);
-    assert_eq!(rows[1].actor, "cli:tester");
+    assert_eq!(rows[1].record.actor, "cli:tester");
     let encoded: Vec<u8> =
         repo.manifest().conn().query_row("SELECT encoded FROM audit WHERE seq = 2", [], |r| r.get(0)).expect("encoded");
     assert!(encoded.starts_with(b"trove-audit-v1"));

@@ -266,14 +266,15 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             if json {
                 print_json(&mut out, &Value::Array(records.iter().map(|r| r.to_json()).collect()))?;
             } else {
-                for r in &records {
+                for full in &records {
+                    let r = &full.record;
                     let p = r.path.as_deref().map(trove::path::display).unwrap_or_default();
                     let dest =
                         r.dest_path.as_deref().map(|d| format!(" -> {}", trove::path::display(d))).unwrap_or_default();
                     writeln!(
                         out,
                         "{:>6}  {}  {:<14} {:<16} {:<12} {p}{dest}",
-                        r.seq,
+                        full.seq,
                         format::time(r.time_ns),
                         r.actor,
                         r.operation,

@@ -40,57 +40,39 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
     Ok(seq)
 }
 
-/// Every field of one record, as a revert needs them.
+/// A stored record: its sequence number and the record as it was appended.
 #[derive(Debug, Clone)]
 pub struct FullRecord {
     pub seq: i64,
-    pub time_ns: i64,
-    pub actor: String,
-    pub operation: String,
-    pub workspace: Option<String>,
-    pub session: Option<String>,
-    pub path: Option<Vec<u8>>,
-    pub dest_path: Option<Vec<u8>>,
-    pub before_sha256: Option<[u8; 32]>,
-    pub after_sha256: Option<[u8; 32]>,
-    pub before_object: Option<crate::object::ObjectId>,
-    pub outcome: String,
-    pub details: serde_json::Value,
+    pub record: AuditRecord,
 }
 
 const FULL: &str = "SELECT seq, time_ns, actor, operation, workspace, session, path, dest_path, before_sha256,
-                    after_sha256, before_object, outcome, details FROM audit";
+                    after_sha256, before_object, after_object, outcome, details FROM audit";
 
-type RawRecord = (FullRecord, Option<Vec<u8>>, String);
+/// The row with its object ids and details still raw, decoded by `finish_row`.
+type RawRecord = (FullRecord, Option<Vec<u8>>, Option<Vec<u8>>, String);
 
 fn full_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
-    Ok((
-        FullRecord {
-            seq: r.get(0)?,
-            time_ns: r.get(1)?,
-            actor: r.get(2)?,
-            operation: r.get(3)?,
-            workspace: r.get(4)?,
-            session: r.get(5)?,
-            path: r.get(6)?,
-            dest_path: r.get(7)?,
-            before_sha256: r.get::<_, Option<Vec<u8>>>(8)?.and_then(|v| v.try_into().ok()),
-            after_sha256: r.get::<_, Option<Vec<u8>>>(9)?.and_then(|v| v.try_into().ok()),
-            before_object: None,
-            outcome: r.get(11)?,
-            details: serde_json::Value::Null,
-        },
-        r.get(10)?,
-        r.get(12)?,
-    ))
+    let mut record = AuditRecord::ok(r.get(1)?, &r.get::<_, String>(2)?, &r.get::<_, String>(3)?);
+    record.workspace = r.get(4)?;
+    record.session = r.get(5)?;
+    record.path = r.get(6)?;
+    record.dest_path = r.get(7)?;
+    record.before_sha256 = r.get::<_, Option<Vec<u8>>>(8)?.and_then(|v| v.try_into().ok());
+    record.after_sha256 = r.get::<_, Option<Vec<u8>>>(9)?.and_then(|v| v.try_into().ok());
+    record.outcome = r.get(12)?;
+    Ok((FullRecord { seq: r.get(0)?, record }, r.get(10)?, r.get(11)?, r.get(13)?))
 }
 
 fn finish_row(raw: RawRecord) -> Result<FullRecord> {
-    let (mut rec, object, details) = raw;
-    rec.before_object = object.map(|o| crate::object::ObjectId::from_slice(&o)).transpose()?;
-    rec.details = serde_json::from_str(&details)
-        .map_err(|e| crate::error::Error::corrupt(format!("audit record {} has malformed details: {e}", rec.seq)))?;
-    Ok(rec)
+    let (mut full, before, after, details) = raw;
+    let id = |o: Option<Vec<u8>>| o.map(|o| crate::object::ObjectId::from_slice(&o)).transpose();
+    full.record.before_object = id(before)?;
+    full.record.after_object = id(after)?;
+    full.record.details = serde_json::from_str(&details)
+        .map_err(|e| crate::error::Error::corrupt(format!("audit record {} has malformed details: {e}", full.seq)))?;
+    Ok(full)
 }
 
 /// Record `seq`, if there is one.
@@ -119,24 +101,26 @@ pub fn tail(conn: &Connection, session: Option<&str>, limit: i64) -> Result<Vec<
 impl FullRecord {
     /// The record as JSON: hashes and object ids in hex, paths as text.
     pub fn to_json(&self) -> serde_json::Value {
+        let r = &self.record;
         let mut m = serde_json::Map::new();
         m.insert("seq".into(), self.seq.into());
-        m.insert("time".into(), crate::repo::iso_time(self.time_ns).into());
-        m.insert("actor".into(), self.actor.clone().into());
-        m.insert("operation".into(), self.operation.clone().into());
-        m.insert("workspace".into(), self.workspace.clone().into());
-        m.insert("session".into(), self.session.clone().into());
-        if let Some(p) = &self.path {
+        m.insert("time".into(), crate::repo::iso_time(r.time_ns).into());
+        m.insert("actor".into(), r.actor.clone().into());
+        m.insert("operation".into(), r.operation.clone().into());
+        m.insert("workspace".into(), r.workspace.clone().into());
+        m.insert("session".into(), r.session.clone().into());
+        if let Some(p) = &r.path {
             crate::path::put_json(&mut m, "path", p);
         }
-        if let Some(p) = &self.dest_path {
+        if let Some(p) = &r.dest_path {
             crate::path::put_json(&mut m, "destPath", p);
         }
-        m.insert("beforeSha256".into(), self.before_sha256.map(hex::encode).into());
-        m.insert("afterSha256".into(), self.after_sha256.map(hex::encode).into());
-        m.insert("beforeObject".into(), self.before_object.map(|o| o.to_hex()).into());
-        m.insert("outcome".into(), self.outcome.clone().into());
-        m.insert("details".into(), self.details.clone());
+        m.insert("beforeSha256".into(), r.before_sha256.map(hex::encode).into());
+        m.insert("afterSha256".into(), r.after_sha256.map(hex::encode).into());
+        m.insert("beforeObject".into(), r.before_object.map(|o| o.to_hex()).into());
+        m.insert("afterObject".into(), r.after_object.map(|o| o.to_hex()).into());
+        m.insert("outcome".into(), r.outcome.clone().into());
+        m.insert("details".into(), r.details.clone());
         serde_json::Value::Object(m)
     }
 }

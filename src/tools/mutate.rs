@@ -678,7 +678,8 @@ impl Repo {
     /// (`stale_file`) if the file changed since. The revert is itself a mutation, audited.
     pub fn revert(&self, seq: i64, actor: &str) -> Result<Value> {
         let rec = crate::manifest::audit::get(self.manifest.conn(), seq)?
-            .ok_or_else(|| Error::not_found(format!("audit record {seq} not found: list them with `trove audit`")))?;
+            .ok_or_else(|| Error::not_found(format!("audit record {seq} not found: list them with `trove audit log`")))?
+            .record;
         let change = rec.details.get("change").and_then(Value::as_str).unwrap_or("");
         if rec.outcome != "ok" || change.is_empty() {
             return Err(Error::invalid_argument(format!(
@@ -700,7 +701,7 @@ impl Repo {
     fn revert_record(
         &self,
         s: &Session,
-        rec: &crate::manifest::audit::FullRecord,
+        rec: &crate::audit::AuditRecord,
         change: &str,
         seq: i64,
         actor: &str,

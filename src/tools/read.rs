@@ -236,7 +236,6 @@ impl Repo {
         }
         let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
         let depth = if p.recursive { p.max_depth.unwrap_or(usize::MAX) } else { 1 };
-        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
         let none = Excludes::none();
         let view = self.session_view(c, &none);
         let mut entries = Vec::new();
@@ -263,6 +262,8 @@ impl Repo {
             |rel: &[u8]| rel[dir.len()..].iter().filter(|&&b| b == b'/').count() + usize::from(dir.is_empty());
         let origin = match self.choose_source(&view, &source_of(&p.source))? {
             None => {
+                // Only the live walk skips excluded directories; a snapshot never holds them.
+                let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
                 let wd = WorkDir::open(&c.session.live_dir)?;
                 match wd.stat(&dir)? {
                     Some(m) if m.kind == Kind::Dir => {}
