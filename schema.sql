@@ -195,3 +195,30 @@ CREATE TABLE journal (
     created_ns  INTEGER NOT NULL,
     plan        TEXT NOT NULL                -- JSON, see tools/journal.rs
 );
+
+-- schema-version: 4
+-- API tokens get an id (shown by `trove token list`, named by `trove token revoke`) and a
+-- revocation time; a revoked token is refused at once, by every server reading this manifest.
+-- The id is `tok_` and the first 12 hex digits of the token's SHA-256: it names the token
+-- without revealing it.
+ALTER TABLE api_tokens ADD COLUMN id TEXT;
+ALTER TABLE api_tokens ADD COLUMN revoked_ns INTEGER;
+UPDATE api_tokens SET id = 'tok_' || lower(hex(substr(hash, 1, 6))) WHERE id IS NULL;
+CREATE UNIQUE INDEX api_tokens_by_id ON api_tokens(id);
+
+-- `seq` is contiguous: an insert must be exactly the next number (version 1 refused only
+-- rewrites, so a gap could be left).
+DROP TRIGGER audit_append_only;
+CREATE TRIGGER audit_append_only BEFORE INSERT ON audit
+WHEN NEW.seq IS NOT (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit)
+BEGIN SELECT RAISE(ABORT, 'audit records are append-only and their seq contiguous'); END;
+
+-- Restores in progress (ARCHITECTURE.md, "Restore"): written before the first file is staged,
+-- deleted when the last one is in place. A row found on open is a restore a crash interrupted;
+-- its staging directory is removed (every file in place is whole: files land by rename).
+CREATE TABLE restores (
+    id          TEXT PRIMARY KEY,            -- 'rst_' + 12 hex digits
+    target      BLOB NOT NULL,               -- the target directory, absolute
+    staging     BLOB NOT NULL,               -- the staging directory's name inside it
+    created_ns  INTEGER NOT NULL
+);

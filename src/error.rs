@@ -12,6 +12,10 @@ use std::path::Path;
 pub enum ErrorKind {
     InvalidPath,
     InvalidArgument,
+    /// A path or tree deeper than trove walks (`path::MAX_DEPTH` components).
+    TooDeep,
+    /// A file name over 255 bytes, or a path over the length the filesystem takes.
+    NameTooLong,
     TooLarge,
     IsDirectory,
     NotText,
@@ -23,6 +27,9 @@ pub enum ErrorKind {
     ReadOnly,
     StaleFile,
     PatchFailed,
+    /// The request's deadline passed; the work was stopped before it changed anything
+    /// (`details.changed` says so).
+    Timeout,
     Corrupt,
     Io,
     Internal,
@@ -34,6 +41,8 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidPath => "invalid_path",
             ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::TooDeep => "too_deep",
+            ErrorKind::NameTooLong => "name_too_long",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::IsDirectory => "is_directory",
             ErrorKind::NotText => "not_text",
@@ -45,6 +54,7 @@ impl ErrorKind {
             ErrorKind::ReadOnly => "read_only",
             ErrorKind::StaleFile => "stale_file",
             ErrorKind::PatchFailed => "patch_failed",
+            ErrorKind::Timeout => "timeout",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Io => "io",
             ErrorKind::Internal => "internal",
@@ -89,15 +99,31 @@ impl Error {
         let kind = match source.kind() {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            _ if source.raw_os_error() == Some(libc::ENAMETOOLONG) => ErrorKind::NameTooLong,
             _ => ErrorKind::Io,
         };
         let message = format!("cannot {verb} {}: {source}", path.display());
         Error::with_source(kind, message, source)
     }
 
-    /// A manifest (SQLite) failure while doing `verb`.
+    /// A manifest (SQLite) failure while doing `verb`. A value of the wrong type or range in a
+    /// row is damage (`corrupt`), not an I/O failure: `check` reports it and goes on.
     pub fn db(verb: &str, source: rusqlite::Error) -> Error {
-        Error::with_source(ErrorKind::Io, format!("manifest error while {verb}: {source}"), source)
+        let kind = match &source {
+            rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..) => ErrorKind::Corrupt,
+            _ => ErrorKind::Io,
+        };
+        Error::with_source(kind, format!("manifest error while {verb}: {source}"), source)
+    }
+
+    /// The request's deadline passed during `stage`; `changed` says whether anything had been
+    /// changed by then (it never has: work stops only before its commit point).
+    pub fn timeout(stage: &str, changed: bool) -> Error {
+        let what = if changed { "the change was made" } else { "nothing was changed" };
+        Error::new(ErrorKind::Timeout, format!("the request ran out of time while {stage}; {what}: try again"))
+            .with_detail("changed", changed)
     }
 
     pub fn corrupt(message: impl Into<String>) -> Error {

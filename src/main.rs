@@ -255,7 +255,7 @@ pub enum SessionCommand {
 /// The one place an error becomes an exit code (documented in README.md, "Exit codes").
 pub(crate) fn exit_code(kind: ErrorKind) -> u8 {
     match kind {
-        ErrorKind::InvalidArgument | ErrorKind::InvalidPath => 2,
+        ErrorKind::InvalidArgument | ErrorKind::InvalidPath | ErrorKind::TooDeep | ErrorKind::NameTooLong => 2,
         ErrorKind::Corrupt => 3,
         _ => 1,
     }

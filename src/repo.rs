@@ -55,6 +55,9 @@ pub struct Repo {
     pub(crate) bundles: BundleCache,
     /// Recently decoded trees, for lookups by path.
     pub(crate) trees: crate::manifest::trees::TreeCache,
+    /// When the work of the current caller must stop (a server request's deadline): long
+    /// operations check it between stages and stop before their commit point.
+    deadline: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -115,6 +118,7 @@ impl Repo {
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
+            deadline: Default::default(),
         };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
@@ -172,6 +176,7 @@ impl Repo {
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
+            deadline: Default::default(),
         };
         // A file tool mutation a crash interrupted is finished before anything else runs.
         repo.recover_journal()?;
@@ -191,6 +196,7 @@ impl Repo {
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
+            deadline: Default::default(),
         })
     }
 
@@ -215,6 +221,25 @@ impl Repo {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// Sets (or clears) the deadline of the work this handle does next: the server sets each
+    /// request's before lending a pooled handle. Work that runs past it stops with `timeout`
+    /// at its next check, before it changes anything.
+    pub fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+        self.deadline.set(deadline);
+    }
+
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.deadline.get()
+    }
+
+    /// `timeout` if the deadline has passed; `stage` names what was being done.
+    pub fn check_deadline(&self, stage: &str) -> Result<()> {
+        match self.deadline.get() {
+            Some(d) if std::time::Instant::now() >= d => Err(Error::timeout(stage, false)),
+            _ => Ok(()),
+        }
     }
 
     /// Appends one audit record in a transaction of its own.

@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -248,5 +248,14 @@ mod tests {
         let replace = "INSERT OR REPLACE INTO audit (seq, time_ns, actor, operation, outcome, details, encoded)
                        VALUES (1, 0, 'forged', 'x', 'ok', '{}', x'00')";
         assert!(m.conn().execute(replace, []).is_err(), "a replace is a rewrite");
+        let at = |seq: i64| {
+            m.conn().execute(
+                "INSERT INTO audit (seq, time_ns, actor, operation, outcome, details, encoded) VALUES (?1, 0, 'a', 'x', 'ok', '{}', x'00')",
+                [seq],
+            )
+        };
+        assert!(at(3).is_err(), "a gap in seq is refused");
+        assert!(at(1).is_err(), "an old seq is refused");
+        at(2).expect("the next seq is accepted");
     }
 }

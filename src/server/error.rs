@@ -15,6 +15,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     match kind {
         ErrorKind::InvalidPath
         | ErrorKind::InvalidArgument
+        | ErrorKind::TooDeep
+        | ErrorKind::NameTooLong
         | ErrorKind::TooLarge
         | ErrorKind::IsDirectory
         | ErrorKind::NotText => StatusCode::BAD_REQUEST,
@@ -24,6 +26,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::AlreadyExists | ErrorKind::Conflict | ErrorKind::ReadOnly => StatusCode::CONFLICT,
         ErrorKind::StaleFile => StatusCode::PRECONDITION_FAILED,
         ErrorKind::PatchFailed => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Timeout => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Corrupt | ErrorKind::Io | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

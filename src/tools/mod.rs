@@ -128,6 +128,8 @@ pub fn suggested_action(kind: ErrorKind) -> &'static str {
         ErrorKind::TooLarge => "Read a slice with startLine/endLine or maxBytes.",
         ErrorKind::IsDirectory => "Use list_directory for a directory.",
         ErrorKind::InvalidPath | ErrorKind::InvalidArgument => "Fix the parameters as the message says.",
+        ErrorKind::TooDeep | ErrorKind::NameTooLong => "Use a shorter path: the message gives the limit.",
+        ErrorKind::Timeout => "Nothing was changed: retry, or split the work into smaller calls.",
         ErrorKind::Conflict => "The file changed while it was read: try again.",
         _ => "Try again later; if it persists, report the message to an operator.",
     }
