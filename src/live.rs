@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::object::Sha256;
 use crate::path;
 use crate::scope::Scope;
-use crate::walk::{self, DirNode, Excludes, Node};
+use crate::walk::{self, Excludes, Node};
 
 /// The Files API's read limit.
 pub const READ_LIMIT: u64 = 1 << 20;
@@ -31,28 +31,29 @@ pub struct LiveFile {
 
 /// Every regular file under `root` not excluded, in path order; with a scope, only what it
 /// lets the session read, and nothing under directories that lead nowhere in scope.
-pub fn list_files(root: &Path, excludes: &Excludes, scope: Option<&Scope>) -> Result<Vec<LiveFile>> {
+pub fn list_files(
+    root: &Path,
+    excludes: &Excludes,
+    scope: Option<&Scope>,
+    deadline: Option<std::time::Instant>,
+) -> Result<Vec<LiveFile>> {
     let fd = walk::open_root(root)?;
-    let (tree, _) = walk::walk(&fd, root, excludes)?;
+    let walked = walk::walk(&fd, root, &walk::WalkOptions { excludes, deadline })?;
     let mut out = Vec::new();
-    collect(&tree, scope, &mut out);
-    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
-}
-
-fn collect(dir: &DirNode, scope: Option<&Scope>, out: &mut Vec<LiveFile>) {
-    for child in &dir.children {
-        match child {
-            Node::File { name, stat } => {
+    // A directory that leads nowhere in scope has no descendant in scope either, so judging
+    // each directory on its own path hides whole invisible subtrees.
+    for dir in walked.dirs.iter().filter(|d| d.rel.is_empty() || scope.is_none_or(|s| s.dir_visible(&d.rel))) {
+        for child in &dir.children {
+            if let Node::File { name, stat } = child {
                 let rel = walk::join_rel(&dir.rel, name);
                 if scope.is_none_or(|s| s.can_read(&rel)) {
                     out.push(LiveFile { path: rel, size: stat.size, mtime_ns: stat.mtime_ns });
                 }
             }
-            Node::Dir(d) if scope.is_none_or(|s| s.dir_visible(&d.rel)) => collect(d, scope, out),
-            _ => {}
         }
     }
+    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// A file read from the live tree.
@@ -173,14 +174,14 @@ mod tests {
         let t = ws();
         let root = t.path().join("ws");
         let ex = Excludes::effective(None, &[]).expect("excludes");
-        let all: Vec<Vec<u8>> = list_files(&root, &ex, None).expect("list").into_iter().map(|f| f.path).collect();
+        let all: Vec<Vec<u8>> = list_files(&root, &ex, None, None).expect("list").into_iter().map(|f| f.path).collect();
         assert_eq!(
             all,
             vec![b"big.bin".to_vec(), b"secret/key".to_vec(), b"src/a.rs".to_vec(), b"src/deep/b.rs".to_vec()]
         );
         let scope = Scope::new("s1", &FileAccess { read: vec!["src/deep".into()], write: vec![] }).expect("scope");
         let scoped: Vec<Vec<u8>> =
-            list_files(&root, &ex, Some(&scope)).expect("list").into_iter().map(|f| f.path).collect();
+            list_files(&root, &ex, Some(&scope), None).expect("list").into_iter().map(|f| f.path).collect();
         assert_eq!(scoped, vec![b"src/deep/b.rs".to_vec()]);
     }
 

@@ -7,6 +7,11 @@
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// The most directories deep a path or a walked tree may go: walks leave deeper directories out
+/// (with a `too_deep` warning) and paths with more components are `too_deep`. Deep enough for
+/// any real tree; it bounds the memory of the paths a walk holds (quadratic in depth).
+pub const MAX_DEPTH: usize = 4096;
+
 fn invalid(path: &[u8], why: &str) -> Error {
     Error::new(
         ErrorKind::InvalidPath,
@@ -33,6 +38,16 @@ pub fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
         return Ok(Vec::new());
     }
     let parts: Vec<&[u8]> = p.split(|&b| b == b'/').collect();
+    if parts.len() > MAX_DEPTH {
+        return Err(Error::new(
+            ErrorKind::TooDeep,
+            format!(
+                "path '{}…' has {} components, more than the {MAX_DEPTH} trove walks: use a shorter path",
+                String::from_utf8_lossy(&path[..path.len().min(60)]),
+                parts.len()
+            ),
+        ));
+    }
     for part in &parts {
         match *part {
             b"" => return Err(invalid(path, "it has an empty component ('//')")),

@@ -178,8 +178,10 @@ impl Repo {
             trees: Default::default(),
             deadline: Default::default(),
         };
-        // A file tool mutation a crash interrupted is finished before anything else runs.
+        // A file tool mutation a crash interrupted is finished before anything else runs, and a
+        // restore's leftovers are cleaned up.
         repo.recover_journal()?;
+        repo.recover_restores()?;
         Ok(repo)
     }
 

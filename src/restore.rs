@@ -1,31 +1,52 @@
-//! Restoring a snapshot (or some of its paths) into a directory, modes and mtimes included.
+//! Restoring a snapshot (or some of its paths) into a directory, modes and mtimes included,
+//! without ever writing outside the target and without ever leaving a torn file.
 //!
-//! The plan (which entries, where each object lies) is made on the calling thread, since the
-//! manifest connection is single-threaded; file contents are then fetched, verified and
-//! written in parallel. Directory modes and mtimes are set last, deepest first, because
-//! creating entries inside a directory changes its mtime.
+//! Order of work, and why it is safe (ARCHITECTURE.md, "Restore"):
+//! 1. plan: every entry to create, with every object located, in one manifest read; a missing
+//!    object or a bad name fails before the target is touched;
+//! 2. record the restore in the manifest (`restores`), holding a lock file for as long as it
+//!    runs, then make a staging directory `.trove-restore-<id>` inside the target;
+//! 3. directories: created (or checked) one at a time, each opened beneath the target with
+//!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so a symlink planted anywhere on the
+//!    way (or swapped in meanwhile) is never followed; with `overwrite`, a non-directory where
+//!    the snapshot has a directory is replaced;
+//! 4. stage: files are written in parallel into the staging directory, verified, given their
+//!    mode and mtime; symlinks are made there too;
+//! 5. one `syncfs` makes all of their data durable (not one fsync per file);
+//! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
+//!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
+//! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
+//!    record, and the empty staging directory is removed.
+//!
+//! A crash leaves whole files only: some already in place, the rest still in the staging
+//! directory, which `Repo::open` removes (`recover_restores`) once the lock shows that the
+//! restoring process is gone. Running the restore again completes it.
 
 use std::ffi::OsStr;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use filetime::FileTime;
 use rayon::prelude::*;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, UTIME_OMIT};
+use rustix::io::Errno;
 use serde::Serialize;
 
 use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::objects::{self, Location};
+use crate::manifest::restores::{self, Pending};
 use crate::manifest::snapshots::SnapshotInfo;
 use crate::object::bundle::BundleCache;
 use crate::object::ObjectId;
 use crate::path;
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
+use crate::tools::journal::failpoint;
 use crate::tree::{Entry, EntryKind};
+use crate::walk;
 
 pub struct RestoreOptions<'a> {
     /// Snapshot paths to restore (files or directories); empty means everything.
@@ -50,21 +71,26 @@ pub struct RestoreReport {
     pub bytes: u64,
 }
 
-/// Everything a restore creates, in listing (pre-)order.
+/// Everything a restore creates, in listing (pre-)order; paths are relative to the target.
 struct Plan {
-    dirs: Vec<(PathBuf, Entry)>,
+    dirs: Vec<(Vec<u8>, Entry)>,
     files: Vec<FilePlan>,
-    links: Vec<(PathBuf, Entry)>,
+    links: Vec<(Vec<u8>, Entry)>,
 }
 
 struct FilePlan {
-    path: PathBuf,
+    rel: Vec<u8>,
     entry: Entry,
     parts: Vec<(ObjectId, Location)>,
 }
 
-fn mtime(ns: i64) -> FileTime {
-    FileTime::from_unix_time(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000) as u32)
+fn timespec(ns: i64) -> Timespec {
+    Timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) as _ }
+}
+
+/// Sets only the modification time (the access time is left as it is).
+fn mtime_only(ns: i64) -> Timestamps {
+    Timestamps { last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT }, last_modification: timespec(ns) }
 }
 
 /// Names from the manifest become path components on disk: refuse anything that could step
@@ -76,36 +102,148 @@ fn safe_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Removes whatever non-directory is at `p` (overwrite mode), so a symlink there is replaced,
-/// never written through. Directories get the same treatment in `ensure_dir`, and every
-/// ancestor of a restored path is planned as a directory, so no write follows a symlink that
-/// sits anywhere under the target.
-fn clear_non_dir(p: &Path) -> Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => Err(Error::new(
-            ErrorKind::Conflict,
-            format!("{} is a directory where the snapshot has a file: move it away first", p.display()),
-        )),
-        Ok(_) => fs::remove_file(p).map_err(|e| Error::io("replace", p, e)),
-        Err(_) => Ok(()),
+fn staged_name(i: usize) -> String {
+    format!("{i}")
+}
+
+fn link_name(i: usize) -> String {
+    format!("l{i}")
+}
+
+/// The restore's target directory: its descriptor, and its path for messages.
+struct Target<'a> {
+    fd: OwnedFd,
+    path: &'a Path,
+}
+
+impl Target<'_> {
+    fn err(&self, verb: &str, rel: &[u8], e: impl Into<std::io::Error>) -> Error {
+        let e: std::io::Error = e.into();
+        match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "cannot {verb} '{}' in {}: a symlink is in the way, and restore never follows one",
+                    path::display(rel),
+                    self.path.display()
+                ),
+            ),
+            _ => Error::io(verb, &self.path.join(OsStr::from_bytes(rel)), e),
+        }
+    }
+
+    /// The directory at `rel` beneath the target, no symlink followed.
+    fn dir(&self, rel: &[u8]) -> Result<OwnedFd> {
+        walk::open_dir_beneath(&self.fd, rel).map_err(|e| self.err("open directory", rel, e))
+    }
+
+    /// Makes directory `rel` (its parent exists: plans list parents first); with `overwrite`, a
+    /// file or symlink in its place is removed first, never followed.
+    fn ensure_dir(&self, rel: &[u8], overwrite: bool) -> Result<()> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent)?;
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
+                return Ok(())
+            }
+            Ok(_) if overwrite => {
+                rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| self.err("replace", rel, e))?
+            }
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "'{}' exists in {}: pass --overwrite to replace it",
+                        path::display(rel),
+                        self.path.display()
+                    ),
+                ))
+            }
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(self.err("stat", rel, e)),
+        }
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(self.err("create directory", rel, e)),
+        }
     }
 }
 
-fn ensure_dir(p: &Path) -> Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => {
-            fs::remove_file(p).map_err(|e| Error::io("replace", p, e))?;
-            fs::create_dir(p).map_err(|e| Error::io("create directory", p, e))
-        }
-        // The parent was made (or checked) just before: plans list ancestors first.
-        Err(_) => fs::create_dir(p).map_err(|e| Error::io("create directory", p, e)),
+/// Splits `a/b/c` into (`a/b`, `c`).
+fn split(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (b"", rel),
     }
+}
+
+/// The last directory a worker opened: consecutive entries of a plan mostly share a parent.
+#[derive(Default)]
+struct DirCache {
+    rel: Option<Vec<u8>>,
+    fd: Option<OwnedFd>,
+}
+
+impl DirCache {
+    fn get<'a>(&'a mut self, target: &Target<'_>, rel: &[u8]) -> Result<&'a OwnedFd> {
+        if self.rel.as_deref() != Some(rel) || self.fd.is_none() {
+            self.fd = Some(target.dir(rel)?);
+            self.rel = Some(rel.to_vec());
+        }
+        self.fd.as_ref().ok_or_else(|| Error::internal("directory cache emptied"))
+    }
+}
+
+/// Holds the lock that tells recovery a restore is still running (see `recover_restores`).
+struct RestoreLock {
+    _file: File,
+    path: std::path::PathBuf,
+}
+
+impl Drop for RestoreLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn new_restore_id() -> Result<String> {
+    let mut bytes = [0u8; 6];
+    crate::session::fill_random(&mut bytes)?;
+    Ok(format!("rst_{}", hex::encode(bytes)))
 }
 
 impl Repo {
+    fn restore_lock_path(&self, id: &str) -> std::path::PathBuf {
+        let dir = match self.root() {
+            Some(r) => r.join("locks"),
+            None => std::env::temp_dir().join("trove-locks"),
+        };
+        dir.join(format!("{id}.lock"))
+    }
+
+    /// Takes the lock of restore `id`: waiting when `wait`, else `None` if someone holds it.
+    fn lock_restore(&self, id: &str, wait: bool) -> Result<Option<RestoreLock>> {
+        let path = self.restore_lock_path(id);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        use rustix::fs::FlockOperation;
+        let op = if wait { FlockOperation::LockExclusive } else { FlockOperation::NonBlockingLockExclusive };
+        match rustix::fs::flock(&file, op) {
+            Ok(()) => Ok(Some(RestoreLock { _file: file, path })),
+            Err(Errno::WOULDBLOCK) if !wait => Ok(None),
+            Err(e) => Err(Error::io("lock", &path, e.into())),
+        }
+    }
+
     pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
-        match fs::read_dir(target) {
+        match std::fs::read_dir(target) {
             Ok(mut it) => {
                 if it.next().is_some() && !opts.overwrite {
                     return Err(Error::new(
@@ -121,63 +259,176 @@ impl Repo {
             Err(e) => return Err(Error::io("open restore target", target, e)),
         }
 
-        // Plan: every entry to create, resolved before anything is written, so a bad path
-        // or a missing object fails before the target is touched.
-        let Plan { dirs, files, links } = self.manifest.read(|| self.plan(snap, target, opts))?;
+        // 1. Plan: every entry to create, resolved before anything is written.
+        let plan = self.manifest.read(|| self.plan(snap, opts))?;
+        self.check_deadline("planning the restore")?;
 
-        fs::create_dir_all(target).map_err(|e| Error::io("create restore target", target, e))?;
-        for (p, _) in &dirs {
-            ensure_dir(p)?;
-        }
-        let total: u64 = files.iter().map(|f| f.entry.size).sum();
-        opts.progress.start("restoring", total);
-        let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
-        // Contiguous runs per worker keep neighbouring files, which share bundles, together.
-        files.par_iter().with_min_len(16).try_for_each(|f| -> Result<()> {
-            write_file(backend, bundles, f, opts.overwrite)?;
-            opts.progress.advance(f.entry.size);
-            Ok(())
-        })?;
-        for (p, e) in &links {
-            if opts.overwrite {
-                clear_non_dir(p)?;
+        std::fs::create_dir_all(target).map_err(|e| Error::io("create restore target", target, e))?;
+        let abs = std::path::absolute(target).map_err(|e| Error::io("resolve", target, e))?;
+        let target = Target { fd: walk::open_root(&abs)?, path: target };
+
+        // 2. Record it, then make the staging directory.
+        let id = new_restore_id()?;
+        let lock = self.lock_restore(&id, true)?.ok_or_else(|| Error::internal("a blocking lock returned nothing"))?;
+        let staging = format!(".trove-restore-{id}").into_bytes();
+        let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: staging.clone() };
+        self.manifest.write(|tx| restores::insert(tx, &pending, now_ns()))?;
+        let result = self.restore_planned(&target, &staging, &plan, opts);
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing half-written stays behind: staged files go, files already renamed into
+                // place are whole. If even that fails, recovery tries again on the next open.
+                if remove_tree(&target.fd, &staging).is_ok() {
+                    self.manifest.write(|tx| restores::remove(tx, &id))?;
+                }
+                return Err(e);
             }
-            let t = OsStr::from_bytes(e.target.as_deref().unwrap_or(b""));
-            std::os::unix::fs::symlink(t, p).map_err(|err| Error::io("create symlink", p, err))?;
-            filetime::set_symlink_file_times(p, mtime(e.mtime_ns), mtime(e.mtime_ns))
-                .map_err(|err| Error::io("set times of", p, err))?;
-        }
-        for (p, e) in dirs.iter().rev() {
-            fs::set_permissions(p, fs::Permissions::from_mode(e.mode))
-                .map_err(|err| Error::io("set mode of", p, err))?;
-            filetime::set_file_mtime(p, mtime(e.mtime_ns)).map_err(|err| Error::io("set mtime of", p, err))?;
-        }
-        opts.progress.finish();
-
-        let report = RestoreReport {
-            files: files.len() as u64,
-            dirs: dirs.len() as u64,
-            symlinks: links.len() as u64,
-            bytes: total,
         };
+        failpoint("restore:renamed");
+
         let mut record = AuditRecord::ok(now_ns(), &opts.actor, "restore");
         record.workspace = Some(snap.workspace.clone());
-        record.dest_path = Some(target.as_os_str().as_bytes().to_vec());
+        record.dest_path = Some(abs.as_os_str().as_bytes().to_vec());
         record.details = serde_json::json!({
             "snapshot": snap.id,
             "paths": opts.paths.iter().map(|p| path::display(p).into_owned()).collect::<Vec<_>>(),
             "files": report.files,
             "bytes": report.bytes,
         });
-        self.audit(record)?;
+        self.manifest.write(|tx| {
+            restores::remove(tx, &id)?;
+            crate::manifest::audit::append(tx, &record)
+        })?;
+        rustix::fs::unlinkat(&target.fd, staging.as_slice(), AtFlags::REMOVEDIR)
+            .map_err(|e| target.err("remove", &staging, e))?;
+        drop(lock);
         Ok(report)
     }
 
+    /// Steps 3 to 7 of a restore whose staging directory is named `staging`.
+    fn restore_planned(
+        &self,
+        target: &Target<'_>,
+        staging: &[u8],
+        plan: &Plan,
+        opts: &RestoreOptions<'_>,
+    ) -> Result<RestoreReport> {
+        rustix::fs::mkdirat(&target.fd, staging, Mode::from_raw_mode(0o700))
+            .map_err(|e| target.err("create", staging, e))?;
+        let stage = target.dir(staging)?;
+
+        // 3. Directories, parents first.
+        for (rel, _) in &plan.dirs {
+            target.ensure_dir(rel, opts.overwrite)?;
+        }
+        // A directory where the snapshot has a file is refused before anything is replaced.
+        let mut cache = DirCache::default();
+        for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)) {
+            let (parent, name) = split(rel);
+            match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "'{}' in {} is a directory where the snapshot has a file: move it away first",
+                            path::display(rel),
+                            target.path.display()
+                        ),
+                    ));
+                }
+                Ok(_) if !opts.overwrite => {
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
+                        format!(
+                            "'{}' exists in {}: pass --overwrite to replace it",
+                            path::display(rel),
+                            target.path.display()
+                        ),
+                    ))
+                }
+                Ok(_) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(target.err("stat", rel, e)),
+            }
+        }
+        self.check_deadline("preparing the restore")?;
+
+        // 4. Stage, in parallel; contiguous runs keep files that share bundles together.
+        let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
+        opts.progress.start("restoring", total);
+        let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+        let deadline = self.deadline();
+        plan.files.par_iter().enumerate().with_min_len(16).try_for_each(|(i, f)| -> Result<()> {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(Error::timeout("restoring files", false));
+            }
+            stage_file(backend, bundles, &stage, &staged_name(i), f).map_err(|e| e.context(path::display(&f.rel)))?;
+            opts.progress.advance(f.entry.size);
+            Ok(())
+        })?;
+        for (i, (rel, e)) in plan.links.iter().enumerate() {
+            let name = link_name(i);
+            let t = e.target.as_deref().unwrap_or(b"");
+            rustix::fs::symlinkat(t, &stage, name.as_str()).map_err(|err| target.err("create symlink", rel, err))?;
+            rustix::fs::utimensat(&stage, name.as_str(), &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|err| target.err("set times of", rel, err))?;
+        }
+        failpoint("restore:staged");
+        self.check_deadline("restoring files")?;
+
+        // 5. Every staged byte durable before any of it replaces a file.
+        rustix::fs::syncfs(&stage).map_err(|e| target.err("sync", staging, e))?;
+        failpoint("restore:synced");
+
+        // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
+        // halfway would leave the target neither old nor new.
+        let flags = if opts.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+        let mut cache = DirCache::default();
+        let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(i), &f.rel));
+        let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(i), &l.0));
+        for (n, (from, rel)) in staged.chain(links).enumerate() {
+            let (parent, name) = split(rel);
+            let dir = cache.get(target, parent)?;
+            rustix::fs::renameat_with(&stage, from.as_str(), dir, name, flags).map_err(|e| match e {
+                Errno::XDEV => Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "'{}' in {} is on another filesystem than the target: restore it into that filesystem's own directory",
+                        path::display(rel),
+                        target.path.display()
+                    ),
+                ),
+                e => target.err("put in place", rel, e),
+            })?;
+            if n == 0 {
+                failpoint("restore:rename:first");
+            }
+        }
+        let mut cache = DirCache::default();
+        for (rel, e) in plan.dirs.iter().rev() {
+            let (parent, name) = split(rel);
+            let dir = cache.get(target, parent)?;
+            rustix::fs::chmodat(dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
+                .map_err(|err| target.err("set mode of", rel, err))?;
+            rustix::fs::utimensat(dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|err| target.err("set mtime of", rel, err))?;
+        }
+        // 7. The renames and directory times durable.
+        rustix::fs::syncfs(&stage).map_err(|e| target.err("sync", staging, e))?;
+        opts.progress.finish();
+        Ok(RestoreReport {
+            files: plan.files.len() as u64,
+            dirs: plan.dirs.len() as u64,
+            symlinks: plan.links.len() as u64,
+            bytes: total,
+        })
+    }
+
     /// What a restore will create, with every object located.
-    fn plan(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<Plan> {
-        let mut dirs: Vec<(PathBuf, Entry)> = Vec::new();
+    fn plan(&self, snap: &SnapshotInfo, opts: &RestoreOptions<'_>) -> Result<Plan> {
+        let mut dirs: Vec<(Vec<u8>, Entry)> = Vec::new();
         let mut files: Vec<FilePlan> = Vec::new();
-        let mut links: Vec<(PathBuf, Entry)> = Vec::new();
+        let mut links: Vec<(Vec<u8>, Entry)> = Vec::new();
         let mut planned = std::collections::HashSet::new();
         let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
         for root in &roots {
@@ -187,13 +438,12 @@ impl Repo {
                 for part in rel.split(|&b| b == b'/') {
                     safe_name(part)?;
                 }
-                let p = target.join(OsStr::from_bytes(rel));
-                if !planned.insert(p.clone()) {
+                if !planned.insert(rel.to_vec()) {
                     return Ok(());
                 }
                 match e.kind {
-                    EntryKind::Dir => dirs.push((p, e.clone())),
-                    EntryKind::Symlink => links.push((p, e.clone())),
+                    EntryKind::Dir => dirs.push((rel.to_vec(), e.clone())),
+                    EntryKind::Symlink => links.push((rel.to_vec(), e.clone())),
                     EntryKind::File => {
                         let id = e.content.ok_or_else(|| {
                             Error::corrupt(format!("'{}' has no content in the snapshot", path::display(rel)))
@@ -208,7 +458,7 @@ impl Repo {
                             })?;
                             parts.push((oid, loc));
                         }
-                        files.push(FilePlan { path: p, entry: e.clone(), parts });
+                        files.push(FilePlan { rel: rel.to_vec(), entry: e.clone(), parts });
                     }
                 }
                 Ok(())
@@ -216,7 +466,8 @@ impl Repo {
             if norm.is_empty() {
                 self.list(snap, b"", true, &mut add)?;
             } else {
-                // Ancestors first, as directories of their own (see `clear_non_dir`).
+                // Ancestors first, as directories of their own: each is checked (or replaced)
+                // on the way, so nothing is written through a symlink in the target.
                 let parts: Vec<&[u8]> = norm.split(|&b| b == b'/').collect();
                 for i in 1..parts.len() {
                     let ancestor = parts[..i].join(&b'/');
@@ -231,43 +482,67 @@ impl Repo {
         }
         Ok(Plan { dirs, files, links })
     }
+
+    /// Cleans up after restores a crash interrupted: run when a repository is opened. A restore
+    /// whose lock is held is still running (another process) and is left alone. Files already
+    /// renamed into place are whole and stay; the staging directory, holding the rest, goes.
+    pub(crate) fn recover_restores(&self) -> Result<usize> {
+        let mut settled = 0;
+        for p in restores::pending(self.manifest.conn())? {
+            let _lock = match self.lock_restore(&p.id, false) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(restore = %p.id, error = %e, "an interrupted restore is left for a later open: its lock cannot be taken");
+                    continue;
+                }
+            };
+            let target = Path::new(OsStr::from_bytes(&p.target));
+            let cleaned = match walk::open_root(target) {
+                Ok(fd) => remove_tree(&fd, &p.staging),
+                // The target itself is gone: nothing left on disk to clean.
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = cleaned {
+                tracing::warn!(restore = %p.id, error = %e, "an interrupted restore's staging directory cannot be removed yet");
+                continue;
+            }
+            let mut record = AuditRecord::ok(now_ns(), "trove", "restore");
+            record.outcome = "interrupted".into();
+            record.dest_path = Some(p.target.clone());
+            record.details = serde_json::json!({
+                "restore": p.id,
+                "message": "a restore was interrupted; the files it had put in place are whole, the rest were discarded: run it again to complete it",
+            });
+            self.manifest.write(|tx| {
+                restores::remove(tx, &p.id)?;
+                crate::manifest::audit::append(tx, &record)
+            })?;
+            settled += 1;
+        }
+        Ok(settled)
+    }
 }
 
-fn write_file(
-    backend: &dyn crate::object::Backend,
-    bundles: &BundleCache,
-    f: &FilePlan,
-    overwrite: bool,
-) -> Result<()> {
-    if overwrite {
-        clear_non_dir(&f.path)?;
-    }
-    let mut file = File::options()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(&f.path)
-        .map_err(|e| Error::io("create", &f.path, e))?;
-    if let Err(e) = write_content(backend, bundles, f, &mut file) {
-        // No truncated file at a real path: what was restored is whole or absent.
-        drop(file);
-        let _ = fs::remove_file(&f.path);
-        return Err(e);
-    }
-    file.set_permissions(fs::Permissions::from_mode(f.entry.mode)).map_err(|e| Error::io("set mode of", &f.path, e))?;
-    filetime::set_file_handle_times(&file, None, Some(mtime(f.entry.mtime_ns)))
-        .map_err(|e| Error::io("set mtime of", &f.path, e))?;
-    Ok(())
+/// Removes `rel` (a staging directory and what it holds) beneath `root`, iteratively.
+fn remove_tree(root: &OwnedFd, rel: &[u8]) -> Result<()> {
+    crate::tools::workdir::WorkDir::from_fd(root, Path::new("."))?.remove(rel)
 }
 
-/// Writes a file's objects in order; a chunked file's whole content is checked against its id.
-fn write_content(
+/// Writes one file into the staging directory under `name`, verified, with its mode and mtime.
+fn stage_file(
     backend: &dyn crate::object::Backend,
     bundles: &BundleCache,
+    stage: &OwnedFd,
+    name: &str,
     f: &FilePlan,
-    file: &mut File,
 ) -> Result<()> {
+    let shown = || Path::new(OsStr::from_bytes(&f.rel)).to_path_buf();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(stage, name, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| Error::io("create", &shown(), e.into()))?;
+    let mut file = File::from(fd);
     let chunked = f.parts.len() > 1 || f.parts.first().is_some_and(|p| Some(p.0) != f.entry.content);
     let mut whole = blake3::Hasher::new();
     for (id, loc) in &f.parts {
@@ -275,13 +550,17 @@ fn write_content(
         if chunked {
             whole.update(&raw);
         }
-        file.write_all(&raw).map_err(|e| Error::io("write", &f.path, e))?;
+        file.write_all(&raw).map_err(|e| Error::io("write", &shown(), e))?;
     }
     if chunked && f.entry.content != Some(ObjectId(*whole.finalize().as_bytes())) {
         return Err(Error::corrupt(format!(
-            "{} does not match its content id after reassembly; run `trove check`",
-            f.path.display()
+            "'{}' does not match its content id after reassembly; run `trove check`",
+            path::display(&f.rel)
         )));
     }
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(f.entry.mode))
+        .map_err(|e| Error::io("set mode of", &shown(), e.into()))?;
+    rustix::fs::futimens(&file, &mtime_only(f.entry.mtime_ns))
+        .map_err(|e| Error::io("set mtime of", &shown(), e.into()))?;
     Ok(())
 }

@@ -28,7 +28,7 @@ use crate::object::{blob, ObjectId, PackWriter, RandomKeyMap, RandomKeySet, Sha2
 use crate::progress::{NoProgress, Progress};
 use crate::repo::{now_ns, Repo};
 use crate::tree::{self, Entry, EntryKind};
-use crate::walk::{self, DirNode, Excludes, Node, Stat};
+use crate::walk::{self, Excludes, Node, Stat, Walked};
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
 /// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
@@ -313,120 +313,131 @@ fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
         && c.mode == s.mode
 }
 
-/// Collects every file of the walked tree into `outcomes` in walk order, resolving stat-cache
-/// hits; with `use_cache` off every file is a miss (the rows are still tracked for cleanup).
-fn classify(dir: &DirNode, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) {
-    for child in &dir.children {
-        match child {
-            Node::File { name, stat } => {
-                let key = child_key(&dir.rel, name);
-                let cached = cache.remove(&key);
-                let had_row = cached.is_some();
-                let outcome = match cached {
-                    Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
-                        id: c.content,
-                        sha256: c.sha256,
-                        size: c.size,
-                        stat: *stat,
-                        chunks: None,
-                        cacheable: true,
-                        from_cache: true,
-                    }),
-                    _ => Outcome::Pending,
-                };
-                let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
-                outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
-            }
-            Node::Dir(d) => classify(d, cache, use_cache, outcomes),
-            Node::Symlink { .. } => {}
+/// Collects every file of the walked tree into `outcomes`, directory by directory in the
+/// walk's (breadth-first) order and by name within one, resolving stat-cache hits; returns where
+/// each directory's files start in `outcomes`. With `use_cache` off every file is a miss (the
+/// rows are still tracked for cleanup).
+fn classify(walked: &Walked, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(walked.dirs.len());
+    for dir in &walked.dirs {
+        starts.push(outcomes.len());
+        for child in &dir.children {
+            let Node::File { name, stat } = child else { continue };
+            let key = child_key(&dir.rel, name);
+            let cached = cache.remove(&key);
+            let had_row = cached.is_some();
+            let outcome = match cached {
+                Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
+                    id: c.content,
+                    sha256: c.sha256,
+                    size: c.size,
+                    stat: *stat,
+                    chunks: None,
+                    cacheable: true,
+                    from_cache: true,
+                }),
+                _ => Outcome::Pending,
+            };
+            let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
+            outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
         }
     }
+    starts
 }
 
-/// Builds trees bottom-up; returns the directory's tree id and fills `trees` and `counts`.
+/// Builds every directory's tree, deepest first (the walk lists parents before children), and
+/// returns the root's id; fills `trees` and `counts`. `starts` is what `classify` returned.
 fn build(
-    dir: &DirNode,
-    outcomes: &mut std::slice::Iter<'_, FileOutcome>,
+    walked: &Walked,
+    starts: &[usize],
+    outcomes: &Outcomes,
     trees: &mut Built,
     counts: &mut Counts,
-) -> ObjectId {
-    let mut entries = Vec::with_capacity(dir.children.len());
-    for child in &dir.children {
-        match child {
-            Node::File { name, stat } => {
-                if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = outcomes.next() {
-                    counts.files += 1;
-                    counts.bytes += c.size;
+) -> Result<ObjectId> {
+    let mut ids: Vec<Option<ObjectId>> = vec![None; walked.dirs.len()];
+    for (i, dir) in walked.dirs.iter().enumerate().rev() {
+        let mut entries = Vec::with_capacity(dir.children.len());
+        let mut files = outcomes[starts[i]..].iter();
+        for child in &dir.children {
+            match child {
+                Node::File { name, stat } => {
+                    if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
+                        counts.files += 1;
+                        counts.bytes += c.size;
+                        entries.push(Entry {
+                            name: name.clone(),
+                            kind: EntryKind::File,
+                            mode: stat.perm(),
+                            size: c.size,
+                            mtime_ns: c.stat.mtime_ns,
+                            content: Some(c.id),
+                            sha256: Some(c.sha256),
+                            target: None,
+                        });
+                    }
+                }
+                Node::Symlink { name, target, stat } => {
+                    counts.symlinks += 1;
                     entries.push(Entry {
                         name: name.clone(),
-                        kind: EntryKind::File,
+                        kind: EntryKind::Symlink,
                         mode: stat.perm(),
-                        size: c.size,
-                        mtime_ns: c.stat.mtime_ns,
-                        content: Some(c.id),
-                        sha256: Some(c.sha256),
+                        size: target.len() as u64,
+                        mtime_ns: stat.mtime_ns,
+                        content: None,
+                        sha256: None,
+                        target: Some(target.clone()),
+                    });
+                }
+                Node::Dir { name, index } => {
+                    counts.dirs += 1;
+                    let sub = &walked.dirs[*index];
+                    let id = ids[*index].ok_or_else(|| Error::internal("a subdirectory came before its parent"))?;
+                    entries.push(Entry {
+                        name: name.clone(),
+                        kind: EntryKind::Dir,
+                        mode: sub.stat.perm(),
+                        size: 0,
+                        mtime_ns: sub.stat.mtime_ns,
+                        content: Some(id),
+                        sha256: None,
                         target: None,
                     });
                 }
             }
-            Node::Symlink { name, target, stat } => {
-                counts.symlinks += 1;
-                entries.push(Entry {
-                    name: name.clone(),
-                    kind: EntryKind::Symlink,
-                    mode: stat.perm(),
-                    size: target.len() as u64,
-                    mtime_ns: stat.mtime_ns,
-                    content: None,
-                    sha256: None,
-                    target: Some(target.clone()),
-                });
-            }
-            Node::Dir(d) => {
-                counts.dirs += 1;
-                let id = build(d, outcomes, trees, counts);
-                entries.push(Entry {
-                    name: d.name.clone(),
-                    kind: EntryKind::Dir,
-                    mode: d.stat.perm(),
-                    size: 0,
-                    mtime_ns: d.stat.mtime_ns,
-                    content: Some(id),
-                    sha256: None,
-                    target: None,
-                });
-            }
         }
+        let encoded = tree::encode(&entries);
+        let id = tree::id_of_encoding(&encoded);
+        trees.insert(id, encoded);
+        ids[i] = Some(id);
     }
-    let encoded = tree::encode(&entries);
-    let id = tree::id_of_encoding(&encoded);
-    trees.insert(id, encoded);
-    id
+    ids.first().copied().flatten().ok_or_else(|| Error::internal("the walk has no root"))
 }
 
-/// Collects, top-down, the trees of this snapshot the manifest lacks. A tree already in the
+/// The trees of this snapshot the manifest lacks, found top-down. A tree already in the
 /// manifest implies all of its descendants are (they were inserted with it, and are only ever
 /// removed together by garbage collection), so an unchanged directory costs one lookup however
 /// deep it is.
-fn missing_trees(conn: &Connection, id: &ObjectId, trees: &Built, out: &mut RandomKeySet<ObjectId>) -> Result<()> {
-    if out.contains(id) || manifest::trees::exists(conn, id)? {
-        return Ok(());
-    }
-    let entries = built_entries(trees, id)?;
-    out.insert(*id);
-    for e in entries {
-        if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
-            missing_trees(conn, &child, trees, out)?;
+fn missing_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<RandomKeySet<ObjectId>> {
+    let mut out = RandomKeySet::default();
+    let mut stack = vec![*root];
+    while let Some(id) = stack.pop() {
+        if out.contains(&id) || manifest::trees::exists(conn, &id)? {
+            continue;
+        }
+        out.insert(id);
+        for e in built_entries(trees, &id)? {
+            if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
+                stack.push(child);
+            }
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
 fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()> {
-    let mut found = RandomKeySet::default();
-    missing_trees(conn, root, trees, &mut found)?;
-    let mut missing: Vec<ObjectId> = found.into_iter().collect();
+    let mut missing: Vec<ObjectId> = missing_trees(conn, root, trees)?.into_iter().collect();
     missing.sort_unstable();
     for id in missing {
         let encoded = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
@@ -451,64 +462,66 @@ fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
 
 /// Number of regular files at or under entry `e` (symlinks and directories are not files).
 fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
-    match (e.kind, e.content) {
-        (EntryKind::Dir, Some(id)) => {
-            let mut n = 0;
-            for c in tree_entries(conn, &id, new)? {
-                n += count_files(conn, &c, new)?;
-            }
-            Ok(n)
+    let mut n = 0;
+    let mut stack = vec![e.clone()];
+    while let Some(e) = stack.pop() {
+        match (e.kind, e.content) {
+            (EntryKind::Dir, Some(id)) => stack.extend(tree_entries(conn, &id, new)?),
+            (EntryKind::File, _) => n += 1,
+            _ => {}
         }
-        (EntryKind::File, _) => Ok(1),
-        _ => Ok(0),
     }
+    Ok(n)
 }
 
 /// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
 /// are skipped whole, so a small change costs the depth of the tree, not its size.
 fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built, counts: &mut Counts) -> Result<()> {
-    if old == new {
-        return Ok(());
-    }
-    let a = trees::entries(conn, old)?;
-    let b = tree_entries(conn, new, trees)?;
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let order = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) => x.name.cmp(&y.name),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
-        };
-        match order {
-            std::cmp::Ordering::Less => {
-                counts.removed += count_files(conn, &a[i], trees)?;
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                counts.added += count_files(conn, &b[j], trees)?;
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                let (x, y) = (&a[i], &b[j]);
-                match (x.kind, y.kind) {
-                    (EntryKind::Dir, EntryKind::Dir) => {
-                        if let (Some(o), Some(n)) = (x.content, y.content) {
-                            diff_counts(conn, &o, &n, trees, counts)?;
-                        }
-                    }
-                    (EntryKind::File, EntryKind::File) => {
-                        if x.content != y.content || x.mode != y.mode {
-                            counts.changed += 1;
-                        }
-                    }
-                    (kx, ky) if kx == ky => {}
-                    _ => {
-                        counts.removed += count_files(conn, x, trees)?;
-                        counts.added += count_files(conn, y, trees)?;
-                    }
+    let mut pairs = vec![(*old, *new)];
+    while let Some((old, new)) = pairs.pop() {
+        if old == new {
+            continue;
+        }
+        let a = trees::entries(conn, &old)?;
+        let b = tree_entries(conn, &new, trees)?;
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let order = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) => x.name.cmp(&y.name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    counts.removed += count_files(conn, &a[i], trees)?;
+                    i += 1;
                 }
-                i += 1;
-                j += 1;
+                std::cmp::Ordering::Greater => {
+                    counts.added += count_files(conn, &b[j], trees)?;
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let (x, y) = (&a[i], &b[j]);
+                    match (x.kind, y.kind) {
+                        (EntryKind::Dir, EntryKind::Dir) => {
+                            if let (Some(o), Some(n)) = (x.content, y.content) {
+                                pairs.push((o, n));
+                            }
+                        }
+                        (EntryKind::File, EntryKind::File) => {
+                            if x.content != y.content || x.mode != y.mode {
+                                counts.changed += 1;
+                            }
+                        }
+                        (kx, ky) if kx == ky => {}
+                        _ => {
+                            counts.removed += count_files(conn, x, trees)?;
+                            counts.added += count_files(conn, y, trees)?;
+                        }
+                    }
+                    i += 1;
+                    j += 1;
+                }
             }
         }
     }
@@ -579,13 +592,14 @@ impl Repo {
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
-        let (root_node, report) = walk::walk(&root_fd, dir, &excludes)?;
+        let mut walked =
+            walk::walk(&root_fd, dir, &walk::WalkOptions { excludes: &excludes, deadline: self.deadline() })?;
         let mut cache = match &ws {
             Some(w) => stat_cache::load(conn, w.id)?,
             None => stat_cache::CacheMap::default(),
         };
         let mut outcomes = Outcomes::new();
-        classify(&root_node, &mut cache, opts.use_stat_cache, &mut outcomes);
+        let starts = classify(&walked, &mut cache, opts.use_stat_cache, &mut outcomes);
         // What is left are rows of paths the walk did not see.
         let stale: Vec<PathKey> = cache.into_keys().collect();
 
@@ -610,7 +624,7 @@ impl Repo {
                 reader: Mutex::new(reader),
                 seen: Mutex::new(RandomKeySet::default()),
                 packs,
-                warnings: Mutex::new(report.warnings),
+                warnings: Mutex::new(std::mem::take(&mut walked.report.warnings)),
             };
             jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
                 let mut bundle = BundleBuilder::default();
@@ -629,9 +643,10 @@ impl Repo {
         drop(jobs);
         opts.progress.finish();
 
-        let mut counts = Counts { skipped: report.skipped, ..Counts::default() };
+        let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees_built = Built::default();
-        let root = build(&root_node, &mut outcomes.iter(), &mut trees_built, &mut counts);
+        let root = build(&walked, &starts, &outcomes, &mut trees_built, &mut counts)?;
+        drop(walked);
         match &parent {
             Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
             None => counts.added = counts.files,

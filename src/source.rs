@@ -121,7 +121,9 @@ impl Repo {
     pub fn list_files(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<(Vec<LiveFile>, Origin)> {
         let chosen = self.choose_source(view, want)?;
         let files = match &chosen {
-            None => live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope)?,
+            None => {
+                live::list_files(view.live_dir.ok_or_else(no_workspace)?, view.excludes, view.scope, self.deadline())?
+            }
             Some(snap) => {
                 let mut out = Vec::new();
                 self.list(snap, b"", true, &mut |p, e| {

@@ -80,6 +80,8 @@ impl Repo {
         })
     }
 
+    /// Pre-order listing below `tree`, with an explicit stack of open directories, so depth
+    /// costs heap, never thread stack.
     fn list_tree(
         &self,
         tree: &ObjectId,
@@ -87,11 +89,19 @@ impl Repo {
         recursive: bool,
         each: &mut dyn FnMut(&[u8], &Entry) -> Result<()>,
     ) -> Result<()> {
-        for e in trees::entries(self.manifest.conn(), tree)? {
-            let p = join_rel(prefix, &e.name);
+        let conn = self.manifest.conn();
+        let mut stack: Vec<(std::vec::IntoIter<Entry>, Vec<u8>)> =
+            vec![(trees::entries(conn, tree)?.into_iter(), prefix.to_vec())];
+        while let Some((entries, dir)) = stack.last_mut() {
+            let Some(e) = entries.next() else {
+                stack.pop();
+                continue;
+            };
+            let p = join_rel(dir, &e.name);
             each(&p, &e)?;
             if let (true, EntryKind::Dir, Some(child)) = (recursive, e.kind, e.content) {
-                self.list_tree(&child, &p, true, each)?;
+                self.check_deadline("listing a snapshot")?;
+                stack.push((trees::entries(conn, &child)?.into_iter(), p));
             }
         }
         Ok(())

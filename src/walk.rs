@@ -1,11 +1,13 @@
 //! Walking a live tree: which entries are kept (exclusions, file kinds) and their `lstat`.
 //!
-//! Directories are scanned in parallel (rayon), entries sorted by name bytes so trees come out
-//! canonical. Symlinks are recorded, never followed: every directory is opened relative to its
-//! parent's descriptor with `O_NOFOLLOW`, and files are later opened beneath the root with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`open_beneath`]), so swapping a directory
-//! for a symlink to `/etc` mid-walk cannot pull outside files into a snapshot. Sockets, FIFOs
-//! and devices are counted and skipped. A directory that cannot be read becomes a warning.
+//! The walk is breadth first and iterative: each level's directories are listed in parallel
+//! (rayon) and the result is a flat list ([`Walked`]), so no depth of tree can exhaust a
+//! thread's stack. Entries are sorted by name bytes so trees come out canonical. Symlinks are
+//! recorded, never followed: every directory and file is opened beneath the root with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`openat_beneath`], a run of components at
+//! a time past `PATH_MAX`), so swapping a directory for a symlink to `/etc` mid-walk cannot
+//! pull outside files into a snapshot. Sockets, FIFOs and devices are counted and skipped. A
+//! directory that cannot be read becomes a warning.
 
 use std::ffi::{CStr, CString};
 use std::fs;
@@ -23,6 +25,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::Warning;
+use crate::path;
 
 /// The exclusions every workspace starts with (the Files API seed's list).
 pub const DEFAULT_EXCLUDES: &[&str] = &[
@@ -163,30 +166,45 @@ impl Stat {
     }
 }
 
+/// One entry of a walked directory. A subdirectory is an index into [`Walked::dirs`].
 #[derive(Debug)]
 pub enum Node {
     File { name: Vec<u8>, stat: Stat },
     Symlink { name: Vec<u8>, target: Vec<u8>, stat: Stat },
-    Dir(DirNode),
+    Dir { name: Vec<u8>, index: usize },
 }
 
 impl Node {
     pub fn name(&self) -> &[u8] {
         match self {
-            Node::File { name, .. } | Node::Symlink { name, .. } => name,
-            Node::Dir(d) => &d.name,
+            Node::File { name, .. } | Node::Symlink { name, .. } | Node::Dir { name, .. } => name,
         }
     }
 }
 
+/// One walked directory.
 #[derive(Debug)]
 pub struct DirNode {
-    pub name: Vec<u8>,
     /// Workspace-relative path of this directory ("" for the root).
     pub rel: Vec<u8>,
     pub stat: Stat,
     /// Sorted by name bytes.
     pub children: Vec<Node>,
+}
+
+/// A walked tree as a flat list of directories in breadth-first order: the root first, and every
+/// directory before its subdirectories, so a reverse pass visits children before parents. Flat,
+/// so nothing that visits or drops it recurses, however deep the tree is.
+#[derive(Debug)]
+pub struct Walked {
+    pub dirs: Vec<DirNode>,
+    pub report: WalkReport,
+}
+
+impl Walked {
+    pub fn root(&self) -> &DirNode {
+        &self.dirs[0]
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,27 +244,64 @@ pub fn open_root(root: &Path) -> Result<OwnedFd> {
         .map_err(|e| Error::io("open directory", root, e.into()))
 }
 
-/// Opens the regular file at workspace-relative `rel` for reading, refusing to follow a
-/// symlink in any component or to leave the root.
-pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    match rustix::fs::openat2(root, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS) {
-        Ok(fd) => Ok(fs::File::from(fd)),
-        // Kernels before 5.6 lack openat2: walk the components, none followed.
+/// The longest run of path bytes handed to the kernel in one call: paths of deep trees can pass
+/// `PATH_MAX` (4096), so longer ones are opened a run of whole components at a time.
+const PATH_RUN: usize = 2048;
+
+/// Opens `rel` (workspace-relative, not empty) beneath `root` with `flags`, following no
+/// symlink in any component and never leaving the root, whatever its length.
+pub fn openat_beneath(root: &OwnedFd, rel: &[u8], flags: OFlags) -> std::io::Result<OwnedFd> {
+    let mut rest = rel;
+    let mut at: Option<OwnedFd> = None;
+    // Intermediate runs: the longest prefix of whole components within PATH_RUN bytes.
+    while rest.len() > PATH_RUN {
+        let cut = rest[..=PATH_RUN].iter().rposition(|&b| b == b'/').filter(|&i| i > 0);
+        // One name over PATH_RUN bytes cannot exist (NAME_MAX is 255): refuse like the kernel.
+        let Some(cut) = cut else { return Err(Errno::NAMETOOLONG.into()) };
+        let dir = open_run(at.as_ref().unwrap_or(root), &rest[..cut], DIR_FLAGS)?;
+        at = Some(dir);
+        rest = &rest[cut + 1..];
+    }
+    open_run(at.as_ref().unwrap_or(root), rest, flags)
+}
+
+/// One `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; on kernels before 5.6, which lack it,
+/// a walk of the components, each opened with `O_NOFOLLOW`.
+fn open_run(at: &OwnedFd, rel: &[u8], flags: OFlags) -> std::io::Result<OwnedFd> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat2(at, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => Ok(fd),
         Err(Errno::NOSYS) => {
             let mut parts = rel.split(|&b| b == b'/').peekable();
             let mut dir: Option<OwnedFd> = None;
             while let Some(part) = parts.next() {
-                let at = dir.as_ref().unwrap_or(root);
-                if parts.peek().is_none() {
-                    return Ok(fs::File::from(rustix::fs::openat(at, part, flags, Mode::empty())?));
+                if part == b".." || part.is_empty() || part == b"." {
+                    return Err(Errno::INVAL.into());
                 }
-                dir = Some(rustix::fs::openat(at, part, DIR_FLAGS, Mode::empty())?);
+                let base = dir.as_ref().unwrap_or(at);
+                if parts.peek().is_none() {
+                    return Ok(rustix::fs::openat(base, part, flags, Mode::empty())?);
+                }
+                dir = Some(rustix::fs::openat(base, part, DIR_FLAGS, Mode::empty())?);
             }
             Err(std::io::Error::from(Errno::INVAL))
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Opens the directory at workspace-relative `rel` ("" is the root itself) beneath `root`.
+pub fn open_dir_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<OwnedFd> {
+    if rel.is_empty() {
+        return Ok(rustix::io::fcntl_dupfd_cloexec(root, 0)?);
+    }
+    openat_beneath(root, rel, DIR_FLAGS)
+}
+
+/// Opens the regular file at workspace-relative `rel` for reading, refusing to follow a
+/// symlink in any component or to leave the root.
+pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
+    openat_beneath(root, rel, OFlags::RDONLY | OFlags::NONBLOCK).map(fs::File::from)
 }
 
 /// Opens `rel` beneath the root, following symlinks only while they stay inside it (the
@@ -262,16 +317,80 @@ pub fn open_within(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
     }
 }
 
-/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors).
-pub fn walk(fd: &OwnedFd, root: &Path, excludes: &Excludes) -> Result<(DirNode, WalkReport)> {
+/// What the walk needs besides the tree: the exclusions, and when to give up.
+pub struct WalkOptions<'a> {
+    pub excludes: &'a Excludes,
+    /// The walk stops with `timeout` once this passes (checked per directory).
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors), breadth
+/// first: each level's directories are listed in parallel, each opened beneath the root
+/// without following a symlink. Directories deeper than [`path::MAX_DEPTH`] are left out with
+/// a `too_deep` warning, so a tree made deep on purpose cannot stop a snapshot of the rest.
+pub fn walk(fd: &OwnedFd, root: &Path, opts: &WalkOptions<'_>) -> Result<Walked> {
     let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
     let report = Mutex::new(WalkReport::default());
-    // The root's descriptor stays with the caller (files are opened beneath it later), so its
-    // listing gets a descriptor of its own; subdirectories hand theirs to the listing.
-    let listing = rustix::fs::Dir::read_from(fd).map_err(|e| Error::io("read directory", root, e.into()))?;
-    let children = scan(listing, b"", excludes, &report).map_err(|e| Error::io("read directory", root, e))?;
+    let mut dirs = vec![DirNode { rel: Vec::new(), stat: Stat::of_raw(&stat), children: Vec::new() }];
+    let mut level: Vec<usize> = vec![0];
+    let mut depth = 0usize;
+    while !level.is_empty() {
+        check_deadline(opts.deadline)?;
+        let listed: Vec<Option<Listing>> = level
+            .par_iter()
+            .map(|&i| -> Result<Option<Listing>> {
+                check_deadline(opts.deadline)?;
+                let rel = &dirs[i].rel;
+                match list_dir(fd, rel, opts.excludes, &report) {
+                    Ok(l) => Ok(Some(l)),
+                    Err(e) if rel.is_empty() => Err(Error::io("read directory", root, e)),
+                    Err(e) => {
+                        let why = match e.raw_os_error() {
+                            Some(libc::ENOENT) => "vanished during the walk".to_string(),
+                            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                                "was replaced by a symlink or a file during the walk".to_string()
+                            }
+                            _ => format!("cannot read directory: {e}"),
+                        };
+                        warn(&report, rel, why);
+                        Ok(None)
+                    }
+                }
+            })
+            .collect::<Result<_>>()?;
+        depth += 1;
+        let mut next = Vec::new();
+        for (&i, listing) in level.iter().zip(listed) {
+            let Some(Listing { mut children, subdirs }) = listing else { continue };
+            for (name, stat) in subdirs {
+                let rel = join_rel(&dirs[i].rel, &name);
+                if depth >= path::MAX_DEPTH {
+                    let message = format!(
+                        "too_deep: more than {} directories deep; not in this snapshot (exclude it or move it up)",
+                        path::MAX_DEPTH
+                    );
+                    warn(&report, &rel, message);
+                    continue;
+                }
+                let index = dirs.len();
+                dirs.push(DirNode { rel, stat, children: Vec::new() });
+                children.push(Node::Dir { name, index });
+                next.push(index);
+            }
+            children.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+            dirs[i].children = children;
+        }
+        level = next;
+    }
     let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
-    Ok((DirNode { name: Vec::new(), rel: Vec::new(), stat: Stat::of_raw(&stat), children }, report))
+    Ok(Walked { dirs, report })
+}
+
+fn check_deadline(deadline: Option<std::time::Instant>) -> Result<()> {
+    match deadline {
+        Some(d) if std::time::Instant::now() >= d => Err(Error::timeout("walking the directory tree", false)),
+        _ => Ok(()),
+    }
 }
 
 fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
@@ -280,22 +399,23 @@ fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
     }
 }
 
-fn scan(
-    mut listing: rustix::fs::Dir,
-    rel: &[u8],
-    excludes: &Excludes,
-    report: &Mutex<WalkReport>,
-) -> std::io::Result<Vec<Node>> {
+/// One directory's kept entries: files and symlinks as nodes, subdirectories by name.
+struct Listing {
+    children: Vec<Node>,
+    subdirs: Vec<(Vec<u8>, Stat)>,
+}
+
+fn list_dir(root: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Listing> {
+    let dir = open_dir_beneath(root, rel)?;
     // Names first: the listing borrows the descriptor mutably while it iterates.
     let mut names: Vec<CString> = Vec::new();
-    for entry in listing.by_ref() {
+    for entry in rustix::fs::Dir::read_from(&dir)? {
         match entry {
             Ok(e) => names.push(e.file_name().to_owned()),
             Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
         }
     }
-    let dir = listing.fd()?;
-    let mut files = Vec::new();
+    let mut children = Vec::new();
     let mut subdirs = Vec::new();
     for cname in &names {
         let cname: &CStr = cname.as_c_str();
@@ -304,7 +424,7 @@ fn scan(
             continue;
         }
         let child_rel = join_rel(rel, name);
-        let st = match rustix::fs::statat(dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
+        let st = match rustix::fs::statat(&dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(s) => s,
             Err(Errno::NOENT) => {
                 warn(report, &child_rel, "vanished during the walk".into());
@@ -321,10 +441,10 @@ fn scan(
         }
         let stat = Stat::of_raw(&st);
         match ft {
-            FileType::Directory => subdirs.push((cname.to_owned(), child_rel, stat)),
-            FileType::RegularFile => files.push(Node::File { name: name.to_vec(), stat }),
-            FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
-                Ok(t) => files.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
+            FileType::Directory => subdirs.push((name.to_vec(), stat)),
+            FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),
+            FileType::Symlink => match rustix::fs::readlinkat(&dir, cname, Vec::new()) {
+                Ok(t) => children.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
                 Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
             },
             _ => {
@@ -334,31 +454,7 @@ fn scan(
             }
         }
     }
-    let dirs: Vec<Node> = subdirs
-        .into_par_iter()
-        .filter_map(|(cname, child_rel, stat)| {
-            let name = cname.to_bytes().to_vec();
-            // O_NOFOLLOW: if the directory was swapped for a symlink since the stat, refuse.
-            let scanned = rustix::fs::openat(dir, cname.as_c_str(), DIR_FLAGS, Mode::empty())
-                .and_then(rustix::fs::Dir::new)
-                .map_err(std::io::Error::from)
-                .and_then(|listing| scan(listing, &child_rel, excludes, report));
-            match scanned {
-                Ok(children) => Some(Node::Dir(DirNode { name, rel: child_rel, stat, children })),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    warn(report, &child_rel, "vanished during the walk".into());
-                    None
-                }
-                Err(e) => {
-                    warn(report, &child_rel, format!("cannot read directory: {e}"));
-                    None
-                }
-            }
-        })
-        .collect();
-    files.extend(dirs);
-    files.sort_unstable_by(|a, b| a.name().cmp(b.name()));
-    Ok(files)
+    Ok(Listing { children, subdirs })
 }
 
 #[cfg(test)]

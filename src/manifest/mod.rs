@@ -9,6 +9,7 @@ pub mod audit;
 pub mod journal;
 pub mod loose;
 pub mod objects;
+pub mod restores;
 pub mod sessions;
 pub mod snapshots;
 pub mod stat_cache;

@@ -64,6 +64,12 @@ impl WorkDir {
         Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf() })
     }
 
+    /// A work directory over an already open root (`root` only names it in messages).
+    pub fn from_fd(fd: &OwnedFd, root: &Path) -> Result<WorkDir> {
+        let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| Error::io("open", root, e.into()))?;
+        Ok(WorkDir { fd, root: root.to_path_buf() })
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -80,12 +86,20 @@ impl WorkDir {
     }
 
     /// Opens directory `dir` (workspace-relative, "" for the root); with `create`, makes the
-    /// missing ones (mode 0755) and reports them in `made`.
+    /// missing ones (mode 0755) and reports them in `made`. No component may be a symlink.
     fn dir(&self, dir: &[u8], create: bool, made: &mut Vec<Vec<u8>>) -> Result<Option<OwnedFd>> {
-        let mut fd = rustix::io::dup(&self.fd).map_err(|e| self.io("open", b"", e))?;
-        if dir.is_empty() {
-            return Ok(Some(fd));
+        // The common case in one call: the whole path beneath the root, no symlink followed.
+        match walk::open_dir_beneath(&self.fd, dir) {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                if !create {
+                    return Ok(None);
+                }
+            }
+            Err(e) => return Err(self.io("open directory", dir, e)),
         }
+        // Something is missing: go component by component, making what is not there.
+        let mut fd = rustix::io::dup(&self.fd).map_err(|e| self.io("open", b"", e))?;
         let mut so_far = Vec::new();
         for part in dir.split(|&b| b == b'/') {
             if !so_far.is_empty() {
@@ -94,7 +108,7 @@ impl WorkDir {
             so_far.extend_from_slice(part);
             fd = match rustix::fs::openat(&fd, part, DIR_FLAGS, Mode::empty()) {
                 Ok(next) => next,
-                Err(Errno::NOENT) if create => {
+                Err(Errno::NOENT) => {
                     match rustix::fs::mkdirat(&fd, part, Mode::from_raw_mode(0o755)) {
                         Ok(()) => {
                             // The new entry is durable once its parent is.
@@ -107,7 +121,6 @@ impl WorkDir {
                     rustix::fs::openat(&fd, part, DIR_FLAGS, Mode::empty())
                         .map_err(|e| self.io("open directory", &so_far, e))?
                 }
-                Err(Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(self.io("open directory", &so_far, e)),
             };
         }
@@ -228,44 +241,48 @@ impl WorkDir {
     }
 
     /// Removes the file, symlink or whole directory at `rel`; nothing there is fine. Works
-    /// through descriptors, entry by entry, so a symlink swapped in meanwhile is removed as a
-    /// link, never followed.
+    /// through descriptors, entry by entry and depth first with an explicit stack, so a symlink
+    /// swapped in meanwhile is removed as a link, never followed, and no depth of tree
+    /// exhausts the thread's stack.
     pub fn remove(&self, rel: &[u8]) -> Result<()> {
         if rel.is_empty() {
             return Err(Error::invalid_argument("the workspace root itself cannot be removed"));
         }
-        let (parent, name) = split(rel);
-        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(()) };
-        self.remove_at(&dir, name, rel)
-    }
-
-    fn remove_at(&self, dir: &OwnedFd, name: &[u8], rel: &[u8]) -> Result<()> {
-        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => return Ok(()),
-            // Linux answers EISDIR for a directory.
-            Err(Errno::ISDIR) | Err(Errno::PERM) => {}
-            Err(e) => return Err(self.io("remove", rel, e)),
-        }
-        let sub = match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Ok(()),
-            Err(e) => return Err(self.io("open directory", rel, e)),
-        };
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&sub).map_err(|e| self.io("read directory", rel, e))? {
-            let entry = entry.map_err(|e| self.io("read directory", rel, e))?;
-            let n = entry.file_name().to_bytes();
-            if n != b"." && n != b".." {
-                names.push(n.to_vec());
+        // (path, its entries are gone): a directory is visited twice, to empty it, then to
+        // remove it.
+        let mut stack: Vec<(Vec<u8>, bool)> = vec![(rel.to_vec(), false)];
+        while let Some((path, emptied)) = stack.pop() {
+            let (parent, name) = split(&path);
+            let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { continue };
+            if emptied {
+                match rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR) {
+                    Ok(()) | Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(self.io("remove directory", &path, e)),
+                }
             }
+            match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => continue,
+                // Linux answers EISDIR for a directory.
+                Err(Errno::ISDIR) | Err(Errno::PERM) => {}
+                Err(e) => return Err(self.io("remove", &path, e)),
+            }
+            let sub = match rustix::fs::openat(&dir, name, DIR_FLAGS, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(self.io("open directory", &path, e)),
+            };
+            let mut names = Vec::new();
+            for entry in rustix::fs::Dir::read_from(&sub).map_err(|e| self.io("read directory", &path, e))? {
+                let entry = entry.map_err(|e| self.io("read directory", &path, e))?;
+                let n = entry.file_name().to_bytes();
+                if n != b"." && n != b".." {
+                    names.push(walk::join_rel(&path, n));
+                }
+            }
+            stack.push((path, true));
+            stack.extend(names.into_iter().map(|n| (n, false)));
         }
-        for n in names {
-            self.remove_at(&sub, &n, &walk::join_rel(rel, &n))?;
-        }
-        match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(self.io("remove directory", rel, e)),
-        }
+        Ok(())
     }
 
     /// Removes directory `rel` if it is empty; a non-empty or missing one is left as it is.
@@ -316,9 +333,32 @@ impl WorkDir {
     }
 
     /// Walks the directory `rel` depth first: (relative path inside it, metadata), directories
-    /// before their contents.
+    /// before their contents, names in byte order. Iterative: an explicit stack of directories
+    /// still to list, so depth costs heap, not thread stack.
     pub fn walk(&self, rel: &[u8], out: &mut Vec<(Vec<u8>, Meta)>) -> Result<()> {
-        let Some(dir) = self.dir(rel, false, &mut Vec::new())? else { return Ok(()) };
+        let mut stack: Vec<std::vec::IntoIter<Vec<u8>>> = vec![self.sorted_names(rel)?.into_iter()];
+        let mut dirs: Vec<Vec<u8>> = vec![rel.to_vec()];
+        while let Some(names) = stack.last_mut() {
+            let Some(name) = names.next() else {
+                stack.pop();
+                dirs.pop();
+                continue;
+            };
+            let parent = dirs.last().map(Vec::as_slice).unwrap_or(b"");
+            let child = walk::join_rel(parent, &name);
+            let Some(meta) = self.stat(&child)? else { continue };
+            out.push((child.clone(), meta));
+            if meta.kind == Kind::Dir {
+                stack.push(self.sorted_names(&child)?.into_iter());
+                dirs.push(child);
+            }
+        }
+        Ok(())
+    }
+
+    /// The names in directory `rel`, in byte order; none if it is not there.
+    fn sorted_names(&self, rel: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let Some(dir) = self.dir(rel, false, &mut Vec::new())? else { return Ok(Vec::new()) };
         let mut names = Vec::new();
         let listing = rustix::fs::Dir::read_from(&dir).map_err(|e| self.io("read directory", rel, e))?;
         for entry in listing {
@@ -329,15 +369,7 @@ impl WorkDir {
             }
         }
         names.sort();
-        for name in names {
-            let child = walk::join_rel(rel, &name);
-            let Some(meta) = self.stat(&child)? else { continue };
-            out.push((child.clone(), meta));
-            if meta.kind == Kind::Dir {
-                self.walk(&child, out)?;
-            }
-        }
-        Ok(())
+        Ok(names)
     }
 
     /// A symlink's target.
