@@ -120,10 +120,10 @@ impl Target<'_> {
     fn err(&self, verb: &str, rel: &[u8], e: impl Into<std::io::Error>) -> Error {
         let e: std::io::Error = e.into();
         match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::new(
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::new(
                 ErrorKind::Conflict,
                 format!(
-                    "cannot {verb} '{}' in {}: a symlink is in the way, and restore never follows one",
+                    "cannot {verb} '{}' in {}: a symlink or a file is in the way, and restore never follows a symlink",
                     path::display(rel),
                     self.path.display()
                 ),

@@ -177,6 +177,13 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
             e
         }
     };
+    // A damaged index row must not size an allocation or a read.
+    if loc.stored_len > blob::MAX_STORED || loc.raw_len > blob::MAX_RAW {
+        return Err(Error::corrupt(format!(
+            "object {id}'s index row claims {} stored and {} raw bytes, more than any blob holds; run `trove check`",
+            loc.stored_len, loc.raw_len
+        )));
+    }
     match loc.inner_offset {
         Some(inner) => {
             bundles.member(backend, id, (&loc.pack, loc.offset, loc.stored_len), inner, loc.raw_len).map_err(missing)

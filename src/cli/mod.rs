@@ -238,7 +238,14 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                     writeln!(out, "problem: {p}")?;
                 }
                 let verdict = if report.problems.is_empty() { "no problems found" } else { "CORRUPTION FOUND" };
-                writeln!(out, "checked {} objects ({}): {verdict}", report.objects, format::size(report.bytes))?;
+                writeln!(
+                    out,
+                    "checked {} packed and {} loose objects and {} chunked contents ({}): {verdict}",
+                    report.objects,
+                    report.loose,
+                    report.chunked,
+                    format::size(report.bytes)
+                )?;
             }
             if report.problems.is_empty() {
                 0

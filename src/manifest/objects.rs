@@ -6,6 +6,19 @@ use super::db;
 use crate::error::Result;
 use crate::object::{ObjectId, SealedPack};
 
+/// A location from columns `at..at + 5` (pack name, offset, stored_len, raw_len, inner_offset):
+/// a negative number or a value of another type is a conversion error, which `Error::db` turns
+/// into `corrupt`.
+fn location(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Location> {
+    Ok(Location {
+        pack: r.get(at)?,
+        offset: r.get::<_, u64>(at + 1)?,
+        stored_len: r.get::<_, u64>(at + 2)?,
+        raw_len: r.get::<_, u64>(at + 3)?,
+        inner_offset: r.get::<_, Option<u64>>(at + 4)?,
+    })
+}
+
 /// Where to find one object's blob.
 #[derive(Debug, Clone)]
 pub struct Location {
@@ -66,17 +79,7 @@ pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
              WHERE o.id = ?1",
         )
         .map_err(db("locating an object"))?;
-    stmt.query_row([&id.as_bytes()[..]], |r| {
-        Ok(Location {
-            pack: r.get(0)?,
-            offset: r.get::<_, i64>(1)? as u64,
-            stored_len: r.get::<_, i64>(2)? as u64,
-            raw_len: r.get::<_, i64>(3)? as u64,
-            inner_offset: r.get::<_, Option<i64>>(4)?.map(|i| i as u64),
-        })
-    })
-    .optional()
-    .map_err(db("locating an object"))
+    stmt.query_row([&id.as_bytes()[..]], |r| location(r, 0)).optional().map_err(db("locating an object"))
 }
 
 pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, ObjectId)]) -> Result<()> {
@@ -96,7 +99,7 @@ pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, Obj
         .prepare_cached("SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq")
         .map_err(db("reading a chunk list"))?;
     let rows = stmt
-        .query_map([&content.as_bytes()[..]], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?)))
+        .query_map([&content.as_bytes()[..]], |r| Ok((r.get::<_, u64>(0)?, r.get::<_, Vec<u8>>(1)?)))
         .map_err(db("reading a chunk list"))?;
     let mut out = Vec::new();
     for row in rows {
@@ -106,32 +109,48 @@ pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, Obj
     Ok(out)
 }
 
-/// Every object location, pack by pack in offset order: what `check` reads.
-pub fn all_locations(conn: &Connection) -> Result<Vec<(ObjectId, Location)>> {
+/// Calls `each` with every object's id (as stored) and its location, pack by pack in offset
+/// order: what `check` reads. A row that does not decode is passed as an error, so one damaged
+/// row does not hide the others.
+pub fn for_each_location(
+    conn: &Connection,
+    mut each: impl FnMut(Vec<u8>, Result<Location>) -> Result<()>,
+) -> Result<()> {
     let mut stmt = conn
         .prepare(
             "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
              ORDER BY p.id, o.offset",
         )
         .map_err(db("listing objects"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                Location {
-                    pack: r.get(1)?,
-                    offset: r.get::<_, i64>(2)? as u64,
-                    stored_len: r.get::<_, i64>(3)? as u64,
-                    raw_len: r.get::<_, i64>(4)? as u64,
-                    inner_offset: r.get::<_, Option<i64>>(5)?.map(|i| i as u64),
-                },
-            ))
-        })
-        .map_err(db("listing objects"))?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (id, loc) = row.map_err(db("listing objects"))?;
-        out.push((ObjectId::from_slice(&id)?, loc));
+    let mut rows = stmt.query([]).map_err(db("listing objects"))?;
+    while let Some(r) = rows.next().map_err(db("listing objects"))? {
+        let id = match r.get_ref(0).map_err(db("listing objects"))? {
+            rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+            other => format!("{other:?}").into_bytes(),
+        };
+        each(id, location(r, 1).map_err(db("reading an object's location")))?;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Calls `each` with every chunk list row in order (content, seq, chunk, offset); a row that
+/// does not decode is passed as an error.
+pub fn for_each_chunk_row(
+    conn: &Connection,
+    mut each: impl FnMut(Result<(ObjectId, u64, ObjectId, u64)>) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn
+        .prepare("SELECT content, seq, chunk, offset FROM chunk_lists ORDER BY content, seq")
+        .map_err(db("listing chunk lists"))?;
+    let mut rows = stmt.query([]).map_err(db("listing chunk lists"))?;
+    while let Some(r) = rows.next().map_err(db("listing chunk lists"))? {
+        let row = (|| -> Result<(ObjectId, u64, ObjectId, u64)> {
+            let get = db("reading a chunk list row");
+            let content = ObjectId::from_slice(&r.get::<_, Vec<u8>>(0).map_err(&get)?)?;
+            let chunk = ObjectId::from_slice(&r.get::<_, Vec<u8>>(2).map_err(&get)?)?;
+            Ok((content, r.get::<_, u64>(1).map_err(&get)?, chunk, r.get::<_, u64>(3).map_err(&get)?))
+        })();
+        each(row)?;
+    }
+    Ok(())
 }

@@ -9,7 +9,8 @@ pub trait Backend: Send + Sync {
     /// Stores `bytes` under `key`, durably and atomically. Writing an existing key with the
     /// same bytes is success: keys are content-derived.
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()>;
-    /// Reads `len` bytes at `offset` of `key`; fewer bytes than asked is a `corrupt` error.
+    /// Reads `len` bytes at `offset` of `key`; a range past the end of the value is a `corrupt`
+    /// error, found before anything is allocated (a damaged index can claim any length).
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
@@ -29,6 +30,11 @@ pub(crate) fn contract(b: &dyn Backend) {
     assert_eq!(b.get_range("packs/bb/two.pack", 3, 0).expect("empty get"), b"");
     let short = b.get_range("packs/bb/two.pack", 8, 5).expect_err("past the end");
     assert_eq!(short.kind(), ErrorKind::Corrupt);
+    // Absurd lengths and offsets (a damaged index) are refused before anything is allocated.
+    for (offset, len) in [(0, 1u64 << 62), (u64::MAX, 2), (3, u64::MAX)] {
+        let e = b.get_range("packs/bb/two.pack", offset, len).expect_err("absurd");
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{offset} {len}");
+    }
     let missing = b.get_range("packs/cc/none.pack", 0, 1).expect_err("missing");
     assert_eq!(missing.kind(), ErrorKind::NotFound);
     assert_eq!(b.list("packs/").expect("list"), vec!["packs/aa/one.pack", "packs/bb/two.pack"]);

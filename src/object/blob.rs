@@ -18,6 +18,8 @@ pub const HEADER_LEN: usize = 56;
 /// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
 /// and whole-file objects at the chunking threshold. A header claiming more is damaged.
 pub const MAX_RAW: u64 = 64 << 20;
+/// No stored blob is larger: its payload is stored raw unless compression makes it smaller.
+pub const MAX_STORED: u64 = HEADER_LEN as u64 + MAX_RAW;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {

@@ -107,8 +107,9 @@ impl BundleCache {
         let raw = self
             .get(backend, pack, offset, stored_len)
             .map_err(|e| Error::corrupt(format!("object {id} is unreadable: {}; run `trove check`", e.message())))?;
-        let member = raw
-            .get(inner as usize..(inner + raw_len) as usize)
+        let range = usize::try_from(inner).ok().zip(usize::try_from(raw_len).ok());
+        let member = range
+            .and_then(|(start, len)| raw.get(start..start.checked_add(len)?))
             .ok_or_else(|| Error::corrupt(format!("object {id} lies outside its bundle; run `trove check`")))?;
         if ObjectId::of(member) != *id {
             return Err(Error::corrupt(format!(

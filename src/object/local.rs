@@ -19,7 +19,9 @@ const MAX_OPEN: usize = 64;
 
 pub struct LocalBackend {
     root: PathBuf,
-    open: Mutex<HashMap<String, Arc<File>>>,
+    /// Open handles and the size each file had when opened (keys are written once, so it is
+    /// their size for good): every read is checked against it before anything is allocated.
+    open: Mutex<HashMap<String, (Arc<File>, u64)>>,
 }
 
 impl LocalBackend {
@@ -31,18 +33,20 @@ impl LocalBackend {
         self.root.join(key)
     }
 
-    fn handle(&self, key: &str) -> Result<Arc<File>> {
+    fn handle(&self, key: &str) -> Result<(Arc<File>, u64)> {
         let mut open = self.open.lock().map_err(|_| Error::internal("backend handle cache poisoned"))?;
         if let Some(f) = open.get(key) {
             return Ok(f.clone());
         }
         let path = self.path(key);
-        let file = Arc::new(File::open(&path).map_err(|e| Error::io("open pack", &path, e))?);
+        let file = File::open(&path).map_err(|e| Error::io("open pack", &path, e))?;
+        let size = file.metadata().map_err(|e| Error::io("stat pack", &path, e))?.len();
         if open.len() >= MAX_OPEN {
             open.clear();
         }
-        open.insert(key.to_string(), file.clone());
-        Ok(file)
+        let entry = (Arc::new(file), size);
+        open.insert(key.to_string(), entry.clone());
+        Ok(entry)
     }
 }
 
@@ -78,7 +82,15 @@ impl Backend for LocalBackend {
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let file = self.handle(key)?;
+        let (file, size) = self.handle(key)?;
+        // A damaged index can claim any length: it is checked against the file before it sizes
+        // an allocation.
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("pack {key} has {size} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`"),
+            ));
+        }
         let mut buf = vec![0u8; len as usize];
         let mut done = 0;
         while done < buf.len() {

@@ -39,11 +39,14 @@ impl Backend for MemoryBackend {
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
         let blobs = self.lock()?;
         let value = blobs.get(key).ok_or_else(|| Error::not_found(format!("pack {key} does not exist")))?;
-        let (start, end) = (offset as usize, (offset + len) as usize);
-        if end > value.len() {
-            return Err(Error::new(ErrorKind::Corrupt, format!("pack {key} ends before byte {end}")));
+        let range = usize::try_from(offset).ok().zip(usize::try_from(len).ok());
+        match range.and_then(|(start, len)| value.get(start..start.checked_add(len)?)) {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("pack {key} has {} bytes: a read of {len} bytes at {offset} runs past its end", value.len()),
+            )),
         }
-        Ok(value[start..end].to_vec())
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
