@@ -324,11 +324,14 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
             from_packs.push((o.id, name.clone(), o.offset, o.stored_len, o.raw_len, o.inner_offset));
         }
     }
-    let mut indexed: Vec<_> = trove::manifest::objects::all_locations(conn)
-        .expect("index")
-        .into_iter()
-        .map(|(id, l)| (id, l.pack, l.offset, l.stored_len, l.raw_len, l.inner_offset))
-        .collect();
+    let mut indexed = Vec::new();
+    trove::manifest::objects::for_each_location(conn, |id, l| {
+        let l = l?;
+        let id = trove::object::ObjectId::from_slice(&id)?;
+        indexed.push((id, l.pack, l.offset, l.stored_len, l.raw_len, l.inner_offset));
+        Ok(())
+    })
+    .expect("index");
     from_packs.sort();
     indexed.sort();
     assert!(indexed.iter().any(|o| o.5.is_some()), "small files are bundled");
