@@ -97,8 +97,11 @@ fn a_directory_swapped_for_a_symlink_mid_restore_is_never_written_or_deleted_thr
     assert!(!left.iter().any(|n| n.to_string_lossy().starts_with(".trove-")), "no staging left: {left:?}");
 }
 
+/// Each file of the test workspace: its name, its old content and its new one.
+type Versions = Vec<(String, Vec<u8>, Vec<u8>)>;
+
 /// Old and new versions of a workspace of big files, and the snapshot of the new one.
-fn old_and_new(dir: &Path) -> (std::path::PathBuf, String, Vec<(String, Vec<u8>, Vec<u8>)>) {
+fn old_and_new(dir: &Path) -> (std::path::PathBuf, String, Versions) {
     let (ws, repo) = (dir.join("ws"), dir.join("repo"));
     let mut rng = trove::sample::Rng::new(5);
     let mut files = Vec::new();
@@ -117,14 +120,14 @@ fn old_and_new(dir: &Path) -> (std::path::PathBuf, String, Vec<(String, Vec<u8>,
     (repo, id, files)
 }
 
-fn put_old(target: &Path, files: &[(String, Vec<u8>, Vec<u8>)]) {
+fn put_old(target: &Path, files: &Versions) {
     for (name, old, _) in files {
         common::http::write(&target.join(name), old);
     }
 }
 
 /// Every file is whole: the old version or the new one, never a mix or a cut.
-fn assert_whole(target: &Path, files: &[(String, Vec<u8>, Vec<u8>)], when: &str) -> usize {
+fn assert_whole(target: &Path, files: &Versions, when: &str) -> usize {
     let mut new = 0;
     for (name, old, fresh) in files {
         let now = fs::read(target.join(name)).unwrap_or_else(|e| panic!("{when}: {name} is gone: {e}"));
