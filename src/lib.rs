@@ -15,6 +15,7 @@ pub mod patch;
 pub mod path;
 pub mod progress;
 pub mod repo;
+pub mod resolve;
 pub mod restore;
 pub mod sample;
 pub mod scope;

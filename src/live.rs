@@ -2,9 +2,10 @@
 //! while a session runs (`"source": "sandbox"`).
 //!
 //! Listings reuse the snapshot walk (exclusions, no symlink followed) and keep regular files
-//! only, each with its size and mtime. Reads resolve beneath the workspace root: a symlink is
-//! followed only while it stays inside (an absolute target or a `..` escape is refused by the
-//! kernel), so `link -> /etc/passwd` reads as not found, never as `/etc/passwd`.
+//! only, each with its size and mtime. Reads resolve the path with `resolve.rs`: a symlink is
+//! followed only while it stays inside the workspace (an absolute target or a `..` escape is
+//! not found), so `link -> /etc/passwd` reads as not found, never as `/etc/passwd`; the caller
+//! checks the scope on the resolved path before the file is opened there.
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -12,9 +13,15 @@ use std::path::Path;
 
 use sha2::Digest;
 
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::object::Sha256;
 use crate::path;
+use crate::resolve::{self, Found, Resolved};
 use crate::scope::Scope;
 use crate::walk::{self, Excludes, Node};
 
@@ -94,19 +101,78 @@ fn fingerprint(meta: &std::fs::Metadata) -> (u64, i64, i64, i64, i64) {
     (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec())
 }
 
-/// Reads `rel` beneath `root`: `invalid_path` for a bad path, `not_found` for a missing file or
-/// a link leading outside, `is_directory`, and `too_large` past `limit` bytes. A file that
-/// changes while it is read is never returned torn: `policy` says whether to read it again.
+/// Where `rel` leads in the live tree under `fd`: symlinks are followed by [`resolve`], each
+/// directory opened beneath the root with no symlink followed by the kernel.
+pub fn resolve(fd: &OwnedFd, rel: &[u8]) -> Result<Resolved> {
+    // The directory looked in last, kept open: most lookups go one level below it.
+    let mut open: Option<(Vec<u8>, OwnedFd)> = None;
+    let mut look = |dir: &[u8], name: &[u8]| -> Result<Found> {
+        let reuse = open.as_ref().is_some_and(|(p, _)| p == dir);
+        if !reuse {
+            let fd = match walk::open_dir_beneath(fd, dir) {
+                Ok(d) => d,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => {
+                    return Ok(Found::Missing)
+                }
+                Err(e) => return Err(Error::io("open directory", Path::new(&*path::display(dir)), e)),
+            };
+            open = Some((dir.to_vec(), fd));
+        }
+        let Some((_, dfd)) = open.as_ref() else { return Ok(Found::Missing) };
+        let st = match rustix::fs::statat(dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) | Err(Errno::NOTDIR) => return Ok(Found::Missing),
+            Err(e) => return Err(Error::io("stat", Path::new(&*path::display(name)), e.into())),
+        };
+        Ok(match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => Found::Dir,
+            FileType::RegularFile => Found::File,
+            FileType::Symlink => match rustix::fs::readlinkat(dfd, name, Vec::new()) {
+                Ok(t) => Found::Symlink(t.into_bytes()),
+                Err(Errno::NOENT) => Found::Missing,
+                Err(e) => return Err(Error::io("read link", Path::new(&*path::display(name)), e.into())),
+            },
+            _ => Found::Other,
+        })
+    };
+    resolve::resolve(rel, &mut look)
+}
+
+/// Reads the file `rel` leads to beneath `root`, following in-workspace links (no scope: see
+/// `Repo::read_file_from` for reads within a session's scope).
 pub fn read_file(root: &Path, rel: &[u8], limit: u64, policy: ChangePolicy) -> Result<LiveRead> {
     let rel = path::normalize_nonempty(rel)?;
-    let shown = path::display(&rel).into_owned();
     let fd = walk::open_root(root)?;
+    let resolved = resolve(&fd, &rel)?;
+    read_resolved(&fd, &rel, &resolved, limit, policy)
+}
+
+/// Reads what [`resolve`] found for `rel`: `is_directory` for a directory, `not_found` for
+/// anything but a regular file, `too_large` past `limit` bytes. The file is opened at the
+/// resolved path with no symlink followed, so a link swapped in since the resolution is not
+/// followed either. A file that changes while it is read is never returned torn: `policy` says
+/// whether to read it again.
+pub fn read_resolved(
+    fd: &OwnedFd,
+    rel: &[u8],
+    resolved: &Resolved,
+    limit: u64,
+    policy: ChangePolicy,
+) -> Result<LiveRead> {
+    let shown = path::display(rel).into_owned();
     let not_found = || Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"));
+    match resolved.kind {
+        Found::Dir => {
+            return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")))
+        }
+        Found::File => {}
+        _ => return Err(not_found()),
+    }
     let attempts = if policy == ChangePolicy::Abort { 1 } else { READ_ATTEMPTS };
     for _ in 0..attempts {
-        let mut file = walk::open_within(&fd, &rel).map_err(|e| match e.raw_os_error() {
-            // ENOENT, or a path that escapes (EXDEV) or loops (ELOOP): the same answer, so a
-            // response never confirms what lies outside the workspace.
+        let mut file = walk::open_beneath(fd, &resolved.path).map_err(|e| match e.raw_os_error() {
+            // Gone, or something was swapped in since the resolution: the same answer as for a
+            // link leading outside, so a response never confirms what lies there.
             Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
             _ => Error::io("open", Path::new(&shown), e),
         })?;
@@ -133,7 +199,7 @@ pub fn read_file(root: &Path, rel: &[u8], limit: u64, policy: ChangePolicy) -> R
         if fingerprint(&after) == fingerprint(&meta) && bytes.len() as u64 == meta.len() {
             let sha256 = sha2::Sha256::digest(&bytes).into();
             let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-            return Ok(LiveRead { path: rel, bytes, mtime_ns, sha256 });
+            return Ok(LiveRead { path: rel.to_vec(), bytes, mtime_ns, sha256 });
         }
     }
     Err(Error::new(

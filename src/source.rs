@@ -13,12 +13,14 @@ use sha2::Digest;
 
 use crate::live::{self, ChangePolicy, LiveFile};
 use crate::manifest::snapshots::SnapshotInfo;
+use crate::object::ObjectId;
 use crate::path;
 use crate::repo::Repo;
+use crate::resolve::{self, Found, Resolved};
 use crate::scope::Scope;
 use crate::session::Session;
 use crate::tree::EntryKind;
-use crate::walk::Excludes;
+use crate::walk::{self, Excludes};
 
 /// What a caller asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +140,9 @@ impl Repo {
         Ok((files, origin_of(chosen)))
     }
 
-    /// One file's bytes from the chosen source, within the scope and the size limit.
+    /// One file's bytes from the chosen source, within the scope and the size limit. Symlinks
+    /// inside the workspace are followed, in the live tree and in snapshots alike, and the
+    /// scope is checked on every link followed and on the path finally read.
     pub fn read_file_from(
         &self,
         view: &WorkspaceView<'_>,
@@ -153,25 +157,27 @@ impl Repo {
         }
         let chosen = self.choose_source(view, want)?;
         let read = match &chosen {
-            None => live::read_file(view.live_dir.ok_or_else(no_workspace)?, &rel, limit, policy)?,
+            None => {
+                let fd = walk::open_root(view.live_dir.ok_or_else(no_workspace)?)?;
+                let resolved = live::resolve(&fd, &rel)?;
+                check_resolved(view.scope, &rel, &resolved)?;
+                live::read_resolved(&fd, &rel, &resolved, limit, policy)?
+            }
             Some(snap) => {
                 let shown = path::display(&rel).into_owned();
-                let entry = self.lookup(snap, &rel).map_err(|e| match e.kind() {
-                    ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("file '{shown}' not found")),
-                    _ => e,
-                })?;
-                match entry.kind {
-                    EntryKind::Dir => {
+                let resolved = self.resolve_in_snapshot(snap, &rel)?;
+                check_resolved(view.scope, &rel, &resolved)?;
+                match resolved.kind {
+                    Found::Dir => {
                         return Err(Error::new(
                             ErrorKind::IsDirectory,
                             format!("'{shown}' is a directory: list it instead"),
                         ))
                     }
-                    EntryKind::Symlink => {
-                        return Err(Error::new(ErrorKind::NotFound, format!("file '{shown}' not found")))
-                    }
-                    EntryKind::File => {}
+                    Found::File => {}
+                    _ => return Err(Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"))),
                 }
+                let entry = self.lookup(snap, &resolved.path)?;
                 if entry.size > limit {
                     return Err(Error::new(
                         ErrorKind::TooLarge,
@@ -185,6 +191,47 @@ impl Repo {
         };
         Ok((read, origin_of(chosen)))
     }
+
+    /// Where `rel` leads in snapshot `snap`, following its symlinks as the live tree would.
+    pub fn resolve_in_snapshot(&self, snap: &SnapshotInfo, rel: &[u8]) -> Result<Resolved> {
+        let conn = self.manifest.conn();
+        // The directory looked in last and its tree: most lookups go one level below it.
+        let mut at: Option<(Vec<u8>, Option<ObjectId>)> = None;
+        let mut look = |dir: &[u8], name: &[u8]| -> Result<Found> {
+            if at.as_ref().is_none_or(|(p, _)| p != dir) {
+                let tree = match self.lookup(snap, dir) {
+                    Ok(e) if e.kind == EntryKind::Dir => e.content,
+                    Ok(_) => None,
+                    Err(e) if e.kind() == ErrorKind::NotFound => None,
+                    Err(e) => return Err(e),
+                };
+                at = Some((dir.to_vec(), tree));
+            }
+            let Some((_, Some(tree))) = at.as_ref() else { return Ok(Found::Missing) };
+            Ok(match self.trees.entry(conn, tree, name)? {
+                None => Found::Missing,
+                Some(e) => match e.kind {
+                    EntryKind::Dir => Found::Dir,
+                    EntryKind::File => Found::File,
+                    EntryKind::Symlink => Found::Symlink(e.target.unwrap_or_default()),
+                },
+            })
+        };
+        resolve::resolve(rel, &mut look)
+    }
+}
+
+/// The scope applied to what a read really touches: every link it followed and the path it
+/// reaches must be readable, so no link carries a session outside its scope (or into another
+/// session's `.sessions/` directory). The denial names the path asked for, not where it leads.
+fn check_resolved(scope: Option<&Scope>, rel: &[u8], resolved: &Resolved) -> Result<()> {
+    let Some(scope) = scope else { return Ok(()) };
+    let escapes = resolved.links.iter().chain(std::iter::once(&resolved.path)).any(|p| !scope.can_read(p));
+    if escapes {
+        return Err(Error::new(ErrorKind::PermissionDenied, format!("'{}' not in session scope", path::display(rel)))
+            .with_detail("reason", "it is a symlink that leads outside the session's scope"));
+    }
+    Ok(())
 }
 
 fn origin_of(chosen: Option<SnapshotInfo>) -> Origin {

@@ -45,10 +45,13 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
             .kind(),
         ErrorKind::NotFound
     );
+    // A link inside the workspace reads as its target, as it does live; one leading out does not.
+    let (read, _) = repo.read_file_from(&view, &Source::Auto, b"link", READ_LIMIT, ChangePolicy::Retry).expect("link");
+    assert_eq!(read.bytes, b"fn main() {}\n");
     for (path, kind) in [
         (&b"src"[..], ErrorKind::IsDirectory),
         (b"big.bin", ErrorKind::TooLarge),
-        (b"link", ErrorKind::NotFound),
+        (b"abs-link", ErrorKind::NotFound),
         (b"../x", ErrorKind::InvalidPath),
     ] {
         let err = repo.read_file_from(&view, &Source::Auto, path, 1 << 20, ChangePolicy::Retry).expect_err("refused");
