@@ -44,9 +44,11 @@ fn not_found(rel: &[u8]) -> Error {
     Error::new(ErrorKind::NotFound, format!("file '{}' not found", path::display(rel)))
 }
 
-/// Resolves workspace-relative `rel` (already normalized). `look(dir, name)` says what `name`
-/// is in directory `dir` (workspace-relative, no symlink in it).
-pub fn resolve(rel: &[u8], look: &mut dyn FnMut(&[u8], &[u8]) -> Result<Found>) -> Result<Resolved> {
+/// Says what `name` is in directory `dir` (workspace-relative, with no symlink in it).
+pub type Look<'a> = dyn FnMut(&[u8], &[u8]) -> Result<Found> + 'a;
+
+/// Resolves workspace-relative `rel` (already normalized) with `look`.
+pub fn resolve(rel: &[u8], look: &mut Look<'_>) -> Result<Resolved> {
     let mut pending: VecDeque<Vec<u8>> =
         rel.split(|&b| b == b'/').filter(|c| !c.is_empty()).map(<[u8]>::to_vec).collect();
     let mut reached: Vec<Vec<u8>> = Vec::new();
