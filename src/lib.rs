@@ -5,6 +5,7 @@
 //! [`Repo::snapshot`], and the read-back operations in `view`, `restore` and `export`.
 
 pub mod audit;
+pub mod budget;
 pub mod check;
 pub mod error;
 pub mod export;

@@ -7,11 +7,8 @@
 //! not found), so `link -> /etc/passwd` reads as not found, never as `/etc/passwd`; the caller
 //! checks the scope on the resolved path before the file is opened there.
 
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-
-use sha2::Digest;
 
 use std::os::fd::OwnedFd;
 
@@ -63,14 +60,16 @@ pub fn list_files(
     Ok(out)
 }
 
-/// A file read from the live tree.
-#[derive(Debug, Clone)]
+/// A file read whole (from the live tree or a snapshot).
+#[derive(Debug)]
 pub struct LiveRead {
     pub path: Vec<u8>,
     pub bytes: Vec<u8>,
     pub mtime_ns: i64,
     /// Of `bytes`: the ETag of a download and the stale-file protocol's hash.
     pub sha256: Sha256,
+    /// The share of the memory budget `bytes` take, given back when this is dropped.
+    pub(crate) _held: Option<crate::budget::Permit>,
 }
 
 /// What to do when a file changes while it is read (`change_policy`).
@@ -93,11 +92,13 @@ impl ChangePolicy {
     }
 }
 
-const READ_ATTEMPTS: usize = 3;
+pub const READ_ATTEMPTS: usize = 3;
 
 /// What tells two states of an open file apart: a writer changes the size, the mtime or (even
 /// with the mtime put back) the ctime.
-fn fingerprint(meta: &std::fs::Metadata) -> (u64, i64, i64, i64, i64) {
+pub type Fingerprint = (u64, i64, i64, i64, i64);
+
+pub fn fingerprint(meta: &std::fs::Metadata) -> Fingerprint {
     (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec())
 }
 
@@ -138,80 +139,47 @@ pub fn resolve(fd: &OwnedFd, rel: &[u8]) -> Result<Resolved> {
     resolve::resolve(rel, &mut look)
 }
 
-/// Reads the file `rel` leads to beneath `root`, following in-workspace links (no scope: see
-/// `Repo::read_file_from` for reads within a session's scope).
-pub fn read_file(root: &Path, rel: &[u8], limit: u64, policy: ChangePolicy) -> Result<LiveRead> {
-    let rel = path::normalize_nonempty(rel)?;
-    let fd = walk::open_root(root)?;
-    let resolved = resolve(&fd, &rel)?;
-    read_resolved(&fd, &rel, &resolved, limit, policy)
-}
-
-/// Reads what [`resolve`] found for `rel`: `is_directory` for a directory, `not_found` for
-/// anything but a regular file, `too_large` past `limit` bytes. The file is opened at the
-/// resolved path with no symlink followed, so a link swapped in since the resolution is not
-/// followed either. A file that changes while it is read is never returned torn: `policy` says
-/// whether to read it again.
-pub fn read_resolved(
-    fd: &OwnedFd,
-    rel: &[u8],
-    resolved: &Resolved,
-    limit: u64,
-    policy: ChangePolicy,
-) -> Result<LiveRead> {
+/// Opens the file that [`resolve`] found for `rel`: `is_directory` for a directory,
+/// `not_found` for anything but a regular file. It is opened at the resolved path with no
+/// symlink followed, so a link swapped in since the resolution is not followed either.
+pub fn open_resolved(fd: &OwnedFd, rel: &[u8], resolved: &Resolved) -> Result<(std::fs::File, std::fs::Metadata)> {
     let shown = path::display(rel).into_owned();
     let not_found = || Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"));
+    let is_dir = || Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead"));
     match resolved.kind {
-        Found::Dir => {
-            return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")))
-        }
+        Found::Dir => return Err(is_dir()),
         Found::File => {}
         _ => return Err(not_found()),
     }
-    let attempts = if policy == ChangePolicy::Abort { 1 } else { READ_ATTEMPTS };
-    for _ in 0..attempts {
-        let mut file = walk::open_beneath(fd, &resolved.path).map_err(|e| match e.raw_os_error() {
-            // Gone, or something was swapped in since the resolution: the same answer as for a
-            // link leading outside, so a response never confirms what lies there.
-            Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
-            _ => Error::io("open", Path::new(&shown), e),
-        })?;
-        let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
-        if meta.is_dir() {
-            return Err(Error::new(ErrorKind::IsDirectory, format!("'{shown}' is a directory: list it instead")));
-        }
-        if !meta.is_file() {
-            return Err(not_found());
-        }
-        if meta.len() > limit {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("'{shown}' is {} bytes, over the {limit}-byte limit", meta.len()),
-            ));
-        }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        // One byte past the limit tells a file that grew since the stat.
-        (&mut file).take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", Path::new(&shown), e))?;
-        if bytes.len() as u64 > limit {
-            return Err(Error::new(ErrorKind::TooLarge, format!("'{shown}' grew past the {limit}-byte limit")));
-        }
-        let after = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
-        if fingerprint(&after) == fingerprint(&meta) && bytes.len() as u64 == meta.len() {
-            let sha256 = sha2::Sha256::digest(&bytes).into();
-            let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-            return Ok(LiveRead { path: rel.to_vec(), bytes, mtime_ns, sha256 });
-        }
+    let file = walk::open_beneath(fd, &resolved.path).map_err(|e| match e.raw_os_error() {
+        // Gone, or something was swapped in since the resolution: the same answer as for a link
+        // leading outside, so a response never confirms what lies there.
+        Some(libc::ENOENT) | Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_found(),
+        _ => Error::io("open", Path::new(&shown), e),
+    })?;
+    let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&shown), e))?;
+    if meta.is_dir() {
+        return Err(is_dir());
     }
-    Err(Error::new(
-        ErrorKind::Conflict,
-        format!("'{shown}' changed while it was read: read it again when its writer is done"),
-    ))
+    if !meta.is_file() {
+        return Err(not_found());
+    }
+    Ok((file, meta))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scope::FileAccess;
+    use crate::source::{Source, WorkspaceView};
+
+    /// A whole live read with no scope, as the Files API makes one.
+    fn read_file(root: &Path, rel: &[u8], limit: u64, policy: ChangePolicy) -> Result<LiveRead> {
+        let repo = crate::Repo::in_memory()?;
+        let ex = Excludes::none();
+        let view = WorkspaceView { name: "w", session: None, live_dir: Some(root), excludes: &ex, scope: None };
+        repo.read_file_from(&view, &Source::Live, rel, limit, policy).map(|(r, _)| r)
+    }
     use std::fs;
     use std::os::unix::fs::symlink;
 

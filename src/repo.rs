@@ -58,7 +58,12 @@ pub struct Repo {
     /// When the work of the current caller must stop (a server request's deadline): long
     /// operations check it between stages and stop before their commit point.
     deadline: std::cell::Cell<Option<std::time::Instant>>,
+    /// Bytes that reads may hold in memory at once; a server shares one among its handles.
+    pub(crate) budget: std::sync::Arc<crate::budget::Budget>,
 }
+
+/// The memory budget of a handle nobody shares one with.
+const DEFAULT_BUDGET: u64 = 256 << 20;
 
 /// Nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
@@ -119,6 +124,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
+            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
         };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
@@ -177,6 +183,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
+            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
         };
         // A file tool mutation a crash interrupted is finished before anything else runs, and a
         // restore's leftovers are cleaned up.
@@ -199,6 +206,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
+            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
         })
     }
 
@@ -230,6 +238,17 @@ impl Repo {
     /// at its next check, before it changes anything.
     pub fn set_deadline(&self, deadline: Option<std::time::Instant>) {
         self.deadline.set(deadline);
+    }
+
+    /// Makes this handle draw on `budget` (the server gives all its handles one).
+    pub fn set_budget(&mut self, budget: std::sync::Arc<crate::budget::Budget>) {
+        self.budget = budget;
+    }
+
+    /// A share of the memory budget for holding `bytes` whole, waiting (until the deadline)
+    /// for other reads to give theirs back.
+    pub fn hold(&self, bytes: u64) -> Result<crate::budget::Permit> {
+        self.budget.acquire(bytes, self.deadline())
     }
 
     pub fn deadline(&self) -> Option<std::time::Instant> {

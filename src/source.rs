@@ -8,7 +8,12 @@
 
 use std::path::Path;
 
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+
 use crate::error::{Error, ErrorKind, Result};
+use crate::object::Sha256;
+use crate::view::ContentReader;
 use sha2::Digest;
 
 use crate::live::{self, ChangePolicy, LiveFile};
@@ -140,28 +145,28 @@ impl Repo {
         Ok((files, origin_of(chosen)))
     }
 
-    /// One file's bytes from the chosen source, within the scope and the size limit. Symlinks
-    /// inside the workspace are followed, in the live tree and in snapshots alike, and the
-    /// scope is checked on every link followed and on the path finally read.
-    pub fn read_file_from(
-        &self,
-        view: &WorkspaceView<'_>,
-        want: &Source,
-        rel: &[u8],
-        limit: u64,
-        policy: ChangePolicy,
-    ) -> Result<(live::LiveRead, Origin)> {
+    /// Opens one file of the chosen source for streaming, within the scope. Symlinks inside
+    /// the workspace are followed, in the live tree and in snapshots alike, and the scope is
+    /// checked on every link followed and on the path finally read.
+    pub fn open_file_from(&self, view: &WorkspaceView<'_>, want: &Source, rel: &[u8]) -> Result<(Opened<'_>, Origin)> {
         let rel = path::normalize_nonempty(rel)?;
         if let Some(scope) = view.scope {
             scope.check_read(&rel)?;
         }
         let chosen = self.choose_source(view, want)?;
-        let read = match &chosen {
+        let opened = match &chosen {
             None => {
                 let fd = walk::open_root(view.live_dir.ok_or_else(no_workspace)?)?;
                 let resolved = live::resolve(&fd, &rel)?;
                 check_resolved(view.scope, &rel, &resolved)?;
-                live::read_resolved(&fd, &rel, &resolved, limit, policy)?
+                let (file, meta) = live::open_resolved(&fd, &rel, &resolved)?;
+                Opened {
+                    size: meta.len(),
+                    mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
+                    sha256: None,
+                    body: Body::Live { at_open: live::fingerprint(&meta), file },
+                    path: rel,
+                }
             }
             Some(snap) => {
                 let shown = path::display(&rel).into_owned();
@@ -178,18 +183,58 @@ impl Repo {
                     _ => return Err(Error::new(ErrorKind::NotFound, format!("file '{shown}' not found"))),
                 }
                 let entry = self.lookup(snap, &resolved.path)?;
-                if entry.size > limit {
-                    return Err(Error::new(
-                        ErrorKind::TooLarge,
-                        format!("'{shown}' is {} bytes, over the {limit}-byte limit", entry.size),
-                    ));
+                Opened {
+                    size: entry.size,
+                    mtime_ns: entry.mtime_ns,
+                    sha256: entry.sha256,
+                    body: Body::Snapshot(self.open_content(&entry)?),
+                    path: rel,
                 }
-                let bytes = self.read_content(&entry)?;
-                let sha256 = entry.sha256.unwrap_or_else(|| sha2::Sha256::digest(&bytes).into());
-                live::LiveRead { path: rel.clone(), bytes, mtime_ns: entry.mtime_ns, sha256 }
             }
         };
-        Ok((read, origin_of(chosen)))
+        Ok((opened, origin_of(chosen)))
+    }
+
+    /// One file's bytes from the chosen source, whole, within the scope and the size limit,
+    /// holding a share of the memory budget for as long as the bytes are held. A live file
+    /// that changes while it is read is never returned torn: `policy` says whether to read it
+    /// again.
+    pub fn read_file_from(
+        &self,
+        view: &WorkspaceView<'_>,
+        want: &Source,
+        rel: &[u8],
+        limit: u64,
+        policy: ChangePolicy,
+    ) -> Result<(live::LiveRead, Origin)> {
+        let attempts = if policy == ChangePolicy::Abort { 1 } else { live::READ_ATTEMPTS };
+        let shown = || path::display(rel).into_owned();
+        for _ in 0..attempts {
+            let (mut opened, origin) = self.open_file_from(view, want, rel)?;
+            if opened.size > limit {
+                return Err(Error::new(
+                    ErrorKind::TooLarge,
+                    format!("'{}' is {} bytes, over the {limit}-byte limit", shown(), opened.size),
+                ));
+            }
+            let held = self.hold(opened.size)?;
+            let mut bytes = Vec::with_capacity(opened.size as usize);
+            // One byte past the limit tells a file that grew since it was opened.
+            (&mut opened).take(limit + 1).read_to_end(&mut bytes).map_err(crate::view::from_io)?;
+            if bytes.len() as u64 > limit {
+                return Err(Error::new(ErrorKind::TooLarge, format!("'{}' grew past the {limit}-byte limit", shown())));
+            }
+            if opened.unchanged()? && bytes.len() as u64 == opened.size {
+                let sha256 = opened.sha256.unwrap_or_else(|| sha2::Sha256::digest(&bytes).into());
+                let read =
+                    live::LiveRead { path: opened.path, bytes, mtime_ns: opened.mtime_ns, sha256, _held: Some(held) };
+                return Ok((read, origin));
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!("'{}' changed while it was read: read it again when its writer is done", shown()),
+        ))
     }
 
     /// Where `rel` leads in snapshot `snap`, following its symlinks as the live tree would.
@@ -232,6 +277,52 @@ fn check_resolved(scope: Option<&Scope>, rel: &[u8], resolved: &Resolved) -> Res
             .with_detail("reason", "it is a symlink that leads outside the session's scope"));
     }
     Ok(())
+}
+
+/// A file opened for streaming from a live tree or a snapshot.
+pub struct Opened<'r> {
+    /// The path as asked for (a link is read as its target, under its own name).
+    pub path: Vec<u8>,
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// Known before reading for a snapshot file; a live file's is the hash of what is read.
+    pub sha256: Option<Sha256>,
+    body: Body<'r>,
+}
+
+enum Body<'r> {
+    /// The open file and what it looked like when opened.
+    Live { file: std::fs::File, at_open: live::Fingerprint },
+    /// A snapshot's content, verified object by object as it is read.
+    Snapshot(ContentReader<'r>),
+}
+
+impl Opened<'_> {
+    /// Whether a live file still looks as it did when opened (a snapshot never changes): a
+    /// read that ends with `false` may be torn and must not be served.
+    pub fn unchanged(&self) -> Result<bool> {
+        match &self.body {
+            Body::Live { file, at_open } => {
+                let meta = file.metadata().map_err(|e| Error::io("stat", Path::new(&*path::display(&self.path)), e))?;
+                Ok(live::fingerprint(&meta) == *at_open)
+            }
+            Body::Snapshot(_) => Ok(true),
+        }
+    }
+
+    /// Whether the bytes come from a snapshot (whose reader verifies them) or the live tree.
+    pub fn is_live(&self) -> bool {
+        matches!(self.body, Body::Live { .. })
+    }
+}
+
+impl Read for Opened<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.body {
+            Body::Live { file, .. } => file.read(buf),
+            Body::Snapshot(r) => r.read(buf),
+        }
+    }
 }
 
 fn origin_of(chosen: Option<SnapshotInfo>) -> Origin {

@@ -140,6 +140,12 @@ impl Repo {
                 )))
             }
         };
+        self.open_object(id, Some(entry.size))
+    }
+
+    /// A reader over a file content by its id (one object, packed or loose, or a chunk list),
+    /// verifying every object as it goes; `size`, when known, must match at the end.
+    pub fn open_object(&self, id: ObjectId, size: Option<u64>) -> Result<ContentReader<'_>> {
         let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
         let (parts, whole) = if chunks.is_empty() {
             (vec![id], None)
@@ -153,7 +159,7 @@ impl Repo {
             next: 0,
             buf: Vec::new(),
             pos: 0,
-            expected: entry.size,
+            expected: size,
             read: 0,
             whole,
         })
@@ -204,14 +210,15 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
     }
 }
 
-/// Turns an error that crossed a `Read` boundary back into ours.
+/// Turns an error that crossed a `Read` boundary back into ours (an OS error stays one, with
+/// its message).
 pub fn from_io(e: io::Error) -> Error {
-    match e.into_inner() {
-        Some(inner) => match inner.downcast::<Error>() {
-            Ok(ours) => *ours,
-            Err(other) => Error::new(ErrorKind::Io, other.to_string()),
-        },
-        None => Error::new(ErrorKind::Io, "read failed"),
+    if !e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+        return Error::with_source(ErrorKind::Io, format!("read failed: {e}"), e);
+    }
+    match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+        Some(Ok(ours)) => *ours,
+        _ => Error::internal("an error changed type while it was unwrapped"),
     }
 }
 
@@ -228,7 +235,7 @@ pub struct ContentReader<'r> {
     next: usize,
     buf: Vec<u8>,
     pos: usize,
-    expected: u64,
+    expected: Option<u64>,
     read: u64,
     /// For chunked content: the hash of everything so far, checked against `content` at the end,
     /// so a wrong chunk list cannot pass off other bytes as this file.
@@ -239,10 +246,10 @@ impl Read for ContentReader<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.pos == self.buf.len() {
             if self.next == self.parts.len() {
-                if self.read != self.expected {
+                if let Some(expected) = self.expected.filter(|&e| e != self.read) {
                     let e = Error::corrupt(format!(
-                        "content {} has {} bytes where its entry says {}; run `trove check`",
-                        self.content, self.read, self.expected
+                        "content {} has {} bytes where its entry says {expected}; run `trove check`",
+                        self.content, self.read
                     ));
                     return Err(io::Error::other(e));
                 }

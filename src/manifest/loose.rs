@@ -8,9 +8,10 @@ use crate::error::Result;
 use crate::object::{blob, Chunking, ObjectId};
 
 /// Files up to this size are one object; bigger ones are chunked like snapshot content.
-const WHOLE_LIMIT: usize = 1 << 20;
+pub const WHOLE_LIMIT: usize = 1 << 20;
 
-fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
+/// Stores one object (a whole small file, or one chunk) unless it is stored already.
+pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
     // An object already stored (loose or packed) needs no second copy.
     if contains(conn, id)? || super::objects::contains(conn, id)? {
         return Ok(());

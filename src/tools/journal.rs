@@ -15,6 +15,7 @@
 //!    is still there and recovery writes the same records.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +25,7 @@ use super::workdir::{self, Kind, WorkDir};
 use crate::audit::AuditRecord;
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest;
-use crate::object::ObjectId;
+use crate::object::{ObjectId, Sha256};
 use crate::path;
 use crate::repo::{now_ns, Repo};
 use crate::trash::TrashItem;
@@ -72,13 +73,61 @@ pub struct Plan {
     pub details: serde_json::Value,
 }
 
-/// A step being drafted: new contents are still in memory, pre-images beside them.
+/// A step being drafted. Pre-images are described (`Current`), not held: their bytes are
+/// streamed from the tree into the store when the plan is journaled.
 pub enum Draft {
-    Write { path: Vec<u8>, content: Vec<u8>, mode: u32, before: Option<workdir::Current> },
-    Remove { path: Vec<u8>, before: Option<workdir::Current>, trash: Box<TrashItem>, members: Vec<Vec<u8>> },
-    Move { from: Vec<u8>, to: Vec<u8>, before: Option<workdir::Current> },
-    Mkdir { path: Vec<u8> },
-    Symlink { path: Vec<u8>, target: Vec<u8> },
+    Write {
+        path: Vec<u8>,
+        content: NewContent,
+        mode: u32,
+        before: Option<workdir::Current>,
+    },
+    /// `members` are the files of a deleted directory (workspace-relative, with the sha256 they
+    /// were found with), stored with it.
+    Remove {
+        path: Vec<u8>,
+        before: Option<workdir::Current>,
+        trash: Box<TrashItem>,
+        members: Vec<(Vec<u8>, Sha256)>,
+    },
+    Move {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        before: Option<workdir::Current>,
+    },
+    Mkdir {
+        path: Vec<u8>,
+    },
+    Symlink {
+        path: Vec<u8>,
+        target: Vec<u8>,
+    },
+}
+
+/// What a write puts in place.
+pub enum NewContent {
+    /// Bytes the caller holds (a request body, an edited text): bounded by what a request or
+    /// an in-memory edit may carry.
+    Bytes(Vec<u8>),
+    /// A content already in the store (a trash item, a pre-image), staged by streaming it.
+    Stored { id: ObjectId, sha256: Sha256 },
+}
+
+impl NewContent {
+    fn hashes(&self) -> (Sha256, ObjectId) {
+        match self {
+            NewContent::Bytes(b) => (<sha2::Sha256 as sha2::Digest>::digest(b).into(), ObjectId::of(b)),
+            NewContent::Stored { id, sha256 } => (*sha256, *id),
+        }
+    }
+}
+
+/// Something the journal must store before the plan commits.
+enum ToStore {
+    /// Step `i`'s new content, held in memory.
+    Bytes(usize),
+    /// The file at this path, which must still have this sha256.
+    Tree(Vec<u8>, Sha256),
 }
 
 /// The outcome of a plan: each write's new sha256, each removal's trash id.
@@ -195,71 +244,95 @@ impl Repo {
             steps: Vec::with_capacity(drafts.len()),
             details: ctx.details,
         };
-        // New contents (to stage) by step; they and the pre-images are stored as objects with
-        // the journal row (undo and recovery read the pre-images back from there).
-        let mut contents: Vec<Option<(Vec<u8>, u32)>> = Vec::with_capacity(drafts.len());
-        let mut store: Vec<Vec<u8>> = Vec::new();
+        // New contents (to stage) by step; they and the pre-images are stored as objects
+        // before the plan commits (undo and recovery read the pre-images back from there).
+        let mut contents: Vec<Option<(NewContent, u32)>> = Vec::with_capacity(drafts.len());
+        let mut store: Vec<ToStore> = Vec::new();
         for (i, d) in drafts.into_iter().enumerate() {
-            let (step, content, before_bytes) = match d {
+            let (step, content, before_path) = match d {
                 Draft::Write { path, content, mode, before } => {
-                    let after = crate::tools::read::sha256_hex(&content);
-                    let (b, obj, bytes) = match before {
-                        Some(cur) => {
-                            (Some(hex_sha(&cur.sha256)), Some(ObjectId::of(&cur.bytes).to_hex()), Some(cur.bytes))
-                        }
-                        None => (None, None, None),
-                    };
+                    let (after_sha, after_id) = content.hashes();
+                    if let NewContent::Bytes(_) = content {
+                        store.push(ToStore::Bytes(i));
+                    }
                     let step = Step::Write {
                         tmp: beside(&path, &tmp_name(&id, i)),
-                        path,
-                        before: b,
-                        after,
-                        before_object: obj,
-                        after_object: Some(ObjectId::of(&content).to_hex()),
+                        before: before.as_ref().map(|c| hex_sha(&c.sha256)),
+                        after: hex_sha(&after_sha),
+                        before_object: before.as_ref().map(|c| c.content.to_hex()),
+                        after_object: Some(after_id.to_hex()),
                         mode,
+                        path: path.clone(),
                     };
-                    (step, Some((content, mode)), bytes)
+                    (step, Some((content, mode)), before.map(|c| (path, c.sha256)))
                 }
                 Draft::Remove { path, before, trash, members } => {
-                    let before_sha = before.as_ref().map(|c| hex_sha(&c.sha256));
-                    // A directory's files were read by the builder; their bytes come as members.
-                    store.extend(members);
+                    // A directory's files were found by the builder; they are stored as members.
+                    store.extend(members.into_iter().map(|(p, sha)| ToStore::Tree(p, sha)));
                     let grave = beside(&path, &grave_name(&id, i));
-                    (Step::Remove { path, grave, before: before_sha, trash }, None, before.map(|c| c.bytes))
+                    let before_sha = before.as_ref().map(|c| hex_sha(&c.sha256));
+                    let pre = before.map(|c| (path.clone(), c.sha256));
+                    (Step::Remove { path, grave, before: before_sha, trash }, None, pre)
                 }
                 Draft::Move { from, to, before } => {
                     let sha = before.as_ref().map(|c| hex_sha(&c.sha256));
-                    let obj = before.as_ref().map(|c| ObjectId::of(&c.bytes).to_hex());
-                    (Step::Move { from, to, sha256: sha, object: obj }, None, before.map(|c| c.bytes))
+                    let obj = before.as_ref().map(|c| c.content.to_hex());
+                    let pre = before.map(|c| (from.clone(), c.sha256));
+                    (Step::Move { from, to, sha256: sha, object: obj }, None, pre)
                 }
                 Draft::Mkdir { path } => (Step::Mkdir { path }, None, None),
                 Draft::Symlink { path, target } => (Step::Symlink { path, target }, None, None),
             };
             plan.steps.push(step);
-            if let Some((c, _)) = &content {
-                store.push(c.clone());
+            // A content is stored once: a file moved and then rewritten has one pre-image, taken
+            // from where it was.
+            if let Some((p, sha)) = before_path {
+                if !store.iter().any(|s| matches!(s, ToStore::Tree(_, h) if *h == sha)) {
+                    store.push(ToStore::Tree(p, sha));
+                }
             }
-            store.extend(before_bytes);
             contents.push(content);
         }
         failpoint(&format!("{}:drafted", plan.tool));
-        // 1. Journal: the plan and every object it needs, before the tree is touched.
-        let encoded = serde_json::to_string(&plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
-        let level = self.config.zstd_level;
-        let chunking = self.config.chunking;
-        self.manifest.write(|tx| {
-            for bytes in &store {
-                manifest::loose::store(tx, bytes, level, &chunking)?;
+        // 1. Journal: every object the plan needs, then the plan, before the tree is touched.
+        // Pre-images stream from the tree into the store in transactions of their own, so a
+        // big file never holds the manifest's write lock for long; the plan's commit, which is
+        // fsynced, makes them durable with it (the WAL is written in order).
+        for item in &store {
+            self.check_deadline("storing the files' previous contents")?;
+            match item {
+                ToStore::Bytes(i) => {
+                    if let Some((NewContent::Bytes(b), _)) = &contents[*i] {
+                        self.store_stream(&mut &b[..])?;
+                    }
+                }
+                ToStore::Tree(p, sha) => {
+                    let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, Some(&hex_sha(sha))))?;
+                    let stored = self.store_stream(&mut file)?;
+                    if stored.0 != *sha {
+                        return Err(stale(p, Some(hex_sha(&stored.0)), Some(&hex_sha(sha))));
+                    }
+                }
             }
-            manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded)
-        })?;
-        drop(store);
+        }
+        let encoded = serde_json::to_string(&plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
+        self.check_deadline("journaling the change")?;
+        self.manifest.write(|tx| manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded))?;
         failpoint(&format!("{}:journaled", plan.tool));
         // 2. Stage.
         let mut made = Vec::new();
         let staged = plan.steps.iter().zip(&contents).try_for_each(|(s, c)| match (s, c) {
-            (Step::Write { path, tmp, .. }, Some((bytes, mode))) => {
-                wd.write_temp(path, workdir::split(tmp).1, bytes, *mode, &mut made)?;
+            (Step::Write { path, tmp, .. }, Some((content, mode))) => {
+                self.check_deadline("writing the new contents")?;
+                match content {
+                    NewContent::Bytes(b) => {
+                        wd.write_temp(path, workdir::split(tmp).1, &mut &b[..], *mode, &mut made)?
+                    }
+                    NewContent::Stored { id, .. } => {
+                        let mut reader = self.open_object(*id, None)?;
+                        wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut made)?
+                    }
+                }
                 failpoint(&format!("{}:temp-written", plan.tool));
                 Ok(())
             }
@@ -292,6 +365,40 @@ impl Repo {
         self.finish(&plan, false)
     }
 
+    /// Stores what `reader` yields as a file content and returns its (sha256, content id,
+    /// size): over 1 MiB it is cut into chunks with a chunk list, as snapshots store big files,
+    /// and held in memory a chunk at a time. Each object commits in a transaction of its own
+    /// without an fsync (see `execute`); an object already stored is not stored again.
+    pub(crate) fn store_stream(&self, reader: &mut dyn std::io::Read) -> Result<(Sha256, ObjectId, u64)> {
+        use sha2::Digest;
+        let (level, chunking) = (self.config.zstd_level, self.config.chunking);
+        let limit = manifest::loose::WHOLE_LIMIT;
+        let mut head = Vec::with_capacity(limit.min(64 << 10));
+        std::io::Read::take(&mut *reader, limit as u64 + 1)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot read a file to store it: {e}"), e))?;
+        if head.len() <= limit {
+            let id = ObjectId::of(&head);
+            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &head, level))?;
+            return Ok((sha2::Sha256::digest(&head).into(), id, head.len() as u64));
+        }
+        let (mut sha, mut whole, mut size) = (sha2::Sha256::new(), blake3::Hasher::new(), 0u64);
+        let mut chunks = Vec::new();
+        chunking.for_each_chunk(std::io::Read::chain(&head[..], reader), |offset, data| {
+            self.check_deadline("storing a file")?;
+            sha.update(&data);
+            whole.update(&data);
+            size += data.len() as u64;
+            let id = ObjectId::of(&data);
+            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &data, level))?;
+            chunks.push((offset, id));
+            Ok(())
+        })?;
+        let id = ObjectId(*whole.finalize().as_bytes());
+        self.manifest.write_relaxed(|tx| manifest::objects::insert_chunk_list(tx, &id, &chunks))?;
+        Ok((sha.finalize().into(), id, size))
+    }
+
     /// Removes staged temporaries and the directories staging created (if still empty).
     fn discard_staged(&self, wd: &WorkDir, plan: &Plan, made: &[Vec<u8>]) {
         for s in &plan.steps {
@@ -313,9 +420,9 @@ impl Repo {
                 verify(wd, path, Some(after))?;
                 let obj =
                     before_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its pre-image"))?;
-                let bytes = self.content_bytes(obj)?;
+                let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
                 wd.remove(tmp)?;
-                wd.write_temp(path, workdir::split(tmp).1, &bytes, *mode, &mut made)?;
+                wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut made)?;
                 wd.rename(tmp, path, false, &mut made)
             }
             Step::Write { path, after, .. } => {
@@ -508,8 +615,8 @@ impl Repo {
         if let Step::Write { path, tmp, after_object, mode, .. } = s {
             wd.remove(tmp)?;
             let obj = after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
-            let bytes = self.content_bytes(obj)?;
-            wd.write_temp(path, workdir::split(tmp).1, &bytes, *mode, &mut Vec::new())?;
+            let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
+            wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
         }
         apply(wd, s)
     }

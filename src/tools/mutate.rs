@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::edit::{self, Edit};
-use super::journal::{self, already_exists, hex_sha, Ctx, Done, Draft};
+use super::journal::{self, already_exists, hex_sha, Ctx, Done, Draft, NewContent};
 use super::workdir::{Current, Kind, WorkDir};
 use super::Caller;
 use crate::error::{Error, ErrorKind, Result};
@@ -139,6 +139,20 @@ pub struct ApplyPatch {
     pub expected_sha256_by_path: BTreeMap<String, String>,
 }
 
+/// The largest text `edit_file` and `apply_patch` rewrite in memory (all files of one patch
+/// together); bigger files are replaced whole with `write_file`.
+pub const EDIT_LIMIT: u64 = 32 << 20;
+
+/// A content in the store, from a trash row's hex object id and sha256.
+fn stored(object: &str, sha256: Option<&str>) -> Result<NewContent> {
+    let id = ObjectId::from_hex(object)?;
+    let sha = sha256
+        .and_then(|h| hex::decode(h).ok())
+        .and_then(|v| <[u8; 32]>::try_from(v).ok())
+        .ok_or_else(|| Error::corrupt(format!("the trash row of content {object} has no valid sha256")))?;
+    Ok(NewContent::Stored { id, sha256: sha })
+}
+
 /// The most one `delete_file` of a directory may take into the trash.
 const DELETE_DIR_ENTRIES: usize = 20_000;
 const DELETE_DIR_BYTES: u64 = 256 << 20;
@@ -183,10 +197,10 @@ fn trash_file(c: &Caller<'_>, rel: &[u8], cur: &Current, reason: &str) -> Result
         session: Some(c.session.id.clone()),
         path: rel.to_vec(),
         kind: "file".into(),
-        size: cur.bytes.len() as u64,
+        size: cur.size,
         sha256: Some(hex_sha(&cur.sha256)),
         mode: cur.mode,
-        object: Some(ObjectId::of(&cur.bytes).to_hex()),
+        object: Some(cur.content.to_hex()),
         deleted_by: c.actor.to_string(),
         deleted_ns: now_ns(),
         reason: reason.into(),
@@ -243,18 +257,17 @@ fn draft_remove(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], expected: Option<&str>
                 let e = match m.kind {
                     Kind::File => {
                         let cur = wd.current(&child)?.ok_or_else(|| Error::not_found(path::display(&child)))?;
-                        size += cur.bytes.len() as u64;
-                        let e = TrashEntry {
+                        size += cur.size;
+                        members.push((child.clone(), cur.sha256));
+                        TrashEntry {
                             rel: inner,
                             kind: "file".into(),
-                            size: cur.bytes.len() as u64,
+                            size: cur.size,
                             sha256: Some(hex_sha(&cur.sha256)),
                             mode: cur.mode,
-                            object: Some(ObjectId::of(&cur.bytes).to_hex()),
+                            object: Some(cur.content.to_hex()),
                             target: None,
-                        };
-                        members.push(cur.bytes);
-                        e
+                        }
                     }
                     Kind::Dir => TrashEntry {
                         rel: inner,
@@ -327,6 +340,24 @@ fn free_name(wd: &WorkDir, rel: &[u8]) -> Result<Vec<u8>> {
 }
 
 impl Repo {
+    /// The file at `rel` whole, for an edit, if it still has `expected`; with the share of the
+    /// memory budget its bytes take.
+    fn read_to_edit(
+        &self,
+        wd: &WorkDir,
+        rel: &[u8],
+        expected: Option<&str>,
+    ) -> Result<(Current, Vec<u8>, crate::budget::Permit)> {
+        let size = wd.stat(rel)?.map_or(0, |m| m.size);
+        let held = self.hold(2 * size.min(EDIT_LIMIT))?;
+        let read = wd.read_whole(rel, EDIT_LIMIT)?;
+        let (cur, bytes) = match read {
+            Some((cur, bytes)) => (Some(cur), bytes),
+            None => (None, Vec::new()),
+        };
+        Ok((check_expected(rel, cur, expected)?, bytes, held))
+    }
+
     /// The bytes of a file content object (loose or packed, whole or chunked), verified.
     pub fn content_bytes(&self, hex_id: &str) -> Result<Vec<u8>> {
         let id = ObjectId::from_hex(hex_id)?;
@@ -351,7 +382,7 @@ impl Repo {
             return Err(already_exists(&rel));
         }
         let size = content.len();
-        let draft = Draft::Write { path: rel.clone(), content, mode: 0o644, before: None };
+        let draft = Draft::Write { path: rel.clone(), content: NewContent::Bytes(content), mode: 0o644, before: None };
         let done = self.execute(&l.wd, ctx(c, "create_file", json!({})), vec![draft])?;
         Ok(json!({"path": path::display(&rel), "sha256": written(&done, &rel), "size": size,
                   "auditSeq": done.audit_seqs.first()}))
@@ -364,11 +395,18 @@ impl Repo {
         let cur = l.wd.current(&rel)?;
         let draft = match (cur, p.expected_sha256.as_deref()) {
             // "" asserts there is nothing yet, as in apply_patch.
-            (None, Some("")) => Draft::Write { path: rel.clone(), content, mode: 0o644, before: None },
+            (None, Some("")) => {
+                Draft::Write { path: rel.clone(), content: NewContent::Bytes(content), mode: 0o644, before: None }
+            }
             (Some(c), Some("")) => return Err(stale(&rel, Some(&c), Some(""))),
             (cur, expected) => {
                 let cur = check_expected(&rel, cur, expected)?;
-                Draft::Write { path: rel.clone(), content, mode: cur.mode, before: Some(cur) }
+                Draft::Write {
+                    path: rel.clone(),
+                    content: NewContent::Bytes(content),
+                    mode: cur.mode,
+                    before: Some(cur),
+                }
             }
         };
         let done = self.execute(&l.wd, ctx(c, "write_file", json!({})), vec![draft])?;
@@ -378,13 +416,15 @@ impl Repo {
 
     pub(crate) fn tool_edit_file(&self, c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<Value> {
         let rel = writable(c, &p.path)?;
-        let cur = check_expected(&rel, l.wd.current(&rel)?, p.expected_sha256.as_deref())?;
+        let (cur, bytes, _held) = self.read_to_edit(&l.wd, &rel, p.expected_sha256.as_deref())?;
         let shown = path::display(&rel).into_owned();
-        let text = std::str::from_utf8(&cur.bytes).map_err(|_| {
+        let text = std::str::from_utf8(&bytes).map_err(|_| {
             Error::new(ErrorKind::NotText, format!("'{shown}' is not UTF-8 text: replace it with write_file"))
         })?;
         let (new, replacements) = edit::apply(&shown, text, &p.edits)?;
-        let draft = Draft::Write { path: rel.clone(), content: new.into_bytes(), mode: cur.mode, before: Some(cur) };
+        drop(bytes);
+        let content = NewContent::Bytes(new.into_bytes());
+        let draft = Draft::Write { path: rel.clone(), content, mode: cur.mode, before: Some(cur) };
         let done = self.execute(&l.wd, ctx(c, "edit_file", json!({})), vec![draft])?;
         Ok(json!({"path": shown, "sha256": written(&done, &rel), "replacements": replacements,
                   "auditSeq": done.audit_seqs.first()}))
@@ -504,8 +544,8 @@ impl Repo {
                 let rel = crate::walk::join_rel(&target, &e.rel);
                 match (e.kind.as_str(), &e.object, &e.target) {
                     ("file", Some(obj), _) => {
-                        let bytes = self.content_bytes(obj)?;
-                        members.push(Draft::Write { path: rel, content: bytes, mode: e.mode, before: None });
+                        let content = stored(obj, e.sha256.as_deref())?;
+                        members.push(Draft::Write { path: rel, content, mode: e.mode, before: None });
                     }
                     ("dir", _, _) => drafts.push(Draft::Mkdir { path: rel }),
                     ("symlink", _, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
@@ -518,8 +558,8 @@ impl Repo {
                 .object
                 .as_deref()
                 .ok_or_else(|| Error::corrupt(format!("trash item {} has no content", item.id)))?;
-            let bytes = self.content_bytes(obj)?;
-            drafts.push(Draft::Write { path: target.clone(), content: bytes, mode: item.mode, before: None });
+            let content = stored(obj, item.sha256.as_deref())?;
+            drafts.push(Draft::Write { path: target.clone(), content, mode: item.mode, before: None });
         }
         let done = self.execute(&l.wd, ctx(c, "restore_file", json!({"restoredTrashId": item.id})), drafts)?;
         Ok(json!({"path": path::display(&target), "trashId": item.id, "kind": item.kind,
@@ -548,8 +588,23 @@ impl Repo {
                 }
             }
         }
-        // Each file is read once: the hash checked against the map is the one the journal
-        // checks again right before the rename.
+        // The texts to update are held in memory (old and new): bound them, and draw on the
+        // memory budget for them, before reading any.
+        let mut total = 0u64;
+        for op in &patch.ops {
+            if let crate::patch::FileOp::Update { path: pth, .. } = op {
+                total += wd.stat(&path::normalize_nonempty(pth.as_bytes())?)?.map_or(0, |m| m.size);
+            }
+        }
+        if total > EDIT_LIMIT {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("the files this patch updates hold {total} bytes, over the {EDIT_LIMIT}-byte limit of one patch: split it"),
+            ));
+        }
+        let _held = self.hold(2 * total)?;
+        // The hash checked against the map is the one the journal checks again right before the
+        // rename.
         let mut reads: BTreeMap<Vec<u8>, Option<Current>> = BTreeMap::new();
         for (pth, expected) in &p.expected_sha256_by_path {
             let rel = path::normalize_nonempty(pth.as_bytes())?;
@@ -577,7 +632,7 @@ impl Repo {
                     report.push((rel.clone(), "add", None::<Vec<u8>>));
                     drafts.push(Draft::Write {
                         path: rel,
-                        content: contents.clone().into_bytes(),
+                        content: NewContent::Bytes(contents.clone().into_bytes()),
                         mode: 0o644,
                         before: None,
                     });
@@ -605,12 +660,8 @@ impl Repo {
                 }
                 crate::patch::FileOp::Update { path: pth, move_to, chunks, line } => {
                     let rel = path::normalize_nonempty(pth.as_bytes())?;
-                    let read = match reads.remove(&rel) {
-                        Some(r) => Ok(r),
-                        None => wd.current(&rel),
-                    };
-                    let cur = match read {
-                        Ok(Some(cur)) => cur,
+                    let (cur, bytes) = match wd.read_whole(&rel, EDIT_LIMIT) {
+                        Ok(Some(read)) => read,
                         Ok(None) => {
                             return Err(Error::not_found(format!(
                                 "patch line {line}: Update File '{pth}' does not exist: use Add File to create it"
@@ -619,11 +670,18 @@ impl Repo {
                         }
                         Err(e) => return Err(e.context(format!("patch line {line}"))),
                     };
+                    // The file must still be the one checked against expectedSha256ByPath.
+                    if let Some(Some(checked)) = reads.remove(&rel) {
+                        if checked.sha256 != cur.sha256 {
+                            return Err(stale(&rel, Some(&cur), Some(&hex_sha(&checked.sha256))));
+                        }
+                    }
                     let new = if chunks.is_empty() {
-                        cur.bytes.clone()
+                        NewContent::Stored { id: cur.content, sha256: cur.sha256 }
                     } else {
-                        crate::patch::apply_chunks(pth, &cur.bytes, chunks)?
+                        NewContent::Bytes(crate::patch::apply_chunks(pth, &bytes, chunks)?)
                     };
+                    drop(bytes);
                     match move_to {
                         Some(to) => {
                             let to_rel = path::normalize_nonempty(to.as_bytes())?;
@@ -631,7 +689,7 @@ impl Repo {
                                 return Err(already_exists(&to_rel).context(format!("patch line {line}: Move to")));
                             }
                             report.push((rel.clone(), "move", Some(to_rel.clone())));
-                            let moved = Current { bytes: cur.bytes.clone(), sha256: cur.sha256, mode: cur.mode };
+                            let moved = cur.clone();
                             drafts.push(Draft::Move { from: rel, to: to_rel.clone(), before: Some(cur) });
                             drafts.push(Draft::Write {
                                 path: to_rel,
@@ -716,8 +774,11 @@ impl Repo {
                 let cur = check_expected(&rel, l.wd.current(&rel)?, after.as_deref())?;
                 let obj =
                     rec.before_object.ok_or_else(|| Error::corrupt(format!("audit record {seq} kept no pre-image")))?;
-                let bytes = self.content_bytes(&obj.to_hex())?;
-                vec![Draft::Write { path: rel.clone(), content: bytes, mode: cur.mode, before: Some(cur) }]
+                let sha = rec
+                    .before_sha256
+                    .ok_or_else(|| Error::corrupt(format!("audit record {seq} lacks the old sha256")))?;
+                let content = NewContent::Stored { id: obj, sha256: sha };
+                vec![Draft::Write { path: rel.clone(), content, mode: cur.mode, before: Some(cur) }]
             }
             "create" | "mkdir" | "symlink" => vec![draft_remove(&c, &l.wd, &rel, after.as_deref(), "revert")?],
             "move" => {

@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use sha2::Digest;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::object::Sha256;
+use crate::object::{ObjectId, Sha256};
 use crate::path;
 use crate::walk;
 
@@ -34,12 +34,39 @@ pub struct Meta {
     pub mtime_ns: i64,
 }
 
-/// A file's bytes as they are on disk now.
-#[derive(Debug, Clone)]
+/// A file as it is on disk now: its hashes, size and mode. Its bytes are not kept: they are
+/// streamed again when they must be stored (a pre-image), so a file of any size costs a
+/// buffer, not its size in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Current {
-    pub bytes: Vec<u8>,
     pub sha256: Sha256,
+    /// BLAKE3 of the bytes: the object id they are stored under.
+    pub content: ObjectId,
+    pub size: u64,
     pub mode: u32,
+}
+
+/// Bytes read at a time when a file is hashed or copied.
+const BUF: usize = 256 << 10;
+
+/// Hashes everything `reader` yields: (sha256, BLAKE3 content id, size).
+pub fn hash_stream(mut reader: impl Read) -> std::io::Result<(Sha256, ObjectId, u64)> {
+    let mut sha = sha2::Sha256::new();
+    let mut blake = blake3::Hasher::new();
+    let mut buf = vec![0u8; BUF];
+    let mut size = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sha.update(&buf[..n]);
+        blake.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((sha.finalize().into(), ObjectId(*blake.finalize().as_bytes()), size))
 }
 
 pub struct WorkDir {
@@ -49,6 +76,28 @@ pub struct WorkDir {
 
 fn shown(rel: &[u8]) -> String {
     path::display(rel).into_owned()
+}
+
+/// Where a copy failed: reading the source (a trove error, e.g. a corrupt object) or writing.
+enum Copy {
+    Read(Error),
+    Write(std::io::Error),
+}
+
+/// Copies `from` into `to` a buffer at a time.
+fn copy(from: &mut dyn Read, to: &mut std::fs::File) -> std::result::Result<u64, Copy> {
+    let mut buf = vec![0u8; BUF];
+    let mut n = 0u64;
+    loop {
+        let got = match from.read(&mut buf) {
+            Ok(0) => return Ok(n),
+            Ok(got) => got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(crate::view::from_io(e))),
+        };
+        to.write_all(&buf[..got]).map_err(Copy::Write)?;
+        n += got as u64;
+    }
 }
 
 /// Splits `a/b/c` into (`a/b`, `c`).
@@ -165,9 +214,9 @@ impl WorkDir {
         }
     }
 
-    /// The file at `rel` with its sha256, `None` if nothing is there; a directory is
+    /// The regular file at `rel`, open for reading, `None` if nothing is there; a directory is
     /// `is_directory`, a symlink or device `invalid_argument`.
-    pub fn current(&self, rel: &[u8]) -> Result<Option<Current>> {
+    pub fn open_file(&self, rel: &[u8]) -> Result<Option<(std::fs::File, std::fs::Metadata)>> {
         let (parent, name) = split(rel);
         let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(None) };
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -182,7 +231,7 @@ impl WorkDir {
             }
             Err(e) => return Err(self.io("open", rel, e)),
         };
-        let mut file = std::fs::File::from(fd);
+        let file = std::fs::File::from(fd);
         let meta = file.metadata().map_err(|e| self.io("stat", rel, e))?;
         if meta.is_dir() {
             return Err(Error::new(ErrorKind::IsDirectory, format!("'{}' is a directory", shown(rel))));
@@ -190,15 +239,60 @@ impl WorkDir {
         if !meta.is_file() {
             return Err(Error::invalid_argument(format!("'{}' is not a regular file", shown(rel))));
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.read_to_end(&mut bytes).map_err(|e| self.io("read", rel, e))?;
-        let sha256 = sha2::Sha256::digest(&bytes).into();
-        Ok(Some(Current { bytes, sha256, mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 }))
+        Ok(Some((file, meta)))
     }
 
-    /// Writes `bytes` to a new file `tmp` beside `rel` (creating parent directories, reported
-    /// in `made`) and makes it durable.
-    pub fn write_temp(&self, rel: &[u8], tmp: &[u8], bytes: &[u8], mode: u32, made: &mut Vec<Vec<u8>>) -> Result<()> {
+    /// The file at `rel` as it is now (hashed a buffer at a time), `None` if nothing is there;
+    /// a directory is `is_directory`, a symlink or device `invalid_argument`.
+    pub fn current(&self, rel: &[u8]) -> Result<Option<Current>> {
+        let Some((file, meta)) = self.open_file(rel)? else { return Ok(None) };
+        let (sha256, content, size) = hash_stream(&file).map_err(|e| self.io("read", rel, e))?;
+        Ok(Some(Current {
+            sha256,
+            content,
+            size,
+            mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
+        }))
+    }
+
+    /// The whole file at `rel` and what it is, for the tools that rewrite a text in memory;
+    /// a file over `limit` bytes is `too_large`.
+    pub fn read_whole(&self, rel: &[u8], limit: u64) -> Result<Option<(Current, Vec<u8>)>> {
+        let Some((mut file, meta)) = self.open_file(rel)? else { return Ok(None) };
+        if meta.len() > limit {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "'{}' is {} bytes, over the {limit}-byte limit for editing in place: replace it with write_file",
+                    shown(rel),
+                    meta.len()
+                ),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        (&mut file).take(limit + 1).read_to_end(&mut bytes).map_err(|e| self.io("read", rel, e))?;
+        if bytes.len() as u64 > limit {
+            return Err(Error::new(ErrorKind::TooLarge, format!("'{}' grew past the {limit}-byte limit", shown(rel))));
+        }
+        let cur = Current {
+            sha256: sha2::Sha256::digest(&bytes).into(),
+            content: ObjectId::of(&bytes),
+            size: bytes.len() as u64,
+            mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
+        };
+        Ok(Some((cur, bytes)))
+    }
+
+    /// Writes what `bytes` yields to a new file `tmp` beside `rel` (creating parent
+    /// directories, reported in `made`), a buffer at a time, and makes it durable.
+    pub fn write_temp(
+        &self,
+        rel: &[u8],
+        tmp: &[u8],
+        bytes: &mut dyn Read,
+        mode: u32,
+        made: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
         let (parent, _) = split(rel);
         let dir = self.dir(parent, true, made)?.ok_or_else(|| self.vanished(parent))?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -210,7 +304,10 @@ impl WorkDir {
         // The umask narrowed the mode given to openat; the file keeps the mode it had.
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| self.io("chmod", rel, e))?;
         let mut file = std::fs::File::from(fd);
-        file.write_all(bytes).map_err(|e| self.io("write", rel, e))?;
+        copy(bytes, &mut file).map_err(|e| match e {
+            Copy::Read(e) => e,
+            Copy::Write(e) => self.io("write", rel, e),
+        })?;
         file.sync_all().map_err(|e| self.io("sync", rel, e))?;
         Ok(())
     }
