@@ -187,7 +187,7 @@ impl Repo {
                     size: entry.size,
                     mtime_ns: entry.mtime_ns,
                     sha256: entry.sha256,
-                    body: Body::Snapshot(self.open_content(&entry)?),
+                    body: Body::Snapshot(Box::new(self.open_content(&entry)?)),
                     path: rel,
                 }
             }
@@ -294,7 +294,7 @@ enum Body<'r> {
     /// The open file and what it looked like when opened.
     Live { file: std::fs::File, at_open: live::Fingerprint },
     /// A snapshot's content, verified object by object as it is read.
-    Snapshot(ContentReader<'r>),
+    Snapshot(Box<ContentReader<'r>>),
 }
 
 impl Opened<'_> {
