@@ -10,6 +10,7 @@ pub mod edit;
 pub mod journal;
 pub mod mutate;
 pub mod read;
+pub mod slice;
 pub mod workdir;
 
 use serde::de::DeserializeOwned;

@@ -6,22 +6,49 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::slice::Slicer;
 use super::workdir::{Kind, WorkDir};
 use super::Caller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::live::ChangePolicy;
+use crate::object::Sha256;
 use crate::path;
 use crate::repo::{iso_time, Repo};
-use crate::source::{Origin, Source, WorkspaceView};
+use crate::source::{Opened, Origin, Source, WorkspaceView};
 use crate::tree::EntryKind;
 use crate::walk::Excludes;
 
 /// Lines and characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINES: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
-/// The biggest file the tools read whole (content is sliced after reading: the sha256 covers
-/// the whole file).
+/// The biggest file `search_files` reads whole; bigger ones are skipped (`read_file` streams
+/// files of any size).
 pub const READ_LIMIT: u64 = 64 << 20;
+/// The most bytes one base64 `read_file` returns; `offset` reads on from `nextOffset`.
+pub const BASE64_MAX: u64 = 8 << 20;
+/// Bytes read at a time when a file streams by.
+const STREAM_BUF: usize = 256 << 10;
+
+/// Reads `r` to its end a buffer at a time, handing each buffer and its offset to `each`;
+/// returns the sha256 of everything read.
+fn stream(r: &mut dyn std::io::Read, mut each: impl FnMut(u64, &[u8])) -> Result<Sha256> {
+    use sha2::Digest;
+    let mut sha = sha2::Sha256::new();
+    let mut buf = vec![0u8; STREAM_BUF];
+    let mut at = 0u64;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(crate::view::from_io(e)),
+        };
+        sha.update(&buf[..n]);
+        each(at, &buf[..n]);
+        at += n as u64;
+    }
+    Ok(sha.finalize().into())
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -34,6 +61,8 @@ pub struct ReadFile {
     pub max_line_length: Option<usize>,
     /// `utf-8` (default) or `base64`.
     pub encoding: Option<String>,
+    /// For base64: the byte to start at (`nextOffset` of the read before).
+    pub offset: Option<u64>,
     /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,
 }
@@ -130,17 +159,6 @@ impl Repo {
     }
 
     pub(crate) fn tool_read_file(&self, c: &Caller<'_>, p: &ReadFile) -> Result<Value> {
-        let none = Excludes::none();
-        let view = self.session_view(c, &none);
-        let (read, origin) =
-            self.read_file_from(&view, &source_of(&p.source), p.path.as_bytes(), READ_LIMIT, ChangePolicy::Retry)?;
-        let shown = path::display(&read.path).into_owned();
-        let mut m = Map::new();
-        m.insert("path".into(), shown.clone().into());
-        m.insert("sha256".into(), hex::encode(read.sha256).into());
-        m.insert("size".into(), read.bytes.len().into());
-        m.insert("modifiedAt".into(), iso_time(read.mtime_ns).into());
-        put_origin(&mut m, &origin);
         let base64 = match p.encoding.as_deref() {
             None | Some("utf-8") | Some("utf8") => false,
             Some("base64") => true,
@@ -148,46 +166,102 @@ impl Repo {
                 return Err(Error::invalid_argument(format!("encoding '{other}' is not one of: utf-8, base64")))
             }
         };
-        if base64 {
-            let cut = p.max_bytes.unwrap_or(usize::MAX).min(read.bytes.len());
-            m.insert("encoding".into(), "base64".into());
-            m.insert("content".into(), base64::engine::general_purpose::STANDARD.encode(&read.bytes[..cut]).into());
-            m.insert("truncated".into(), (cut < read.bytes.len()).into());
-            return Ok(Value::Object(m));
-        }
-        let text = as_text(&read.bytes).ok_or_else(|| not_text(&shown))?;
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
-        let total = lines.len();
         let start = p.start_line.unwrap_or(1);
         if start == 0 {
             return Err(Error::invalid_argument("startLine is 1-based: the first line is 1"));
         }
+        if let Some(e) = p.end_line.filter(|&e| e < start) {
+            return Err(Error::invalid_argument(format!("endLine {e} is before startLine {start}")));
+        }
+        let none = Excludes::none();
+        let view = self.session_view(c, &none);
+        let want = source_of(&p.source);
+        // A live file that changes while it streams by is read again, as whole reads are.
+        for _ in 0..crate::live::READ_ATTEMPTS {
+            let (mut opened, origin) = self.open_file_from(&view, &want, p.path.as_bytes())?;
+            let shown = path::display(&opened.path).into_owned();
+            let mut m = Map::new();
+            m.insert("path".into(), shown.clone().into());
+            m.insert("size".into(), opened.size.into());
+            m.insert("modifiedAt".into(), iso_time(opened.mtime_ns).into());
+            put_origin(&mut m, &origin);
+            let read = if base64 {
+                self.read_base64(&mut opened, p, &mut m)
+            } else {
+                self.read_text(&mut opened, p, start, &shown, &mut m)
+            };
+            let sha256 = read?;
+            if opened.unchanged()? {
+                m.insert("sha256".into(), hex::encode(opened.sha256.unwrap_or(sha256)).into());
+                return Ok(Value::Object(m));
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!("'{}' changed while it was read: read it again when its writer is done", p.path),
+        ))
+    }
+
+    /// Streams `opened` once: the requested bytes as base64 (at most `BASE64_MAX` a call, from
+    /// `offset`), and the sha256 of the whole file.
+    fn read_base64(&self, opened: &mut Opened<'_>, p: &ReadFile, m: &mut Map<String, Value>) -> Result<Sha256> {
+        let offset = p.offset.unwrap_or(0);
+        let cap = p.max_bytes.map_or(BASE64_MAX, |b| (b as u64).min(BASE64_MAX));
+        let _held = self.hold(cap.min(opened.size) * 7 / 3)?;
+        let mut kept = Vec::new();
+        let sha = stream(opened, |at, bytes| {
+            let end = at + bytes.len() as u64;
+            let from = offset.clamp(at, end);
+            let to = offset.saturating_add(cap).clamp(at, end);
+            kept.extend_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+        })?;
+        let next = offset + kept.len() as u64;
+        m.insert("encoding".into(), "base64".into());
+        m.insert("content".into(), base64::engine::general_purpose::STANDARD.encode(&kept).into());
+        m.insert("truncated".into(), (next < opened.size || offset > 0).into());
+        if next < opened.size {
+            m.insert("nextOffset".into(), next.into());
+        }
+        Ok(sha)
+    }
+
+    /// Streams `opened` once: the requested lines (caps, markers) and the sha256 of the whole
+    /// file. Binary content is `not_text`.
+    fn read_text(
+        &self,
+        opened: &mut Opened<'_>,
+        p: &ReadFile,
+        start: usize,
+        shown: &str,
+        m: &mut Map<String, Value>,
+    ) -> Result<Sha256> {
+        let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
+        let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
+        let last_kept = p.end_line.unwrap_or(usize::MAX).min(start.saturating_add(max_lines - 1));
+        // What the kept lines can take at most: four bytes a character, and the markers.
+        let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(max_chars as u64 * 4 + 64);
+        let _held = self.hold(bound.min(opened.size.saturating_mul(2)))?;
+        let mut slicer = Slicer::new(start, last_kept, max_chars);
+        let sha = stream(opened, |_, bytes| slicer.feed(bytes))?;
+        let (lines, total) = slicer.finish().ok_or_else(|| not_text(shown))?;
         if start > total.max(1) {
             return Err(Error::invalid_argument(format!(
                 "startLine {start} is past the end of '{shown}', which has {total} lines"
             )));
         }
-        if let Some(e) = p.end_line.filter(|&e| e < start) {
-            return Err(Error::invalid_argument(format!("endLine {e} is before startLine {start}")));
-        }
         let end = p.end_line.unwrap_or(total).min(total);
-        let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
-        let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
         let shown_end = end.min(start.saturating_add(max_lines - 1));
-        let mut content = String::with_capacity(text.len().min(1 << 20));
+        let mut content = String::new();
         let mut cut_lines = 0usize;
-        for line in lines.iter().take(shown_end).skip(start - 1) {
-            let (body, eol) = match line.strip_suffix('\n') {
-                Some(b) => (b, "\n"),
-                None => (*line, ""),
-            };
-            let (kept, more) = prefix_chars(body, max_chars);
-            content.push_str(kept);
-            if more > 0 {
+        for line in lines.iter().take(shown_end.saturating_sub(start - 1)) {
+            content.push_str(&line.text);
+            if line.more > 0 {
                 cut_lines += 1;
-                content.push_str(&format!("… [line truncated: {more} more characters]"));
+                content.push_str(&format!("… [line truncated: {} more characters]", line.more));
             }
-            content.push_str(eol);
+            if line.eol {
+                content.push('\n');
+            }
         }
         let mut last = shown_end;
         let mut truncated = shown_end < end || cut_lines > 0;
@@ -226,7 +300,7 @@ impl Repo {
         if cut_lines > 0 {
             m.insert("truncatedLines".into(), cut_lines.into());
         }
-        Ok(Value::Object(m))
+        Ok(sha)
     }
 
     pub(crate) fn tool_list_directory(&self, c: &Caller<'_>, p: &ListDirectory) -> Result<Value> {

@@ -1,0 +1,91 @@
+//! Memory stays flat whatever the request mix (issue 11, item 10): a server whose workspace
+//! holds two 1 GiB files answers reads (text and base64), searches, a download, a snapshot, a
+//! delete into the trash, a restore from it and a refused edit, several at once, and its peak
+//! resident memory (the kernel's `VmHWM`) stays under 256 MiB. Before content moved as
+//! streams, deleting one such file alone took over 2 GB.
+
+mod common;
+
+use std::fs::{self, File};
+use std::io::Write;
+
+use common::http::{start, Server};
+use serde_json::Value;
+
+const GIB: u64 = 1 << 30;
+
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+fn tool(server: &Server, id: &str, name: &str, params: &str) -> Value {
+    let r = server.call("POST", &format!("/v1/sessions/{id}/tools/{name}"), params);
+    assert_eq!(r.status, 200, "{name}: {}", r.text());
+    r.json()
+}
+
+#[test]
+fn a_mix_of_requests_on_1_gib_files_keeps_the_server_under_256_mib() {
+    let server = start(Some(common::http::TOKEN), &["--request-timeout", "600s"]);
+    let id = server.session(r#"{"workspace": "big"}"#);
+    let ws = server.workspace("big");
+    // A sparse gigabyte of zeros (binary), and a gigabyte of text lines.
+    File::create(ws.join("zeros.bin")).expect("create").set_len(GIB).expect("sparse");
+    let mut text = File::create(ws.join("lines.txt")).expect("create");
+    let block: String = (0..16_384).map(|i| format!("line {i:06} of a large text file, with some words\n")).collect();
+    let mut written = 0u64;
+    while written < GIB {
+        text.write_all(block.as_bytes()).expect("write");
+        written += block.len() as u64;
+    }
+    drop(text);
+    fs::write(ws.join("small.rs"), "fn main() {}\n").expect("write");
+
+    let requests: Vec<(&str, String)> = vec![
+        ("read_file", r#"{"path": "lines.txt", "startLine": 1000, "endLine": 2999}"#.into()),
+        ("read_file", r#"{"path": "zeros.bin", "encoding": "base64"}"#.into()),
+        ("search_files", r#"{"pattern": "main"}"#.into()),
+        (
+            "edit_file",
+            r#"{"path": "lines.txt", "expectedSha256": "00", "edits": [{"oldText": "a", "newText": "b"}]}"#.into(),
+        ),
+    ];
+    std::thread::scope(|s| {
+        for (name, params) in &requests {
+            let (server, id) = (&server, &id);
+            s.spawn(move || tool(server, id, name, params));
+        }
+        s.spawn(|| {
+            let r = server.get(&format!("/api/sessions/{id}/files/lines.txt?download=1"));
+            assert!(r.status == 200 || r.status == 400, "download: {} {}", r.status, r.text());
+        });
+        s.spawn(|| {
+            let r = server.call("POST", &format!("/v1/sessions/{id}/snapshots"), "");
+            assert_eq!(r.status, 201, "snapshot: {}", r.text());
+        });
+        s.spawn(|| {
+            let r = server.get(&format!("/api/sessions/{id}/files"));
+            assert_eq!(r.status, 200, "list: {}", r.text());
+        });
+    });
+    // One after the other: into the trash and back, both files.
+    for name in ["lines.txt", "zeros.bin"] {
+        let deleted = tool(&server, &id, "delete_file", &format!(r#"{{"path": "{name}"}}"#));
+        assert_eq!(deleted["ok"], true, "{deleted}");
+        let trash = deleted["data"]["trashId"].as_str().expect("trash id").to_string();
+        let restored = tool(&server, &id, "restore_file", &format!(r#"{{"trashId": "{trash}"}}"#));
+        assert_eq!(restored["ok"], true, "{restored}");
+    }
+    assert_eq!(fs::metadata(ws.join("lines.txt")).expect("restored").len(), written);
+    let read = tool(&server, &id, "read_file", r#"{"path": "lines.txt", "startLine": 16384, "endLine": 16384}"#);
+    assert_eq!(read["data"]["content"], "line 016383 of a large text file, with some words\n", "{read}");
+
+    let peak = peak_rss_kib(server.pid());
+    eprintln!("PEAK {} MiB", peak / 1024);
+    assert!(peak < 256 * 1024, "peak resident memory {} MiB", peak / 1024);
+}
