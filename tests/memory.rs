@@ -86,6 +86,5 @@ fn a_mix_of_requests_on_1_gib_files_keeps_the_server_under_256_mib() {
     assert_eq!(read["data"]["content"], "line 016383 of a large text file, with some words\n", "{read}");
 
     let peak = peak_rss_kib(server.pid());
-    eprintln!("PEAK {} MiB", peak / 1024);
     assert!(peak < 256 * 1024, "peak resident memory {} MiB", peak / 1024);
 }
