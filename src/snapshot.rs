@@ -626,7 +626,11 @@ impl Repo {
                 packs,
                 warnings: Mutex::new(std::mem::take(&mut walked.report.warnings)),
             };
+            let deadline = self.deadline();
             jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(Error::timeout("reading files for a snapshot", false));
+                }
                 let mut bundle = BundleBuilder::default();
                 for job in run {
                     let size = job.stat.size;
@@ -652,6 +656,8 @@ impl Repo {
             None => counts.added = counts.files,
         }
 
+        // The last moment to give up: after this the snapshot commits.
+        self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
         let info = SnapshotInfo {
             id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| p.id.as_str())),

@@ -61,11 +61,28 @@ impl Locked {
             Err(e) => return Err(Error::io("open", &file_path, e)),
         };
         use rustix::fs::FlockOperation;
-        let op = if wait { FlockOperation::LockExclusive } else { FlockOperation::NonBlockingLockExclusive };
-        match rustix::fs::flock(&file, op) {
-            Ok(()) => Ok(Some(Locked { wd, _lock: file })),
-            Err(rustix::io::Errno::WOULDBLOCK) if !wait => Ok(None),
-            Err(e) => Err(Error::io("lock", &file_path, e.into())),
+        // With a deadline, waiting is polling, so a request gives up in time instead of
+        // queueing behind a long change (and its answer can say that nothing changed).
+        let deadline = repo.deadline().filter(|_| wait);
+        let op = if wait && deadline.is_none() {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::NonBlockingLockExclusive
+        };
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match rustix::fs::flock(&file, op) {
+                Ok(()) => return Ok(Some(Locked { wd, _lock: file })),
+                Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(None),
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    if deadline.is_some_and(|d| std::time::Instant::now() + pause >= d) {
+                        return Err(Error::timeout("waiting for another change to the workspace to finish", false));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(Error::io("lock", &file_path, e.into())),
+            }
         }
     }
 }

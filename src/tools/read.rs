@@ -456,6 +456,7 @@ impl Repo {
         let mut truncated = false;
         let mut searched = 0usize;
         for f in &files {
+            self.check_deadline("searching files")?;
             let rel = &f.path;
             let inside = under.is_empty() || (rel.starts_with(&under) && rel.get(under.len()) == Some(&b'/'));
             if !inside {
