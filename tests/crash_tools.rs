@@ -114,3 +114,57 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
 fn libc_sigabrt() -> i32 {
     6
 }
+
+/// A directory of three files in the trash, restored with `restore_file`: its plan is a mkdir,
+/// two subdirectory mkdirs... and one write per file.
+fn deleted_dir(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String, String) {
+    let (repo, ws, id) = setup(dir);
+    fs::create_dir_all(ws.join("gone/sub")).expect("mkdir");
+    fs::write(ws.join("gone/one.txt"), "one\n").expect("write");
+    fs::write(ws.join("gone/sub/two.txt"), "two\n").expect("write");
+    fs::write(ws.join("gone/sub/three.bin"), vec![7u8; 300_000]).expect("write");
+    let out = trove(&repo, &["tool", "delete_file", "--session", &id, r#"{"path":"gone"}"#]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let trash = v["data"]["trashId"].as_str().expect("trash id").to_string();
+    (repo, ws, id, trash)
+}
+
+#[test]
+fn trash_restore_of_a_directory_killed_at_each_step_is_all_or_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (old, new) = {
+        let (repo, ws, id, trash) = deleted_dir(&tmp.path().join("clean"));
+        let old = files(&ws);
+        let params = serde_json::json!({"trashId": trash}).to_string();
+        let out = trove(&repo, &["tool", "restore_file", "--session", &id, &params]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        (old, files(&ws))
+    };
+    assert_ne!(old, new);
+    // Steps: mkdir gone, mkdir gone/sub, then the three files.
+    let points =
+        ["drafted", "journaled", "temp-written", "staged", "step:0", "step:1", "step:2", "step:3", "step:4", "buried"];
+    for (i, point) in points.iter().enumerate() {
+        let (repo, ws, id, trash) = deleted_dir(&tmp.path().join(format!("crash{i}")));
+        let params = serde_json::json!({"trashId": trash}).to_string();
+        let out = Command::new(trove_bin())
+            .arg("--repo")
+            .arg(&repo)
+            .args(["tool", "restore_file", "--session", &id, &params])
+            .env("TROVE_FAILPOINT", format!("restore_file:{point}"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{point}: the process must die there: {}", stderr(&out));
+        let out = trove(&repo, &["tool", "list_directory", "--session", &id, "{}"]);
+        assert!(out.status.success(), "{point}: {}", stdout(&out));
+        let now = files(&ws);
+        let expected = if *point == "drafted" { &old } else { &new };
+        assert_eq!(&now, expected, "{point}: half a directory came back");
+        assert!(now.iter().all(|(p, _)| !p.contains(".trove-")), "{point}: leftovers {now:?}");
+        // The item is marked restored exactly when the directory is back.
+        let item = trove(&repo, &["--json", "audit", "log"]);
+        let restores = stdout(&item).matches("\"operation\": \"restore_file\"").count();
+        assert_eq!(restores > 0, *point != "drafted", "{point}: {}", stdout(&item));
+    }
+}
