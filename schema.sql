@@ -219,6 +219,6 @@ BEGIN SELECT RAISE(ABORT, 'audit records are append-only and their seq contiguou
 CREATE TABLE restores (
     id          TEXT PRIMARY KEY,            -- 'rst_' + 12 hex digits
     target      BLOB NOT NULL,               -- the target directory, absolute
-    staging     BLOB NOT NULL,               -- the staging directory's name inside it
+    staging     BLOB NOT NULL,               -- the prefix of its temporary file names
     created_ns  INTEGER NOT NULL
 );

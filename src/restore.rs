@@ -5,22 +5,24 @@
 //! 1. plan: every entry to create, with every object located, in one manifest read; a missing
 //!    object or a bad name fails before the target is touched;
 //! 2. record the restore in the manifest (`restores`), holding a lock file for as long as it
-//!    runs, then make a staging directory `.trove-restore-<id>` inside the target;
+//!    runs;
 //! 3. directories: created (or checked) one at a time, each opened beneath the target with
 //!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so a symlink planted anywhere on the
 //!    way (or swapped in meanwhile) is never followed; with `overwrite`, a non-directory where
 //!    the snapshot has a directory is replaced;
-//! 4. stage: files are written in parallel into the staging directory, verified, given their
-//!    mode and mtime; symlinks are made there too;
+//! 4. stage: files are written in parallel, each under a temporary name beside its place
+//!    (`.trove-rst-<id>-<n>`), verified, given their mode and mtime; symlinks too;
 //! 5. one `syncfs` makes all of their data durable (not one fsync per file);
 //! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
 //!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
 //! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
-//!    record, and the empty staging directory is removed.
+//!    record.
 //!
-//! A crash leaves whole files only: some already in place, the rest still in the staging
-//! directory, which `Repo::open` removes (`recover_restores`) once the lock shows that the
-//! restoring process is gone. Running the restore again completes it.
+//! A crash leaves whole files only: some already in place, the rest still under their
+//! temporary names, which `Repo::open` removes (`recover_restores`) once the lock shows that the
+//! restoring process is gone. Running the restore again completes it. Staging beside each file
+//! (not in one directory) keeps the parallel writers out of each other's directory locks, and
+//! makes each rename one within a directory.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -102,12 +104,18 @@ fn safe_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn staged_name(i: usize) -> String {
-    format!("{i}")
+/// The temporary name of the `i`th file (or, with `l`, link) of restore `prefix`.
+fn staged_name(prefix: &[u8], i: usize) -> Vec<u8> {
+    let mut n = prefix.to_vec();
+    n.extend_from_slice(i.to_string().as_bytes());
+    n
 }
 
-fn link_name(i: usize) -> String {
-    format!("l{i}")
+fn link_name(prefix: &[u8], i: usize) -> Vec<u8> {
+    let mut n = prefix.to_vec();
+    n.push(b'l');
+    n.extend_from_slice(i.to_string().as_bytes());
+    n
 }
 
 /// The restore's target directory: its descriptor, and its path for messages.
@@ -243,9 +251,13 @@ impl Repo {
     }
 
     pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
+        // Whether the target is new or empty: then nothing can be in the way, and the checks
+        // for what is are skipped.
+        let mut fresh = true;
         match std::fs::read_dir(target) {
             Ok(mut it) => {
-                if it.next().is_some() && !opts.overwrite {
+                fresh = it.next().is_none();
+                if !fresh && !opts.overwrite {
                     return Err(Error::new(
                         ErrorKind::AlreadyExists,
                         format!(
@@ -267,19 +279,20 @@ impl Repo {
         let abs = std::path::absolute(target).map_err(|e| Error::io("resolve", target, e))?;
         let target = Target { fd: walk::open_root(&abs)?, path: target };
 
-        // 2. Record it, then make the staging directory.
+        // 2. Record it.
         let id = new_restore_id()?;
         let lock = self.lock_restore(&id, true)?.ok_or_else(|| Error::internal("a blocking lock returned nothing"))?;
-        let staging = format!(".trove-restore-{id}").into_bytes();
-        let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: staging.clone() };
+        let prefix = format!(".trove-rst-{id}-").into_bytes();
+        let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: prefix.clone() };
         self.manifest.write(|tx| restores::insert(tx, &pending, now_ns()))?;
-        let result = self.restore_planned(&target, &staging, &plan, opts);
+        let result = self.restore_planned(&target, &prefix, &plan, opts, fresh);
         let report = match result {
             Ok(r) => r,
             Err(e) => {
-                // Nothing half-written stays behind: staged files go, files already renamed into
-                // place are whole. If even that fails, recovery tries again on the next open.
-                if remove_tree(&target.fd, &staging).is_ok() {
+                // Nothing half-written stays behind: staged files go (found by walking the target:
+                // a directory may have moved meanwhile), files already renamed into place are
+                // whole. If even that fails, recovery tries again on the next open.
+                if remove_temporaries(&target.fd, &prefix).is_ok() {
                     self.manifest.write(|tx| restores::remove(tx, &id))?;
                 }
                 return Err(e);
@@ -300,31 +313,37 @@ impl Repo {
             restores::remove(tx, &id)?;
             crate::manifest::audit::append(tx, &record)
         })?;
-        rustix::fs::unlinkat(&target.fd, staging.as_slice(), AtFlags::REMOVEDIR)
-            .map_err(|e| target.err("remove", &staging, e))?;
         drop(lock);
         Ok(report)
     }
 
-    /// Steps 3 to 7 of a restore whose staging directory is named `staging`.
+    /// Steps 3 to 7 of a restore whose temporary names start with `prefix`.
     fn restore_planned(
         &self,
         target: &Target<'_>,
-        staging: &[u8],
+        prefix: &[u8],
         plan: &Plan,
         opts: &RestoreOptions<'_>,
+        fresh: bool,
     ) -> Result<RestoreReport> {
-        rustix::fs::mkdirat(&target.fd, staging, Mode::from_raw_mode(0o700))
-            .map_err(|e| target.err("create", staging, e))?;
-        let stage = target.dir(staging)?;
-
         // 3. Directories, parents first.
+        let mut cache = DirCache::default();
         for (rel, _) in &plan.dirs {
-            target.ensure_dir(rel, opts.overwrite)?;
+            if fresh {
+                // Nothing was there; a directory someone makes meanwhile is fine.
+                let (parent, name) = split(rel);
+                match rustix::fs::mkdirat(cache.get(target, parent)?, name, Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(target.err("create directory", rel, e)),
+                }
+            } else {
+                target.ensure_dir(rel, opts.overwrite)?;
+            }
         }
         // A directory where the snapshot has a file is refused before anything is replaced.
         let mut cache = DirCache::default();
-        for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)) {
+        let in_the_way = if fresh { 0 } else { plan.files.len() + plan.links.len() };
+        for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)).take(in_the_way) {
             let (parent, name) = split(rel);
             match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
@@ -353,53 +372,52 @@ impl Repo {
         }
         self.check_deadline("preparing the restore")?;
 
-        // 4. Stage, in parallel; contiguous runs keep files that share bundles together.
+        // 4. Stage, in parallel; contiguous runs keep files that share bundles (and
+        // directories) together.
         let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
         opts.progress.start("restoring", total);
         let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
         let deadline = self.deadline();
-        plan.files.par_iter().enumerate().with_min_len(16).try_for_each(|(i, f)| -> Result<()> {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Err(Error::timeout("restoring files", false));
-            }
-            stage_file(backend, bundles, &stage, &staged_name(i), f).map_err(|e| e.context(path::display(&f.rel)))?;
-            opts.progress.advance(f.entry.size);
-            Ok(())
-        })?;
+        plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
+            DirCache::default,
+            |cache, (i, f)| -> Result<()> {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(Error::timeout("restoring files", false));
+                }
+                let dir = cache.get(target, split(&f.rel).0)?;
+                stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
+                    .map_err(|e| e.context(path::display(&f.rel)))?;
+                opts.progress.advance(f.entry.size);
+                Ok(())
+            },
+        )?;
+        let mut cache = DirCache::default();
         for (i, (rel, e)) in plan.links.iter().enumerate() {
-            let name = link_name(i);
+            let name = link_name(prefix, i);
+            let dir = cache.get(target, split(rel).0)?;
             let t = e.target.as_deref().unwrap_or(b"");
-            rustix::fs::symlinkat(t, &stage, name.as_str()).map_err(|err| target.err("create symlink", rel, err))?;
-            rustix::fs::utimensat(&stage, name.as_str(), &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+            rustix::fs::symlinkat(t, dir, name.as_slice()).map_err(|err| target.err("create symlink", rel, err))?;
+            rustix::fs::utimensat(dir, name.as_slice(), &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|err| target.err("set times of", rel, err))?;
         }
         failpoint("restore:staged");
         self.check_deadline("restoring files")?;
 
         // 5. Every staged byte durable before any of it replaces a file.
-        rustix::fs::syncfs(&stage).map_err(|e| target.err("sync", staging, e))?;
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
         failpoint("restore:synced");
 
         // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
         // halfway would leave the target neither old nor new.
         let flags = if opts.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
         let mut cache = DirCache::default();
-        let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(i), &f.rel));
-        let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(i), &l.0));
+        let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(prefix, i), &f.rel));
+        let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(prefix, i), &l.0));
         for (n, (from, rel)) in staged.chain(links).enumerate() {
             let (parent, name) = split(rel);
             let dir = cache.get(target, parent)?;
-            rustix::fs::renameat_with(&stage, from.as_str(), dir, name, flags).map_err(|e| match e {
-                Errno::XDEV => Error::new(
-                    ErrorKind::Io,
-                    format!(
-                        "'{}' in {} is on another filesystem than the target: restore it into that filesystem's own directory",
-                        path::display(rel),
-                        target.path.display()
-                    ),
-                ),
-                e => target.err("put in place", rel, e),
-            })?;
+            rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
+                .map_err(|e| target.err("put in place", rel, e))?;
             if n == 0 {
                 failpoint("restore:rename:first");
             }
@@ -414,7 +432,7 @@ impl Repo {
                 .map_err(|err| target.err("set mtime of", rel, err))?;
         }
         // 7. The renames and directory times durable.
-        rustix::fs::syncfs(&stage).map_err(|e| target.err("sync", staging, e))?;
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
         opts.progress.finish();
         Ok(RestoreReport {
             files: plan.files.len() as u64,
@@ -485,7 +503,7 @@ impl Repo {
 
     /// Cleans up after restores a crash interrupted: run when a repository is opened. A restore
     /// whose lock is held is still running (another process) and is left alone. Files already
-    /// renamed into place are whole and stay; the staging directory, holding the rest, goes.
+    /// renamed into place are whole and stay; the files still under temporary names go.
     pub(crate) fn recover_restores(&self) -> Result<usize> {
         let mut settled = 0;
         for p in restores::pending(self.manifest.conn())? {
@@ -499,13 +517,13 @@ impl Repo {
             };
             let target = Path::new(OsStr::from_bytes(&p.target));
             let cleaned = match walk::open_root(target) {
-                Ok(fd) => remove_tree(&fd, &p.staging),
+                Ok(fd) => remove_temporaries(&fd, &p.staging),
                 // The target itself is gone: nothing left on disk to clean.
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(e),
             };
             if let Err(e) = cleaned {
-                tracing::warn!(restore = %p.id, error = %e, "an interrupted restore's staging directory cannot be removed yet");
+                tracing::warn!(restore = %p.id, error = %e, "an interrupted restore's temporary files cannot be removed yet");
                 continue;
             }
             let mut record = AuditRecord::ok(now_ns(), "trove", "restore");
@@ -525,22 +543,59 @@ impl Repo {
     }
 }
 
-/// Removes `rel` (a staging directory and what it holds) beneath `root`, iteratively.
-fn remove_tree(root: &OwnedFd, rel: &[u8]) -> Result<()> {
-    crate::tools::workdir::WorkDir::from_fd(root, Path::new("."))?.remove(rel)
+/// Removes every entry named `prefix…` anywhere under `root` (a crashed restore's temporaries,
+/// found by walking the target), with an explicit stack and no symlink followed.
+fn remove_temporaries(root: &OwnedFd, prefix: &[u8]) -> Result<()> {
+    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = match walk::open_dir_beneath(root, &rel) {
+            Ok(d) => d,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => continue,
+            Err(e) => return Err(Error::io("open directory", Path::new(&*path::display(&rel)), e)),
+        };
+        let shown = || std::path::PathBuf::from(&*path::display(&rel));
+        for entry in rustix::fs::Dir::read_from(&dir).map_err(|e| Error::io("read directory", &shown(), e.into()))? {
+            let entry = entry.map_err(|e| Error::io("read directory", &shown(), e.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if name.starts_with(prefix) {
+                match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => {}
+                    Err(e) => return Err(Error::io("remove", &shown().join(OsStr::from_bytes(name)), e.into())),
+                }
+            } else {
+                let is_dir = match entry.file_type() {
+                    rustix::fs::FileType::Directory => true,
+                    // Some filesystems do not say in the listing: ask.
+                    rustix::fs::FileType::Unknown => rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| {
+                            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                        }),
+                    _ => false,
+                };
+                if is_dir {
+                    stack.push(walk::join_rel(&rel, name));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Writes one file into the staging directory under `name`, verified, with its mode and mtime.
+/// Writes one file under the temporary `name` in its directory `dir`, verified, with its mode
+/// and mtime.
 fn stage_file(
     backend: &dyn crate::object::Backend,
     bundles: &BundleCache,
-    stage: &OwnedFd,
-    name: &str,
+    dir: &OwnedFd,
+    name: &[u8],
     f: &FilePlan,
 ) -> Result<()> {
     let shown = || Path::new(OsStr::from_bytes(&f.rel)).to_path_buf();
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(stage, name, flags, Mode::from_raw_mode(0o600))
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600))
         .map_err(|e| Error::io("create", &shown(), e.into()))?;
     let mut file = File::from(fd);
     let chunked = f.parts.len() > 1 || f.parts.first().is_some_and(|p| Some(p.0) != f.entry.content);

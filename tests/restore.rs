@@ -93,8 +93,7 @@ fn a_directory_swapped_for_a_symlink_mid_restore_is_never_written_or_deleted_thr
     assert_eq!(fs::read_to_string(outside.join("deep/b.rs")).expect("b"), "precious too\n");
     assert_eq!(fs::read_dir(&outside).expect("list").count(), 2, "nothing new outside the target");
     assert!(fs::symlink_metadata(target.join("src")).expect("link").file_type().is_symlink(), "left as found");
-    let left: Vec<_> = fs::read_dir(&target).expect("list").map(|e| e.expect("entry").file_name()).collect();
-    assert!(!left.iter().any(|n| n.to_string_lossy().starts_with(".trove-")), "no staging left: {left:?}");
+    assert!(!staging_left(&target), "no temporary file left");
 }
 
 /// Each file of the test workspace: its name, its old content and its new one.
@@ -137,8 +136,11 @@ fn assert_whole(target: &Path, files: &Versions, when: &str) -> usize {
     new
 }
 
+/// Whether a restore's temporary file is left anywhere under `target`.
 fn staging_left(target: &Path) -> bool {
-    fs::read_dir(target).expect("list").any(|e| e.expect("entry").file_name().to_string_lossy().starts_with(".trove-"))
+    walkdir::WalkDir::new(target)
+        .into_iter()
+        .any(|e| e.expect("walk").file_name().to_string_lossy().starts_with(".trove-"))
 }
 
 #[test]
@@ -164,7 +166,7 @@ fn kill_9_at_each_step_of_a_restore_leaves_whole_files_and_a_rerun_completes_it(
         // The next command's open cleans up, and says so in the audit log.
         let log = trove(&repo, &["--json", "audit", "log", "--limit", "5"]);
         assert!(log.status.success(), "{}", stderr(&log));
-        assert!(!staging_left(&target), "{point}: the staging directory is removed on open");
+        assert!(!staging_left(&target), "{point}: the temporary files are removed on open");
         assert!(stdout(&log).contains("\"interrupted\""), "{point}: the interruption is audited: {}", stdout(&log));
         let again = trove(&repo, &["restore", &id, "--overwrite", "--to", target.to_str().expect("utf-8")]);
         assert!(again.status.success(), "{point}: {}", stderr(&again));
