@@ -215,7 +215,7 @@ BEGIN SELECT RAISE(ABORT, 'audit records are append-only and their seq contiguou
 
 -- Restores in progress (ARCHITECTURE.md, "Restore"): written before the first file is staged,
 -- deleted when the last one is in place. A row found on open is a restore a crash interrupted;
--- its staging directory is removed (every file in place is whole: files land by rename).
+-- its temporary files are removed (every file in place is whole: files land by rename).
 CREATE TABLE restores (
     id          TEXT PRIMARY KEY,            -- 'rst_' + 12 hex digits
     target      BLOB NOT NULL,               -- the target directory, absolute
