@@ -4,6 +4,13 @@
 //! over it. Nothing here prints or exits. Start at [`Repo`]: `Repo::init` / `Repo::open`, then
 //! [`Repo::snapshot`], and the read-back operations in `view`, `restore` and `export`.
 
+// No panic is reachable from a request: library code neither unwraps (`Cargo.toml` denies it
+// everywhere), expects nor panics; unit tests may.
+#![cfg_attr(
+    not(test),
+    deny(clippy::expect_used, clippy::panic, clippy::unreachable, clippy::todo, clippy::unimplemented)
+)]
+
 pub mod audit;
 pub mod budget;
 pub mod check;
