@@ -1,8 +1,8 @@
 //! Walking a live tree: which entries are kept (exclusions, file kinds) and their `lstat`.
 //!
-//! The walk is breadth first and iterative: each level's directories are listed in parallel
-//! (rayon) and the result is a flat list ([`Walked`]), so no depth of tree can exhaust a
-//! thread's stack. Entries are sorted by name bytes so trees come out canonical. Symlinks are
+//! The walk is iterative: each directory is a queued rayon task that lists it and queues its
+//! subdirectories, and the result is a flat list ([`Walked`]), so no depth of tree can exhaust
+//! a thread's stack. Entries are sorted by name bytes so trees come out canonical. Symlinks are
 //! recorded, never followed: every directory and file is opened beneath the root with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`openat_beneath`], a run of components at
 //! a time past `PATH_MAX`), so swapping a directory for a symlink to `/etc` mid-walk cannot
@@ -15,13 +15,13 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::Warning;
@@ -192,9 +192,9 @@ pub struct DirNode {
     pub children: Vec<Node>,
 }
 
-/// A walked tree as a flat list of directories in breadth-first order: the root first, and every
-/// directory before its subdirectories, so a reverse pass visits children before parents. Flat,
-/// so nothing that visits or drops it recurses, however deep the tree is.
+/// A walked tree as a flat list of directories: the root first, and every directory before its
+/// subdirectories, so a reverse pass visits children before parents. Flat, so nothing that
+/// visits or drops it recurses, however deep the tree is.
 #[derive(Debug)]
 pub struct Walked {
     pub dirs: Vec<DirNode>,
@@ -324,66 +324,136 @@ pub struct WalkOptions<'a> {
     pub deadline: Option<std::time::Instant>,
 }
 
-/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors), breadth
-/// first: each level's directories are listed in parallel, each opened beneath the root
-/// without following a symlink. Directories deeper than [`path::MAX_DEPTH`] are left out with
-/// a `too_deep` warning, so a tree made deep on purpose cannot stop a snapshot of the rest.
+/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors). Each
+/// directory is a task of a rayon scope that lists it and spawns one task per subdirectory:
+/// tasks are queued, not nested, so no depth of tree grows a stack, and both cores stay busy
+/// from the first levels on. Each directory is opened beneath the root with no symlink
+/// followed. Directories deeper than [`path::MAX_DEPTH`] are left out with a `too_deep`
+/// warning, so a tree made deep on purpose cannot stop a snapshot of the rest.
 pub fn walk(fd: &OwnedFd, root: &Path, opts: &WalkOptions<'_>) -> Result<Walked> {
     let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
-    let report = Mutex::new(WalkReport::default());
-    let mut dirs = vec![DirNode { rel: Vec::new(), stat: Stat::of_raw(&stat), children: Vec::new() }];
-    let mut level: Vec<usize> = vec![0];
-    let mut depth = 0usize;
-    while !level.is_empty() {
-        check_deadline(opts.deadline)?;
-        let listed: Vec<Option<Listing>> = level
-            .par_iter()
-            .map(|&i| -> Result<Option<Listing>> {
-                check_deadline(opts.deadline)?;
-                let rel = &dirs[i].rel;
-                match list_dir(fd, rel, opts.excludes, &report) {
-                    Ok(l) => Ok(Some(l)),
-                    Err(e) if rel.is_empty() => Err(Error::io("read directory", root, e)),
-                    Err(e) => {
-                        let why = match e.raw_os_error() {
-                            Some(libc::ENOENT) => "vanished during the walk".to_string(),
-                            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
-                                "was replaced by a symlink or a file during the walk".to_string()
-                            }
-                            _ => format!("cannot read directory: {e}"),
-                        };
-                        warn(&report, rel, why);
-                        Ok(None)
-                    }
-                }
-            })
-            .collect::<Result<_>>()?;
-        depth += 1;
-        let mut next = Vec::new();
-        for (&i, listing) in level.iter().zip(listed) {
-            let Some(Listing { mut children, subdirs }) = listing else { continue };
-            for (name, stat) in subdirs {
-                let rel = join_rel(&dirs[i].rel, &name);
-                if depth >= path::MAX_DEPTH {
-                    let message = format!(
-                        "too_deep: more than {} directories deep; not in this snapshot (exclude it or move it up)",
-                        path::MAX_DEPTH
-                    );
-                    warn(&report, &rel, message);
-                    continue;
-                }
-                let index = dirs.len();
-                dirs.push(DirNode { rel, stat, children: Vec::new() });
-                children.push(Node::Dir { name, index });
-                next.push(index);
-            }
-            children.sort_unstable_by(|a, b| a.name().cmp(b.name()));
-            dirs[i].children = children;
-        }
-        level = next;
+    let ctx = WalkCtx {
+        root: fd,
+        opts,
+        report: Mutex::new(WalkReport::default()),
+        held: AtomicUsize::new(0),
+        next: AtomicUsize::new(1),
+        listed: Mutex::new(Vec::new()),
+        failed: Mutex::new(None),
+    };
+    let first = Job { index: 0, rel: Vec::new(), stat: Stat::of_raw(&stat), depth: 0, opened: None };
+    rayon::scope(|s| visit(s, &ctx, first));
+    if let Some(e) = ctx.failed.into_inner().map_err(|_| Error::internal("walk failure poisoned"))? {
+        return Err(e);
     }
-    let report = report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
+    if let Some(e) =
+        ctx.listed.lock().ok().and_then(|l| l.is_empty().then(|| Error::internal("the walk listed nothing")))
+    {
+        return Err(e);
+    }
+    // Every index the walk handed out, in order: a parent's is always lower than its children's.
+    let count = ctx.next.load(Ordering::Relaxed);
+    let mut slots: Vec<Option<DirNode>> = (0..count).map(|_| None).collect();
+    for (index, node) in ctx.listed.into_inner().map_err(|_| Error::internal("walk results poisoned"))? {
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Some(node);
+        }
+    }
+    // A subdirectory that could not be listed (a warning says why) is left out of its parent.
+    let mut dirs = Vec::with_capacity(count);
+    let mut renumber = vec![usize::MAX; count];
+    for (old, slot) in slots.into_iter().enumerate() {
+        if let Some(node) = slot {
+            renumber[old] = dirs.len();
+            dirs.push(node);
+        }
+    }
+    for dir in &mut dirs {
+        dir.children.retain_mut(|c| match c {
+            Node::Dir { index, .. } => {
+                *index = renumber[*index];
+                *index != usize::MAX
+            }
+            _ => true,
+        });
+    }
+    let report = ctx.report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
     Ok(Walked { dirs, report })
+}
+
+/// What the tasks of one walk share.
+struct WalkCtx<'a> {
+    root: &'a OwnedFd,
+    opts: &'a WalkOptions<'a>,
+    report: Mutex<WalkReport>,
+    /// Subdirectory descriptors open and waiting for their task (at most `HELD_DIRS`).
+    held: AtomicUsize,
+    /// The next directory index to hand out.
+    next: AtomicUsize,
+    listed: Mutex<Vec<(usize, DirNode)>>,
+    /// The first error that stops the walk (the root unreadable, the deadline passed).
+    failed: Mutex<Option<Error>>,
+}
+
+/// One directory to list.
+struct Job {
+    index: usize,
+    rel: Vec<u8>,
+    stat: Stat,
+    depth: usize,
+    opened: Option<OwnedFd>,
+}
+
+fn visit<'s>(s: &rayon::Scope<'s>, ctx: &'s WalkCtx<'s>, job: Job) {
+    let stop = |e: Error| {
+        if let Ok(mut f) = ctx.failed.lock() {
+            f.get_or_insert(e);
+        }
+    };
+    if ctx.failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+        return;
+    }
+    if let Err(e) = check_deadline(ctx.opts.deadline) {
+        return stop(e);
+    }
+    let listing = match list_dir(ctx.root, &job.rel, job.opened, ctx.opts.excludes, &ctx.report, &ctx.held) {
+        Ok(l) => l,
+        Err(e) if job.rel.is_empty() => return stop(Error::io("read directory", Path::new("."), e)),
+        Err(e) => {
+            let why = match e.raw_os_error() {
+                Some(libc::ENOENT) => "vanished during the walk".to_string(),
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    "was replaced by a symlink or a file during the walk".to_string()
+                }
+                _ => format!("cannot read directory: {e}"),
+            };
+            return warn(&ctx.report, &job.rel, why);
+        }
+    };
+    let Listing { mut children, subdirs } = listing;
+    for (name, stat, opened) in subdirs {
+        let rel = join_rel(&job.rel, &name);
+        if job.depth + 1 >= path::MAX_DEPTH {
+            let message = format!(
+                "too_deep: more than {} directories deep; not in this snapshot (exclude it or move it up)",
+                path::MAX_DEPTH
+            );
+            warn(&ctx.report, &rel, message);
+            if opened.is_some() {
+                ctx.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let index = ctx.next.fetch_add(1, Ordering::Relaxed);
+        children.push(Node::Dir { name, index });
+        let child = Job { index, rel, stat, depth: job.depth + 1, opened };
+        s.spawn(move |s| visit(s, ctx, child));
+    }
+    children.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+    let node = DirNode { rel: job.rel, stat: job.stat, children };
+    if let Ok(mut listed) = ctx.listed.lock() {
+        listed.push((job.index, node));
+    }
 }
 
 fn check_deadline(deadline: Option<std::time::Instant>) -> Result<()> {
@@ -399,22 +469,44 @@ fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
     }
 }
 
-/// One directory's kept entries: files and symlinks as nodes, subdirectories by name.
+/// One directory's kept entries: files and symlinks as nodes, subdirectories by name (with
+/// their descriptor, if it was opened here).
 struct Listing {
     children: Vec<Node>,
-    subdirs: Vec<(Vec<u8>, Stat)>,
+    subdirs: Vec<(Vec<u8>, Stat, Option<OwnedFd>)>,
 }
 
-fn list_dir(root: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<WalkReport>) -> std::io::Result<Listing> {
-    let dir = open_dir_beneath(root, rel)?;
-    // Names first: the listing borrows the descriptor mutably while it iterates.
+/// Subdirectory descriptors kept open at once between two levels of a walk: opening one
+/// relative to its parent while the parent is open is cheaper than a lookup from the root, but
+/// descriptors are a limited resource.
+const HELD_DIRS: usize = 256;
+
+fn list_dir(
+    root: &OwnedFd,
+    rel: &[u8],
+    opened: Option<OwnedFd>,
+    excludes: &Excludes,
+    report: &Mutex<WalkReport>,
+    held: &AtomicUsize,
+) -> std::io::Result<Listing> {
+    let fd = match opened {
+        Some(fd) => {
+            held.fetch_sub(1, Ordering::Relaxed);
+            fd
+        }
+        None => open_dir_beneath(root, rel)?,
+    };
+    // The listing owns the descriptor (no second open of "." as `Dir::read_from` would do);
+    // names first, since it borrows the descriptor mutably while it iterates.
+    let mut listing = rustix::fs::Dir::new(fd)?;
     let mut names: Vec<CString> = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&dir)? {
+    for entry in listing.by_ref() {
         match entry {
             Ok(e) => names.push(e.file_name().to_owned()),
             Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
         }
     }
+    let dir = listing.fd()?;
     let mut children = Vec::new();
     let mut subdirs = Vec::new();
     for cname in &names {
@@ -424,7 +516,7 @@ fn list_dir(root: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<Walk
             continue;
         }
         let child_rel = join_rel(rel, name);
-        let st = match rustix::fs::statat(&dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
+        let st = match rustix::fs::statat(dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(s) => s,
             Err(Errno::NOENT) => {
                 warn(report, &child_rel, "vanished during the walk".into());
@@ -441,9 +533,20 @@ fn list_dir(root: &OwnedFd, rel: &[u8], excludes: &Excludes, report: &Mutex<Walk
         }
         let stat = Stat::of_raw(&st);
         match ft {
-            FileType::Directory => subdirs.push((name.to_vec(), stat)),
+            FileType::Directory => {
+                // O_NOFOLLOW: a directory swapped for a symlink since the stat is refused.
+                let fd = if held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS {
+                    rustix::fs::openat(dir, cname, DIR_FLAGS, Mode::empty()).ok()
+                } else {
+                    None
+                };
+                if fd.is_none() {
+                    held.fetch_sub(1, Ordering::Relaxed);
+                }
+                subdirs.push((name.to_vec(), stat, fd))
+            }
             FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),
-            FileType::Symlink => match rustix::fs::readlinkat(&dir, cname, Vec::new()) {
+            FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
                 Ok(t) => children.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
                 Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
             },
