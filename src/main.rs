@@ -119,9 +119,20 @@ pub enum Command {
         /// How often activity is recorded and expired sessions are ended
         #[arg(long, default_value = "5s", value_parser = cli::service::parse_duration)]
         reap_interval: std::time::Duration,
-        /// The longest a request may take before it is answered
+        /// The longest a request may take: work still running then stops before it changes
+        /// anything, and the answer is 503 `timeout`
         #[arg(long, default_value = "60s", value_parser = cli::service::parse_duration)]
         request_timeout: std::time::Duration,
+        /// Bytes requests may hold in memory at once (whole reads, edits); more waits
+        #[arg(long, default_value = "128MiB", value_parser = cli::service::parse_bytes)]
+        memory_budget: u64,
+        /// How much to log on stderr: error, warn, info, debug, trace, or a filter such as
+        /// `trove=debug` [env: TROVE_LOG]
+        #[arg(long, value_name = "FILTER")]
+        log_level: Option<String>,
+        /// `text` (default) or `json` (one object a line)
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        log_format: String,
     },
     /// Manage API tokens of `trove serve`
     #[command(subcommand)]

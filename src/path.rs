@@ -11,6 +11,11 @@ use crate::error::{Error, ErrorKind, Result};
 /// (with a `too_deep` warning) and paths with more components are `too_deep`. Deep enough for
 /// any real tree; it bounds the memory of the paths a walk holds (quadratic in depth).
 pub const MAX_DEPTH: usize = 4096;
+/// The longest name of one component, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME: usize = 255;
+/// The longest path trove takes, in bytes (paths past the kernel's 4096 are opened a run of
+/// components at a time).
+pub const MAX_PATH: usize = 65_535;
 
 fn invalid(path: &[u8], why: &str) -> Error {
     Error::new(
@@ -23,6 +28,16 @@ fn invalid(path: &[u8], why: &str) -> Error {
 pub fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
     if path.contains(&0) {
         return Err(invalid(path, "it contains a NUL byte"));
+    }
+    if path.len() > MAX_PATH {
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
+            format!(
+                "path '{}…' is {} bytes long, over the {MAX_PATH}-byte limit: use a shorter path",
+                String::from_utf8_lossy(&path[..60]),
+                path.len()
+            ),
+        ));
     }
     if path.first() == Some(&b'/') {
         return Err(invalid(path, "it starts with '/'"));
@@ -49,6 +64,17 @@ pub fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
         ));
     }
     for part in &parts {
+        if part.len() > MAX_NAME {
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
+                format!(
+                    "name '{}…' in path '{}…' is {} bytes long, over the {MAX_NAME}-byte limit of a file name: use a shorter name",
+                    String::from_utf8_lossy(&part[..40]),
+                    String::from_utf8_lossy(&path[..path.len().min(40)]),
+                    part.len()
+                ),
+            ));
+        }
         match *part {
             b"" => return Err(invalid(path, "it has an empty component ('//')")),
             b".." => return Err(invalid(path, "it contains '..'")),
@@ -103,5 +129,12 @@ mod tests {
             assert_eq!(components(bad).expect_err("bad").kind(), ErrorKind::InvalidPath, "{bad:?}");
         }
         assert!(normalize_nonempty(b"").is_err());
+        let long = vec![b'n'; MAX_NAME + 1];
+        assert_eq!(components(&long).expect_err("long name").kind(), ErrorKind::NameTooLong);
+        assert!(components(&vec![b'n'; MAX_NAME]).is_ok());
+        let deep = vec!["a"; MAX_DEPTH + 1].join("/");
+        assert_eq!(components(deep.as_bytes()).expect_err("deep").kind(), ErrorKind::TooDeep);
+        let huge = vec!["abcdefgh"; 8000].join("/");
+        assert_eq!(components(huge.as_bytes()).expect_err("huge").kind(), ErrorKind::NameTooLong);
     }
 }

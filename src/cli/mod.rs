@@ -253,8 +253,26 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                 3
             }
         }
-        Command::Serve { listen, workspaces, idle_timeout, reap_interval, request_timeout } => {
-            let opts = service::Serve { listen, workspaces, idle_timeout, reap_interval, request_timeout };
+        Command::Serve {
+            listen,
+            workspaces,
+            idle_timeout,
+            reap_interval,
+            request_timeout,
+            memory_budget,
+            log_level,
+            log_format,
+        } => {
+            let opts = service::Serve {
+                listen,
+                workspaces,
+                idle_timeout,
+                reap_interval,
+                request_timeout,
+                memory_budget,
+                log_level,
+                log_json: log_format == "json",
+            };
             service::serve(&mut out, &repo_path, opts)?;
             0
         }

@@ -24,11 +24,58 @@ pub struct Serve {
     pub idle_timeout: Duration,
     pub reap_interval: Duration,
     pub request_timeout: Duration,
+    pub memory_budget: u64,
+    pub log_level: Option<String>,
+    pub log_json: bool,
+}
+
+/// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
+/// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
+/// crash in a request shows in the same log as everything else, once.
+fn start_logging(level: Option<&str>, json: bool) -> Result<(), Failure> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l),
+        None => EnvFilter::try_from_env("TROVE_LOG").or_else(|_| EnvFilter::try_new("info")),
+    }
+    .map_err(|e| Error::invalid_argument(format!("log level: {e}: give e.g. info, debug or trove=debug")))?;
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let installed = if json { builder.json().try_init() } else { builder.try_init() };
+    installed.map_err(|e| Error::internal(format!("cannot start logging: {e}")))?;
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(at = %at, panic = %message, "panic");
+    }));
+    Ok(())
+}
+
+/// `--memory-budget`: a byte count with an optional unit (`KiB`, `MiB`, `GiB`).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
+        .iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.trim(), *m)))
+        .unwrap_or((t, 1));
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size: e.g. 128MiB, 1GiB or a number of bytes"))
 }
 
 /// `trove serve`: binds, prints the address (and a new token on a first start), serves until
 /// SIGINT or SIGTERM, and lets in-flight requests finish.
 pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure> {
+    start_logging(opts.log_level.as_deref(), opts.log_json)?;
     let repo = Repo::open(repo_path)?;
     let mut hashes = auth::stored_tokens(&repo)?;
     let mut created = None;
@@ -50,6 +97,7 @@ pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure
     options.idle_timeout = opts.idle_timeout;
     options.reap_interval = opts.reap_interval;
     options.request_timeout = opts.request_timeout;
+    options.memory_budget = opts.memory_budget;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -79,18 +79,85 @@ impl From<Error> for ApiError {
     }
 }
 
+/// Absolute paths of this server (the repository, the workspaces directory) that no answer may
+/// show: set once when the server starts.
+static SERVER_PATHS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Records the server's own paths, as given and canonicalized, for `redact`.
+pub(crate) fn hide_paths(paths: &[&std::path::Path]) {
+    let mut all: Vec<String> = Vec::new();
+    for p in paths {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        for q in [p.to_path_buf(), abs.clone(), std::fs::canonicalize(&abs).unwrap_or(abs)] {
+            let text = q.to_string_lossy().trim_end_matches('/').to_string();
+            if text.len() > 1 && !all.contains(&text) {
+                all.push(text);
+            }
+        }
+    }
+    // Longest first, so a path is replaced whole before a prefix of it is.
+    all.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let _ = SERVER_PATHS.set(all);
+}
+
+/// A tool's result as the tools endpoint answers it (`tools::envelope`), with the same care
+/// as error bodies: a failure of the server itself is named by the request's id, its details
+/// logged; no server path is shown.
+pub(crate) fn tool_envelope(result: &crate::error::Result<serde_json::Value>) -> serde_json::Value {
+    let mut v = crate::tools::envelope(result);
+    if let (Err(e), Some(err)) = (result, v.get_mut("error").and_then(|e| e.as_object_mut())) {
+        let message = if matches!(e.kind(), ErrorKind::Io | ErrorKind::Internal) {
+            let id = super::guard::current().map(|r| r.id).unwrap_or_default();
+            tracing::error!(request = %id, kind = %e.kind(), error = %e.message(), "tool failed");
+            err.insert("requestId".into(), json!(id));
+            format!("{} error: the server logged the details under request id {id}", e.kind())
+        } else {
+            redact(e.message())
+        };
+        err.insert("message".into(), json!(message));
+    }
+    v
+}
+
+/// `text` with every server path replaced by a placeholder.
+fn redact(text: &str) -> String {
+    let mut out = text.to_string();
+    for p in SERVER_PATHS.get().into_iter().flatten() {
+        out = out.replace(p.as_str(), "<server path>");
+    }
+    out
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let request = super::guard::current().map(|r| r.id);
+        // A failure of the server itself says nothing of its internals: the details (paths,
+        // sources, panic text) go to the log under the request's id.
+        let internal = matches!(self.kind, ErrorKind::Io | ErrorKind::Internal);
+        let error = if internal {
+            let id = request.clone().unwrap_or_default();
+            tracing::error!(request = %id, kind = %self.kind, error = %self.error, "request failed");
+            format!("{} error: the server logged the details under request id {id}", self.kind)
+        } else {
+            redact(&self.error)
+        };
         let mut body = json!({
-            "error": self.error,
+            "error": error,
             "kind": self.kind.as_str(),
             "statusCode": self.status.as_u16(),
         });
         if let Some(obj) = body.as_object_mut() {
-            if let Some(m) = self.message {
-                obj.insert("message".into(), json!(m));
+            if let Some(m) = self.message.filter(|_| !internal) {
+                obj.insert("message".into(), json!(redact(&m)));
+            }
+            if let Some(id) = request.filter(|_| self.status.is_server_error()) {
+                obj.insert("requestId".into(), json!(id));
             }
             for (k, v) in self.details.into_iter().flatten() {
+                let v = match v {
+                    serde_json::Value::String(s) => serde_json::Value::String(redact(&s)),
+                    other => other,
+                };
                 obj.entry(k).or_insert(v);
             }
         }

@@ -175,6 +175,7 @@ pub(super) async fn list(
     let sid = id.clone();
     let (files, origin) = st
         .blocking(move |st, repo| {
+            crate::tools::journal::panic_point("server:panic-blocking");
             let s = session_of(repo, &sid)?;
             let scope = s.scope()?;
             let ex = st.excludes(repo, &s.workspace)?;
@@ -199,6 +200,7 @@ pub(super) async fn read(
     let (source, policy) = (q.source(), q.policy()?);
     let sid = id.clone();
     let work = move |st: &AppState, repo: &Repo| {
+        crate::tools::journal::panic_point("server:panic-inline");
         let s = session_of(repo, &sid)?;
         let scope = s.scope()?;
         repo.read_file_from(

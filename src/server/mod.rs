@@ -11,6 +11,7 @@ pub mod auth;
 mod error;
 mod extract;
 mod files;
+mod guard;
 pub mod openapi;
 mod sessions;
 mod snapshots;
@@ -22,10 +23,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 use axum::handler::Handler;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 
@@ -51,6 +51,8 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// The largest request body accepted.
     pub body_limit: usize,
+    /// Bytes that requests may hold in memory at once (whole reads, edits): more waits.
+    pub memory_budget: u64,
 }
 
 impl ServeOptions {
@@ -63,6 +65,7 @@ impl ServeOptions {
             reap_interval: Duration::from_secs(5),
             request_timeout: Duration::from_secs(60),
             body_limit: 1 << 20,
+            memory_budget: 128 << 20,
         }
     }
 }
@@ -132,9 +135,7 @@ fn app(state: Arc<AppState>) -> Router {
     for (_, path, handler) in routes() {
         api = api.route(path, handler);
     }
-    let api = api
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
-        .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
+    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
     let public = Router::new()
         .route("/healthz", on(MethodFilter::GET, || async { Json(serde_json::json!({"ok": true})) }))
         .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));
@@ -145,20 +146,8 @@ fn app(state: Arc<AppState>) -> Router {
                 .with_status(axum::http::StatusCode::METHOD_NOT_ALLOWED)
         })
         .layer(DefaultBodyLimit::max(state.opts.body_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
-}
-
-/// Bounds how long a handler may run before it answers (streamed bodies continue after).
-async fn timeout(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let limit = state.opts.request_timeout;
-    match tokio::time::timeout(limit, next.run(req)).await {
-        Ok(resp) => resp,
-        Err(_) => ApiError::from(Error::new(
-            ErrorKind::Io,
-            format!("the request took longer than {} s and was abandoned", limit.as_secs_f64()),
-        ))
-        .into_response(),
-    }
 }
 
 /// Serves on `listener` until `shutdown` resolves, then stops accepting, lets in-flight
@@ -168,6 +157,7 @@ pub async fn serve(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    error::hide_paths(&[&opts.repo, &opts.workspaces]);
     let state = Arc::new(AppState::new(opts)?);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let reaper = tokio::spawn(state::reap(state.clone(), stop_rx));

@@ -27,6 +27,8 @@ pub(crate) struct AppState {
     /// For reads and snapshot listings, which never consult exclusions: looking up the
     /// workspace's list for them would be a query per request for nothing.
     pub unused_excludes: Excludes,
+    /// The memory budget every pooled handle draws on.
+    budget: Arc<crate::budget::Budget>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -55,7 +57,9 @@ impl Drop for Busy {
 impl AppState {
     pub fn new(opts: ServeOptions) -> Result<AppState> {
         // Opening one handle up front turns a bad --repo into an error before binding.
-        let first = Repo::open(&opts.repo)?;
+        let budget = crate::budget::Budget::new(opts.memory_budget);
+        let mut first = Repo::open(&opts.repo)?;
+        first.set_budget(budget.clone());
         std::fs::create_dir_all(&opts.workspaces)
             .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
         Ok(AppState {
@@ -65,10 +69,13 @@ impl AppState {
             busy: Mutex::new(HashMap::new()),
             excludes: Mutex::new(HashMap::new()),
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
+            budget,
         })
     }
 
-    /// Runs `f` with a pooled `Repo` on a blocking thread.
+    /// Runs `f` with a pooled `Repo` on a blocking thread, under the request's deadline. A
+    /// panic in `f` is logged with the request's id and answered as `internal`, never with
+    /// its text.
     pub async fn blocking<T, E, F>(self: &Arc<Self>, f: F) -> std::result::Result<T, E>
     where
         T: Send + 'static,
@@ -76,9 +83,24 @@ impl AppState {
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E> + Send + 'static,
     {
         let state = self.clone();
-        tokio::task::spawn_blocking(move || state.with_repo(|repo| f(&state, repo)))
-            .await
-            .map_err(|e| E::from(Error::internal(format!("a request worker failed: {e}"))))?
+        let request = super::guard::current();
+        let deadline = request.as_ref().map(|r| r.deadline);
+        tokio::task::spawn_blocking(move || state.with_repo(deadline, |repo| f(&state, repo))).await.map_err(|e| {
+            let id = request.map(|r| r.id).unwrap_or_default();
+            if e.is_panic() {
+                let payload = e.into_panic();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(request = %id, panic = %message, "a request worker panicked");
+                E::from(Error::internal("a request worker panicked"))
+            } else {
+                tracing::error!(request = %id, error = %e, "a request worker was cancelled");
+                E::from(Error::internal("a request worker was cancelled"))
+            }
+        })?
     }
 
     /// Runs a short read (a file of at most the JSON limit) on the current worker: a hop to the
@@ -88,19 +110,28 @@ impl AppState {
         E: From<Error>,
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E>,
     {
-        self.with_repo(|repo| repo.manifest().read(|| f(self, repo)))
+        let deadline = super::guard::current().map(|r| r.deadline);
+        self.with_repo(deadline, |repo| repo.manifest().read(|| f(self, repo)))
     }
 
-    /// Runs `f` with a `Repo` from the pool (opened when none is idle) and gives it back.
+    /// Runs `f` with a `Repo` from the pool (opened when none is idle), under `deadline`, and
+    /// gives it back. Work that would start after the deadline does not start.
     fn with_repo<T, E: From<Error>>(
         &self,
+        deadline: Option<std::time::Instant>,
         f: impl FnOnce(&Repo) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let repo = match lock(&self.pool).pop() {
             Some(r) => r,
-            None => Repo::open(&self.opts.repo).map_err(E::from)?,
+            None => {
+                let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
+                r.set_budget(self.budget.clone());
+                r
+            }
         };
-        let out = f(&repo);
+        repo.set_deadline(deadline);
+        let out = repo.check_deadline("waiting to start").map_err(E::from).and_then(|()| f(&repo));
+        repo.set_deadline(None);
         let mut pool = lock(&self.pool);
         if pool.len() < POOL_KEEP {
             pool.push(repo);

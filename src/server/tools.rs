@@ -12,12 +12,13 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{json, Value};
 
+use super::error::tool_envelope;
 use super::error::ApiError;
 use super::extract::{body_of, P};
 use super::files::{check_http_path, session_of};
 use super::state::AppState;
 use crate::error::{Error, ErrorKind};
-use crate::tools::{envelope, mutate, ToolCall};
+use crate::tools::{mutate, ToolCall};
 
 const ACTOR: &str = "api";
 
@@ -42,7 +43,12 @@ pub(super) async fn call(
     let result = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
-            Ok::<_, ApiError>(envelope(&repo.run_tool(&s, call, ACTOR)))
+            match repo.run_tool(&s, call, ACTOR) {
+                // Out of time is the request's fate, not the tool's answer: a status, saying
+                // nothing changed.
+                Err(e) if e.kind() == ErrorKind::Timeout => Err(ApiError::from(e)),
+                result => Ok::<_, ApiError>(tool_envelope(&result)),
+            }
         })
         .await?;
     st.touch(&id);

@@ -150,11 +150,24 @@ fn unhex32(h: &str) -> Option<[u8; 32]> {
 /// Kills the process at a named point when `TROVE_FAILPOINT` names it: how the crash tests
 /// stop a mutation between two exact steps. Unset, it costs one cached lookup.
 pub fn failpoint(name: &str) {
-    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if POINT.get_or_init(|| std::env::var("TROVE_FAILPOINT").ok()).as_deref() == Some(name) {
+    if failpoint_set(name) {
         // A crash, not an exit: nothing is flushed, no destructor runs, as with kill -9.
         std::process::abort();
     }
+}
+
+/// Panics at a named point when `TROVE_FAILPOINT` names it: how the server's tests show that a
+/// panicking handler is contained (answered, logged, the server still up).
+#[allow(clippy::panic)]
+pub fn panic_point(name: &str) {
+    if failpoint_set(name) {
+        panic!("failpoint {name} reached");
+    }
+}
+
+fn failpoint_set(name: &str) -> bool {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    POINT.get_or_init(|| std::env::var("TROVE_FAILPOINT").ok()).as_deref() == Some(name)
 }
 
 /// The stale-file refusal for `path`, whose sha256 is now `current` (`None`: nothing there),

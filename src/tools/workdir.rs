@@ -130,7 +130,8 @@ impl WorkDir {
                 ErrorKind::InvalidPath,
                 format!("'{}' passes through a symlink or a file: tools only follow real directories", shown(rel)),
             ),
-            _ => Error::io(verb, &self.root.join(shown(rel)), e),
+            // Named by its path in the workspace: the answer may go to a client.
+            _ => Error::io(verb, Path::new(&format!("'{}'", shown(rel))), e),
         }
     }
 
