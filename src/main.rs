@@ -200,11 +200,15 @@ pub enum AuditCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum TokenCommand {
-    /// Create a token and print it (only its hash is stored)
+    /// Create a token and print it (only its hash is stored); a running server accepts it at once
     Create {
         #[arg(long, default_value = "cli")]
         label: String,
     },
+    /// List tokens: id, created, label, live or revoked (never the token itself)
+    List,
+    /// Revoke a token by its id: every server on this repository refuses it at once
+    Revoke { id: String },
 }
 
 #[derive(Subcommand, Debug)]

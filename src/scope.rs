@@ -14,6 +14,7 @@ use crate::path;
 /// given, a list it leaves out is empty, so `{"read": ["src"]}` cannot write (and so read)
 /// everything by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FileAccess {
     #[serde(default)]
     pub read: Vec<String>,

@@ -92,8 +92,10 @@ pub struct Session {
 }
 
 /// What a caller may set when creating a session (the body of `POST /v1/sessions`). Fields the
-/// seed defines for agent platforms (`model`, `tools`) are accepted and ignored.
+/// seed defines for agent platforms (`model`, `tools`) are accepted and ignored; any other
+/// field is refused by name, so a typo (`fileAccess`) cannot silently widen the scope.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionSpec {
     #[serde(default)]
     pub persistent: bool,
@@ -104,6 +106,12 @@ pub struct SessionSpec {
     pub file_access: FileAccess,
     /// The workspace's name; defaults to the session's id.
     pub workspace: Option<String>,
+    /// The seed's model name (for agent platforms; trove keeps files, not conversations).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The seed's tool definitions (likewise accepted, not used).
+    #[serde(default)]
+    pub tools: Option<Vec<serde_json::Value>>,
 }
 
 fn secs(ns: i64) -> f64 {

@@ -12,14 +12,7 @@ use serde_json::{json, Value};
 fn start_with(env: &[(&str, &str)], extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("tmp");
     assert!(common::trove(&dir.path().join("repo"), &["init"]).status.success());
-    for (k, v) in env {
-        std::env::set_var(k, v);
-    }
-    let s = http::start_on(dir, Some(TOKEN), extra);
-    for (k, _) in env {
-        std::env::remove_var(k);
-    }
-    s
+    http::start_env(dir, Some(TOKEN), extra, env)
 }
 
 #[test]
@@ -104,4 +97,111 @@ fn error_bodies_never_show_server_paths_and_long_names_are_name_too_long() {
     }
     let broken = bodies(&s, &[("GET", "/v1/snapshots/latest/files/big.txt".to_string(), String::new())]);
     assert_eq!(broken[0].0, 500, "{:?}", broken[0]);
+}
+
+#[test]
+fn unknown_fields_are_refused_by_name_and_change_nothing() {
+    let s = http::start(Some(TOKEN), &[]);
+    let r = s.call("POST", "/v1/sessions", r#"{"workspace": "w", "fileAccess": {"read": ["src"]}}"#);
+    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("invalid_argument")), "{}", r.text());
+    assert!(r.text().contains("fileAccess"), "the field is named: {}", r.text());
+    let r = s.call("POST", "/v1/sessions", r#"{"file_access": {"read": ["src"], "wrte": ["src"]}}"#);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("wrte"), "{}", r.text());
+    assert_eq!(s.get("/v1/sessions").json(), json!([]), "no session was created");
+    // The seed's own fields are accepted.
+    let r = s.call("POST", "/v1/sessions", r#"{"model": "m", "tools": [{"type": "function"}]}"#);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = s.get("/v1/sessions?include_ended=true&includeEnded=true");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("includeEnded"), "{}", r.text());
+}
+
+#[test]
+fn if_match_star_means_any_current_file_and_a_bare_bulk_delete_is_refused() {
+    let s = http::start(Some(TOKEN), &[]);
+    let id = s.session(r#"{"workspace": "w"}"#);
+    std::fs::write(s.workspace("w").join("a.txt"), "old").expect("write");
+    let star = [("Authorization", format!("Bearer {TOKEN}")), ("If-Match", "*".to_string())];
+    let headers: Vec<(&str, &str)> = star.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = http::request(s.addr, "PUT", &format!("/v1/sessions/{id}/files/a.txt"), &headers, b"new");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(std::fs::read_to_string(s.workspace("w").join("a.txt")).expect("read"), "new");
+    let r = http::request(s.addr, "PUT", &format!("/v1/sessions/{id}/files/none.txt"), &headers, b"x");
+    assert_eq!(r.status, 412, "nothing there: {}", r.text());
+    assert!(!s.workspace("w").join("none.txt").exists());
+    let r = http::request(s.addr, "DELETE", &format!("/v1/sessions/{id}/files/a.txt"), &headers, b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!s.workspace("w").join("a.txt").exists());
+
+    let r = s.call("DELETE", "/v1/sessions", "");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(s.get(&format!("/v1/sessions/{id}")).status, 200, "the session lives on");
+    let r = s.call("DELETE", "/v1/sessions?all=true", "");
+    assert_eq!((r.status, r.json()["deleted"].as_u64()), (200, Some(1)), "{}", r.text());
+}
+
+/// The audit log as JSON records, newest last.
+fn audit(s: &Server) -> Vec<Value> {
+    let out = common::trove(&s.repo, &["--json", "audit", "log", "--limit", "200"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("json")
+}
+
+#[test]
+fn tokens_created_or_revoked_while_the_server_runs_take_effect_at_once() {
+    let s = http::start(Some(TOKEN), &[]);
+    let out = common::trove(&s.repo, &["--json", "token", "create", "--label", "ci"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let made: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (token, id) = (made["token"].as_str().expect("token"), made["id"].as_str().expect("id"));
+    let with = |t: &str| {
+        let auth = format!("Bearer {t}");
+        http::request(s.addr, "GET", "/v1/sessions", &[("Authorization", &auth)], b"").status
+    };
+    assert_eq!(with(token), 200, "a new token works without a restart");
+    // Its calls are done in its name.
+    let auth = format!("Bearer {token}");
+    let r = http::request(s.addr, "POST", "/v1/sessions", &[("Authorization", &auth)], br#"{"workspace": "w"}"#);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = audit(&s).into_iter().rev().find(|r| r["operation"] == "session_create").expect("audited");
+    assert_eq!(created["actor"], id);
+
+    let out = common::trove(&s.repo, &["token", "revoke", id]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_eq!(with(token), 401, "a revoked token is refused at once");
+    assert_eq!(with(TOKEN), 200, "the others still work");
+    let listed = common::trove(&s.repo, &["--json", "token", "list"]);
+    let rows: Vec<Value> = serde_json::from_slice(&listed.stdout).expect("json");
+    let row = rows.iter().find(|r| r["id"] == id).expect("listed");
+    assert!(row["revokedAt"].is_string() && !common::stdout(&listed).contains(token), "{rows:?}");
+    let ops: Vec<String> = audit(&s).iter().map(|r| r["operation"].as_str().unwrap_or("").to_string()).collect();
+    assert!(ops.contains(&"token_create".to_string()) && ops.contains(&"token_revoke".to_string()), "{ops:?}");
+    assert!(common::trove(&s.repo, &["token", "revoke", id]).status.code() == Some(1), "revoking twice is an error");
+}
+
+#[test]
+fn auth_failures_and_scope_denials_are_audited() {
+    let s = http::start(Some(TOKEN), &[]);
+    let id = s.session(r#"{"workspace": "w", "file_access": {"read": ["src"], "write": []}}"#);
+    std::fs::write(s.workspace("w").join("secret.txt"), "s").expect("write");
+    assert_eq!(http::request(s.addr, "GET", "/v1/sessions", &[], b"").status, 401);
+    let bad = [("Authorization", "Bearer not-a-token")];
+    assert_eq!(http::request(s.addr, "GET", "/v1/sessions", &bad, b"").status, 401);
+    assert_eq!(s.get(&format!("/api/sessions/{id}/files/secret.txt")).status, 403);
+    let t = s.call("POST", &format!("/v1/sessions/{id}/tools/read_file"), r#"{"path": "secret.txt"}"#);
+    assert_eq!(t.json()["error"]["kind"], "permission_denied");
+    let log = audit(&s);
+    let auth: Vec<&Value> = log.iter().filter(|r| r["operation"] == "auth").collect();
+    assert_eq!(auth.len(), 2, "{log:?}");
+    assert!(auth.iter().all(|r| r["outcome"] == "unauthorized" && r["actor"] == "anonymous"));
+    assert!(!serde_json::to_string(&log).expect("json").contains("not-a-token"), "no token material");
+    for op in ["files_read", "read_file"] {
+        let denied = log.iter().find(|r| r["operation"] == op).unwrap_or_else(|| panic!("{op} audited: {log:?}"));
+        assert_eq!(
+            (denied["outcome"].as_str(), denied["path"].as_str()),
+            (Some("permission_denied"), Some("secret.txt"))
+        );
+        assert_eq!(denied["session"], id.as_str());
+    }
 }

@@ -276,8 +276,13 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             service::serve(&mut out, &repo_path, opts)?;
             0
         }
-        Command::Token(crate::TokenCommand::Create { label }) => {
-            service::token_create(&mut out, &Repo::open(&repo_path)?, &label, json)?;
+        Command::Token(cmd) => {
+            let repo = Repo::open(&repo_path)?;
+            match cmd {
+                crate::TokenCommand::Create { label } => service::token_create(&mut out, &repo, &label, json)?,
+                crate::TokenCommand::List => service::token_list(&mut out, &repo, json)?,
+                crate::TokenCommand::Revoke { id } => service::token_revoke(&mut out, &repo, &id, json)?,
+            }
             0
         }
         Command::Session(cmd) => {

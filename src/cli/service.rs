@@ -77,13 +77,14 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure> {
     start_logging(opts.log_level.as_deref(), opts.log_json)?;
     let repo = Repo::open(repo_path)?;
-    let mut hashes = auth::stored_tokens(&repo)?;
+    // The manifest's tokens are read by the server itself, live; only an environment token is
+    // handed over. A first start with neither creates one.
+    let mut fixed = Vec::new();
     let mut created = None;
     match std::env::var("TROVE_API_TOKEN") {
-        Ok(t) if !t.is_empty() => hashes.push(auth::hash_token(&t)),
-        _ if hashes.is_empty() => {
-            let token = auth::create_token(&repo, "first start")?;
-            hashes.push(auth::hash_token(&token));
+        Ok(t) if !t.is_empty() => fixed.push((auth::hash_token(&t), "env".to_string())),
+        _ if auth::stored_tokens(&repo)?.is_empty() => {
+            let (token, _) = auth::create_token(&repo, "first start", &actor())?;
             created = Some(token);
         }
         _ => {}
@@ -93,7 +94,7 @@ pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure
         Some(w) => w,
         None => repo_path.parent().unwrap_or(Path::new(".")).join("workspaces"),
     };
-    let mut options = ServeOptions::new(repo_path.to_path_buf(), workspaces.clone(), hashes);
+    let mut options = ServeOptions::new(repo_path.to_path_buf(), workspaces.clone(), fixed);
     options.idle_timeout = opts.idle_timeout;
     options.reap_interval = opts.reap_interval;
     options.request_timeout = opts.request_timeout;
@@ -124,11 +125,43 @@ pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure
 
 /// `trove token create`: a new API token, printed once.
 pub fn token_create(out: &mut Out, repo: &Repo, label: &str, json: bool) -> Result<(), Failure> {
-    let token = auth::create_token(repo, label)?;
+    let (token, id) = auth::create_token(repo, label, &actor())?;
     if json {
-        print_json(out, &json!({"token": token, "label": label}))?;
+        print_json(out, &json!({"token": token, "id": id, "label": label}))?;
     } else {
         writeln!(out, "{token}")?;
+    }
+    Ok(())
+}
+
+/// `trove token list`: ids, labels, when made, and when revoked; never a token itself.
+pub fn token_list(out: &mut Out, repo: &Repo, json: bool) -> Result<(), Failure> {
+    let list = auth::list_tokens(repo)?;
+    if json {
+        let rows: Vec<_> = list
+            .iter()
+            .map(|t| {
+                json!({"id": t.id, "label": t.label, "createdAt": trove::repo::iso_time(t.created_ns),
+                       "revokedAt": t.revoked_ns.map(trove::repo::iso_time)})
+            })
+            .collect();
+        return print_json(out, &json!(rows));
+    }
+    for t in &list {
+        let state =
+            t.revoked_ns.map(|r| format!("revoked {}", super::format::time(r))).unwrap_or_else(|| "live".into());
+        writeln!(out, "{}  {}  {:<20}  {state}", t.id, super::format::time(t.created_ns), t.label)?;
+    }
+    Ok(())
+}
+
+/// `trove token revoke ID`: refused at once by every server on this repository.
+pub fn token_revoke(out: &mut Out, repo: &Repo, id: &str, json: bool) -> Result<(), Failure> {
+    auth::revoke_token(repo, id, &actor())?;
+    if json {
+        print_json(out, &json!({"revoked": id}))?;
+    } else {
+        writeln!(out, "revoked {id}")?;
     }
     Ok(())
 }
@@ -161,7 +194,7 @@ pub fn session(out: &mut Out, repo: &Repo, cmd: SessionCommand, json: bool) -> R
             // No flag: the whole workspace; any flag: exactly what the flags list.
             let file_access =
                 if read.is_empty() && write.is_empty() { FileAccess::default() } else { FileAccess { read, write } };
-            let spec = SessionSpec { persistent, ttl, metadata, file_access, workspace };
+            let spec = SessionSpec { persistent, ttl, metadata, file_access, workspace, ..SessionSpec::default() };
             let s = repo.create_session(
                 &spec,
                 |_| {

@@ -65,6 +65,11 @@ impl ApiError {
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    /// The sentence for people (the fixed seed string's `message`, or `error` itself).
+    pub fn message(&self) -> &str {
+        self.message.as_deref().unwrap_or(&self.error)
+    }
 }
 
 impl From<Error> for ApiError {

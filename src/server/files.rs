@@ -25,6 +25,7 @@ use crate::source::{Origin, Source, WorkspaceView};
 pub const DOWNLOAD_LIMIT: u64 = 64 << 20;
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct FilesQuery {
     /// `live`, `latest` or a snapshot id; automatic when absent.
     source: Option<String>,
@@ -199,6 +200,7 @@ pub(super) async fn read(
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let (source, policy) = (q.source(), q.policy()?);
     let sid = id.clone();
+    let asked = path.clone();
     let work = move |st: &AppState, repo: &Repo| {
         crate::tools::journal::panic_point("server:panic-inline");
         let s = session_of(repo, &sid)?;
@@ -212,9 +214,40 @@ pub(super) async fn read(
         )
         .map_err(file_error)
     };
-    let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
+    let outcome = if download { st.blocking(work).await } else { st.inline(work) };
+    let (read, origin) = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            if e.kind() == ErrorKind::PermissionDenied {
+                audit_denial(&st, &id, &asked, e.message()).await;
+            }
+            return Err(e);
+        }
+    };
     st.touch(&id);
     Ok(read_response(read, &origin, download, &headers))
+}
+
+/// Appends the audit record of a read refused for the session's scope (after the read's own
+/// transaction, which a write may not nest in).
+async fn audit_denial(st: &Arc<AppState>, session: &str, path: &str, message: &str) {
+    let (session, path, message, actor) =
+        (session.to_string(), path.to_string(), message.to_string(), super::auth::actor());
+    let done = st
+        .blocking(move |_, repo| {
+            let s = repo.session(&session)?;
+            let mut rec = crate::audit::AuditRecord::ok(crate::repo::now_ns(), &actor, "files_read");
+            rec.outcome = ErrorKind::PermissionDenied.as_str().to_string();
+            rec.workspace = Some(s.workspace.clone());
+            rec.session = Some(s.id.clone());
+            rec.path = Some(path.into_bytes());
+            rec.details = serde_json::json!({ "message": message });
+            repo.audit(rec)
+        })
+        .await;
+    if let Err(e) = done {
+        tracing::warn!(error = %e, "a scope denial could not be audited");
+    }
 }
 
 /// `GET /api/sessions/{id}/files/`: the seed's "missing file path".

@@ -41,8 +41,9 @@ pub struct ServeOptions {
     pub repo: PathBuf,
     /// Where workspaces live: a session's workspace is a directory named after it in here.
     pub workspaces: PathBuf,
-    /// SHA-256 hashes of the tokens that may call the API.
-    pub token_hashes: Vec<[u8; 32]>,
+    /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
+    /// of `TROVE_API_TOKEN` with the id `env`.
+    pub token_hashes: Vec<([u8; 32], String)>,
     /// A non-persistent session ends after this long without activity.
     pub idle_timeout: Duration,
     /// How often activity is recorded and expired sessions are ended.
@@ -56,7 +57,7 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    pub fn new(repo: PathBuf, workspaces: PathBuf, token_hashes: Vec<[u8; 32]>) -> ServeOptions {
+    pub fn new(repo: PathBuf, workspaces: PathBuf, token_hashes: Vec<([u8; 32], String)>) -> ServeOptions {
         ServeOptions {
             repo,
             workspaces,

@@ -19,13 +19,12 @@ use crate::error::{Error, ErrorKind};
 use crate::repo::now_ns;
 use crate::session::{parse_age, workspace_dir, EndReason, SessionSpec};
 
-const ACTOR: &str = "api";
-
 /// `POST /v1/sessions`: every field optional, an empty body included.
 pub(super) async fn create(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     let body = super::extract::body_of(body)?;
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
@@ -36,7 +35,7 @@ pub(super) async fn create(
     let record = st
         .blocking(move |st, repo| {
             let root = st.opts.workspaces.clone();
-            let s = repo.create_session(&spec, |name| workspace_dir(&root, name), ACTOR)?;
+            let s = repo.create_session(&spec, |name| workspace_dir(&root, name), &actor)?;
             Ok::<_, Error>(st.record(&s))
         })
         .await?;
@@ -44,6 +43,7 @@ pub(super) async fn create(
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
     /// `true` also lists ended sessions (their files stay readable).
     include_ended: Option<bool>,
@@ -66,18 +66,23 @@ pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<String>) -> Re
 
 /// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
 pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, ACTOR)).await?;
+    let actor = super::auth::actor();
+    st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, &actor)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct BulkQuery {
     status: Option<String>,
     older_than: Option<String>,
+    /// `true`: with no other filter, end every session (a bare DELETE is refused).
+    all: Option<bool>,
 }
 
 /// `DELETE /v1/sessions?status=idle&older_than=1h30m`: `{"deleted": n}`.
 pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQuery>) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     let idle_only = match q.status.as_deref() {
         None => false,
         Some("idle") => true,
@@ -88,6 +93,12 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
             ))
         }
     };
+    if q.status.is_none() && q.older_than.is_none() && q.all != Some(true) {
+        return Err(ApiError::new(
+            ErrorKind::InvalidArgument,
+            "DELETE /v1/sessions with no filter would end every session: add status=idle, older_than=..., or all=true",
+        ));
+    }
     let older_than = q.older_than.as_deref().map(parse_age).transpose()?;
     let deleted = st
         .blocking(move |st, repo| {
@@ -103,7 +114,7 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
                         continue;
                     }
                 }
-                match repo.end_session(&s.id, EndReason::Deleted, ACTOR) {
+                match repo.end_session(&s.id, EndReason::Deleted, &actor) {
                     Ok(_) => n += 1,
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
@@ -117,13 +128,15 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
 
 /// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
 pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     let _busy = st.mark_busy(&id);
-    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, ACTOR)?))).await?;
+    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, &actor)?))).await?;
     Ok(ok(record))
 }
 
 /// `POST /v1/sessions/{id}/resume`: serve the live tree again.
 pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, ACTOR)?))).await?;
+    let actor = super::auth::actor();
+    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, &actor)?))).await?;
     Ok(ok(record))
 }

@@ -34,11 +34,12 @@ fn info_json(s: &SnapshotInfo) -> Value {
 
 /// `POST /v1/sessions/{id}/snapshots`: 201 with the new snapshot.
 pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     let _busy = st.mark_busy(&id);
     let info = st
         .blocking(move |_, repo| {
             let s = repo.active_session(&id)?;
-            repo.snapshot_session(&s, "manual", "api")?.ok_or_else(|| {
+            repo.snapshot_session(&s, "manual", &actor)?.ok_or_else(|| {
                 Error::not_found(format!(
                     "session '{id}' has no live directory at {} to snapshot",
                     s.live_dir.display()
@@ -61,6 +62,7 @@ pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<String>
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
     workspace: Option<String>,
 }
@@ -78,6 +80,7 @@ pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) ->
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct FilesQuery {
     /// Only files under this directory.
     prefix: Option<String>,
@@ -111,6 +114,7 @@ pub(super) async fn files(
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct ReadQuery {
     download: Option<String>,
 }
@@ -141,6 +145,7 @@ pub(super) async fn read(
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct ExportQuery {
     /// A file or directory inside the snapshot; the whole snapshot when absent.
     path: Option<String>,

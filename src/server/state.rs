@@ -29,6 +29,8 @@ pub(crate) struct AppState {
     pub unused_excludes: Excludes,
     /// The memory budget every pooled handle draws on.
     budget: Arc<crate::budget::Budget>,
+    /// The tokens that may call, read again when the manifest changes.
+    pub tokens: super::auth::Tokens,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -60,6 +62,7 @@ impl AppState {
         let budget = crate::budget::Budget::new(opts.memory_budget);
         let mut first = Repo::open(&opts.repo)?;
         first.set_budget(budget.clone());
+        let tokens = super::auth::Tokens::new(&first, opts.token_hashes.clone())?;
         std::fs::create_dir_all(&opts.workspaces)
             .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
         Ok(AppState {
@@ -70,6 +73,7 @@ impl AppState {
             excludes: Mutex::new(HashMap::new()),
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
             budget,
+            tokens,
         })
     }
 

@@ -20,8 +20,6 @@ use super::state::AppState;
 use crate::error::{Error, ErrorKind};
 use crate::tools::{mutate, ToolCall};
 
-const ACTOR: &str = "api";
-
 /// `POST /v1/sessions/{id}/tools/{tool}`: request-level problems (unknown session or tool, a
 /// body that is not the tool's parameters) answer with their status; everything the tool
 /// itself decides answers 200 with `{"ok": false, "error": ...}`.
@@ -30,6 +28,7 @@ pub(super) async fn call(
     P((id, tool)): P<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     let body = body_of(body)?;
     let params: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
@@ -43,7 +42,7 @@ pub(super) async fn call(
     let result = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
-            match repo.run_tool(&s, call, ACTOR) {
+            match repo.run_tool(&s, call, &actor) {
                 // Out of time is the request's fate, not the tool's answer: a status, saying
                 // nothing changed.
                 Err(e) if e.kind() == ErrorKind::Timeout => Err(ApiError::from(e)),
@@ -61,6 +60,22 @@ fn etag(v: &HeaderValue) -> Result<String, ApiError> {
     Ok(s.trim_start_matches("W/").trim_matches('"').to_ascii_lowercase())
 }
 
+/// `If-Match: *` (RFC 9110: any current representation matches) as the sha256 the file has
+/// now; nothing there fails the precondition (412) as HTTP says.
+fn any_current(s: &crate::session::Session, path: &str, expected: Option<String>) -> Result<Option<String>, ApiError> {
+    if expected.as_deref() != Some("*") {
+        return Ok(expected);
+    }
+    let rel = crate::path::normalize_nonempty(path.as_bytes())?;
+    // The scope first: the answer must not tell what lies outside it.
+    s.scope()?.check_write(&rel)?;
+    let cur = crate::tools::workdir::WorkDir::open(&s.live_dir)?.current(&rel)?;
+    match cur {
+        Some(c) => Ok(Some(hex::encode(c.sha256))),
+        None => Err(ApiError::from(crate::tools::journal::stale(&rel, None, Some("*")))),
+    }
+}
+
 /// `PUT /v1/sessions/{id}/files/{*path}`: the body becomes the file. `If-Match: <sha256>`
 /// overwrites only that content (412 otherwise); `If-None-Match: *` creates only (412 if
 /// anything is there, as HTTP specifies). Without either the write is refused 412: a blind
@@ -71,27 +86,29 @@ pub(super) async fn put(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     check_http_path(&path)?;
     let body = body_of(body)?;
     let create = headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == b"*");
     let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
     let content = base64::engine::general_purpose::STANDARD.encode(&body);
-    let call = if create {
-        ToolCall::CreateFile(mutate::CreateFile { path, content, encoding: Some("base64".into()) })
-    } else {
-        ToolCall::WriteFile(mutate::WriteFile {
-            path,
-            content,
-            encoding: Some("base64".into()),
-            expected_sha256: expected,
-        })
-    };
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
     let data = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
-            repo.run_tool(&s, call, ACTOR).map_err(|e| {
+            let call = if create {
+                ToolCall::CreateFile(mutate::CreateFile { path, content, encoding: Some("base64".into()) })
+            } else {
+                let expected_sha256 = any_current(&s, &path, expected)?;
+                ToolCall::WriteFile(mutate::WriteFile {
+                    path,
+                    content,
+                    encoding: Some("base64".into()),
+                    expected_sha256,
+                })
+            };
+            repo.run_tool(&s, call, &actor).map_err(|e| {
                 let conditional = create && e.kind() == ErrorKind::AlreadyExists;
                 let api = ApiError::from(e);
                 if conditional {
@@ -117,15 +134,17 @@ pub(super) async fn delete(
     P((id, path)): P<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let actor = super::auth::actor();
     check_http_path(&path)?;
     let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
-    let call = ToolCall::DeleteFile(mutate::DeleteFile { path, expected_sha256: expected });
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
     let data = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
-            repo.run_tool(&s, call, ACTOR).map_err(ApiError::from)
+            let expected_sha256 = any_current(&s, &path, expected)?;
+            let call = ToolCall::DeleteFile(mutate::DeleteFile { path, expected_sha256 });
+            repo.run_tool(&s, call, &actor).map_err(ApiError::from)
         })
         .await?;
     st.touch(&id);

@@ -111,6 +111,8 @@ impl ToolCall {
             ToolCall::DeleteFile(p) => Some(&p.path),
             ToolCall::RestoreFile(p) => p.path.as_deref().or(p.to.as_deref()),
             ToolCall::MoveFile(p) => Some(&p.from),
+            ToolCall::ReadFile(p) => Some(&p.path),
+            ToolCall::ListDirectory(p) => Some(&p.path),
             _ => None,
         }
     }
@@ -168,12 +170,20 @@ impl Repo {
         let caller = Caller { session: s, scope: s.scope()?, actor };
         let name = call.name();
         if !call.mutates() {
-            return match call {
+            let path = call.path().map(str::to_string);
+            let result = match call {
                 ToolCall::ReadFile(p) => self.tool_read_file(&caller, &p),
                 ToolCall::ListDirectory(p) => self.tool_list_directory(&caller, &p),
                 ToolCall::Search(p) | ToolCall::Glob(p) => self.tool_search(&caller, &p),
                 _ => Err(Error::internal("a mutating tool took the read path")),
             };
+            // A read outside the scope is a refusal like any other: audited.
+            if let Err(e) = &result {
+                if e.kind() == ErrorKind::PermissionDenied {
+                    self.audit_refusal(s, actor, name, path.as_deref(), e)?;
+                }
+            }
+            return result;
         }
         let path = call.path().map(str::to_string);
         let result = self.check_writable(s).and_then(|wd| match call {

@@ -41,11 +41,17 @@ pub fn start(token: Option<&str>, extra: &[&str]) -> Server {
 
 /// Starts `trove serve` on the repository in `dir/repo`.
 pub fn start_on(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str]) -> Server {
+    start_env(dir, token, extra, &[])
+}
+
+/// Starts `trove serve` on the repository in `dir/repo` with more environment variables (for
+/// this server only: the test process's own environment is shared by every test).
+pub fn start_env(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let repo = dir.path().join("repo");
     let workspaces = dir.path().join("workspaces");
     let mut cmd = Command::new(trove_bin());
     cmd.arg("--repo").arg(&repo).arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--workspaces").arg(&workspaces);
-    cmd.args(extra).env_remove("TROVE_REPO").stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.args(extra).env_remove("TROVE_REPO").envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     match token {
         Some(t) => cmd.env("TROVE_API_TOKEN", t),
         None => cmd.env_remove("TROVE_API_TOKEN"),
