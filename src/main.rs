@@ -126,6 +126,16 @@ pub enum Command {
         /// Bytes requests may hold in memory at once (whole reads, edits); more waits
         #[arg(long, default_value = "128MiB", value_parser = cli::service::parse_bytes)]
         memory_budget: u64,
+        /// Connections open at once: at the limit the longest-idle one is closed to make room,
+        /// and if none is idle the new one is answered 503 at once
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
+        /// The longest a client may take to send a request's headers once it started
+        #[arg(long, default_value = "10s", value_parser = cli::service::parse_duration)]
+        header_timeout: std::time::Duration,
+        /// The longest a connection may stay open with no request in flight and no bytes moving
+        #[arg(long, default_value = "60s", value_parser = cli::service::parse_duration)]
+        keepalive_timeout: std::time::Duration,
         /// How much to log on stderr: error, warn, info, debug, trace, or a filter such as
         /// `trove=debug` [env: TROVE_LOG]
         #[arg(long, value_name = "FILTER")]

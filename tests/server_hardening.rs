@@ -205,3 +205,86 @@ fn auth_failures_and_scope_denials_are_audited() {
         assert_eq!(denied["session"], id.as_str());
     }
 }
+
+/// Raises this process's open-file limit to its hard limit (the test opens thousands of sockets).
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    l.current = l.maximum;
+    let _ = setrlimit(Resource::Nofile, l);
+}
+
+#[test]
+fn two_thousand_idle_sockets_do_not_stop_a_normal_request() {
+    raise_fd_limit();
+    let s =
+        http::start(Some(TOKEN), &["--max-connections", "64", "--header-timeout", "60s", "--keepalive-timeout", "60s"]);
+    // The server gets the common default of 1024 descriptors, fewer than the sockets opened.
+    let pid = rustix::process::Pid::from_raw(s.pid()).expect("pid");
+    let maximum = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    let limit = rustix::process::Rlimit { current: Some(1024), maximum };
+    rustix::process::prlimit(Some(pid), rustix::process::Resource::Nofile, limit).expect("lower the limit");
+    let mut idle = Vec::new();
+    for i in 0..2000 {
+        let mut c = std::net::TcpStream::connect(s.addr).expect("connect");
+        if i % 2 == 0 {
+            // Half of them start a request line and stop.
+            std::io::Write::write_all(&mut c, b"GET /v1/sess").expect("partial");
+        }
+        idle.push(c);
+    }
+    let started = std::time::Instant::now();
+    let r = s.get("/v1/sessions");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "answered while the idle sockets stay open");
+    assert_eq!(s.get("/healthz").status, 200);
+    drop(idle);
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use std::io::{Read, Write};
+    let s = http::start(Some(TOKEN), &["--header-timeout", "1s"]);
+    let mut c = std::net::TcpStream::connect(s.addr).expect("connect");
+    c.write_all(b"GET /v1/sessions HTTP/1.1\r\nHost: x\r\n").expect("half a head");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(15))).expect("timeout");
+    let mut buf = [0u8; 64];
+    let n = c.read(&mut buf).expect("the server closes the connection (not a read timeout)");
+    assert_eq!(n, 0, "closed without an answer: {:?}", String::from_utf8_lossy(&buf[..n]));
+}
+
+#[test]
+fn when_every_connection_is_busy_a_new_one_gets_503_at_once() {
+    let s = http::start(Some(TOKEN), &["--max-connections", "2", "--request-timeout", "5s"]);
+    let id = s.session(r#"{"workspace": "w"}"#);
+    let ws = s.workspace("w");
+    std::fs::write(ws.join("a.txt"), "a\n").expect("write");
+    // Hold the workspace's lock, so two writes wait in flight.
+    let meta = std::fs::metadata(&ws).expect("stat");
+    use std::os::unix::fs::MetadataExt;
+    let locks = s.repo.join("locks");
+    std::fs::create_dir_all(&locks).expect("mkdir");
+    let lock = std::fs::File::create(locks.join(format!("{:x}-{:x}.lock", meta.dev(), meta.ino()))).expect("lock file");
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).expect("lock");
+    let body = json!({"path": "b.txt", "content": "b"}).to_string();
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, target, body) = (s.addr, format!("/v1/sessions/{id}/tools/create_file"), body.clone());
+            std::thread::spawn(move || {
+                let auth = format!("Bearer {TOKEN}");
+                http::request(addr, "POST", &target, &[("Authorization", &auth)], body.as_bytes()).status
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let r = s.get("/v1/sessions");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["kind"], "io");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "at once, not after the busy ones");
+    drop(lock);
+    for b in busy {
+        assert!([200, 503].contains(&b.join().expect("join")));
+    }
+    assert_eq!(s.get("/v1/sessions").status, 200, "room again once they finished");
+}

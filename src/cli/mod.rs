@@ -260,6 +260,9 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             reap_interval,
             request_timeout,
             memory_budget,
+            max_connections,
+            header_timeout,
+            keepalive_timeout,
             log_level,
             log_format,
         } => {
@@ -270,6 +273,9 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                 reap_interval,
                 request_timeout,
                 memory_budget,
+                max_connections,
+                header_timeout,
+                keepalive_timeout,
                 log_level,
                 log_json: log_format == "json",
             };

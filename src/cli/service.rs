@@ -25,6 +25,9 @@ pub struct Serve {
     pub reap_interval: Duration,
     pub request_timeout: Duration,
     pub memory_budget: u64,
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
     pub log_level: Option<String>,
     pub log_json: bool,
 }
@@ -99,6 +102,9 @@ pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure
     options.reap_interval = opts.reap_interval;
     options.request_timeout = opts.request_timeout;
     options.memory_budget = opts.memory_budget;
+    options.max_connections = opts.max_connections;
+    options.header_timeout = opts.header_timeout;
+    options.keepalive_timeout = opts.keepalive_timeout;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,6 +8,7 @@
 //! waits on a manifest commit; the reaper also ends sessions whose ttl or idle time ran out.
 
 pub mod auth;
+mod connections;
 mod error;
 mod extract;
 mod files;
@@ -54,6 +55,12 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// Bytes that requests may hold in memory at once (whole reads, edits): more waits.
     pub memory_budget: u64,
+    /// Connections open at once; at the limit an idle one is closed, else the new one gets 503.
+    pub max_connections: usize,
+    /// The longest a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// The longest a connection may sit idle between requests.
+    pub keepalive_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -67,6 +74,9 @@ impl ServeOptions {
             request_timeout: Duration::from_secs(60),
             body_limit: 1 << 20,
             memory_budget: 128 << 20,
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -162,7 +172,12 @@ pub async fn serve(
     let state = Arc::new(AppState::new(opts)?);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let reaper = tokio::spawn(state::reap(state.clone(), stop_rx));
-    let served = axum::serve(listener, app(state.clone())).with_graceful_shutdown(shutdown).await;
+    let limits = connections::Limits {
+        max_connections: state.opts.max_connections.max(1),
+        header_timeout: state.opts.header_timeout,
+        keepalive_timeout: state.opts.keepalive_timeout,
+    };
+    let served = connections::serve(listener, app(state.clone()), limits, shutdown).await;
     // Stopping the reaper writes the activity gathered since its last tick.
     let _ = stop_tx.send(true);
     let reaped = reaper.await.map_err(|e| Error::internal(format!("the session reaper failed: {e}")))?;

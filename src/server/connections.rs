@@ -1,0 +1,244 @@
+//! The connections of `trove serve`: accepted one by one under a limit, each watched so that a
+//! client that never finishes sending its request headers, or sits idle between requests,
+//! cannot hold a file descriptor forever; and shut down gracefully.
+//!
+//! At the limit, a new connection makes room by closing the connection idle the longest (no
+//! request in flight); when every connection is busy, the new one gets `503` at once and is
+//! closed, so a normal request is always answered promptly, however many idle sockets a
+//! client opened.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tower_service::Service;
+
+/// How connections are bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// The longest a client may take to send a request's headers once it started.
+    pub header_timeout: Duration,
+    /// The longest a connection may sit idle, with no request in flight and no bytes moving.
+    pub keepalive_timeout: Duration,
+}
+
+/// What is known of one connection: whether it is serving a request, and when bytes last moved.
+struct Conn {
+    in_flight: AtomicUsize,
+    /// Milliseconds since `epoch` of the last byte read or written.
+    last_active: AtomicU64,
+    /// Milliseconds since `epoch` when the first byte of a request's head arrived (0: none).
+    head_started: AtomicU64,
+    close: tokio::sync::Notify,
+}
+
+/// The open connections and the time origin they count from.
+struct Registry {
+    epoch: Instant,
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+}
+
+impl Registry {
+    fn now(&self) -> u64 {
+        (self.epoch.elapsed().as_millis() as u64).max(1)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Room for one more connection: `true` if there is, or an idle one was told to close (and
+    /// no longer counts, so the next arrival picks another).
+    fn make_room(&self, max: usize) -> bool {
+        let mut open = self.lock();
+        if open.len() < max {
+            return true;
+        }
+        let idle = open
+            .iter()
+            .filter(|(_, c)| c.in_flight.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(_, c)| c.last_active.load(Ordering::Relaxed))
+            .map(|(id, _)| *id);
+        match idle.and_then(|id| open.remove(&id)) {
+            Some(c) => {
+                c.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A socket that tells its connection when bytes move, and when a request's head begins.
+struct Tracked {
+    inner: TcpStream,
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let now = self.registry.now();
+            self.conn.last_active.store(now, Ordering::Relaxed);
+            if self.conn.in_flight.load(Ordering::Relaxed) == 0 {
+                let _ = self.conn.head_started.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            let now = self.registry.now();
+            self.conn.last_active.store(now, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Counts a request in flight until dropped (its response produced, or the request abandoned).
+struct InFlight(Arc<Conn>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves when the connection broke a limit: its head took too long, or it sat idle.
+async fn watchdog(conn: &Conn, registry: &Registry, limits: Limits) {
+    let tick = Duration::from_millis(200).min(limits.header_timeout).min(limits.keepalive_timeout);
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = registry.now();
+        let started = conn.head_started.load(Ordering::Relaxed);
+        if started != 0 && now.saturating_sub(started) > limits.header_timeout.as_millis() as u64 {
+            tracing::debug!("closing a connection that did not send its request headers in time");
+            return;
+        }
+        let idle = conn.in_flight.load(Ordering::Relaxed) == 0 && started == 0;
+        let quiet = now.saturating_sub(conn.last_active.load(Ordering::Relaxed));
+        if idle && quiet > limits.keepalive_timeout.as_millis() as u64 {
+            return;
+        }
+    }
+}
+
+/// The answer to a connection there is no room for: every other one is serving a request.
+async fn refuse(mut stream: TcpStream) {
+    let body = r#"{"error":"the server is at its connection limit: retry shortly","kind":"io","statusCode":503}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves, then stops accepting
+/// and waits for the requests in flight (a streaming response included) to finish.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let registry =
+        Arc::new(Registry { epoch: Instant::now(), next: AtomicU64::new(0), open: Mutex::new(HashMap::new()) });
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors, or a connection reset before it was taken: wait a moment
+                // rather than spin.
+                tracing::warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if !registry.make_room(limits.max_connections) {
+            tokio::spawn(refuse(stream));
+            continue;
+        }
+        let id = registry.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            in_flight: AtomicUsize::new(0),
+            last_active: AtomicU64::new(registry.now()),
+            head_started: AtomicU64::new(0),
+            close: tokio::sync::Notify::new(),
+        });
+        registry.lock().insert(id, conn.clone());
+        let io = TokioIo::new(Tracked { inner: stream, conn: conn.clone(), registry: registry.clone() });
+        let (app, seen) = (app.clone(), conn.clone());
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            seen.in_flight.fetch_add(1, Ordering::Relaxed);
+            seen.head_started.store(0, Ordering::Relaxed);
+            let in_flight = InFlight(seen.clone());
+            let mut app = app.clone();
+            async move {
+                let resp = app.call(req.map(axum::body::Body::new)).await;
+                drop(in_flight);
+                resp
+            }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            // The watchdog times headers and idleness itself (hyper's header clock would also
+            // start on an idle keep-alive connection).
+            .header_read_timeout(None)
+            .serve_connection(io, service);
+        let served = graceful.watch(served);
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = served => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "a connection ended with an error");
+                    }
+                }
+                () = conn.close.notified() => tracing::debug!("closed an idle connection to make room"),
+                () = watchdog(&conn, &registry, limits) => {}
+            }
+            registry.lock().remove(&id);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
