@@ -85,6 +85,41 @@ pub fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
     Ok(parts)
 }
 
+/// A workspace path as a URL carries it (still percent-encoded): decoded to bytes, so a name
+/// that is not UTF-8 can be named (`%FF`); a backslash, raw or encoded, is `invalid_path`
+/// (`..\\..\\etc` must not mean one thing to trove and another to a client), as is a malformed
+/// escape; then the path rules apply. An encoded `/` (`%2F`) separates components like `/`.
+pub fn from_url(encoded: &str) -> Result<Vec<u8>> {
+    let out = percent_decode(encoded)?;
+    if out.contains(&b'\\') {
+        return Err(invalid(&out, "it contains a backslash: separate components with '/'"));
+    }
+    normalize_nonempty(&out)
+}
+
+/// The bytes a percent-encoded URL component stands for; a '%' not followed by two hex digits
+/// is `invalid_path`.
+pub fn percent_decode(encoded: &str) -> Result<Vec<u8>> {
+    let raw = encoded.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'%' {
+            let hex = raw.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            let byte = hex.and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| {
+                invalid(raw, "it has a '%' that does not start a two-digit hex escape (write '%25' for '%')")
+            })?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
 /// The normalized form of a path that must name something below the root.
 pub fn normalize_nonempty(path: &[u8]) -> Result<Vec<u8>> {
     let parts = components(path)?;
@@ -134,6 +169,12 @@ mod tests {
         assert!(components(&vec![b'n'; MAX_NAME]).is_ok());
         let deep = vec!["a"; MAX_DEPTH + 1].join("/");
         assert_eq!(components(deep.as_bytes()).expect_err("deep").kind(), ErrorKind::TooDeep);
+        assert_eq!(from_url("src/a%20b.rs").expect("ok"), b"src/a b.rs");
+        assert_eq!(from_url("caf%E9.txt").expect("not UTF-8 is fine"), b"caf\xe9.txt");
+        assert_eq!(from_url("a%2Fb").expect("an encoded slash separates"), b"a/b");
+        for bad in ["%2e%2e/etc", "a/%2E%2E/b", "%00", "a%5Cb", "a\\b", "%", "%zz", "%4", "/etc", "", "a//b"] {
+            assert_eq!(from_url(bad).expect_err(bad).kind(), ErrorKind::InvalidPath, "{bad}");
+        }
         let huge = vec!["abcdefgh"; 8000].join("/");
         assert_eq!(components(huge.as_bytes()).expect_err("huge").kind(), ErrorKind::NameTooLong);
     }

@@ -288,3 +288,19 @@ fn when_every_connection_is_busy_a_new_one_gets_503_at_once() {
     }
     assert_eq!(s.get("/v1/sessions").status, 200, "room again once they finished");
 }
+
+#[test]
+fn a_name_that_is_not_utf8_is_read_by_its_percent_encoded_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let s = http::start(Some(TOKEN), &[]);
+    let id = s.session(r#"{"workspace": "w"}"#);
+    std::fs::write(s.workspace("w").join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), "latin-1 name").expect("write");
+    let r = s.get(&format!("/api/sessions/{id}/files/caf%E9.txt?download=1"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"latin-1 name"[..]), "{}", r.text());
+    let r = s.get(&format!("/api/sessions/{id}/files/caf%E9.txt"));
+    assert_eq!(r.json()["content"], "latin-1 name", "{}", r.text());
+    for bad in ["caf%E", "a%5C..%5Cb", "a%zz"] {
+        let r = s.get(&format!("/api/sessions/{id}/files/{bad}"));
+        assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("invalid_path")), "{bad}: {}", r.text());
+    }
+}

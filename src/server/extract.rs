@@ -45,3 +45,28 @@ pub(crate) fn body_of(
             .with_status(e.status())
     })
 }
+
+/// The owner (session or snapshot) and the file of a `/…/{owner}/files/{*path}` route, read from
+/// the raw request target with `path::from_url`: the file path is decoded to bytes (a name that
+/// is not UTF-8 can be asked for), and a backslash or a malformed escape is refused, in one
+/// place, before any handler runs.
+pub(crate) struct FileTarget {
+    pub owner: String,
+    pub path: Vec<u8>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for FileTarget {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        // "", "api" or "v1", "sessions" or "snapshots", the owner, "files", the file.
+        let mut segments = parts.uri.path().splitn(6, '/');
+        let (owner, files, tail) = (segments.nth(3), segments.next(), segments.next());
+        let (Some(owner), Some("files"), Some(tail)) = (owner, files, tail) else {
+            return Err(ApiError::new(ErrorKind::InvalidPath, "missing file path: give one after /files/"));
+        };
+        let owner = String::from_utf8(crate::path::percent_decode(owner)?)
+            .map_err(|_| ApiError::new(ErrorKind::InvalidArgument, "the id in the URL is not UTF-8"))?;
+        Ok(FileTarget { owner, path: crate::path::from_url(tail)? })
+    }
+}

@@ -12,7 +12,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::extract::{P, Q};
+use super::extract::{FileTarget, P, Q};
 use super::state::AppState;
 use super::ApiError;
 use crate::error::{Error, ErrorKind};
@@ -190,11 +190,10 @@ pub(super) async fn list(
 /// `GET /api/sessions/{id}/files/{*path}`
 pub(super) async fn read(
     State(st): State<Arc<AppState>>,
-    P((id, path)): P<(String, String)>,
+    FileTarget { owner: id, path }: FileTarget,
     Q(q): Q<FilesQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    check_http_path(&path)?;
     let _busy = st.mark_busy(&id);
     let download = wants_download(q.download.as_deref(), &headers);
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
@@ -205,21 +204,15 @@ pub(super) async fn read(
         crate::tools::journal::panic_point("server:panic-inline");
         let s = session_of(repo, &sid)?;
         let scope = s.scope()?;
-        repo.read_file_from(
-            &WorkspaceView::of_session(&s, &st.unused_excludes, &scope),
-            &source,
-            path.as_bytes(),
-            limit,
-            policy,
-        )
-        .map_err(file_error)
+        repo.read_file_from(&WorkspaceView::of_session(&s, &st.unused_excludes, &scope), &source, &path, limit, policy)
+            .map_err(file_error)
     };
     let outcome = if download { st.blocking(work).await } else { st.inline(work) };
     let (read, origin) = match outcome {
         Ok(r) => r,
         Err(e) => {
             if e.kind() == ErrorKind::PermissionDenied {
-                audit_denial(&st, &id, &asked, e.message()).await;
+                audit_denial(&st, &id, &crate::path::display(&asked), e.message()).await;
             }
             return Err(e);
         }
@@ -253,18 +246,6 @@ async fn audit_denial(st: &Arc<AppState>, session: &str, path: &str, message: &s
 /// `GET /api/sessions/{id}/files/`: the seed's "missing file path".
 pub(super) async fn missing_path() -> ApiError {
     ApiError::new(ErrorKind::InvalidPath, "missing file path: give one after /files/")
-}
-
-/// What the URL adds to the library's path rules: a backslash is refused rather than taken as
-/// part of a name, so `..\\..\\etc` cannot mean one thing to trove and another to a client.
-pub(super) fn check_http_path(path: &str) -> Result<(), ApiError> {
-    if path.contains('\\') {
-        return Err(ApiError::new(
-            ErrorKind::InvalidPath,
-            format!("path '{}' contains a backslash: separate components with '/'", path.escape_default()),
-        ));
-    }
-    Ok(())
 }
 
 /// The body of 200 answers that carry only a JSON value.

@@ -12,8 +12,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::extract::FileTarget;
 use super::extract::{P, Q};
-use super::files::{check_http_path, listing, ok, read_response, wants_download, DOWNLOAD_LIMIT};
+use super::files::{listing, ok, read_response, wants_download, DOWNLOAD_LIMIT};
 use super::state::AppState;
 use super::ApiError;
 use crate::error::{Error, ErrorKind};
@@ -122,11 +123,10 @@ pub(super) struct ReadQuery {
 /// `GET /v1/snapshots/{snap}/files/{*path}`: JSON, or the bytes with `?download=1`.
 pub(super) async fn read(
     State(st): State<Arc<AppState>>,
-    P((snap, path)): P<(String, String)>,
+    FileTarget { owner: snap, path }: FileTarget,
     Q(q): Q<ReadQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    check_http_path(&path)?;
     let download = wants_download(q.download.as_deref(), &headers);
     let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let work = move |st: &AppState, repo: &Repo| {
@@ -138,7 +138,7 @@ pub(super) async fn read(
             excludes: &st.unused_excludes,
             scope: None,
         };
-        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), path.as_bytes(), limit, ChangePolicy::Retry)
+        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), &path, limit, ChangePolicy::Retry)
     };
     let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
     Ok(read_response(read, &origin, download, &headers))
@@ -198,7 +198,12 @@ pub(super) async fn export(
         }
     };
     let path = q.path.unwrap_or_default();
-    check_http_path(&path)?;
+    if path.contains('\\') {
+        return Err(ApiError::new(
+            ErrorKind::InvalidPath,
+            "the path contains a backslash: separate components with '/'",
+        ));
+    }
     let rel = if path.is_empty() { Vec::new() } else { crate::path::normalize_nonempty(path.as_bytes())? };
     let (info, rel) = st
         .blocking(move |_, repo| {

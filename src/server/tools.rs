@@ -14,8 +14,9 @@ use serde_json::{json, Value};
 
 use super::error::tool_envelope;
 use super::error::ApiError;
+use super::extract::FileTarget;
 use super::extract::{body_of, P};
-use super::files::{check_http_path, session_of};
+use super::files::session_of;
 use super::state::AppState;
 use crate::error::{Error, ErrorKind};
 use crate::tools::{mutate, ToolCall};
@@ -54,6 +55,16 @@ pub(super) async fn call(
     Ok(axum::Json(result).into_response())
 }
 
+/// The tools name paths in JSON strings: a write to a name that is not UTF-8 is refused.
+fn utf8_path(path: Vec<u8>) -> Result<String, ApiError> {
+    String::from_utf8(path).map_err(|e| {
+        ApiError::new(
+            ErrorKind::InvalidPath,
+            format!("'{}' is not UTF-8: files are written by UTF-8 names", String::from_utf8_lossy(e.as_bytes())),
+        )
+    })
+}
+
 /// An entity tag as sent: quotes and a weak prefix are dropped.
 fn etag(v: &HeaderValue) -> Result<String, ApiError> {
     let s = v.to_str().map_err(|_| Error::invalid_argument("If-Match is not ASCII"))?.trim();
@@ -82,12 +93,12 @@ fn any_current(s: &crate::session::Session, path: &str, expected: Option<String>
 /// overwrite is what the stale-file protocol exists to prevent.
 pub(super) async fn put(
     State(st): State<Arc<AppState>>,
-    P((id, path)): P<(String, String)>,
+    FileTarget { owner: id, path }: FileTarget,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let actor = super::auth::actor();
-    check_http_path(&path)?;
+    let path = utf8_path(path)?;
     let body = body_of(body)?;
     let create = headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == b"*");
     let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
@@ -131,11 +142,11 @@ pub(super) async fn put(
 /// `DELETE /v1/sessions/{id}/files/{*path}`: into the trash; `If-Match` makes it conditional.
 pub(super) async fn delete(
     State(st): State<Arc<AppState>>,
-    P((id, path)): P<(String, String)>,
+    FileTarget { owner: id, path }: FileTarget,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let actor = super::auth::actor();
-    check_http_path(&path)?;
+    let path = utf8_path(path)?;
     let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
