@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod object;
 pub mod patch;
 pub mod path;
+pub mod pattern;
 pub mod progress;
 pub mod repo;
 pub mod resolve;

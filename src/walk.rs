@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::snapshots::Warning;
@@ -59,6 +59,7 @@ pub struct Excludes {
 
 impl Excludes {
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Excludes> {
+        crate::pattern::check_list("exclusion", patterns)?;
         let mut sets = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
         for p in patterns {
             let p = p.as_ref();
@@ -71,10 +72,8 @@ impl Excludes {
             if body.is_empty() {
                 return Err(Error::invalid_argument(format!("exclusion pattern '{p}' matches nothing")));
             }
-            let glob =
-                GlobBuilder::new(body).literal_separator(true).backslash_escape(true).build().map_err(|e| {
-                    Error::invalid_argument(format!("exclusion pattern '{p}' is not a valid glob: {e}"))
-                })?;
+            let glob = crate::pattern::glob(body, false, true)
+                .map_err(|e| Error::invalid_argument(format!("exclusion pattern: {}", e.message())))?;
             sets[usize::from(anchored) + 2 * usize::from(dir_only)].add(glob);
         }
         let build =

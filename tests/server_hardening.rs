@@ -304,3 +304,30 @@ fn a_name_that_is_not_utf8_is_read_by_its_percent_encoded_bytes() {
         assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("invalid_path")), "{bad}: {}", r.text());
     }
 }
+
+#[test]
+fn patterns_too_deep_or_too_long_are_400_and_the_server_stays_up() {
+    let s = http::start(Some(TOKEN), &[]);
+    let id = s.session(r#"{"workspace": "w"}"#);
+    std::fs::write(s.workspace("w").join("a.rs"), "fn a() {}\n").expect("write");
+    for depth in [10_000, 30_000] {
+        let deep = "{".repeat(depth) + &"}".repeat(depth);
+        for (tool, params) in [
+            ("glob", json!({"pattern": deep})),
+            ("search_files", json!({"pattern": "fn", "include": [deep]})),
+            ("search_files", json!({"pattern": "fn", "exclude": [deep]})),
+        ] {
+            let r = s.call("POST", &format!("/v1/sessions/{id}/tools/{tool}"), &params.to_string());
+            assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("invalid_argument")), "{tool} {depth}");
+            assert!(!r.text().contains("panicked") && r.text().len() < 1000, "{}", r.text());
+        }
+    }
+    let long = json!({"pattern": "x".repeat(10_000), "mode": "regex"});
+    let r = s.call("POST", &format!("/v1/sessions/{id}/tools/search_files"), &long.to_string());
+    assert_eq!(r.status, 400, "{}", r.text());
+    let ok = s.call("POST", &format!("/v1/sessions/{id}/tools/glob"), r#"{"pattern": "{a,b}*.rs"}"#);
+    assert_eq!(ok.json()["data"]["files"][0]["path"], "a.rs", "{}", ok.text());
+    let deep = "{".repeat(30_000) + &"}".repeat(30_000);
+    let out = common::trove(&s.repo, &["workspace", "excludes", "w", "--add", &deep]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+}

@@ -65,10 +65,15 @@ impl ToolCall {
         Ok(match name {
             "read_file" => ToolCall::ReadFile(params(name, v)?),
             "list_directory" => ToolCall::ListDirectory(params(name, v)?),
-            "search_files" => ToolCall::Search(params(name, v)?),
+            "search_files" => {
+                let s: read::Search = params(name, v)?;
+                s.check_patterns()?;
+                ToolCall::Search(s)
+            }
             "glob" => {
                 let mut s: read::Search = params(name, v)?;
                 s.mode = read::SearchMode::Glob;
+                s.check_patterns()?;
                 ToolCall::Glob(s)
             }
             "create_file" => ToolCall::CreateFile(params(name, v)?),

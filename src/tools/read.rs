@@ -2,7 +2,7 @@
 //! `list_directory`, and `search_files` / `glob` over the live tree or the latest snapshot.
 
 use base64::Engine;
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -151,6 +151,23 @@ fn prefix_bytes(s: &str, n: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+impl Search {
+    /// Checks the patterns against the limits of `pattern.rs` before anything compiles them:
+    /// part of parsing the call, so over HTTP a pattern too big or too deep is a 400.
+    pub fn check_patterns(&self) -> Result<()> {
+        match self.mode {
+            SearchMode::Glob => crate::pattern::check_glob(&self.pattern)?,
+            SearchMode::Regex => crate::pattern::check_regex(&self.pattern)?,
+            SearchMode::Literal => crate::pattern::check_regex(&regex::escape(&self.pattern))?,
+        }
+        for list in [&self.include, &self.exclude] {
+            crate::pattern::check_list("include/exclude", list)?;
+            list.iter().try_for_each(|g| crate::pattern::check_glob(g))?;
+        }
+        Ok(())
+    }
 }
 
 impl Repo {
@@ -411,17 +428,12 @@ impl Repo {
             return Err(Error::invalid_argument("pattern is empty: give the text, regex or glob to look for"));
         }
         let under = path::components(p.path.as_bytes())?.join(&b'/');
-        let glob = |pattern: &str| {
-            GlobBuilder::new(pattern)
-                .case_insensitive(p.case_insensitive)
-                .literal_separator(false)
-                .build()
-                .map_err(|e| Error::invalid_argument(format!("bad glob '{pattern}': {e}")))
-        };
+        let glob = |pattern: &str| crate::pattern::glob(pattern, p.case_insensitive, false);
         let set = |patterns: &[String]| -> Result<Option<GlobSet>> {
             if patterns.is_empty() {
                 return Ok(None);
             }
+            crate::pattern::check_list("include/exclude", patterns)?;
             let mut b = GlobSetBuilder::new();
             for pat in patterns {
                 b.add(glob(pat)?);
@@ -439,13 +451,7 @@ impl Repo {
             SearchMode::Literal => Some(regex::escape(&p.pattern)),
             SearchMode::Regex => Some(p.pattern.clone()),
         }
-        .map(|r| {
-            regex::RegexBuilder::new(&r)
-                .case_insensitive(p.case_insensitive)
-                .size_limit(1 << 22)
-                .build()
-                .map_err(|e| Error::invalid_argument(format!("bad regex '{}': {e}", p.pattern)))
-        })
+        .map(|r| crate::pattern::regex(&r, p.case_insensitive))
         .transpose()?;
         let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
         let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
