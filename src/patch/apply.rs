@@ -1,6 +1,8 @@
 //! Applying an Update's chunks to one file's text.
 
+use std::borrow::Cow;
 use std::cmp::{Ordering, Reverse};
+use std::collections::HashMap;
 
 use serde_json::json;
 
@@ -119,11 +121,12 @@ fn locate<'p>(path: &str, lines: &[&str], chunks: &'p [Chunk]) -> Result<Vec<Edi
     // Chunks follow the file's order: each is searched for after the lines of the one before,
     // which is also what keeps two chunks from claiming the same lines.
     let mut cursor = 0;
+    let found = Index::new(lines);
     for (index, chunk) in chunks.iter().enumerate() {
         let site = Site { path, chunk: index + 1, patch_line: chunk.line };
         for anchor in &chunk.anchors {
-            let at = seek(lines, std::slice::from_ref(anchor), cursor, false)
-                .ok_or_else(|| site.missing_anchor(lines, anchor, cursor))?;
+            let at = seek(&found, std::slice::from_ref(anchor), cursor, false)
+                .ok_or_else(|| site.missing_anchor(&found, anchor, cursor))?;
             cursor = at + 1;
         }
         let edit = if chunk.old_lines.is_empty() {
@@ -132,8 +135,8 @@ fn locate<'p>(path: &str, lines: &[&str], chunks: &'p [Chunk]) -> Result<Vec<Edi
             let written = chunk.new_lines.iter().map(|l| NewLine::Written(l)).collect();
             Edit { start, len: 0, lines: written, chunk: index + 1 }
         } else {
-            let (start, old, new) = find_old(lines, &chunk.old_lines, &chunk.new_lines, chunk.eof, cursor)
-                .ok_or_else(|| site.missing_context(lines, chunk, cursor, &edits))?;
+            let (start, old, new) = find_old(&found, &chunk.old_lines, &chunk.new_lines, chunk.eof, cursor)
+                .ok_or_else(|| site.missing_context(&found, chunk, cursor, &edits))?;
             Edit { start, len: old.len(), lines: keep_context(start, old, new), chunk: index + 1 }
         };
         cursor = edit.start + edit.len;
@@ -144,14 +147,14 @@ fn locate<'p>(path: &str, lines: &[&str], chunks: &'p [Chunk]) -> Result<Vec<Edi
 
 /// Where `old` (with `new`, trimmed alike) matches at or after `from`.
 fn find_old<'p>(
-    lines: &[&str],
+    index: &Index<'_>,
     mut old: &'p [String],
     mut new: &'p [String],
     eof: bool,
     from: usize,
 ) -> Option<(usize, &'p [String], &'p [String])> {
     loop {
-        if let Some(at) = seek(lines, old, from, eof) {
+        if let Some(at) = seek(index, old, from, eof) {
             return Some((at, old, new));
         }
         // Agents end chunks with a blank line the file often lacks there; codex retries
@@ -184,6 +187,18 @@ enum Fuzz {
 const PASSES: [Fuzz; 4] = [Fuzz::Exact, Fuzz::TrimEnd, Fuzz::Trim, Fuzz::Punctuation];
 
 impl Fuzz {
+    /// The form of a line two lines must share to be equal under this pass (borrowed unless
+    /// typographic punctuation had to be replaced).
+    fn key(self, line: &str) -> Cow<'_, str> {
+        match self {
+            Fuzz::Exact => Cow::Borrowed(line),
+            Fuzz::TrimEnd => Cow::Borrowed(line.trim_end()),
+            Fuzz::Trim => Cow::Borrowed(line.trim()),
+            Fuzz::Punctuation if line.chars().all(|c| plain(c) == c) => Cow::Borrowed(line.trim()),
+            Fuzz::Punctuation => Cow::Owned(line.trim().chars().map(plain).collect()),
+        }
+    }
+
     fn eq(self, file: &str, patch: &str) -> bool {
         match self {
             Fuzz::Exact => file == patch,
@@ -204,9 +219,67 @@ fn plain(c: char) -> char {
     }
 }
 
+/// The file's lines indexed by their normalized content, one index per pass, built the first
+/// time a pass is needed: finding a chunk is then a lookup of its rarest line, not a scan of
+/// the file, so a patch costs about its own size whatever the file's (a scan per chunk and pass
+/// made big patches with loosely quoted context cost lines x chunks).
+struct Index<'a> {
+    lines: &'a [&'a str],
+    /// For each pass: every normalized line and where it occurs, in order.
+    by_pass: [std::cell::OnceCell<HashMap<Cow<'a, str>, Vec<usize>>>; 4],
+}
+
+/// Lines scanned one by one from the cursor before the index is consulted: a patch's chunks
+/// usually follow each other closely, and a short scan is cheaper than building the index.
+const NEAR: usize = 256;
+
+impl<'a> Index<'a> {
+    fn new(lines: &'a [&'a str]) -> Index<'a> {
+        Index { lines, by_pass: Default::default() }
+    }
+
+    fn positions(&self, pass: usize, fuzz: Fuzz) -> &HashMap<Cow<'a, str>, Vec<usize>> {
+        self.by_pass[pass].get_or_init(|| {
+            let mut map: HashMap<Cow<'a, str>, Vec<usize>> = HashMap::new();
+            for (i, l) in self.lines.iter().enumerate() {
+                map.entry(fuzz.key(l)).or_default().push(i);
+            }
+            map
+        })
+    }
+
+    /// The first start in `from..=last` where `pattern` matches under `fuzz`: a short scan from
+    /// `from`, then the candidates where the pattern's rarest line occurs, shifted to where the
+    /// pattern would begin.
+    fn first_match(&self, pass: usize, fuzz: Fuzz, pattern: &[String], from: usize, last: usize) -> Option<usize> {
+        let matches_at = |start: usize| pattern.iter().zip(&self.lines[start..]).all(|(p, l)| fuzz.eq(l, p));
+        let near_end = last.min(from.saturating_add(NEAR));
+        if let Some(start) = (from..=near_end).find(|&s| matches_at(s)) {
+            return Some(start);
+        }
+        let from = near_end + 1;
+        if from > last {
+            return None;
+        }
+        let map = self.positions(pass, fuzz);
+        let mut rarest: Option<(usize, &Vec<usize>)> = None;
+        for (j, p) in pattern.iter().enumerate() {
+            let at = map.get(&fuzz.key(p))?;
+            if rarest.is_none_or(|(_, r)| at.len() < r.len()) {
+                rarest = Some((j, at));
+            }
+        }
+        let (j, at) = rarest?;
+        // Positions are sorted: start at the first that can begin at or after `from`.
+        let first = at.partition_point(|&p| p < from + j);
+        at[first..].iter().map(|&p| p - j).take_while(|&start| start <= last).find(|&start| matches_at(start))
+    }
+}
+
 /// The first index at or after `from` where `pattern` matches, trying each pass over the whole
 /// range before loosening; with `eof`, the end of the file is tried first with every pass.
-fn seek(lines: &[&str], pattern: &[String], from: usize, eof: bool) -> Option<usize> {
+fn seek(index: &Index<'_>, pattern: &[String], from: usize, eof: bool) -> Option<usize> {
+    let lines = index.lines;
     let last = lines.len().checked_sub(pattern.len())?;
     if pattern.is_empty() || from > last {
         return None;
@@ -215,7 +288,7 @@ fn seek(lines: &[&str], pattern: &[String], from: usize, eof: bool) -> Option<us
     if eof && PASSES.iter().any(|&fuzz| matches_at(last, fuzz)) {
         return Some(last);
     }
-    PASSES.iter().find_map(|&fuzz| (from..=last).find(|&start| matches_at(start, fuzz)))
+    PASSES.iter().enumerate().find_map(|(pass, &fuzz)| index.first_match(pass, fuzz, pattern, from, last))
 }
 
 /// The new lines of a placed chunk, with each context line taken from the file rather than the
@@ -275,11 +348,11 @@ impl Site<'_> {
         .with_detail("closest", candidates)
     }
 
-    fn missing_anchor(&self, lines: &[&str], anchor: &str, cursor: usize) -> Error {
+    fn missing_anchor(&self, index: &Index<'_>, anchor: &str, cursor: usize) -> Error {
         let pattern = [anchor.to_string()];
-        let closest = closest(lines, &pattern);
+        let closest = closest(index.lines, &pattern);
         let mut message = format!("could not find the anchor line '@@ {anchor}'");
-        match seek(lines, &pattern, 0, false) {
+        match seek(index, &pattern, 0, false) {
             Some(at) if cursor > 0 => message.push_str(&format!(
                 " after line {cursor}: it is at line {}, before the lines of the previous chunk or anchor; \
                  chunks and anchors must be in file order",
@@ -290,10 +363,10 @@ impl Site<'_> {
         self.failure(message, &closest)
     }
 
-    fn missing_context(&self, lines: &[&str], chunk: &Chunk, cursor: usize, edits: &[Edit]) -> Error {
-        let closest = closest(lines, &chunk.old_lines);
+    fn missing_context(&self, index: &Index<'_>, chunk: &Chunk, cursor: usize, edits: &[Edit]) -> Error {
+        let closest = closest(index.lines, &chunk.old_lines);
         let expected = chunk.old_lines.join("\n");
-        let message = match find_old(lines, &chunk.old_lines, &chunk.new_lines, false, 0) {
+        let message = match find_old(index, &chunk.old_lines, &chunk.new_lines, false, 0) {
             // Found only before the cursor: the chunks are out of order or overlap.
             Some((at, old, _)) => {
                 let end = at + old.len();
@@ -421,11 +494,12 @@ mod tests {
     #[test]
     fn seek_prefers_an_exact_match_anywhere_over_a_loose_one_earlier() {
         let lines = ["  x", "x"];
-        assert_eq!(seek(&lines, &strings(&["x"]), 0, false), Some(1));
-        assert_eq!(seek(&lines, &strings(&["x"]), 0, true), Some(1));
-        assert_eq!(seek(&lines, &strings(&["  x"]), 1, false), Some(1));
-        assert_eq!(seek(&lines, &strings(&["x", "x", "x"]), 0, false), None);
-        assert_eq!(seek(&lines, &strings(&["x"]), 2, false), None);
+        let index = Index::new(&lines);
+        assert_eq!(seek(&index, &strings(&["x"]), 0, false), Some(1));
+        assert_eq!(seek(&index, &strings(&["x"]), 0, true), Some(1));
+        assert_eq!(seek(&index, &strings(&["  x"]), 1, false), Some(1));
+        assert_eq!(seek(&index, &strings(&["x", "x", "x"]), 0, false), None);
+        assert_eq!(seek(&index, &strings(&["x"]), 2, false), None);
     }
 
     #[test]
@@ -451,6 +525,36 @@ mod tests {
         assert_eq!(found[0].text, "fn beta() {\n    two();\n}");
         assert!(closest(&lines, &strings(&["zzzz qqqq"])).is_empty());
         assert!(closest(&[], &strings(&["x"])).is_empty());
+    }
+
+    #[test]
+    fn a_big_patch_with_loosely_quoted_context_applies_chunk_by_chunk() {
+        // 20,000 lines with typographic quotes; 400 chunks quoting them with ASCII ones, far
+        // apart (past the short scan), each changing one line.
+        let line = |i: usize| format!("    let v{i} = f(“{}”);", i % 7);
+        let file: String = (0..20_000).map(|i| line(i) + "\n").collect();
+        let chunks: Vec<Chunk> = (0..400)
+            .map(|c| {
+                let at = c * 50 + 25;
+                let ascii = |i: usize| line(i).replace(['“', '”'], "\"");
+                Chunk {
+                    anchors: Vec::new(),
+                    old_lines: vec![ascii(at - 1), ascii(at), ascii(at + 1)],
+                    new_lines: vec![ascii(at - 1), format!("    let changed{at} = 0;"), ascii(at + 1)],
+                    eof: false,
+                    line: c + 1,
+                }
+            })
+            .collect();
+        let out = String::from_utf8(apply_chunks("big.rs", file.as_bytes(), &chunks).expect("applies")).expect("utf-8");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 20_000);
+        for c in 0..400 {
+            let at = c * 50 + 25;
+            assert_eq!(lines[at], format!("    let changed{at} = 0;"));
+            assert_eq!(lines[at - 1], line(at - 1), "context is kept as the file has it");
+        }
+        assert_eq!(lines[0], line(0));
     }
 
     #[test]
