@@ -22,7 +22,7 @@ enum Context {
 /// context on each side; `repeat` makes most lines the same.
 fn input(n: usize, chunks: usize, repeat: bool, context: Context) -> (Vec<u8>, String) {
     let line = |i: usize| {
-        if repeat && i % 8 != 0 {
+        if repeat && !i.is_multiple_of(8) {
             "        total += step;".to_string()
         } else if i % 10 == 9 {
             "    }".to_string()
