@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -20,9 +20,6 @@ use crate::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
 use crate::repo::Repo;
 use crate::session::Session;
 use crate::source::{Origin, Source, WorkspaceView};
-
-/// The largest file a binary download serves (it is held in memory to be verified whole).
-pub const DOWNLOAD_LIMIT: u64 = 64 << 20;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,35 +87,10 @@ fn etag(read: &LiveRead) -> String {
     format!("\"{}\"", hex::encode(read.sha256))
 }
 
-/// A read as JSON (`content` must be UTF-8), or as raw bytes when `download` is set.
-pub(super) fn read_response(read: LiveRead, origin: &Origin, download: bool, headers: &HeaderMap) -> Response {
+/// A read as JSON (`content` must be UTF-8); downloads stream (`stream::download`).
+pub(super) fn read_response(read: LiveRead, origin: &Origin) -> Response {
     let tag = etag(&read);
     let tag_value = HeaderValue::from_str(&tag).ok();
-    let source = HeaderValue::from_static(origin.as_str());
-    if download {
-        let unchanged = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-            v.split(',').any(|t| {
-                let t = t.trim();
-                t == "*" || t == tag || t.strip_prefix("W/") == Some(tag.as_str())
-            })
-        });
-        let mut resp = if unchanged {
-            StatusCode::NOT_MODIFIED.into_response()
-        } else {
-            let mut r = read.bytes.into_response();
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-            r
-        };
-        let h = resp.headers_mut();
-        if let Some(t) = tag_value {
-            h.insert(header::ETAG, t);
-        }
-        h.insert("x-trove-source", source);
-        if let Some(id) = origin.snapshot_id().and_then(|id| HeaderValue::from_str(id).ok()) {
-            h.insert("x-trove-snapshot", id);
-        }
-        return resp;
-    }
     let shown = String::from_utf8_lossy(&read.path).into_owned();
     let size = read.bytes.len();
     let content = match String::from_utf8(read.bytes) {
@@ -196,29 +168,39 @@ pub(super) async fn read(
 ) -> Result<Response, ApiError> {
     let _busy = st.mark_busy(&id);
     let download = wants_download(q.download.as_deref(), &headers);
-    let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
     let (source, policy) = (q.source(), q.policy()?);
     let sid = id.clone();
     let asked = path.clone();
-    let work = move |st: &AppState, repo: &Repo| {
-        crate::tools::journal::panic_point("server:panic-inline");
-        let s = session_of(repo, &sid)?;
-        let scope = s.scope()?;
-        repo.read_file_from(&WorkspaceView::of_session(&s, &st.unused_excludes, &scope), &source, &path, limit, policy)
-            .map_err(file_error)
+    let outcome = if download {
+        let open = super::stream::opener(move |st, repo| {
+            let s = session_of(repo, &sid)?;
+            let scope = s.scope()?;
+            repo.open_file_from(&WorkspaceView::of_session(&s, &st.unused_excludes, &scope), &source, &path)
+                .map_err(file_error)
+        });
+        super::stream::download(&st, open, policy, &headers).await
+    } else {
+        let work = move |st: &AppState, repo: &Repo| {
+            crate::tools::journal::panic_point("server:panic-inline");
+            let s = session_of(repo, &sid)?;
+            let scope = s.scope()?;
+            let view = WorkspaceView::of_session(&s, &st.unused_excludes, &scope);
+            repo.read_file_from(&view, &source, &path, READ_LIMIT, policy).map_err(file_error)
+        };
+        st.inline(work).map(|(read, origin)| read_response(read, &origin))
     };
-    let outcome = if download { st.blocking(work).await } else { st.inline(work) };
-    let (read, origin) = match outcome {
-        Ok(r) => r,
+    match outcome {
+        Ok(resp) => {
+            st.touch(&id);
+            Ok(resp)
+        }
         Err(e) => {
             if e.kind() == ErrorKind::PermissionDenied {
                 audit_denial(&st, &id, &crate::path::display(&asked), e.message()).await;
             }
-            return Err(e);
+            Err(e)
         }
-    };
-    st.touch(&id);
-    Ok(read_response(read, &origin, download, &headers))
+    }
 }
 
 /// Appends the audit record of a read refused for the session's scope (after the read's own

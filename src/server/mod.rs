@@ -17,6 +17,7 @@ pub mod openapi;
 mod sessions;
 mod snapshots;
 mod state;
+mod stream;
 mod tools;
 
 use std::future::Future;

@@ -1,29 +1,24 @@
 //! Snapshots over HTTP: take one of a session's live tree, list them, list and read the files of
 //! one, and export one (or a path in it) as a tar stream.
 
-use std::io::{self, Write};
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::extract::FileTarget;
 use super::extract::{P, Q};
-use super::files::{listing, ok, read_response, wants_download, DOWNLOAD_LIMIT};
+use super::files::{listing, ok, read_response, wants_download};
 use super::state::AppState;
 use super::ApiError;
 use crate::error::{Error, ErrorKind};
 use crate::live::{ChangePolicy, READ_LIMIT};
 use crate::manifest::snapshots::SnapshotInfo;
 use crate::progress::NoProgress;
-use crate::repo::Repo;
 use crate::source::{Source, WorkspaceView};
-use crate::view::from_io;
 
 fn info_json(s: &SnapshotInfo) -> Value {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
@@ -128,8 +123,21 @@ pub(super) async fn read(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let download = wants_download(q.download.as_deref(), &headers);
-    let limit = if download { DOWNLOAD_LIMIT } else { READ_LIMIT };
-    let work = move |st: &AppState, repo: &Repo| {
+    if download {
+        let open = super::stream::opener(move |st, repo| {
+            let info = repo.resolve_snapshot(&snap, None)?;
+            let view = WorkspaceView {
+                name: &info.workspace,
+                session: None,
+                live_dir: None,
+                excludes: &st.unused_excludes,
+                scope: None,
+            };
+            repo.open_file_from(&view, &Source::Snapshot(info.id.clone()), &path).map_err(ApiError::from)
+        });
+        return super::stream::download(&st, open, ChangePolicy::Retry, &headers).await;
+    }
+    let (read, origin) = st.inline(move |st, repo| {
         let info = repo.resolve_snapshot(&snap, None)?;
         let view = WorkspaceView {
             name: &info.workspace,
@@ -138,10 +146,10 @@ pub(super) async fn read(
             excludes: &st.unused_excludes,
             scope: None,
         };
-        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), &path, limit, ChangePolicy::Retry)
-    };
-    let (read, origin) = if download { st.blocking(work).await? } else { st.inline(work)? };
-    Ok(read_response(read, &origin, download, &headers))
+        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), &path, READ_LIMIT, ChangePolicy::Retry)
+            .map_err(ApiError::from)
+    })?;
+    Ok(read_response(read, &origin))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,33 +159,6 @@ pub(super) struct ExportQuery {
     path: Option<String>,
     /// `tar` (default) or `tar.zst`.
     format: Option<String>,
-}
-
-/// Sends what the exporter writes to the response body in 64 KiB pieces. A client that goes
-/// away closes the channel, and the next write fails, which stops the export.
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: Vec<u8>,
-}
-
-const PIECE: usize = 64 << 10;
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= PIECE {
-            self.flush()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let piece = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(PIECE)));
-        self.tx.blocking_send(Ok(piece)).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "client went away"))
-    }
 }
 
 /// `GET /v1/snapshots/{snap}/export?path=&format=tar|tar.zst`: a tar stream. A failure after
@@ -217,23 +198,9 @@ pub(super) async fn export(
     let safe: String =
         info.workspace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let name = format!("{safe}-{}.{}", &info.id[..12], if zstd.is_some() { "tar.zst" } else { "tar" });
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
-    let worker = st.clone();
-    tokio::spawn(async move {
-        let failed = tx.clone();
-        let done: Result<(), Error> = worker
-            .blocking(move |_, repo| {
-                let mut out = ChannelWriter { tx, buf: Vec::with_capacity(PIECE) };
-                repo.export(&info, &rel, &mut out, zstd, &NoProgress)?;
-                out.flush().map_err(from_io)
-            })
-            .await;
-        if let Err(e) = done {
-            let _ = failed.send(Err(io::Error::other(e.message().to_string()))).await;
-        }
-    });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|piece| (piece, rx)) });
-    let mut resp = Body::from_stream(stream).into_response();
+    let body =
+        super::stream::body(&st, move |_, repo, out| repo.export(&info, &rel, out, zstd, &NoProgress).map(|_| ()));
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-tar"));
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
