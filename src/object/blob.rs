@@ -118,6 +118,10 @@ pub fn bundle_members(raw: &[u8]) -> Result<Vec<(u64, u64)>> {
         Ok(u64::from(u32::from_le_bytes(b)))
     };
     let count = u32_at(0)? as usize;
+    // The count is read from the blob: it must fit the table it claims before it sizes one.
+    if count > raw.len().saturating_sub(4) / 4 {
+        return Err(bad());
+    }
     let mut offset = 4 + 4 * count as u64;
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
@@ -276,6 +280,16 @@ mod tests {
             assert_eq!(&raw[*off as usize..(*off as usize + m.len())], &m[..]);
         }
         assert!(decode(&header.id, &blob).is_err(), "a bundle is not an object");
+    }
+
+    #[test]
+    fn a_bundle_claiming_more_members_than_it_holds_is_refused_before_allocating() {
+        // Found by the `blob_decode` fuzz target: a count of 2^31 sized a 34 GB table.
+        let mut raw = 0x8000_0003u32.to_le_bytes().to_vec();
+        raw.extend_from_slice(b"firsts\0\0");
+        assert_eq!(bundle_members(&raw).expect_err("malformed").kind(), crate::ErrorKind::Corrupt);
+        assert!(bundle_members(&[0, 0, 0]).is_err());
+        assert_eq!(bundle_members(&0u32.to_le_bytes()).expect("empty bundle"), vec![]);
     }
 
     #[test]

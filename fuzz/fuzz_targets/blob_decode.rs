@@ -1,0 +1,34 @@
+//! The blob codec on arbitrary bytes (what a damaged or hostile pack holds): parsing a header,
+//! decoding a blob of either kind and a bundle's member table never panic, never allocate what
+//! the bytes merely claim, and whatever decodes hashes to the id its header names.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use trove::object::{blob, ObjectId};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(h) = blob::parse_header(data) {
+        let _ = (h.codec, h.kind, h.raw_len, h.payload_len);
+    }
+    if let Ok((header, raw)) = blob::decode_any(data) {
+        assert_eq!(ObjectId::of(&raw), header.id, "a decoded blob hashes to its id");
+        assert_eq!(raw.len() as u64, header.raw_len);
+        if header.kind == blob::Kind::Bundle {
+            if let Ok(members) = blob::bundle_members(&raw) {
+                for (offset, len) in members {
+                    assert!(offset + len <= raw.len() as u64, "members lie inside the bundle");
+                }
+            }
+        }
+    }
+    if data.len() >= 32 {
+        let id = ObjectId::from_slice(&data[..32]).expect("32 bytes");
+        if let Ok(raw) = blob::decode(&id, &data[32..]) {
+            assert_eq!(ObjectId::of(&raw), id);
+        }
+    }
+    if let Ok(members) = blob::bundle_members(data) {
+        let end = members.last().map_or(0, |(o, l)| o + l);
+        assert!(end <= data.len() as u64);
+    }
+});
