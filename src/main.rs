@@ -106,44 +106,7 @@ pub enum Command {
     /// Verify every stored object and reference
     Check,
     /// Serve the HTTP API: sessions, their files, snapshots
-    Serve {
-        /// Address to listen on (loopback by default)
-        #[arg(long, default_value = "127.0.0.1:4100")]
-        listen: std::net::SocketAddr,
-        /// Directory holding the sessions' workspaces [default: `workspaces` beside the repository]
-        #[arg(long, value_name = "DIR")]
-        workspaces: Option<PathBuf>,
-        /// A non-persistent session ends after this long without activity
-        #[arg(long, default_value = "5m", value_parser = cli::service::parse_duration)]
-        idle_timeout: std::time::Duration,
-        /// How often activity is recorded and expired sessions are ended
-        #[arg(long, default_value = "5s", value_parser = cli::service::parse_duration)]
-        reap_interval: std::time::Duration,
-        /// The longest a request may take: work still running then stops before it changes
-        /// anything, and the answer is 503 `timeout`
-        #[arg(long, default_value = "60s", value_parser = cli::service::parse_duration)]
-        request_timeout: std::time::Duration,
-        /// Bytes requests may hold in memory at once (whole reads, edits); more waits
-        #[arg(long, default_value = "128MiB", value_parser = cli::service::parse_bytes)]
-        memory_budget: u64,
-        /// Connections open at once: at the limit the longest-idle one is closed to make room,
-        /// and if none is idle the new one is answered 503 at once
-        #[arg(long, default_value_t = 1024)]
-        max_connections: usize,
-        /// The longest a client may take to send a request's headers once it started
-        #[arg(long, default_value = "10s", value_parser = cli::service::parse_duration)]
-        header_timeout: std::time::Duration,
-        /// The longest a connection may stay open with no request in flight and no bytes moving
-        #[arg(long, default_value = "60s", value_parser = cli::service::parse_duration)]
-        keepalive_timeout: std::time::Duration,
-        /// How much to log on stderr: error, warn, info, debug, trace, or a filter such as
-        /// `trove=debug` [env: TROVE_LOG]
-        #[arg(long, value_name = "FILTER")]
-        log_level: Option<String>,
-        /// `text` (default) or `json` (one object a line)
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        log_format: String,
-    },
+    Serve(cli::service::Serve),
     /// Manage API tokens of `trove serve`
     #[command(subcommand)]
     Token(TokenCommand),

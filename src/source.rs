@@ -86,6 +86,11 @@ pub struct WorkspaceView<'a> {
 }
 
 impl<'a> WorkspaceView<'a> {
+    /// What an operator sees of a snapshot: its workspace's name, no live tree, no scope.
+    pub fn of_snapshot(snap: &'a SnapshotInfo, excludes: &'a Excludes) -> WorkspaceView<'a> {
+        WorkspaceView { name: &snap.workspace, session: None, live_dir: None, excludes, scope: None }
+    }
+
     /// What session `s` sees: its live tree while it is served, its snapshots first, its scope.
     pub fn of_session(s: &'a Session, excludes: &'a Excludes, scope: &'a Scope) -> WorkspaceView<'a> {
         WorkspaceView {
@@ -295,6 +300,24 @@ enum Body<'r> {
     Live { file: std::fs::File, at_open: live::Fingerprint },
     /// A snapshot's content, verified object by object as it is read.
     Snapshot(Box<ContentReader<'r>>),
+}
+
+/// Reads `r` to its end a buffer at a time, handing each buffer to `each`; returns the sha256
+/// of everything read.
+pub fn stream_hashed(r: &mut dyn Read, mut each: impl FnMut(&[u8]) -> Result<()>) -> Result<Sha256> {
+    let mut sha = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(crate::view::from_io(e)),
+        };
+        sha.update(&buf[..n]);
+        each(&buf[..n])?;
+    }
+    Ok(sha.finalize().into())
 }
 
 impl Opened<'_> {

@@ -253,32 +253,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
                 3
             }
         }
-        Command::Serve {
-            listen,
-            workspaces,
-            idle_timeout,
-            reap_interval,
-            request_timeout,
-            memory_budget,
-            max_connections,
-            header_timeout,
-            keepalive_timeout,
-            log_level,
-            log_format,
-        } => {
-            let opts = service::Serve {
-                listen,
-                workspaces,
-                idle_timeout,
-                reap_interval,
-                request_timeout,
-                memory_budget,
-                max_connections,
-                header_timeout,
-                keepalive_timeout,
-                log_level,
-                log_json: log_format == "json",
-            };
+        Command::Serve(opts) => {
             service::serve(&mut out, &repo_path, opts)?;
             0
         }

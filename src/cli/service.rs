@@ -2,7 +2,6 @@
 //! (sessions on any directory, with the same library calls the server makes).
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,19 +16,45 @@ use trove::{Error, ErrorKind, Repo};
 use super::{actor, print_json, Failure, Out};
 use crate::SessionCommand;
 
-/// Options of `trove serve` as parsed.
+/// The options of `trove serve`.
+#[derive(clap::Args, Debug)]
 pub struct Serve {
-    pub listen: SocketAddr,
+    /// Address to listen on (loopback by default)
+    #[arg(long, default_value = "127.0.0.1:4100")]
+    pub listen: std::net::SocketAddr,
+    /// Directory holding the sessions' workspaces [default: `workspaces` beside the repository]
+    #[arg(long, value_name = "DIR")]
     pub workspaces: Option<PathBuf>,
-    pub idle_timeout: Duration,
-    pub reap_interval: Duration,
-    pub request_timeout: Duration,
+    /// A non-persistent session ends after this long without activity
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub idle_timeout: std::time::Duration,
+    /// How often activity is recorded and expired sessions are ended
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub reap_interval: std::time::Duration,
+    /// The longest a request may take: work still running then stops before it changes
+    /// anything, and the answer is 503 `timeout`
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: std::time::Duration,
+    /// Bytes requests may hold in memory at once (whole reads, edits); more waits
+    #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
     pub memory_budget: u64,
+    /// Connections open at once: at the limit the longest-idle one is closed to make room,
+    /// and if none is idle the new one is answered 503 at once
+    #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
-    pub header_timeout: Duration,
-    pub keepalive_timeout: Duration,
+    /// The longest a client may take to send a request's headers once it started
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// The longest a connection may stay open with no request in flight and no bytes moving
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub keepalive_timeout: std::time::Duration,
+    /// How much to log on stderr: error, warn, info, debug, trace, or a filter such as
+    /// `trove=debug` [env: TROVE_LOG]
+    #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
-    pub log_json: bool,
+    /// `text` (default) or `json` (one object a line)
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 /// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
@@ -78,7 +103,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 /// `trove serve`: binds, prints the address (and a new token on a first start), serves until
 /// SIGINT or SIGTERM, and lets in-flight requests finish.
 pub fn serve(out: &mut Out, repo_path: &Path, opts: Serve) -> Result<(), Failure> {
-    start_logging(opts.log_level.as_deref(), opts.log_json)?;
+    start_logging(opts.log_level.as_deref(), opts.log_format == "json")?;
     let repo = Repo::open(repo_path)?;
     // The manifest's tokens are read by the server itself, live; only an environment token is
     // handed over. A first start with neither creates one.

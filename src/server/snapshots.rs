@@ -91,13 +91,7 @@ pub(super) async fn files(
     let (files, origin) = st
         .blocking(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
-            let view = WorkspaceView {
-                name: &info.workspace,
-                session: None,
-                live_dir: None,
-                excludes: &st.unused_excludes,
-                scope: None,
-            };
+            let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
             let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.clone()))?;
             if let Some(p) = q.prefix.as_deref().map(str::as_bytes).filter(|p| !p.is_empty()) {
                 let p = crate::path::normalize_nonempty(p)?;
@@ -126,26 +120,14 @@ pub(super) async fn read(
     if download {
         let open = super::stream::opener(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
-            let view = WorkspaceView {
-                name: &info.workspace,
-                session: None,
-                live_dir: None,
-                excludes: &st.unused_excludes,
-                scope: None,
-            };
+            let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
             repo.open_file_from(&view, &Source::Snapshot(info.id.clone()), &path).map_err(ApiError::from)
         });
         return super::stream::download(&st, open, ChangePolicy::Retry, &headers).await;
     }
     let (read, origin) = st.inline(move |st, repo| {
         let info = repo.resolve_snapshot(&snap, None)?;
-        let view = WorkspaceView {
-            name: &info.workspace,
-            session: None,
-            live_dir: None,
-            excludes: &st.unused_excludes,
-            scope: None,
-        };
+        let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
         repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), &path, READ_LIMIT, ChangePolicy::Retry)
             .map_err(ApiError::from)
     })?;

@@ -3,13 +3,12 @@
 //! without its final chunk, so a client cannot take a cut body for a whole one. Exports and
 //! downloads use it.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use sha2::Digest;
 use tokio::sync::mpsc;
 
 use super::state::AppState;
@@ -17,7 +16,7 @@ use super::ApiError;
 use crate::error::{Error, ErrorKind};
 use crate::live::ChangePolicy;
 use crate::repo::Repo;
-use crate::source::{Opened, Origin};
+use crate::source::{stream_hashed, Opened, Origin};
 
 /// The size of one piece of a streamed body.
 pub(super) const PIECE: usize = 64 << 10;
@@ -92,16 +91,8 @@ struct Found {
 
 /// Reads `opened` to its end, hashing it; `None` if a live file changed meanwhile.
 fn hash_all(opened: &mut Opened<'_>) -> Result<Option<crate::object::Sha256>, Error> {
-    let mut sha = sha2::Sha256::new();
-    let mut buf = vec![0u8; PIECE];
-    loop {
-        let n = opened.read(&mut buf).map_err(crate::view::from_io)?;
-        if n == 0 {
-            break;
-        }
-        sha.update(&buf[..n]);
-    }
-    Ok(opened.unchanged()?.then(|| sha.finalize().into()))
+    let sha = stream_hashed(opened, |_| Ok(()))?;
+    Ok(opened.unchanged()?.then_some(sha))
 }
 
 /// Gives a closure that opens a file the signature `download` needs (the borrow of the `Repo`
@@ -155,17 +146,7 @@ where
         let expected = found.sha256;
         let body = body(st, move |st, repo, out| {
             let (mut opened, _) = open(st, repo).map_err(|e| Error::new(e.kind(), e.message()))?;
-            let mut sha = sha2::Sha256::new();
-            let mut buf = vec![0u8; PIECE];
-            loop {
-                let n = opened.read(&mut buf).map_err(crate::view::from_io)?;
-                if n == 0 {
-                    break;
-                }
-                sha.update(&buf[..n]);
-                out.write_all(&buf[..n]).map_err(crate::view::from_io)?;
-            }
-            let whole: crate::object::Sha256 = sha.finalize().into();
+            let whole = stream_hashed(&mut opened, |bytes| out.write_all(bytes).map_err(crate::view::from_io))?;
             if whole != expected || !opened.unchanged()? {
                 return Err(Error::new(ErrorKind::Conflict, "the file changed during the download; the body was cut"));
             }

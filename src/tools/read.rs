@@ -14,7 +14,7 @@ use crate::live::ChangePolicy;
 use crate::object::Sha256;
 use crate::path;
 use crate::repo::{iso_time, Repo};
-use crate::source::{Opened, Origin, Source, WorkspaceView};
+use crate::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
 use crate::tree::EntryKind;
 use crate::walk::Excludes;
 
@@ -26,30 +26,6 @@ pub const MAX_LINE_CHARS: usize = 2000;
 pub const READ_LIMIT: u64 = 64 << 20;
 /// The most bytes one base64 `read_file` returns; `offset` reads on from `nextOffset`.
 pub const BASE64_MAX: u64 = 8 << 20;
-/// Bytes read at a time when a file streams by.
-const STREAM_BUF: usize = 256 << 10;
-
-/// Reads `r` to its end a buffer at a time, handing each buffer and its offset to `each`;
-/// returns the sha256 of everything read.
-fn stream(r: &mut dyn std::io::Read, mut each: impl FnMut(u64, &[u8])) -> Result<Sha256> {
-    use sha2::Digest;
-    let mut sha = sha2::Sha256::new();
-    let mut buf = vec![0u8; STREAM_BUF];
-    let mut at = 0u64;
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(crate::view::from_io(e)),
-        };
-        sha.update(&buf[..n]);
-        each(at, &buf[..n]);
-        at += n as u64;
-    }
-    Ok(sha.finalize().into())
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadFile {
@@ -225,12 +201,14 @@ impl Repo {
         let offset = p.offset.unwrap_or(0);
         let cap = p.max_bytes.map_or(BASE64_MAX, |b| (b as u64).min(BASE64_MAX));
         let _held = self.hold(cap.min(opened.size) * 7 / 3)?;
-        let mut kept = Vec::new();
-        let sha = stream(opened, |at, bytes| {
+        let (mut kept, mut at) = (Vec::new(), 0u64);
+        let sha = stream_hashed(opened, |bytes| {
             let end = at + bytes.len() as u64;
             let from = offset.clamp(at, end);
             let to = offset.saturating_add(cap).clamp(at, end);
             kept.extend_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+            at = end;
+            Ok(())
         })?;
         let next = offset + kept.len() as u64;
         m.insert("encoding".into(), "base64".into());
@@ -259,7 +237,10 @@ impl Repo {
         let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(max_chars as u64 * 4 + 64);
         let _held = self.hold(bound.min(opened.size.saturating_mul(2)))?;
         let mut slicer = Slicer::new(start, last_kept, max_chars);
-        let sha = stream(opened, |_, bytes| slicer.feed(bytes))?;
+        let sha = stream_hashed(opened, |bytes| {
+            slicer.feed(bytes);
+            Ok(())
+        })?;
         let (lines, total) = slicer.finish().ok_or_else(|| not_text(shown))?;
         if start > total.max(1) {
             return Err(Error::invalid_argument(format!(
