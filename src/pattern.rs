@@ -92,7 +92,7 @@ pub fn glob(p: &str, case_insensitive: bool, literal_separator: bool) -> Result<
         .literal_separator(literal_separator)
         .backslash_escape(true)
         .build()
-        .map_err(|e| Error::invalid_argument(format!("glob '{}' is not valid: {e}", shown(p))))
+        .map_err(|e| Error::invalid_argument(format!("'{}' is not a valid glob: {e}", shown(p))))
 }
 
 /// Compiles a regex within the limits, its parser bounded in nesting and its automaton in size.
