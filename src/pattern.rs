@@ -7,7 +7,7 @@
 use globset::{Glob, GlobBuilder};
 use regex::Regex;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The longest glob, in bytes.
 pub const MAX_GLOB: usize = 1024;
@@ -92,7 +92,11 @@ pub fn glob(p: &str, case_insensitive: bool, literal_separator: bool) -> Result<
         .literal_separator(literal_separator)
         .backslash_escape(true)
         .build()
-        .map_err(|e| Error::invalid_argument(format!("'{}' is not a valid glob: {e}", shown(p))))
+        .map_err(|e| {
+            // The kind alone: the error's own text repeats the whole pattern.
+            let why = e.kind().to_string();
+            Error::with_source(ErrorKind::InvalidArgument, format!("'{}' is not a valid glob: {why}", shown(p)), e)
+        })
 }
 
 /// Compiles a regex within the limits, its parser bounded in nesting and its automaton in size.
@@ -104,13 +108,17 @@ pub fn regex(p: &str, case_insensitive: bool) -> Result<Regex> {
         .size_limit(MAX_REGEX_SIZE)
         .dfa_size_limit(MAX_REGEX_SIZE)
         .build()
-        .map_err(|e| Error::invalid_argument(format!("regex '{}' is not valid: {e}", shown(p))))
+        .map_err(|e| {
+            // The last line says what is wrong; the lines before repeat the pattern.
+            let text = e.to_string();
+            let why = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+            Error::with_source(ErrorKind::InvalidArgument, format!("regex '{}' is not valid: {why}", shown(p)), e)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ErrorKind;
 
     #[test]
     fn nested_braces_long_patterns_and_long_lists_are_refused_before_parsing() {
@@ -129,5 +137,11 @@ mod tests {
         assert!(regex(&"(".repeat(10_000), false).is_err(), "regex nesting is bounded by its parser");
         assert!(regex(&"a".repeat(MAX_REGEX + 1), false).is_err());
         assert!(regex("fn \\w+\\(", false).is_ok());
+        // Errors are short and name the pattern once.
+        let long = "(".repeat(MAX_REGEX);
+        let e = regex(&long, false).expect_err("unbalanced");
+        assert!(e.message().len() < 200 && std::error::Error::source(&e).is_some(), "{}", e.message());
+        let e = glob(&format!("{}[", "a".repeat(MAX_GLOB - 2)), false, true).expect_err("unclosed class");
+        assert!(e.message().len() < 200, "{}", e.message());
     }
 }

@@ -72,8 +72,7 @@ impl Excludes {
             if body.is_empty() {
                 return Err(Error::invalid_argument(format!("exclusion pattern '{p}' matches nothing")));
             }
-            let glob = crate::pattern::glob(body, false, true)
-                .map_err(|e| Error::invalid_argument(format!("exclusion pattern: {}", e.message())))?;
+            let glob = crate::pattern::glob(body, false, true).map_err(|e| e.context("exclusion pattern"))?;
             sets[usize::from(anchored) + 2 * usize::from(dir_only)].add(glob);
         }
         let build =

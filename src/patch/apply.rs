@@ -502,6 +502,40 @@ mod tests {
         assert_eq!(seek(&index, &strings(&["x"]), 2, false), None);
     }
 
+    /// `seek` as it was before the index: every start, pass by pass. The oracle.
+    fn scan(lines: &[&str], pattern: &[String], from: usize, eof: bool) -> Option<usize> {
+        let last = lines.len().checked_sub(pattern.len())?;
+        if pattern.is_empty() || from > last {
+            return None;
+        }
+        let matches_at = |start: usize, fuzz: Fuzz| pattern.iter().zip(&lines[start..]).all(|(p, l)| fuzz.eq(l, p));
+        if eof && PASSES.iter().any(|&fuzz| matches_at(last, fuzz)) {
+            return Some(last);
+        }
+        PASSES.iter().find_map(|&fuzz| (from..=last).find(|&start| matches_at(start, fuzz)))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// The index finds exactly what a scan finds, on files long enough to go past the short
+        /// scan, made of few distinct lines in strict and loose spellings.
+        #[test]
+        fn the_index_finds_what_a_scan_finds(
+            file in proptest::collection::vec(0usize..100, 0..900),
+            pattern in proptest::collection::vec(0usize..8, 1..4),
+            from in 0usize..900,
+            eof in proptest::bool::ANY,
+        ) {
+            const WORDS: [&str; 8] = ["x", "x ", "  x", "y", "“q”", "\"q\"", "", "}"];
+            // Mostly filler, so matches are far apart: past the short scan, the index answers.
+            let lines: Vec<&str> = file.iter().map(|&i| WORDS.get(i).copied().unwrap_or("filler")).collect();
+            let pattern: Vec<String> = pattern.iter().map(|&i| WORDS[i].to_string()).collect();
+            let index = Index::new(&lines);
+            proptest::prop_assert_eq!(seek(&index, &pattern, from, eof), scan(&lines, &pattern, from, eof));
+        }
+    }
+
     #[test]
     fn context_lines_are_kept_from_the_file() {
         let old = strings(&["a", "b", "c"]);

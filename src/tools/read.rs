@@ -136,7 +136,8 @@ impl Search {
         match self.mode {
             SearchMode::Glob => crate::pattern::check_glob(&self.pattern)?,
             SearchMode::Regex => crate::pattern::check_regex(&self.pattern)?,
-            SearchMode::Literal => crate::pattern::check_regex(&regex::escape(&self.pattern))?,
+            // The literal's own length: escaping it may double it.
+            SearchMode::Literal => crate::pattern::check_regex(&self.pattern)?,
         }
         for list in [&self.include, &self.exclude] {
             crate::pattern::check_list("include/exclude", list)?;
@@ -423,10 +424,15 @@ impl Repo {
         };
         let include = set(&p.include)?;
         let exclude = set(&p.exclude)?;
-        let name_glob = match p.mode {
-            SearchMode::Glob => Some(glob(&p.pattern)?.compile_matcher()),
-            _ => None,
-        };
+        let name_glob =
+            match p.mode {
+                // A set of one, not `compile_matcher`: building a set reports a regex that does not
+                // compile as an error, where the matcher would panic.
+                SearchMode::Glob => Some(GlobSetBuilder::new().add(glob(&p.pattern)?).build().map_err(|e| {
+                    Error::with_source(ErrorKind::InvalidArgument, format!("bad glob: {}", e.kind()), e)
+                })?),
+                _ => None,
+            };
         let regex = match p.mode {
             SearchMode::Glob => None,
             SearchMode::Literal => Some(regex::escape(&p.pattern)),
