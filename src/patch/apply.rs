@@ -522,9 +522,9 @@ mod tests {
         /// scan, made of few distinct lines in strict and loose spellings.
         #[test]
         fn the_index_finds_what_a_scan_finds(
-            file in proptest::collection::vec(0usize..100, 0..900),
-            pattern in proptest::collection::vec(0usize..8, 1..4),
-            from in 0usize..900,
+            file in proptest::collection::vec(0usize..400, 0..1500),
+            pattern in proptest::collection::vec(0usize..8, 1..3),
+            from in 0usize..1500,
             eof in proptest::bool::ANY,
         ) {
             const WORDS: [&str; 8] = ["x", "x ", "  x", "y", "“q”", "\"q\"", "", "}"];
@@ -533,6 +533,25 @@ mod tests {
             let pattern: Vec<String> = pattern.iter().map(|&i| WORDS[i].to_string()).collect();
             let index = Index::new(&lines);
             proptest::prop_assert_eq!(seek(&index, &pattern, from, eof), scan(&lines, &pattern, from, eof));
+        }
+    }
+
+    #[test]
+    fn the_index_is_exact_at_its_edges() {
+        // "a" is everywhere, "b" once: the lookup goes by "b" and shifts back to "a".
+        let mut lines = vec!["a"; 2000];
+        lines[1200] = "b";
+        let index = Index::new(&lines);
+        assert_eq!(seek(&index, &strings(&["a", "b"]), 0, false), Some(1199));
+        assert_eq!(seek(&index, &strings(&["a", "b"]), 1199, false), Some(1199));
+        assert_eq!(seek(&index, &strings(&["a", "b"]), 1200, false), None);
+        // A match exactly where the short scan ends, and just after it.
+        let mut lines = vec!["filler"; 2000];
+        for at in [NEAR, NEAR + 1] {
+            lines[10 + at] = "x";
+            let index = Index::new(&lines);
+            assert_eq!(seek(&index, &strings(&["x"]), 10, false), Some(10 + at), "at {at}");
+            lines[10 + at] = "filler";
         }
     }
 
