@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use trove::live::{ChangePolicy, READ_LIMIT};
-use trove::scope::{FileAccess, Scope};
-use trove::source::{Source, WorkspaceView};
-use trove::walk::Excludes;
+use trove::Excludes;
+use trove::{ChangePolicy, FILES_READ_LIMIT as READ_LIMIT};
 use trove::{EntryKind, Repo, SnapshotOptions};
+use trove::{FileAccess, Scope};
+use trove::{Source, WorkspaceView};
 
 fn bench(c: &mut Criterion) {
     let scratch = tempfile::tempdir().expect("scratch dir");

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
-use trove::session::SessionSpec;
 use trove::tools::ToolCall;
 use trove::Repo;
+use trove::SessionSpec;
 
 fn bench(c: &mut Criterion) {
     let scratch = tempfile::tempdir().expect("scratch dir");

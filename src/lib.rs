@@ -11,37 +11,44 @@
     deny(clippy::expect_used, clippy::panic, clippy::unreachable, clippy::todo, clippy::unimplemented)
 )]
 
-pub mod audit;
-pub mod budget;
-pub mod check;
-pub mod error;
-pub mod export;
-pub mod live;
-pub mod manifest;
+// The layers, lowest first (ARCHITECTURE.md, "Layers"; `tests/layers.rs` keeps them one-way).
+mod base;
+mod fs;
+mod journal;
+mod manifest;
+mod model;
 pub mod object;
+mod ops;
 pub mod patch;
-pub mod path;
-pub mod pattern;
-pub mod progress;
-pub mod repo;
-pub mod resolve;
-pub mod restore;
-pub mod sample;
-pub mod scope;
+mod repo;
 pub mod server;
-pub mod session;
-pub mod snapshot;
-pub mod source;
 pub mod tools;
-pub mod trash;
-pub mod tree;
-pub mod view;
-pub mod walk;
-pub mod workspace;
 
-pub use error::{Error, ErrorKind, Result};
-pub use manifest::snapshots::{Counts, SnapshotInfo, Warning};
-pub use progress::{NoProgress, Progress};
-pub use repo::Repo;
-pub use snapshot::SnapshotOptions;
-pub use tree::{Entry, EntryKind};
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
+
+pub use base::budget::Budget;
+pub use base::error::{from_io, Error, ErrorKind, Result};
+pub use base::path;
+pub use base::pattern;
+pub use base::progress::{NoProgress, Progress};
+pub use base::time::{iso_time, now_ns};
+pub use fs::live::{ChangePolicy, LiveFile, READ_LIMIT as FILES_READ_LIMIT};
+pub use fs::sample;
+pub use fs::walk::Excludes;
+pub use model::audit::{AuditRecord, FullRecord};
+pub use model::scope::{FileAccess, Scope};
+pub use model::session::{EndReason, Session, SessionSpec, Status};
+pub use model::snapshot::{Counts, SnapshotInfo, Warning};
+pub use model::token::Token;
+pub use model::trash::{TrashEntry, TrashItem};
+pub use model::tree::{Entry, EntryKind};
+pub use model::workspace::Workspace;
+pub use ops::check::CheckReport;
+pub use ops::restore::{RestoreOptions, RestoreReport};
+pub use ops::snapshot::SnapshotOptions;
+pub use ops::source::{Origin, Source, WorkspaceView};
+pub use ops::tokens;
+pub use ops::view::{short_id, ContentReader};
+pub use repo::{Config, Repo, CONFIG_FILE};

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::AuditRecord;
-use crate::error::{Error, ErrorKind, Result};
-use crate::manifest::{self, Manifest};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::time::now_ns;
+use crate::manifest::Manifest;
+use crate::model::audit::AuditRecord;
 use crate::object::bundle::BundleCache;
 use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend};
 
@@ -59,27 +60,11 @@ pub struct Repo {
     /// operations check it between stages and stop before their commit point.
     deadline: std::cell::Cell<Option<std::time::Instant>>,
     /// Bytes that reads may hold in memory at once; a server shares one among its handles.
-    pub(crate) budget: std::sync::Arc<crate::budget::Budget>,
+    pub(crate) budget: std::sync::Arc<crate::base::budget::Budget>,
 }
 
 /// The memory budget of a handle nobody shares one with.
 const DEFAULT_BUDGET: u64 = 256 << 20;
-
-/// Nanoseconds since the Unix epoch.
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
-}
-
-/// ISO 8601 UTC with milliseconds (`2025-06-15T10:30:00.000Z`), the API's time format.
-pub fn iso_time(ns: i64) -> String {
-    use std::time::{Duration, UNIX_EPOCH};
-    let t = if ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(ns as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
-    };
-    humantime::format_rfc3339_millis(t).to_string()
-}
 
 fn not_a_repo(path: &Path, why: &str) -> Error {
     Error::new(
@@ -124,7 +109,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
-            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
+            budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
         };
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
@@ -183,7 +168,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
-            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
+            budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
         };
         // A file tool mutation a crash interrupted is finished before anything else runs, and a
         // restore's leftovers are cleaned up.
@@ -206,7 +191,7 @@ impl Repo {
             bundles: BundleCache::default(),
             trees: Default::default(),
             deadline: Default::default(),
-            budget: crate::budget::Budget::new(DEFAULT_BUDGET),
+            budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
         })
     }
 
@@ -229,7 +214,7 @@ impl Repo {
         self.backend.as_ref()
     }
 
-    pub fn manifest(&self) -> &Manifest {
+    pub(crate) fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
@@ -241,13 +226,13 @@ impl Repo {
     }
 
     /// Makes this handle draw on `budget` (the server gives all its handles one).
-    pub fn set_budget(&mut self, budget: std::sync::Arc<crate::budget::Budget>) {
+    pub fn set_budget(&mut self, budget: std::sync::Arc<crate::base::budget::Budget>) {
         self.budget = budget;
     }
 
     /// A share of the memory budget for holding `bytes` whole, waiting (until the deadline)
     /// for other reads to give theirs back.
-    pub fn hold(&self, bytes: u64) -> Result<crate::budget::Permit> {
+    pub fn hold(&self, bytes: u64) -> Result<crate::base::budget::Permit> {
         self.budget.acquire(bytes, self.deadline())
     }
 
@@ -263,8 +248,17 @@ impl Repo {
         }
     }
 
-    /// Appends one audit record in a transaction of its own.
-    pub fn audit(&self, record: AuditRecord) -> Result<i64> {
-        self.manifest.write(|tx| manifest::audit::append(tx, &record))
+    /// Where workspace lock files live: `locks/` in the repository, or a temporary directory
+    /// for an in-memory one.
+    pub(crate) fn locks_dir(&self) -> std::path::PathBuf {
+        match self.root() {
+            Some(r) => r.join("locks"),
+            None => std::env::temp_dir().join("trove-locks"),
+        }
+    }
+
+    /// Waits for the lock of the workspace at `live_dir`, giving up at the request's deadline.
+    pub(crate) fn lock_live(&self, live_dir: &Path) -> Result<crate::fs::lock::Locked> {
+        crate::fs::lock::Locked::acquire(&self.locks_dir(), live_dir, self.deadline())
     }
 }

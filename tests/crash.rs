@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use trove::restore::RestoreOptions;
+use trove::RestoreOptions;
 use trove::{Repo, SnapshotOptions};
 
 #[test]

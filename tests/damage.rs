@@ -11,8 +11,8 @@ use common::*;
 use rusqlite::Connection;
 use serde_json::json;
 use trove::object::Backend;
-use trove::session::SessionSpec;
 use trove::tools::ToolCall;
+use trove::SessionSpec;
 use trove::{ErrorKind, Repo, SnapshotOptions};
 
 fn sql(repo: &Path, statement: &str) {

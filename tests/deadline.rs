@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use trove::session::SessionSpec;
 use trove::tools::ToolCall;
+use trove::SessionSpec;
 use trove::{ErrorKind, Repo, SnapshotOptions};
 
 /// Holds the workspace lock of `ws` in `repo` as another writer would (the lock file is keyed

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, CWD};
 use serde_json::json;
-use trove::restore::RestoreOptions;
-use trove::session::SessionSpec;
 use trove::tools::ToolCall;
+use trove::RestoreOptions;
+use trove::SessionSpec;
 use trove::{EntryKind, NoProgress, Repo, SnapshotOptions};
 
 /// Makes `depth` nested directories named `name` under `root` (opened one from the other, so
@@ -60,7 +60,7 @@ fn on_small_stack(f: impl FnOnce(&Path) + Send + 'static) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().to_path_buf();
     let outcome = std::thread::Builder::new().stack_size(256 << 10).spawn(move || f(&path)).expect("spawn").join();
-    let wd = trove::tools::workdir::WorkDir::open(dir.path()).expect("open");
+    let wd = trove::testing::WorkDir::open(dir.path()).expect("open");
     for entry in fs::read_dir(dir.path()).expect("list") {
         wd.remove(entry.expect("entry").file_name().as_encoded_bytes()).expect("remove");
     }

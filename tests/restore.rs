@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use trove::object::{Backend, MemoryBackend};
-use trove::restore::RestoreOptions;
+use trove::RestoreOptions;
 use trove::{ErrorKind, Repo, SnapshotOptions};
 
 /// A backend that runs `on_read` once, at the first read: the moment a restore has made its

@@ -7,11 +7,11 @@ use std::fs;
 use std::path::Path;
 
 use proptest::prelude::*;
-use trove::live::ChangePolicy;
-use trove::scope::{FileAccess, Scope};
-use trove::source::{Source, WorkspaceView};
-use trove::walk::Excludes;
+use trove::ChangePolicy;
+use trove::Excludes;
+use trove::{FileAccess, Scope};
 use trove::{Repo, SnapshotOptions};
+use trove::{Source, WorkspaceView};
 
 const SID: &str = "sess_000000000001";
 /// Directories of the fixed part of the tree; each holds `f.txt` whose content is its path.

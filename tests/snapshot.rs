@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use common::*;
 use trove::object::{Backend, LocalBackend};
-use trove::restore::RestoreOptions;
+use trove::RestoreOptions;
 use trove::{ErrorKind, Progress, Repo, SnapshotOptions};
 
 fn count(repo: &Repo, table: &str) -> i64 {
-    repo.manifest().conn().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).expect("count")
+    trove::testing::conn(repo).query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).expect("count")
 }
 
 #[test]
@@ -291,16 +291,17 @@ fn every_change_is_audited_with_contiguous_sequence_numbers() {
         .snapshot(&ws, &SnapshotOptions { actor: "cli:tester".into(), ..SnapshotOptions::default() })
         .expect("snapshot");
     repo.restore(&snap, &tmp.path().join("out"), &RestoreOptions::default()).expect("restore");
-    let rows = trove::manifest::audit::tail(repo.manifest().conn(), None, 10).expect("audit");
+    let rows = repo.audit_log(None, 10).expect("audit");
     let ops: Vec<&str> = rows.iter().map(|r| r.record.operation.as_str()).collect();
     assert_eq!(ops, ["init", "snapshot", "restore"]);
     let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, [1, 2, 3]);
     assert_eq!(rows[1].record.actor, "cli:tester");
-    let encoded: Vec<u8> =
-        repo.manifest().conn().query_row("SELECT encoded FROM audit WHERE seq = 2", [], |r| r.get(0)).expect("encoded");
+    let encoded: Vec<u8> = trove::testing::conn(&repo)
+        .query_row("SELECT encoded FROM audit WHERE seq = 2", [], |r| r.get(0))
+        .expect("encoded");
     assert!(encoded.starts_with(b"trove-audit-v1"));
-    assert!(repo.manifest().conn().execute("DELETE FROM audit WHERE seq = 1", []).is_err());
+    assert!(trove::testing::conn(&repo).execute("DELETE FROM audit WHERE seq = 1", []).is_err());
 }
 
 #[test]
@@ -311,7 +312,7 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
     let repo = Repo::in_memory().expect("repo");
     repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
     let mut from_packs = Vec::new();
-    let conn = repo.manifest().conn();
+    let conn = trove::testing::conn(&repo);
     let packs: Vec<(String, i64)> = conn
         .prepare("SELECT name, size FROM packs")
         .expect("prepare")
@@ -325,7 +326,7 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
         }
     }
     let mut indexed = Vec::new();
-    trove::manifest::objects::for_each_location(conn, |id, l| {
+    trove::testing::objects::for_each_location(conn, |id, l| {
         let l = l?;
         let id = trove::object::ObjectId::from_slice(&id)?;
         indexed.push((id, l.pack, l.offset, l.stored_len, l.raw_len, l.inner_offset));
@@ -404,7 +405,7 @@ fn a_chunk_list_that_reassembles_other_bytes_is_corrupt() {
     let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
     let entry = repo.lookup(&snap, b"big.bin").expect("lookup");
     // Swap the first two chunks' places: every chunk still verifies, the file does not.
-    let conn = repo.manifest().conn();
+    let conn = trove::testing::conn(&repo);
     let chunks: Vec<(i64, Vec<u8>)> = conn
         .prepare("SELECT seq, chunk FROM chunk_lists ORDER BY seq LIMIT 2")
         .expect("prepare")

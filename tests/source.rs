@@ -5,12 +5,12 @@ mod common;
 
 use std::fs;
 
-use trove::live::ChangePolicy;
-use trove::live::READ_LIMIT;
-use trove::scope::{FileAccess, Scope};
-use trove::source::{Origin, Source, WorkspaceView};
-use trove::walk::Excludes;
+use trove::ChangePolicy;
+use trove::Excludes;
+use trove::FILES_READ_LIMIT as READ_LIMIT;
 use trove::{ErrorKind, Repo, SnapshotOptions};
+use trove::{FileAccess, Scope};
+use trove::{Origin, Source, WorkspaceView};
 
 #[test]
 fn live_while_the_directory_exists_then_the_latest_snapshot() {
@@ -33,7 +33,7 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
     fs::rename(&ws, &moved).expect("the sandbox goes away");
     let (from_snap, origin) = repo.list_files(&view, &Source::Auto).expect("snapshot listing");
     assert_eq!(origin, Origin::Snapshot(snap.id.clone()));
-    let paths = |v: &[trove::live::LiveFile]| v.iter().map(|f| (f.path.clone(), f.size)).collect::<Vec<_>>();
+    let paths = |v: &[trove::LiveFile]| v.iter().map(|f| (f.path.clone(), f.size)).collect::<Vec<_>>();
     assert_eq!(paths(&from_snap), paths(&live), "the same files, from either source");
 
     let (read, origin) =

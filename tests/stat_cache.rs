@@ -122,11 +122,11 @@ fn unchanged_files_are_not_read_again() {
     std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
     repo.snapshot(&ws, &opts).expect("first");
     let cached: i64 =
-        repo.manifest().conn().query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
+        trove::testing::conn(&repo).query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
     assert_eq!(cached, 1, "an old enough file is cached");
     fs::write(ws.join("b"), "fresh").expect("write");
     repo.snapshot(&ws, &opts).expect("second");
     let cached: i64 =
-        repo.manifest().conn().query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
+        trove::testing::conn(&repo).query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
     assert_eq!(cached, 1, "a file written just now is racy and not cached yet");
 }

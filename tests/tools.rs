@@ -6,9 +6,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use trove::session::{Session, SessionSpec};
 use trove::tools::{envelope, ToolCall};
 use trove::{ErrorKind, Repo};
+use trove::{Session, SessionSpec};
 
 /// seq, operation, outcome, before sha256, after sha256, before object.
 type AuditRow = (i64, String, String, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -365,7 +365,7 @@ fn sessions_that_are_not_active_are_read_only_and_read_their_snapshot() {
     assert_eq!(r["sha256"], json!(sha256(b"# demo\n\nPORT = 3000\n")));
     let r = w.ok("list_directory", json!({"recursive": true}));
     assert_eq!(r["source"], json!("snapshot"));
-    w.repo.end_session(&w.s.id, trove::session::EndReason::Deleted, "test").expect("end");
+    w.repo.end_session(&w.s.id, trove::EndReason::Deleted, "test").expect("end");
     w.err("delete_file", json!({"path": "README.md"}), ErrorKind::ReadOnly);
     assert_eq!(w.ok("search_files", json!({"pattern": "PORT"}))["matches"].as_array().expect("m").len(), 1);
 }
@@ -623,8 +623,8 @@ fn deleted_files_keep_their_content_after_the_patch() {
 }
 
 /// A journal row as a crash would leave it: `steps` over the workspace of `w`.
-fn journal_row(w: &Ws, steps: Vec<trove::tools::journal::Step>) -> String {
-    use trove::tools::journal::Plan;
+fn journal_row(w: &Ws, steps: Vec<trove::testing::Step>) -> String {
+    use trove::testing::Plan;
     let plan = Plan {
         id: "op_0123456789ab".into(),
         tool: "apply_patch".into(),
@@ -636,17 +636,17 @@ fn journal_row(w: &Ws, steps: Vec<trove::tools::journal::Step>) -> String {
         steps,
         details: json!({}),
     };
-    let conn = w.repo.manifest().conn();
-    trove::manifest::journal::insert(conn, &plan.id, 1, &serde_json::to_string(&plan).expect("plan")).expect("row");
+    let conn = trove::testing::conn(&w.repo);
+    trove::testing::journal::insert(conn, &plan.id, 1, &serde_json::to_string(&plan).expect("plan")).expect("row");
     plan.id
 }
 
-fn write_step(w: &Ws, path: &str, before: &[u8], after: &[u8]) -> trove::tools::journal::Step {
-    let conn = w.repo.manifest().conn();
+fn write_step(w: &Ws, path: &str, before: &[u8], after: &[u8]) -> trove::testing::Step {
+    let conn = trove::testing::conn(&w.repo);
     let chunking = w.repo.config().chunking;
-    let b = trove::manifest::loose::store(conn, before, 3, &chunking).expect("store");
-    let a = trove::manifest::loose::store(conn, after, 3, &chunking).expect("store");
-    trove::tools::journal::Step::Write {
+    let b = trove::testing::loose::store(conn, before, 3, &chunking).expect("store");
+    let a = trove::testing::loose::store(conn, after, 3, &chunking).expect("store");
+    trove::testing::Step::Write {
         path: path.as_bytes().to_vec(),
         tmp: format!(".trove-op_0123456789ab-{path}.tmp").into_bytes(),
         before: Some(sha256(before)),
@@ -658,7 +658,7 @@ fn write_step(w: &Ws, path: &str, before: &[u8], after: &[u8]) -> trove::tools::
 }
 
 fn pending(w: &Ws) -> usize {
-    trove::manifest::journal::pending(w.repo.manifest().conn()).expect("journal").len()
+    trove::testing::journal::pending(trove::testing::conn(&w.repo)).expect("journal").len()
 }
 
 #[test]
@@ -669,7 +669,7 @@ fn recovery_leaves_a_live_writer_alone_and_rolls_forward_once_it_is_gone() {
     journal_row(&w, vec![step]);
     {
         // A writer holds the workspace lock: its plan is running, not interrupted.
-        let _held = trove::tools::mutate::Locked::acquire(&w.repo, &w.root).expect("lock");
+        let _held = trove::testing::lock(&w.repo, &w.root).expect("lock");
         Repo::open(&w.repo_path).expect("open");
         assert_eq!(pending(&w), 1, "a live plan is not recovered");
         assert_eq!(w.text("a.txt"), "one\n");
@@ -709,11 +709,11 @@ fn a_deleted_directory_that_changed_meanwhile_is_not_thrown_away() {
     fs::create_dir_all(w.root.join("q")).expect("mkdir");
     fs::write(w.root.join("q/f"), "f\n").expect("write");
     fs::write(w.root.join("q/new.txt"), "not in the trash\n").expect("write");
-    let step = trove::tools::journal::Step::Remove {
+    let step = trove::testing::Step::Remove {
         path: b"q".to_vec(),
         grave: b".trove-op_0123456789ab-0.del".to_vec(),
         before: None,
-        trash: Box::new(trove::trash::TrashItem { id: "trash_aaaaaaaaaaaa".into(), ..item }),
+        trash: Box::new(trove::TrashItem { id: "trash_aaaaaaaaaaaa".into(), ..item }),
     };
     journal_row(&w, vec![step]);
     Repo::open(&w.repo_path).expect("open");
@@ -757,7 +757,7 @@ fn restoring_elsewhere_needs_read_access_to_what_was_deleted() {
     let d = repo
         .run_tool(&a, ToolCall::parse("delete_file", json!({"path": "secrets/key"})).expect("p"), "a")
         .expect("del");
-    repo.end_session(&a.id, trove::session::EndReason::Deleted, "t").expect("end");
+    repo.end_session(&a.id, trove::EndReason::Deleted, "t").expect("end");
     let spec: SessionSpec =
         serde_json::from_value(json!({"workspace": "w", "file_access": {"read": [], "write": ["src"]}})).expect("spec");
     let r = root.clone();

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use trove::scope::{FileAccess, Scope};
+use trove::{FileAccess, Scope};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = trove::pattern::regex(text, mode & 4 == 4);
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    if let Ok(ex) = trove::walk::Excludes::new(&lines) {
+    if let Ok(ex) = trove::Excludes::new(&lines) {
         for l in &lines {
             let _ = ex.is_excluded(l.as_bytes(), l.rsplit('/').next().unwrap_or("").as_bytes(), mode & 8 == 8);
         }

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use trove::tree;
+use trove::testing::tree;
 
 fuzz_target!(|data: &[u8]| {
     // `count` only walks the lengths, so it may accept what `decode` refuses (an unknown kind),

@@ -3,8 +3,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::audit::AuditRecord;
-use crate::error::Result;
+use crate::base::error::Result;
+use crate::model::audit::{AuditRecord, FullRecord};
 
 /// Appends `record` in the caller's transaction and returns its sequence number.
 pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
@@ -40,13 +40,6 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
     Ok(seq)
 }
 
-/// A stored record: its sequence number and the record as it was appended.
-#[derive(Debug, Clone)]
-pub struct FullRecord {
-    pub seq: i64,
-    pub record: AuditRecord,
-}
-
 const FULL: &str = "SELECT seq, time_ns, actor, operation, workspace, session, path, dest_path, before_sha256,
                     after_sha256, before_object, after_object, outcome, details FROM audit";
 
@@ -59,8 +52,8 @@ fn full_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
     record.session = r.get(5)?;
     record.path = r.get(6)?;
     record.dest_path = r.get(7)?;
-    record.before_sha256 = r.get::<_, Option<Vec<u8>>>(8)?.and_then(|v| v.try_into().ok());
-    record.after_sha256 = r.get::<_, Option<Vec<u8>>>(9)?.and_then(|v| v.try_into().ok());
+    record.before_sha256 = r.get::<_, Option<[u8; 32]>>(8)?;
+    record.after_sha256 = r.get::<_, Option<[u8; 32]>>(9)?;
     record.outcome = r.get(12)?;
     Ok((FullRecord { seq: r.get(0)?, record }, r.get(10)?, r.get(11)?, r.get(13)?))
 }
@@ -70,8 +63,9 @@ fn finish_row(raw: RawRecord) -> Result<FullRecord> {
     let id = |o: Option<Vec<u8>>| o.map(|o| crate::object::ObjectId::from_slice(&o)).transpose();
     full.record.before_object = id(before)?;
     full.record.after_object = id(after)?;
-    full.record.details = serde_json::from_str(&details)
-        .map_err(|e| crate::error::Error::corrupt(format!("audit record {} has malformed details: {e}", full.seq)))?;
+    full.record.details = serde_json::from_str(&details).map_err(|e| {
+        crate::base::error::Error::corrupt(format!("audit record {} has malformed details: {e}", full.seq))
+    })?;
     Ok(full)
 }
 
@@ -96,31 +90,4 @@ pub fn tail(conn: &Connection, session: Option<&str>, limit: i64) -> Result<Vec<
     }
     out.reverse();
     Ok(out)
-}
-
-impl FullRecord {
-    /// The record as JSON: hashes and object ids in hex, paths as text.
-    pub fn to_json(&self) -> serde_json::Value {
-        let r = &self.record;
-        let mut m = serde_json::Map::new();
-        m.insert("seq".into(), self.seq.into());
-        m.insert("time".into(), crate::repo::iso_time(r.time_ns).into());
-        m.insert("actor".into(), r.actor.clone().into());
-        m.insert("operation".into(), r.operation.clone().into());
-        m.insert("workspace".into(), r.workspace.clone().into());
-        m.insert("session".into(), r.session.clone().into());
-        if let Some(p) = &r.path {
-            crate::path::put_json(&mut m, "path", p);
-        }
-        if let Some(p) = &r.dest_path {
-            crate::path::put_json(&mut m, "destPath", p);
-        }
-        m.insert("beforeSha256".into(), r.before_sha256.map(hex::encode).into());
-        m.insert("afterSha256".into(), r.after_sha256.map(hex::encode).into());
-        m.insert("beforeObject".into(), r.before_object.map(|o| o.to_hex()).into());
-        m.insert("afterObject".into(), r.after_object.map(|o| o.to_hex()).into());
-        m.insert("outcome".into(), r.outcome.clone().into());
-        m.insert("details".into(), r.details.clone());
-        serde_json::Value::Object(m)
-    }
 }

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection};
 
 use super::db;
-use crate::error::Result;
+use crate::base::error::Result;
 
 pub fn insert(conn: &Connection, id: &str, created_ns: i64, plan: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO journal (id, created_ns, plan) VALUES (?1, ?2, ?3)")

@@ -4,8 +4,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::error::Result;
-use crate::object::{blob, Chunking, ObjectId};
+use crate::base::error::Result;
+use crate::object::{blob, ObjectId};
 
 /// Files up to this size are one object; bigger ones are chunked like snapshot content.
 pub const WHOLE_LIMIT: usize = 1 << 20;
@@ -25,7 +25,8 @@ pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Resul
 
 /// Stores `bytes` as a file's content in the caller's transaction and returns its content id;
 /// over 1 MiB it is chunked, with a chunk list, as snapshots store big files.
-pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &Chunking) -> Result<ObjectId> {
+#[cfg(feature = "testing")]
+pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &crate::object::Chunking) -> Result<ObjectId> {
     let id = ObjectId::of(bytes);
     if bytes.len() <= WHOLE_LIMIT {
         insert(conn, &id, bytes, level)?;

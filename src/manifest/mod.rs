@@ -13,6 +13,7 @@ pub mod restores;
 pub mod sessions;
 pub mod snapshots;
 pub mod stat_cache;
+pub mod tokens;
 pub mod trash;
 pub mod trees;
 pub mod workspaces;
@@ -21,7 +22,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
 pub const SCHEMA_VERSION: i64 = 4;

@@ -3,7 +3,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::object::{ObjectId, SealedPack};
 
 /// A location from columns `at..at + 5` (pack name, offset, stored_len, raw_len, inner_offset):

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection};
 
 use super::db;
-use crate::error::Result;
+use crate::base::error::Result;
 
 /// A restore that began and has not finished.
 #[derive(Debug, Clone, PartialEq, Eq)]

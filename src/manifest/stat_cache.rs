@@ -3,7 +3,7 @@
 use rusqlite::{params, Connection};
 
 use super::db;
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::object::{ObjectId, RandomKeyMap, Sha256};
 
 /// A file's identity as `lstat` shows it, plus the content that identity was read as.

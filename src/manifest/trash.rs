@@ -3,8 +3,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::error::{Error, Result};
-use crate::trash::{TrashEntry, TrashItem};
+use crate::base::error::{Error, Result};
+use crate::model::trash::{TrashEntry, TrashItem};
 
 const COLUMNS: &str = "id, workspace, session, path, kind, size, sha256, mode, object, deleted_by, deleted_ns, \
                        reason, audit_seq, restored_ns";
@@ -133,12 +133,5 @@ pub fn list(conn: &Connection, workspace: &str, path: Option<&[u8]>) -> Result<V
 pub fn mark_restored(conn: &Connection, id: &str, at_ns: i64) -> Result<()> {
     conn.execute("UPDATE trash SET restored_ns = ?2 WHERE id = ?1", params![id, at_ns])
         .map_err(db("marking a trash item restored"))?;
-    Ok(())
-}
-
-/// Links an item to the audit record of its deletion.
-pub fn set_audit_seq(conn: &Connection, id: &str, seq: i64) -> Result<()> {
-    conn.execute("UPDATE trash SET audit_seq = ?2 WHERE id = ?1", params![id, seq])
-        .map_err(db("recording a trash item"))?;
     Ok(())
 }

@@ -3,9 +3,9 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::model::tree::{self, Entry};
 use crate::object::ObjectId;
-use crate::tree::{self, Entry};
 
 /// Inserts a tree, given its canonical encoding, unless a tree with this id exists; returns
 /// whether it was new.

@@ -3,20 +3,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::error::{Error, Result};
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct WorkspaceRow {
-    pub id: i64,
-    pub name: String,
-    #[serde(skip)]
-    pub root: Option<Vec<u8>>,
-    /// Replaces the default exclusion list when set.
-    pub excludes: Option<Vec<String>>,
-    /// Added to the effective list.
-    pub extra_excludes: Vec<String>,
-    pub created_ns: i64,
-}
+use crate::base::error::{Error, Result};
+use crate::model::workspace::Workspace;
 
 fn parse_list(name: &str, json: &str) -> Result<Vec<String>> {
     serde_json::from_str(json)
@@ -24,8 +12,8 @@ fn parse_list(name: &str, json: &str) -> Result<Vec<String>> {
 }
 
 /// Reads one row (columns as in `COLUMNS`); the JSON lists are parsed by `to_row`.
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(WorkspaceRow, Option<String>, String)> {
-    let ws = WorkspaceRow {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Workspace, Option<String>, String)> {
+    let ws = Workspace {
         id: r.get(0)?,
         name: r.get(1)?,
         root: r.get(2)?,
@@ -36,7 +24,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(WorkspaceRow, Option<String>,
     Ok((ws, r.get(3)?, r.get(4)?))
 }
 
-fn to_row(raw: (WorkspaceRow, Option<String>, String)) -> Result<WorkspaceRow> {
+fn to_row(raw: (Workspace, Option<String>, String)) -> Result<Workspace> {
     let (mut ws, excludes, extra) = raw;
     ws.excludes = excludes.map(|j| parse_list(&ws.name, &j)).transpose()?;
     ws.extra_excludes = parse_list(&ws.name, &extra)?;
@@ -45,7 +33,7 @@ fn to_row(raw: (WorkspaceRow, Option<String>, String)) -> Result<WorkspaceRow> {
 
 const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns";
 
-pub fn get(conn: &Connection, name: &str) -> Result<Option<WorkspaceRow>> {
+pub fn get(conn: &Connection, name: &str) -> Result<Option<Workspace>> {
     let raw = conn
         .query_row(&format!("SELECT {COLUMNS} FROM workspaces WHERE name = ?1"), [name], row)
         .optional()
@@ -53,7 +41,7 @@ pub fn get(conn: &Connection, name: &str) -> Result<Option<WorkspaceRow>> {
     raw.map(to_row).transpose()
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<WorkspaceRow>> {
+pub fn list(conn: &Connection) -> Result<Vec<Workspace>> {
     let mut stmt =
         conn.prepare(&format!("SELECT {COLUMNS} FROM workspaces ORDER BY name")).map_err(db("listing workspaces"))?;
     let rows = stmt.query_map([], row).map_err(db("listing workspaces"))?;
@@ -65,7 +53,7 @@ pub fn list(conn: &Connection) -> Result<Vec<WorkspaceRow>> {
 }
 
 /// The workspace called `name`, created if missing.
-pub fn ensure(conn: &Connection, name: &str, now_ns: i64) -> Result<WorkspaceRow> {
+pub fn ensure(conn: &Connection, name: &str, now_ns: i64) -> Result<Workspace> {
     conn.execute("INSERT OR IGNORE INTO workspaces (name, created_ns) VALUES (?1, ?2)", params![name, now_ns])
         .map_err(db("creating a workspace"))?;
     get(conn, name)?.ok_or_else(|| Error::internal(format!("workspace '{name}' vanished after insert")))

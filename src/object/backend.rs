@@ -3,7 +3,7 @@
 //! Hashing, compression and verification live above it (`store.rs`), once. A `put` is durable
 //! when it returns and atomic (a reader sees all of the bytes or none); keys are written once.
 
-use crate::error::Result;
+use crate::base::error::Result;
 
 pub trait Backend: Send + Sync {
     /// Stores `bytes` under `key`, durably and atomically. Writing an existing key with the

@@ -9,7 +9,7 @@
 //! are a member count u32, each member's length u32, then the members back to back; its id is
 //! the BLAKE3 of those raw bytes. Members are found by the manifest's `inner_offset`.
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::object::ObjectId;
 
 pub const MAGIC: &[u8; 4] = b"TRVB";

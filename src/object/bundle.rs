@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::object::{blob, Backend, ObjectId};
 
 /// Objects smaller than this go into bundles.

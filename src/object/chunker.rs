@@ -4,7 +4,7 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 
 /// Content-defined chunking parameters, recorded in the repository config: changing them
 /// changes chunk boundaries, so a repository keeps the ones it was created with.

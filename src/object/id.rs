@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// The address of an object, and of trees and chunked file contents, which hash the same way.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::object::Backend;
 
 /// Open handles kept for reads; packs are immutable, so a cached handle never goes stale.

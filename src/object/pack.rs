@@ -8,7 +8,7 @@
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::object::{blob, Backend, ObjectId};
 
 pub const MAGIC: &[u8; 4] = b"TRVP";

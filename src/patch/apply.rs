@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use super::Chunk;
-use crate::error::{Error, ErrorKind, Result};
+use super::ast::Chunk;
+use crate::base::error::{Error, ErrorKind, Result};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 

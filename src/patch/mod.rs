@@ -20,61 +20,9 @@
 //! looser whitespace and punctuation, and builds the output only once all chunks are placed.
 
 mod apply;
+mod ast;
 mod parse;
 
 pub use apply::apply_chunks;
+pub use ast::{Chunk, FileOp, Patch};
 pub use parse::parse;
-
-/// A parsed patch: its file operations in the order written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Patch {
-    pub ops: Vec<FileOp>,
-}
-
-/// One file section of a patch; `line` is the 1-based patch line of its `***` header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileOp {
-    /// `*** Add File: path` followed by `+` lines.
-    Add {
-        path: String,
-        /// The new file's text: each `+` line without its prefix and with "\n" after it, so a
-        /// zero-line Add is the empty file.
-        contents: String,
-        line: usize,
-    },
-    /// `*** Delete File: path`
-    Delete { path: String, line: usize },
-    /// `*** Update File: path`, optional `*** Move to: path`, then chunks.
-    Update { path: String, move_to: Option<String>, chunks: Vec<Chunk>, line: usize },
-}
-
-impl FileOp {
-    pub fn path(&self) -> &str {
-        match self {
-            FileOp::Add { path, .. } | FileOp::Delete { path, .. } | FileOp::Update { path, .. } => path,
-        }
-    }
-
-    pub fn line(&self) -> usize {
-        match self {
-            FileOp::Add { line, .. } | FileOp::Delete { line, .. } | FileOp::Update { line, .. } => *line,
-        }
-    }
-}
-
-/// One change inside an Update: lines to find in the file and the lines that replace them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chunk {
-    /// The text after each `@@ ` line that opened the chunk: lines to seek, in order, before
-    /// looking for `old_lines`.
-    pub anchors: Vec<String>,
-    /// Context (' ') and removed ('-') lines, without their prefix.
-    pub old_lines: Vec<String>,
-    /// Context (' ') and added ('+') lines, without their prefix.
-    pub new_lines: Vec<String>,
-    /// `*** End of File` closed the chunk: `old_lines` are matched at the end of the file first.
-    pub eof: bool,
-    /// 1-based line number in the patch text where the chunk starts (its first `@@` line, or
-    /// its first diff line).
-    pub line: usize,
-}

@@ -2,8 +2,8 @@
 
 use std::fmt::Display;
 
-use super::{Chunk, FileOp, Patch};
-use crate::error::{Error, Result};
+use super::ast::{Chunk, FileOp, Patch};
+use crate::base::error::{Error, Result};
 
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
@@ -338,7 +338,7 @@ impl<'a> Parser<'_, 'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorKind;
+    use crate::base::error::ErrorKind;
 
     #[test]
     fn heredoc_delimiters() {

@@ -8,7 +8,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::error::{Error, ErrorKind};
+use crate::base::error::{Error, ErrorKind};
 
 /// The HTTP status of each error kind: the only place it is decided.
 pub fn status_of(kind: ErrorKind) -> StatusCode {
@@ -108,11 +108,11 @@ pub(crate) fn hide_paths(paths: &[&std::path::Path]) {
 /// A tool's result as the tools endpoint answers it (`tools::envelope`), with the same care
 /// as error bodies: a failure of the server itself is named by the request's id, its details
 /// logged; no server path is shown.
-pub(crate) fn tool_envelope(result: &crate::error::Result<serde_json::Value>) -> serde_json::Value {
+pub(crate) fn tool_envelope(result: &crate::base::error::Result<serde_json::Value>) -> serde_json::Value {
     let mut v = crate::tools::envelope(result);
     if let (Err(e), Some(err)) = (result, v.get_mut("error").and_then(|e| e.as_object_mut())) {
         let message = if matches!(e.kind(), ErrorKind::Io | ErrorKind::Internal) {
-            let id = super::guard::current().map(|r| r.id).unwrap_or_default();
+            let id = super::request::current().map(|r| r.id).unwrap_or_default();
             tracing::error!(request = %id, kind = %e.kind(), error = %e.message(), "tool failed");
             err.insert("requestId".into(), json!(id));
             format!("{} error: the server logged the details under request id {id}", e.kind())
@@ -135,7 +135,7 @@ fn redact(text: &str) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let request = super::guard::current().map(|r| r.id);
+        let request = super::request::current().map(|r| r.id);
         // A failure of the server itself says nothing of its internals: the details (paths,
         // sources, panic text) go to the log under the request's id.
         let internal = matches!(self.kind, ErrorKind::Io | ErrorKind::Internal);

@@ -6,7 +6,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
-use crate::error::ErrorKind;
+use crate::base::error::ErrorKind;
 
 /// Path parameters, percent-decoded; one that is not UTF-8 is `invalid_path`.
 pub(crate) struct P<T>(pub T);
@@ -65,8 +65,8 @@ impl<S: Send + Sync> FromRequestParts<S> for FileTarget {
         let (Some(owner), Some("files"), Some(tail)) = (owner, files, tail) else {
             return Err(ApiError::new(ErrorKind::InvalidPath, "missing file path: give one after /files/"));
         };
-        let owner = String::from_utf8(crate::path::percent_decode(owner)?)
+        let owner = String::from_utf8(crate::base::path::percent_decode(owner)?)
             .map_err(|_| ApiError::new(ErrorKind::InvalidArgument, "the id in the URL is not UTF-8"))?;
-        Ok(FileTarget { owner, path: crate::path::from_url(tail)? })
+        Ok(FileTarget { owner, path: crate::base::path::from_url(tail)? })
     }
 }

@@ -15,11 +15,11 @@ use serde_json::{json, Value};
 use super::extract::{FileTarget, P, Q};
 use super::state::AppState;
 use super::ApiError;
-use crate::error::{Error, ErrorKind};
-use crate::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
+use crate::base::error::{Error, ErrorKind};
+use crate::fs::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
+use crate::model::session::Session;
+use crate::ops::source::{Origin, Source, WorkspaceView};
 use crate::repo::Repo;
-use crate::session::Session;
-use crate::source::{Origin, Source, WorkspaceView};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,7 +58,7 @@ pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> boo
         || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"))
 }
 
-use crate::repo::iso_time as iso;
+use crate::base::time::iso_time as iso;
 
 fn base64_if_not_utf8(p: &[u8]) -> Option<String> {
     use base64::Engine;
@@ -148,7 +148,7 @@ pub(super) async fn list(
     let sid = id.clone();
     let (files, origin) = st
         .blocking(move |st, repo| {
-            crate::tools::journal::panic_point("server:panic-blocking");
+            crate::base::failpoint::panic_point("server:panic-blocking");
             let s = session_of(repo, &sid)?;
             let scope = s.scope()?;
             let ex = st.excludes(repo, &s.workspace)?;
@@ -181,7 +181,7 @@ pub(super) async fn read(
         super::stream::download(&st, open, policy, &headers).await
     } else {
         let work = move |st: &AppState, repo: &Repo| {
-            crate::tools::journal::panic_point("server:panic-inline");
+            crate::base::failpoint::panic_point("server:panic-inline");
             let s = session_of(repo, &sid)?;
             let scope = s.scope()?;
             let view = WorkspaceView::of_session(&s, &st.unused_excludes, &scope);
@@ -196,7 +196,7 @@ pub(super) async fn read(
         }
         Err(e) => {
             if e.kind() == ErrorKind::PermissionDenied {
-                audit_denial(&st, &id, &crate::path::display(&asked), e.message()).await;
+                audit_denial(&st, &id, &crate::base::path::display(&asked), e.message()).await;
             }
             Err(e)
         }
@@ -207,11 +207,11 @@ pub(super) async fn read(
 /// transaction, which a write may not nest in).
 async fn audit_denial(st: &Arc<AppState>, session: &str, path: &str, message: &str) {
     let (session, path, message, actor) =
-        (session.to_string(), path.to_string(), message.to_string(), super::auth::actor());
+        (session.to_string(), path.to_string(), message.to_string(), super::request::actor());
     let done = st
         .blocking(move |_, repo| {
             let s = repo.session(&session)?;
-            let mut rec = crate::audit::AuditRecord::ok(crate::repo::now_ns(), &actor, "files_read");
+            let mut rec = crate::model::audit::AuditRecord::ok(crate::base::time::now_ns(), &actor, "files_read");
             rec.outcome = ErrorKind::PermissionDenied.as_str().to_string();
             rec.workspace = Some(s.workspace.clone());
             rec.session = Some(s.id.clone());

@@ -13,38 +13,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 
+use super::request::{new_request_id, RequestInfo, REQUEST};
 use super::state::AppState;
 use super::ApiError;
-use crate::error::{Error, ErrorKind};
-
-tokio::task_local! {
-    /// The request being served: its id and deadline, read by the work it starts.
-    pub(crate) static REQUEST: RequestInfo;
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct RequestInfo {
-    pub id: String,
-    pub deadline: Instant,
-}
-
-/// The id and deadline of the request this task serves, if it serves one.
-pub(crate) fn current() -> Option<RequestInfo> {
-    REQUEST.try_with(Clone::clone).ok()
-}
+use crate::base::error::{Error, ErrorKind};
 
 /// How long past its deadline a handler may still run before its answer is given up on. The
 /// library stops its own work at the deadline; this only catches what does not check it.
 const GRACE: Duration = Duration::from_secs(30);
-
-fn new_request_id() -> String {
-    let mut bytes = [0u8; 6];
-    // Without randomness the id is still unique enough to find a log line: fall back to time.
-    if crate::session::fill_random(&mut bytes).is_err() {
-        bytes.copy_from_slice(&crate::repo::now_ns().to_le_bytes()[..6]);
-    }
-    format!("req_{}", hex::encode(bytes))
-}
 
 /// The text of a panic's payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -15,16 +15,17 @@ use super::extract::{P, Q};
 use super::files::ok;
 use super::state::AppState;
 use super::ApiError;
-use crate::error::{Error, ErrorKind};
-use crate::repo::now_ns;
-use crate::session::{parse_age, workspace_dir, EndReason, SessionSpec};
+use crate::base::error::{Error, ErrorKind};
+use crate::base::time::now_ns;
+use crate::model::session::{parse_age, EndReason, SessionSpec};
+use crate::ops::session::workspace_dir;
 
 /// `POST /v1/sessions`: every field optional, an empty body included.
 pub(super) async fn create(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let body = super::extract::body_of(body)?;
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
@@ -66,7 +67,7 @@ pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<String>) -> Re
 
 /// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
 pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, &actor)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -82,7 +83,7 @@ pub(super) struct BulkQuery {
 
 /// `DELETE /v1/sessions?status=idle&older_than=1h30m`: `{"deleted": n}`.
 pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQuery>) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let idle_only = match q.status.as_deref() {
         None => false,
         Some("idle") => true,
@@ -128,7 +129,7 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
 
 /// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
 pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, &actor)?))).await?;
     Ok(ok(record))
@@ -136,7 +137,7 @@ pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> 
 
 /// `POST /v1/sessions/{id}/resume`: serve the live tree again.
 pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, &actor)?))).await?;
     Ok(ok(record))
 }

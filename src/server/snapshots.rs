@@ -14,11 +14,11 @@ use super::extract::{P, Q};
 use super::files::{listing, ok, read_response, wants_download};
 use super::state::AppState;
 use super::ApiError;
-use crate::error::{Error, ErrorKind};
-use crate::live::{ChangePolicy, READ_LIMIT};
-use crate::manifest::snapshots::SnapshotInfo;
-use crate::progress::NoProgress;
-use crate::source::{Source, WorkspaceView};
+use crate::base::error::{Error, ErrorKind};
+use crate::base::progress::NoProgress;
+use crate::fs::live::{ChangePolicy, READ_LIMIT};
+use crate::model::snapshot::SnapshotInfo;
+use crate::ops::source::{Source, WorkspaceView};
 
 fn info_json(s: &SnapshotInfo) -> Value {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
@@ -30,7 +30,7 @@ fn info_json(s: &SnapshotInfo) -> Value {
 
 /// `POST /v1/sessions/{id}/snapshots`: 201 with the new snapshot.
 pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let info = st
         .blocking(move |_, repo| {
@@ -94,7 +94,7 @@ pub(super) async fn files(
             let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
             let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.clone()))?;
             if let Some(p) = q.prefix.as_deref().map(str::as_bytes).filter(|p| !p.is_empty()) {
-                let p = crate::path::normalize_nonempty(p)?;
+                let p = crate::base::path::normalize_nonempty(p)?;
                 files.retain(|f| f.path.starts_with(&p) && f.path.get(p.len()).is_none_or(|&c| c == b'/'));
             }
             Ok::<_, Error>((files, origin))
@@ -167,7 +167,7 @@ pub(super) async fn export(
             "the path contains a backslash: separate components with '/'",
         ));
     }
-    let rel = if path.is_empty() { Vec::new() } else { crate::path::normalize_nonempty(path.as_bytes())? };
+    let rel = if path.is_empty() { Vec::new() } else { crate::base::path::normalize_nonempty(path.as_bytes())? };
     let (info, rel) = st
         .blocking(move |_, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;

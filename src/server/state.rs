@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::ServeOptions;
-use crate::error::{Error, Result};
-use crate::repo::{now_ns, Repo};
-use crate::session::{EndReason, Session};
-use crate::walk::Excludes;
+use super::options::ServeOptions;
+use crate::base::error::{Error, Result};
+use crate::base::time::now_ns;
+use crate::fs::walk::Excludes;
+use crate::model::session::{EndReason, Session};
+use crate::repo::Repo;
 
 /// Idle `Repo` handles kept for reuse; more may exist while requests run.
 const POOL_KEEP: usize = 16;
@@ -28,9 +29,9 @@ pub(crate) struct AppState {
     /// workspace's list for them would be a query per request for nothing.
     pub unused_excludes: Excludes,
     /// The memory budget every pooled handle draws on.
-    budget: Arc<crate::budget::Budget>,
+    budget: Arc<crate::base::budget::Budget>,
     /// The tokens that may call, read again when the manifest changes.
-    pub tokens: super::auth::Tokens,
+    pub tokens: crate::ops::tokens::Tokens,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -59,10 +60,10 @@ impl Drop for Busy {
 impl AppState {
     pub fn new(opts: ServeOptions) -> Result<AppState> {
         // Opening one handle up front turns a bad --repo into an error before binding.
-        let budget = crate::budget::Budget::new(opts.memory_budget);
+        let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let mut first = Repo::open(&opts.repo)?;
         first.set_budget(budget.clone());
-        let tokens = super::auth::Tokens::new(&first, opts.token_hashes.clone())?;
+        let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         std::fs::create_dir_all(&opts.workspaces)
             .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
         Ok(AppState {
@@ -87,7 +88,7 @@ impl AppState {
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E> + Send + 'static,
     {
         let state = self.clone();
-        let request = super::guard::current();
+        let request = super::request::current();
         let deadline = request.as_ref().map(|r| r.deadline);
         tokio::task::spawn_blocking(move || state.with_repo(deadline, |repo| f(&state, repo))).await.map_err(|e| {
             let id = request.map(|r| r.id).unwrap_or_default();
@@ -114,7 +115,7 @@ impl AppState {
         E: From<Error>,
         F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E>,
     {
-        let deadline = super::guard::current().map(|r| r.deadline);
+        let deadline = super::request::current().map(|r| r.deadline);
         self.with_repo(deadline, |repo| repo.manifest().read(|| f(self, repo)))
     }
 
@@ -201,10 +202,17 @@ impl AppState {
             }
             if let Some(reason) = s.due(now, s.last_activity_ns, self.opts.idle_timeout) {
                 match repo.end_session(&s.id, reason, "trove-serve") {
-                    Ok(_) => ended.push((s.id, reason)),
+                    Ok(_) => {
+                        tracing::info!(session = %s.id, reason = reason.as_str(), "session ended");
+                        ended.push((s.id, reason));
+                    }
                     // Ended meanwhile by a DELETE: nothing left to do.
                     Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
+                    // One session that cannot end now (its final snapshot failed) does not keep
+                    // the others from ending; it is tried again at the next tick.
+                    Err(e) => {
+                        tracing::warn!(session = %s.id, reason = reason.as_str(), error = %e, "cannot end an expired session now; retried at the next tick")
+                    }
                 }
             }
         }
@@ -222,9 +230,12 @@ pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Rec
             _ = tick.tick() => false,
             _ = stop.changed() => true,
         };
-        // A failed tick (a busy disk, a locked manifest) is retried at the next one; only the
-        // last, at shutdown, is reported.
+        // A failed tick (a busy disk, a locked manifest) is logged and retried at the next
+        // one; the last, at shutdown, is also returned.
         let done: Result<_> = state.blocking(|st, repo| st.reap_once(repo)).await;
+        if let Err(e) = &done {
+            tracing::warn!(error = %e, "the reaper's tick failed; retried at the next one");
+        }
         if stopping {
             return done.map(|_| ());
         }

@@ -13,10 +13,10 @@ use tokio::sync::mpsc;
 
 use super::state::AppState;
 use super::ApiError;
-use crate::error::{Error, ErrorKind};
-use crate::live::ChangePolicy;
+use crate::base::error::{Error, ErrorKind};
+use crate::fs::live::ChangePolicy;
+use crate::ops::source::{stream_hashed, Opened, Origin};
 use crate::repo::Repo;
-use crate::source::{stream_hashed, Opened, Origin};
 
 /// The size of one piece of a streamed body.
 pub(super) const PIECE: usize = 64 << 10;
@@ -60,7 +60,7 @@ where
             .blocking(move |st, repo| {
                 let mut out = ChannelWriter { tx, buf: Vec::with_capacity(PIECE) };
                 work(st, repo, &mut out)?;
-                out.flush().map_err(crate::view::from_io)
+                out.flush().map_err(crate::base::error::from_io)
             })
             .await;
         if let Err(e) = done {
@@ -121,7 +121,7 @@ where
     let first = open.clone();
     let found = st
         .blocking(move |st, repo| {
-            let attempts = if policy == ChangePolicy::Abort { 1 } else { crate::live::READ_ATTEMPTS };
+            let attempts = if policy == ChangePolicy::Abort { 1 } else { crate::fs::live::READ_ATTEMPTS };
             for _ in 0..attempts {
                 let (mut opened, origin) = first(st, repo)?;
                 let size = opened.size;
@@ -146,7 +146,7 @@ where
         let expected = found.sha256;
         let body = body(st, move |st, repo, out| {
             let (mut opened, _) = open(st, repo).map_err(|e| Error::new(e.kind(), e.message()))?;
-            let whole = stream_hashed(&mut opened, |bytes| out.write_all(bytes).map_err(crate::view::from_io))?;
+            let whole = stream_hashed(&mut opened, |bytes| out.write_all(bytes).map_err(crate::base::error::from_io))?;
             if whole != expected || !opened.unchanged()? {
                 return Err(Error::new(ErrorKind::Conflict, "the file changed during the download; the body was cut"));
             }

@@ -18,7 +18,7 @@ use super::extract::FileTarget;
 use super::extract::{body_of, P};
 use super::files::session_of;
 use super::state::AppState;
-use crate::error::{Error, ErrorKind};
+use crate::base::error::{Error, ErrorKind};
 use crate::tools::{mutate, ToolCall};
 
 /// `POST /v1/sessions/{id}/tools/{tool}`: request-level problems (unknown session or tool, a
@@ -29,7 +29,7 @@ pub(super) async fn call(
     P((id, tool)): P<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let body = body_of(body)?;
     let params: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
@@ -73,17 +73,21 @@ fn etag(v: &HeaderValue) -> Result<String, ApiError> {
 
 /// `If-Match: *` (RFC 9110: any current representation matches) as the sha256 the file has
 /// now; nothing there fails the precondition (412) as HTTP says.
-fn any_current(s: &crate::session::Session, path: &str, expected: Option<String>) -> Result<Option<String>, ApiError> {
+fn any_current(
+    s: &crate::model::session::Session,
+    path: &str,
+    expected: Option<String>,
+) -> Result<Option<String>, ApiError> {
     if expected.as_deref() != Some("*") {
         return Ok(expected);
     }
-    let rel = crate::path::normalize_nonempty(path.as_bytes())?;
+    let rel = crate::base::path::normalize_nonempty(path.as_bytes())?;
     // The scope first: the answer must not tell what lies outside it.
     s.scope()?.check_write(&rel)?;
-    let cur = crate::tools::workdir::WorkDir::open(&s.live_dir)?.current(&rel)?;
+    let cur = crate::fs::workdir::WorkDir::open(&s.live_dir)?.current(&rel)?;
     match cur {
         Some(c) => Ok(Some(hex::encode(c.sha256))),
-        None => Err(ApiError::from(crate::tools::journal::stale(&rel, None, Some("*")))),
+        None => Err(ApiError::from(crate::journal::stale(&rel, None, Some("*")))),
     }
 }
 
@@ -97,7 +101,7 @@ pub(super) async fn put(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let path = utf8_path(path)?;
     let body = body_of(body)?;
     let create = headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == b"*");
@@ -145,7 +149,7 @@ pub(super) async fn delete(
     FileTarget { owner: id, path }: FileTarget,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let actor = super::auth::actor();
+    let actor = super::request::actor();
     let path = utf8_path(path)?;
     let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
     let _busy = st.mark_busy(&id);

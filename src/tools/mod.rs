@@ -6,21 +6,23 @@
 //! after (as the Files API does). Writes need an active session, go through the stale-file
 //! protocol (`mutate.rs`) and the journal (`journal.rs`), and every refusal is audited.
 
+mod apply_patch;
+mod caller;
 pub mod edit;
-pub mod journal;
 pub mod mutate;
 pub mod read;
 pub mod slice;
-pub mod workdir;
 
+use caller::Caller;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use crate::audit::AuditRecord;
-use crate::error::{Error, ErrorKind, Result};
-use crate::repo::{now_ns, Repo};
-use crate::scope::Scope;
-use crate::session::{Session, Status};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::time::now_ns;
+use crate::fs::lock::Locked;
+use crate::model::audit::AuditRecord;
+use crate::model::session::{Session, Status};
+use crate::repo::Repo;
 
 /// Every tool, by name.
 pub const TOOLS: &[&str] = &[
@@ -161,13 +163,6 @@ pub fn envelope(result: &Result<Value>) -> Value {
     }
 }
 
-/// Who calls, on which session.
-pub struct Caller<'a> {
-    pub session: &'a Session,
-    pub scope: Scope,
-    pub actor: &'a str,
-}
-
 impl Repo {
     /// Runs one tool call for session `s` on behalf of `actor`. Mutations and refusals of
     /// mutations are audited; the result goes to agents through [`envelope`].
@@ -208,7 +203,7 @@ impl Repo {
     }
 
     /// The live tree of `s`, locked for writing, if `s` may write at all.
-    fn check_writable(&self, s: &Session) -> Result<mutate::Locked> {
+    fn check_writable(&self, s: &Session) -> Result<Locked> {
         let read_only = |why: &str| {
             Error::new(ErrorKind::ReadOnly, format!("session '{}' is {why}: its files are read-only", s.id))
         };
@@ -221,7 +216,7 @@ impl Repo {
         if !s.live_dir.is_dir() {
             return Err(read_only("without its workspace directory"));
         }
-        let locked = mutate::Locked::acquire(self, &s.live_dir)?;
+        let locked = self.lock_live(&s.live_dir)?;
         // Ending and pausing hold the same lock: read the status again now that it is ours.
         status(&self.session(&s.id)?)?;
         Ok(locked)

@@ -2,90 +2,25 @@
 //! file as it is now, drafts its steps, and hands them to the journal (`journal.rs`), which
 //! checks again immediately before each rename.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::path::Path;
+use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use super::caller::Caller;
 use super::edit::{self, Edit};
-use super::journal::{self, already_exists, hex_sha, Ctx, Done, Draft, NewContent};
-use super::workdir::{Current, Kind, WorkDir};
-use super::Caller;
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::path;
+use crate::base::random::new_trash_id;
+use crate::base::time::now_ns;
+use crate::fs::lock::Locked;
+use crate::fs::workdir::{Current, Kind, WorkDir};
+use crate::journal::{self, already_exists, hex_sha, Ctx, Done, Draft, NewContent};
+use crate::model::session::Session;
+use crate::model::trash::{TrashEntry, TrashItem};
 use crate::object::ObjectId;
-use crate::path;
-use crate::repo::{now_ns, Repo};
-use crate::session::Session;
-use crate::trash::{new_trash_id, TrashEntry, TrashItem};
-
-/// The live tree of one workspace, held exclusively: every mutation through trove, in this
-/// process or another, takes this lock first, so two writes to one path are serialized and
-/// the second sees the first's result. A `flock` on a file per workspace directory: released
-/// by the kernel when the process dies, so a crash never leaves it held.
-pub struct Locked {
-    pub wd: WorkDir,
-    _lock: File,
-}
-
-impl Locked {
-    /// Waits for the lock of the workspace at `live_dir`.
-    pub fn acquire(repo: &Repo, live_dir: &Path) -> Result<Locked> {
-        Locked::take(repo, live_dir, true)?.ok_or_else(|| Error::internal("a blocking lock returned without the lock"))
-    }
-
-    /// The lock if nobody holds it: how recovery tells a plan whose process died from one that
-    /// is still running.
-    pub fn try_acquire(repo: &Repo, live_dir: &Path) -> Result<Option<Locked>> {
-        Locked::take(repo, live_dir, false)
-    }
-
-    fn take(repo: &Repo, live_dir: &Path, wait: bool) -> Result<Option<Locked>> {
-        let wd = WorkDir::open(live_dir)?;
-        let dir = match repo.root() {
-            Some(r) => r.join("locks"),
-            None => std::env::temp_dir().join("trove-locks"),
-        };
-        // Keyed on the directory itself, not its spelling (`ws`, `ws/`, a symlink to it).
-        let (dev, ino) = wd.identity()?;
-        let file_path = dir.join(format!("{dev:x}-{ino:x}.lock"));
-        let open = || File::options().create(true).truncate(false).write(true).open(&file_path);
-        let file = match open() {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
-                open().map_err(|e| Error::io("open", &file_path, e))?
-            }
-            Err(e) => return Err(Error::io("open", &file_path, e)),
-        };
-        use rustix::fs::FlockOperation;
-        // With a deadline, waiting is polling, so a request gives up in time instead of
-        // queueing behind a long change (and its answer can say that nothing changed).
-        let deadline = repo.deadline().filter(|_| wait);
-        let op = if wait && deadline.is_none() {
-            FlockOperation::LockExclusive
-        } else {
-            FlockOperation::NonBlockingLockExclusive
-        };
-        let mut pause = std::time::Duration::from_millis(1);
-        loop {
-            match rustix::fs::flock(&file, op) {
-                Ok(()) => return Ok(Some(Locked { wd, _lock: file })),
-                Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(None),
-                Err(rustix::io::Errno::WOULDBLOCK) => {
-                    if deadline.is_some_and(|d| std::time::Instant::now() + pause >= d) {
-                        return Err(Error::timeout("waiting for another change to the workspace to finish", false));
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(std::time::Duration::from_millis(20));
-                }
-                Err(e) => return Err(Error::io("lock", &file_path, e.into())),
-            }
-        }
-    }
-}
+use crate::repo::Repo;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -175,7 +110,7 @@ const DELETE_DIR_ENTRIES: usize = 20_000;
 const DELETE_DIR_BYTES: u64 = 256 << 20;
 
 /// A path a tool may write: normalized, inside the scope.
-fn writable(c: &Caller<'_>, p: &str) -> Result<Vec<u8>> {
+pub(super) fn writable(c: &Caller<'_>, p: &str) -> Result<Vec<u8>> {
     let rel = path::normalize_nonempty(p.as_bytes())?;
     c.scope.check_write(&rel)?;
     Ok(rel)
@@ -191,19 +126,19 @@ fn decode(content: &str, encoding: Option<&str>) -> Result<Vec<u8>> {
     }
 }
 
-fn stale(rel: &[u8], cur: Option<&Current>, expected: Option<&str>) -> Error {
+pub(super) fn stale(rel: &[u8], cur: Option<&Current>, expected: Option<&str>) -> Error {
     journal::stale(rel, cur.map(|c| hex_sha(&c.sha256)), expected)
 }
 
 /// The stale-file protocol for a file that must exist: `expected` must be its sha256.
-fn check_expected(rel: &[u8], cur: Option<Current>, expected: Option<&str>) -> Result<Current> {
+pub(super) fn check_expected(rel: &[u8], cur: Option<Current>, expected: Option<&str>) -> Result<Current> {
     match (cur, expected) {
         (Some(c), Some(e)) if hex_sha(&c.sha256).eq_ignore_ascii_case(e) => Ok(c),
         (cur, e) => Err(stale(rel, cur.as_ref(), e)),
     }
 }
 
-fn ctx<'a>(c: &'a Caller<'a>, tool: &'a str, details: Value) -> Ctx<'a> {
+pub(super) fn ctx<'a>(c: &'a Caller<'a>, tool: &'a str, details: Value) -> Ctx<'a> {
     Ctx { tool, actor: c.actor, workspace: &c.session.workspace, session: Some(&c.session.id), details }
 }
 
@@ -228,7 +163,13 @@ fn trash_file(c: &Caller<'_>, rel: &[u8], cur: &Current, reason: &str) -> Result
 }
 
 /// Drafts moving whatever is at `rel` (file or directory) to the trash.
-fn draft_remove(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], expected: Option<&str>, reason: &str) -> Result<Draft> {
+pub(super) fn draft_remove(
+    c: &Caller<'_>,
+    wd: &WorkDir,
+    rel: &[u8],
+    expected: Option<&str>,
+    reason: &str,
+) -> Result<Draft> {
     let meta = wd.stat(rel)?.ok_or_else(|| {
         Error::not_found(format!("'{}' not found", path::display(rel))).with_detail("path", path::display(rel).as_ref())
     })?;
@@ -269,7 +210,7 @@ fn draft_remove(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], expected: Option<&str>
             for (child, m) in walked {
                 let inner = child[rel.len() + 1..].to_vec();
                 if !c.scope.can_write(&child) {
-                    return Err(crate::scope::Scope::denied_path(&child));
+                    return Err(crate::model::scope::Scope::denied_path(&child));
                 }
                 let e = match m.kind {
                     Kind::File => {
@@ -334,13 +275,13 @@ fn draft_remove(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], expected: Option<&str>
     }
 }
 
-fn written(done: &Done, rel: &[u8]) -> Option<String> {
+pub(super) fn written(done: &Done, rel: &[u8]) -> Option<String> {
     done.written.iter().rev().find(|(p, _)| p == rel).map(|(_, s)| s.clone())
 }
 
 /// `a/b.txt` -> `a/b (restored).txt`, then `(restored 2)`, ... the first that is free.
 fn free_name(wd: &WorkDir, rel: &[u8]) -> Result<Vec<u8>> {
-    let (dir, name) = super::workdir::split(rel);
+    let (dir, name) = crate::fs::workdir::split(rel);
     let name = path::display(name).into_owned();
     let (stem, ext) = match name.rfind('.') {
         Some(i) if i > 0 => (&name[..i], &name[i..]),
@@ -348,7 +289,7 @@ fn free_name(wd: &WorkDir, rel: &[u8]) -> Result<Vec<u8>> {
     };
     for n in 1..1000 {
         let suffix = if n == 1 { " (restored)".to_string() } else { format!(" (restored {n})") };
-        let candidate = crate::walk::join_rel(dir, format!("{stem}{suffix}{ext}").as_bytes());
+        let candidate = crate::fs::walk::join_rel(dir, format!("{stem}{suffix}{ext}").as_bytes());
         if wd.stat(&candidate)?.is_none() {
             return Ok(candidate);
         }
@@ -364,7 +305,7 @@ impl Repo {
         wd: &WorkDir,
         rel: &[u8],
         expected: Option<&str>,
-    ) -> Result<(Current, Vec<u8>, crate::budget::Permit)> {
+    ) -> Result<(Current, Vec<u8>, crate::base::budget::Permit)> {
         let size = wd.stat(rel)?.map_or(0, |m| m.size);
         let held = self.hold(2 * size.min(EDIT_LIMIT))?;
         let read = wd.read_whole(rel, EDIT_LIMIT)?;
@@ -558,7 +499,7 @@ impl Repo {
             drafts.push(Draft::Mkdir { path: target.clone() });
             let mut members = Vec::new();
             for e in &item.entries {
-                let rel = crate::walk::join_rel(&target, &e.rel);
+                let rel = crate::fs::walk::join_rel(&target, &e.rel);
                 match (e.kind.as_str(), &e.object, &e.target) {
                     ("file", Some(obj), _) => {
                         let content = stored(obj, e.sha256.as_deref())?;
@@ -585,174 +526,11 @@ impl Repo {
                   "auditSeq": done.audit_seqs.last()}))
     }
 
-    pub(crate) fn tool_apply_patch(&self, c: &Caller<'_>, l: &Locked, p: &ApplyPatch) -> Result<Value> {
-        let patch = crate::patch::parse(&p.patch)?;
-        let wd = &l.wd;
-        // Every path the patch names, once: two operations on one path are ambiguous.
-        let mut seen = BTreeSet::new();
-        for op in &patch.ops {
-            let mut names = vec![op.path().to_string()];
-            if let crate::patch::FileOp::Update { move_to: Some(to), .. } = op {
-                names.push(to.clone());
-            }
-            for n in names {
-                let rel = writable(c, &n).map_err(|e| e.context(format!("patch line {}", op.line())))?;
-                if !seen.insert(rel.clone()) {
-                    return Err(Error::invalid_argument(format!(
-                        "patch line {}: '{n}' appears in more than one operation of the patch; make one operation per file",
-                        op.line()
-                    )));
-                }
-            }
-        }
-        // The texts to update are held in memory (old and new): bound them, and draw on the
-        // memory budget for them, before reading any.
-        let mut total = 0u64;
-        for op in &patch.ops {
-            if let crate::patch::FileOp::Update { path: pth, .. } = op {
-                total += wd.stat(&path::normalize_nonempty(pth.as_bytes())?)?.map_or(0, |m| m.size);
-            }
-        }
-        if total > EDIT_LIMIT {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("the files this patch updates hold {total} bytes, over the {EDIT_LIMIT}-byte limit of one patch: split it"),
-            ));
-        }
-        let _held = self.hold(2 * total)?;
-        // The hash checked against the map is the one the journal checks again right before the
-        // rename.
-        let mut reads: BTreeMap<Vec<u8>, Option<Current>> = BTreeMap::new();
-        for (pth, expected) in &p.expected_sha256_by_path {
-            let rel = path::normalize_nonempty(pth.as_bytes())?;
-            c.scope.check_read(&rel)?;
-            let cur = wd.current(&rel)?;
-            match (expected.as_str(), &cur) {
-                ("", None) => {}
-                ("", Some(c)) => return Err(stale(&rel, Some(c), Some(""))),
-                (e, _) => {
-                    reads.insert(rel.clone(), Some(check_expected(&rel, cur, Some(e))?));
-                    continue;
-                }
-            }
-            reads.insert(rel, cur);
-        }
-        let mut drafts = Vec::new();
-        let mut report = Vec::new();
-        for op in &patch.ops {
-            match op {
-                crate::patch::FileOp::Add { path: pth, contents, line } => {
-                    let rel = path::normalize_nonempty(pth.as_bytes())?;
-                    if wd.stat(&rel)?.is_some() {
-                        return Err(already_exists(&rel).context(format!("patch line {line}: Add File")));
-                    }
-                    report.push((rel.clone(), "add", None::<Vec<u8>>));
-                    drafts.push(Draft::Write {
-                        path: rel,
-                        content: NewContent::Bytes(contents.clone().into_bytes()),
-                        mode: 0o644,
-                        before: None,
-                    });
-                }
-                crate::patch::FileOp::Delete { path: pth, line } => {
-                    let rel = path::normalize_nonempty(pth.as_bytes())?;
-                    match wd.stat(&rel)? {
-                        Some(m) if m.kind == Kind::File => {}
-                        Some(_) => {
-                            return Err(Error::new(
-                                ErrorKind::IsDirectory,
-                                format!("patch line {line}: Delete File '{pth}' is not a regular file"),
-                            ))
-                        }
-                        None => {
-                            return Err(Error::not_found(format!(
-                                "patch line {line}: Delete File '{pth}' does not exist"
-                            ))
-                            .with_detail("path", pth.as_str()))
-                        }
-                    }
-                    report.push((rel.clone(), "delete", None));
-                    let expected = reads.get(&rel).and_then(|r| r.as_ref()).map(|c| hex_sha(&c.sha256));
-                    drafts.push(draft_remove(c, wd, &rel, expected.as_deref(), "apply_patch")?);
-                }
-                crate::patch::FileOp::Update { path: pth, move_to, chunks, line } => {
-                    let rel = path::normalize_nonempty(pth.as_bytes())?;
-                    let (cur, bytes) = match wd.read_whole(&rel, EDIT_LIMIT) {
-                        Ok(Some(read)) => read,
-                        Ok(None) => {
-                            return Err(Error::not_found(format!(
-                                "patch line {line}: Update File '{pth}' does not exist: use Add File to create it"
-                            ))
-                            .with_detail("path", pth.as_str()))
-                        }
-                        Err(e) => return Err(e.context(format!("patch line {line}"))),
-                    };
-                    // The file must still be the one checked against expectedSha256ByPath.
-                    if let Some(Some(checked)) = reads.remove(&rel) {
-                        if checked.sha256 != cur.sha256 {
-                            return Err(stale(&rel, Some(&cur), Some(&hex_sha(&checked.sha256))));
-                        }
-                    }
-                    let new = if chunks.is_empty() {
-                        NewContent::Stored { id: cur.content, sha256: cur.sha256 }
-                    } else {
-                        NewContent::Bytes(crate::patch::apply_chunks(pth, &bytes, chunks)?)
-                    };
-                    drop(bytes);
-                    match move_to {
-                        Some(to) => {
-                            let to_rel = path::normalize_nonempty(to.as_bytes())?;
-                            if wd.stat(&to_rel)?.is_some() {
-                                return Err(already_exists(&to_rel).context(format!("patch line {line}: Move to")));
-                            }
-                            report.push((rel.clone(), "move", Some(to_rel.clone())));
-                            let moved = cur.clone();
-                            drafts.push(Draft::Move { from: rel, to: to_rel.clone(), before: Some(cur) });
-                            drafts.push(Draft::Write {
-                                path: to_rel,
-                                content: new,
-                                mode: moved.mode,
-                                before: Some(moved),
-                            });
-                        }
-                        None => {
-                            report.push((rel.clone(), "update", None));
-                            drafts.push(Draft::Write { path: rel, content: new, mode: cur.mode, before: Some(cur) });
-                        }
-                    }
-                }
-            }
-        }
-        let done = self.execute(wd, ctx(c, "apply_patch", json!({})), drafts)?;
-        let files: Vec<Value> = report
-            .into_iter()
-            .map(|(rel, op, to)| {
-                let mut m = Map::new();
-                m.insert("path".into(), path::display(&rel).into());
-                m.insert("op".into(), op.into());
-                match op {
-                    "delete" => {
-                        let id = done.trashed.iter().find(|(p, _)| *p == rel).map(|(_, id)| id.clone());
-                        m.insert("trashId".into(), id.into());
-                    }
-                    _ => {
-                        let at = to.clone().unwrap_or_else(|| rel.clone());
-                        m.insert("sha256".into(), written(&done, &at).into());
-                    }
-                }
-                if let Some(to) = to {
-                    m.insert("movedTo".into(), path::display(&to).into());
-                }
-                Value::Object(m)
-            })
-            .collect();
-        Ok(json!({"files": files, "plan": done.plan}))
-    }
-
     /// Undoes the change audit record `seq` made, through the stale-file protocol: refused
     /// (`stale_file`) if the file changed since. The revert is itself a mutation, audited.
     pub fn revert(&self, seq: i64, actor: &str) -> Result<Value> {
-        let rec = crate::manifest::audit::get(self.manifest.conn(), seq)?
+        let rec = self
+            .audit_record(seq)?
             .ok_or_else(|| Error::not_found(format!("audit record {seq} not found: list them with `trove audit log`")))?
             .record;
         let change = rec.details.get("change").and_then(Value::as_str).unwrap_or("");
@@ -776,7 +554,7 @@ impl Repo {
     fn revert_record(
         &self,
         s: &Session,
-        rec: &crate::audit::AuditRecord,
+        rec: &crate::model::audit::AuditRecord,
         change: &str,
         seq: i64,
         actor: &str,

@@ -6,17 +6,18 @@ use globset::{GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::caller::Caller;
 use super::slice::Slicer;
-use super::workdir::{Kind, WorkDir};
-use super::Caller;
-use crate::error::{Error, ErrorKind, Result};
-use crate::live::ChangePolicy;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::path;
+use crate::base::time::iso_time;
+use crate::fs::live::ChangePolicy;
+use crate::fs::walk::Excludes;
+use crate::fs::workdir::{Kind, WorkDir};
+use crate::model::tree::EntryKind;
 use crate::object::Sha256;
-use crate::path;
-use crate::repo::{iso_time, Repo};
-use crate::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
-use crate::tree::EntryKind;
-use crate::walk::Excludes;
+use crate::ops::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
+use crate::repo::Repo;
 
 /// Lines and characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINES: usize = 2000;
@@ -134,14 +135,14 @@ impl Search {
     /// part of parsing the call, so over HTTP a pattern too big or too deep is a 400.
     pub fn check_patterns(&self) -> Result<()> {
         match self.mode {
-            SearchMode::Glob => crate::pattern::check_glob(&self.pattern)?,
-            SearchMode::Regex => crate::pattern::check_regex(&self.pattern)?,
+            SearchMode::Glob => crate::base::pattern::check_glob(&self.pattern)?,
+            SearchMode::Regex => crate::base::pattern::check_regex(&self.pattern)?,
             // The literal's own length: escaping it may double it.
-            SearchMode::Literal => crate::pattern::check_regex(&self.pattern)?,
+            SearchMode::Literal => crate::base::pattern::check_regex(&self.pattern)?,
         }
         for list in [&self.include, &self.exclude] {
-            crate::pattern::check_list("include/exclude", list)?;
-            list.iter().try_for_each(|g| crate::pattern::check_glob(g))?;
+            crate::base::pattern::check_list("include/exclude", list)?;
+            list.iter().try_for_each(|g| crate::base::pattern::check_glob(g))?;
         }
         Ok(())
     }
@@ -171,7 +172,7 @@ impl Repo {
         let view = self.session_view(c, &none);
         let want = source_of(&p.source);
         // A live file that changes while it streams by is read again, as whole reads are.
-        for _ in 0..crate::live::READ_ATTEMPTS {
+        for _ in 0..crate::fs::live::READ_ATTEMPTS {
             let (mut opened, origin) = self.open_file_from(&view, &want, p.path.as_bytes())?;
             let shown = path::display(&opened.path).into_owned();
             let mut m = Map::new();
@@ -324,7 +325,7 @@ impl Repo {
             }
             let mut m = Map::new();
             path::put_json(&mut m, "path", rel);
-            path::put_json(&mut m, "name", super::workdir::split(rel).1);
+            path::put_json(&mut m, "name", crate::fs::workdir::split(rel).1);
             m.insert("kind".into(), kind.into());
             m.insert("size".into(), size.into());
             m.insert("modifiedAt".into(), iso_time(mtime_ns).into());
@@ -354,7 +355,7 @@ impl Repo {
                     children.sort_by(|a, b| a.0.cmp(&b.0));
                     let mut subdirs = Vec::new();
                     for (name, meta) in children {
-                        let rel = crate::walk::join_rel(&d, &name);
+                        let rel = crate::fs::walk::join_rel(&d, &name);
                         let kind = match meta.kind {
                             Kind::File => "file",
                             Kind::Dir => "dir",
@@ -410,12 +411,12 @@ impl Repo {
             return Err(Error::invalid_argument("pattern is empty: give the text, regex or glob to look for"));
         }
         let under = path::components(p.path.as_bytes())?.join(&b'/');
-        let glob = |pattern: &str| crate::pattern::glob(pattern, p.case_insensitive, false);
+        let glob = |pattern: &str| crate::base::pattern::glob(pattern, p.case_insensitive, false);
         let set = |patterns: &[String]| -> Result<Option<GlobSet>> {
             if patterns.is_empty() {
                 return Ok(None);
             }
-            crate::pattern::check_list("include/exclude", patterns)?;
+            crate::base::pattern::check_list("include/exclude", patterns)?;
             let mut b = GlobSetBuilder::new();
             for pat in patterns {
                 b.add(glob(pat)?);
@@ -438,7 +439,7 @@ impl Repo {
             SearchMode::Literal => Some(regex::escape(&p.pattern)),
             SearchMode::Regex => Some(p.pattern.clone()),
         }
-        .map(|r| crate::pattern::regex(&r, p.case_insensitive))
+        .map(|r| crate::base::pattern::regex(&r, p.case_insensitive))
         .transpose()?;
         let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
         let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;

@@ -1,0 +1,192 @@
+//! The one error taxonomy of trove: every failure is an [`Error`] with an [`ErrorKind`].
+//!
+//! Policy: the message names the verb and the path or id, and says what to do when there is
+//! something to do; the kind alone decides the CLI exit code (`main.rs`) and, later, the HTTP
+//! status (the server's error mapping). Sources are kept for logs, never parsed.
+
+use std::fmt;
+use std::path::Path;
+
+/// What went wrong, coarsely: enough for a caller to decide what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    InvalidPath,
+    InvalidArgument,
+    /// A path or tree deeper than trove walks (`path::MAX_DEPTH` components).
+    TooDeep,
+    /// A file name over 255 bytes, or a path over the length the filesystem takes.
+    NameTooLong,
+    TooLarge,
+    IsDirectory,
+    NotText,
+    Unauthorized,
+    PermissionDenied,
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    ReadOnly,
+    StaleFile,
+    PatchFailed,
+    /// The request's deadline passed; the work was stopped before it changed anything
+    /// (`details.changed` says so).
+    Timeout,
+    Corrupt,
+    Io,
+    Internal,
+}
+
+impl ErrorKind {
+    /// The snake_case name used in JSON bodies and audit outcomes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidPath => "invalid_path",
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::TooDeep => "too_deep",
+            ErrorKind::NameTooLong => "name_too_long",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::IsDirectory => "is_directory",
+            ErrorKind::NotText => "not_text",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::ReadOnly => "read_only",
+            ErrorKind::StaleFile => "stale_file",
+            ErrorKind::PatchFailed => "patch_failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::Io => "io",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A trove error: a kind, a one-sentence message for people, and the underlying cause.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Structured facts a caller can act on (`currentSha256`, `suggestedAction`, candidate
+    /// lines...): a JSON object merged into tool error results, absent for most errors.
+    details: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into(), source: None, details: None }
+    }
+
+    pub fn with_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error { kind, message: message.into(), source: Some(Box::new(source)), details: None }
+    }
+
+    /// An I/O failure while doing `verb` on `path`; a missing file becomes `not_found`.
+    pub fn io(verb: &str, path: &Path, source: std::io::Error) -> Error {
+        let kind = match source.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            _ if source.raw_os_error() == Some(libc::ENAMETOOLONG) => ErrorKind::NameTooLong,
+            _ => ErrorKind::Io,
+        };
+        let message = format!("cannot {verb} {}: {source}", path.display());
+        Error::with_source(kind, message, source)
+    }
+
+    /// A manifest (SQLite) failure while doing `verb`. A value of the wrong type or range in a
+    /// row is damage (`corrupt`), not an I/O failure: `check` reports it and goes on.
+    pub fn db(verb: &str, source: rusqlite::Error) -> Error {
+        let kind = match &source {
+            rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..) => ErrorKind::Corrupt,
+            _ => ErrorKind::Io,
+        };
+        Error::with_source(kind, format!("manifest error while {verb}: {source}"), source)
+    }
+
+    /// The request's deadline passed during `stage`; `changed` says whether anything had been
+    /// changed by then (it never has: work stops only before its commit point).
+    pub fn timeout(stage: &str, changed: bool) -> Error {
+        let what = if changed { "the change was made" } else { "nothing was changed" };
+        Error::new(ErrorKind::Timeout, format!("the request ran out of time while {stage}; {what}: try again"))
+            .with_detail("changed", changed)
+    }
+
+    pub fn corrupt(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Corrupt, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn invalid_argument(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Internal, message)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Adds one structured fact (see `details`).
+    pub fn with_detail(mut self, key: &str, value: impl Into<serde_json::Value>) -> Error {
+        self.details.get_or_insert_with(Default::default).insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn details(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.details.as_deref()
+    }
+
+    /// The same error with `context: ` put before its message (the file a patch chunk was for...).
+    pub fn context(mut self, context: impl std::fmt::Display) -> Error {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Turns an error that crossed a `Read` boundary back into ours (an OS error stays one, with
+/// its message).
+pub fn from_io(e: std::io::Error) -> Error {
+    if !e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+        return Error::with_source(ErrorKind::Io, format!("read failed: {e}"), e);
+    }
+    match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+        Some(Ok(ours)) => *ours,
+        _ => Error::internal("an error changed type while it was unwrapped"),
+    }
+}

@@ -1,0 +1,11 @@
+//! The base layer: errors, paths, time, random ids, patterns, the memory budget, progress and
+//! failpoints. It imports nothing else of the crate.
+
+pub mod budget;
+pub mod error;
+pub mod failpoint;
+pub mod path;
+pub mod pattern;
+pub mod progress;
+pub mod random;
+pub mod time;

@@ -1,0 +1,28 @@
+//! Random ids: session and trash ids drawn from the kernel's random source.
+
+use crate::base::error::{Error, Result};
+
+/// A fresh session id: `sess_` and 12 random hex digits, as in the seed.
+pub fn new_session_id() -> Result<String> {
+    let mut bytes = [0u8; 6];
+    fill_random(&mut bytes)?;
+    Ok(format!("sess_{}", hex::encode(bytes)))
+}
+
+/// Fills `buf` from the kernel's random source.
+pub fn fill_random(buf: &mut [u8]) -> Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty())
+            .map_err(|e| Error::internal(format!("reading random bytes: {e}")))?;
+        filled += n;
+    }
+    Ok(())
+}
+
+/// A fresh trash id: `trash_` and 12 random hex digits.
+pub fn new_trash_id() -> Result<String> {
+    let mut bytes = [0u8; 6];
+    fill_random(&mut bytes)?;
+    Ok(format!("trash_{}", hex::encode(bytes)))
+}

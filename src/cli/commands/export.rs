@@ -1,0 +1,85 @@
+//! `trove export`: Write a snapshot as a tar archive.
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use trove::{Error, Repo, SnapshotInfo};
+
+use crate::cli::bar;
+use crate::cli::output::{print_json, Failure, Out};
+
+/// The arguments of `trove export`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    pub snapshot: String,
+    /// Only this path of the snapshot
+    pub path: Option<OsString>,
+    /// Output file [default: stdout]; a name ending in .zst or .tzst implies --zstd
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Compress with zstd
+    #[arg(long)]
+    pub zstd: bool,
+    #[arg(long)]
+    pub workspace: Option<String>,
+}
+
+pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
+    let Args { snapshot, path, output, zstd, workspace } = args;
+    let repo = Repo::open(repo_path)?;
+    let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
+    let path = path.map(|p| p.into_vec()).unwrap_or_default();
+    let zstd = zstd || output.as_ref().and_then(|o| o.extension()).is_some_and(|e| e == "zst" || e == "tzst");
+    let level = zstd.then_some(3);
+    let bar = bar::Bar::new();
+    match &output {
+        Some(file) => {
+            let entries = export_to_file(&repo, &snap, &path, file, level, &bar)?;
+            if json {
+                print_json(out, &json!({"snapshot": snap.id, "output": file, "entries": entries, "zstd": zstd}))?;
+            } else {
+                writeln!(
+                    out,
+                    "wrote {entries} entries of snapshot {} to {}",
+                    trove::short_id(&snap.id),
+                    file.display()
+                )?;
+            }
+        }
+        None => {
+            if io::stdout().is_terminal() {
+                return Err(Error::invalid_argument(
+                    "refusing to write a tar archive to a terminal: pass -o FILE or redirect stdout",
+                )
+                .into());
+            }
+            repo.export(&snap, &path, out, level, &bar)?;
+        }
+    }
+    Ok(0)
+}
+
+fn export_to_file(
+    repo: &Repo,
+    snap: &SnapshotInfo,
+    path: &[u8],
+    file: &Path,
+    level: Option<i32>,
+    bar: &bar::Bar,
+) -> Result<u64, Failure> {
+    // Written beside the destination and renamed, so a failed export leaves no half archive.
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("create a file in", dir, e))?;
+    let entries = {
+        let mut w = BufWriter::new(tmp.as_file());
+        let n = repo.export(snap, path, &mut w, level, bar)?;
+        w.flush().map_err(|e| Error::io("write", file, e))?;
+        n
+    };
+    tmp.as_file().sync_all().map_err(|e| Error::io("sync", file, e))?;
+    tmp.persist(file).map_err(|e| Error::io("write", file, e.error))?;
+    Ok(entries)
+}

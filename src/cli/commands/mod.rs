@@ -1,0 +1,18 @@
+//! One file per subcommand of `trove`: its arguments (a clap struct or enum) and its `run`.
+
+pub mod audit;
+pub mod cat;
+pub mod check;
+pub mod demo;
+pub mod export;
+pub mod init;
+pub mod ls;
+pub mod restore;
+pub mod revert;
+pub mod serve;
+pub mod session;
+pub mod snapshot;
+pub mod snapshots;
+pub mod token;
+pub mod tool;
+pub mod workspace;

@@ -1,0 +1,154 @@
+//! `trove serve`: serve the HTTP API: sessions, their files, snapshots.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use trove::server::{self, ServeOptions};
+use trove::tokens;
+use trove::{Error, ErrorKind, Repo};
+
+use crate::cli::output::{actor, Failure, Out};
+
+/// The options of `trove serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to listen on (loopback by default)
+    #[arg(long, default_value = "127.0.0.1:4100")]
+    pub listen: std::net::SocketAddr,
+    /// Directory holding the sessions' workspaces [default: `workspaces` beside the repository]
+    #[arg(long, value_name = "DIR")]
+    pub workspaces: Option<PathBuf>,
+    /// A non-persistent session ends after this long without activity
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub idle_timeout: std::time::Duration,
+    /// How often activity is recorded and expired sessions are ended
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub reap_interval: std::time::Duration,
+    /// The longest a request may take: work still running then stops before it changes
+    /// anything, and the answer is 503 `timeout`
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: std::time::Duration,
+    /// Bytes requests may hold in memory at once (whole reads, edits); more waits
+    #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
+    pub memory_budget: u64,
+    /// Connections open at once: at the limit the longest-idle one is closed to make room,
+    /// and if none is idle the new one is answered 503 at once
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// The longest a client may take to send a request's headers once it started
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// The longest a connection may stay open with no request in flight and no bytes moving
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub keepalive_timeout: std::time::Duration,
+    /// How much to log on stderr: error, warn, info, debug, trace, or a filter such as
+    /// `trove=debug` [env: TROVE_LOG]
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// `text` (default) or `json` (one object a line)
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
+/// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
+/// crash in a request shows in the same log as everything else, once.
+fn start_logging(level: Option<&str>, json: bool) -> Result<(), Failure> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l),
+        None => EnvFilter::try_from_env("TROVE_LOG").or_else(|_| EnvFilter::try_new("info")),
+    }
+    .map_err(|e| Error::invalid_argument(format!("log level: {e}: give e.g. info, debug or trove=debug")))?;
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let installed = if json { builder.json().try_init() } else { builder.try_init() };
+    installed.map_err(|e| Error::internal(format!("cannot start logging: {e}")))?;
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(at = %at, panic = %message, "panic");
+    }));
+    Ok(())
+}
+
+/// `--memory-budget`: a byte count with an optional unit (`KiB`, `MiB`, `GiB`).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
+        .iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.trim(), *m)))
+        .unwrap_or((t, 1));
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size: e.g. 128MiB, 1GiB or a number of bytes"))
+}
+
+/// `--idle-timeout` and the other duration flags: `300ms`, `5s`, `5m`, ...
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}): e.g. 500ms, 5s, 5m"))
+}
+
+/// `trove serve`: binds, prints the address (and a new token on a first start), serves until
+/// SIGINT or SIGTERM, and lets in-flight requests finish.
+pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
+    start_logging(opts.log_level.as_deref(), opts.log_format == "json")?;
+    let repo = Repo::open(repo_path)?;
+    // The manifest's tokens are read by the server itself, live; only an environment token is
+    // handed over. A first start with neither creates one.
+    let mut fixed = Vec::new();
+    let mut created = None;
+    match std::env::var("TROVE_API_TOKEN") {
+        Ok(t) if !t.is_empty() => fixed.push((tokens::hash_token(&t), "env".to_string())),
+        _ if tokens::stored_tokens(&repo)?.is_empty() => {
+            let (token, _) = tokens::create_token(&repo, "first start", &actor())?;
+            created = Some(token);
+        }
+        _ => {}
+    }
+    drop(repo);
+    let workspaces = match opts.workspaces {
+        Some(w) => w,
+        None => repo_path.parent().unwrap_or(Path::new(".")).join("workspaces"),
+    };
+    let mut options = ServeOptions::new(repo_path.to_path_buf(), workspaces.clone(), fixed);
+    options.idle_timeout = opts.idle_timeout;
+    options.reap_interval = opts.reap_interval;
+    options.request_timeout = opts.request_timeout;
+    options.memory_budget = opts.memory_budget;
+    options.max_connections = opts.max_connections;
+    options.header_timeout = opts.header_timeout;
+    options.keepalive_timeout = opts.keepalive_timeout;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start the async runtime", e))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(opts.listen)
+            .await
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot listen on {}: {e}", opts.listen), e))?;
+        let addr = listener.local_addr().map_err(|e| Error::with_source(ErrorKind::Io, "local address", e))?;
+        if let Some(token) = &created {
+            writeln!(out, "created API token (shown once; keep it, or set TROVE_API_TOKEN): {token}")?;
+        }
+        writeln!(
+            out,
+            "trove: serving {} on http://{addr} (workspaces in {})",
+            repo_path.display(),
+            workspaces.display()
+        )?;
+        out.flush()?;
+        server::serve(listener, options, server::shutdown_signal()).await?;
+        Ok::<_, Failure>(())
+    })
+}

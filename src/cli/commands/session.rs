@@ -1,0 +1,159 @@
+//! `trove session`: manage sessions: periods of work on a workspace directory.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde_json::json;
+use trove::{ChangePolicy, EndReason, Error, FileAccess, Repo, SessionSpec, Source, WorkspaceView, FILES_READ_LIMIT};
+
+use crate::cli::format;
+use crate::cli::output::{actor, print_json, Failure, Out};
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start a session on a directory
+    Create {
+        /// The workspace's live directory (created if missing)
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Workspace name [default: the session id]
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Do not end after 5 minutes idle (the ttl still applies; idle expiry runs in `trove serve`)
+        #[arg(long)]
+        persistent: bool,
+        /// Hard lifetime in seconds [default: 14400]
+        #[arg(long)]
+        ttl: Option<i64>,
+        /// Readable path prefix (repeatable); with neither --read nor --write, the whole workspace
+        #[arg(long, value_name = "PATH")]
+        read: Vec<String>,
+        /// Writable path prefix (repeatable; write implies read)
+        #[arg(long, value_name = "PATH")]
+        write: Vec<String>,
+        /// Free-form JSON object
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+    },
+    /// List sessions
+    List {
+        /// Ended sessions too
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one session
+    Show { id: String },
+    /// End a session: final snapshot, nothing deleted
+    End { id: String },
+    /// Snapshot a session and stop serving its live tree
+    Pause { id: String },
+    /// Serve a paused session's live tree again
+    Resume { id: String },
+    /// List a session's files (live tree, else its latest snapshot)
+    Files {
+        id: String,
+        /// `live`, `latest` or a snapshot id
+        #[arg(long)]
+        source: Option<String>,
+    },
+    /// Print one file of a session
+    Cat {
+        id: String,
+        path: String,
+        #[arg(long)]
+        source: Option<String>,
+    },
+}
+
+fn show(out: &mut Out, s: &trove::Session, json: bool) -> Result<(), Failure> {
+    if json {
+        return print_json(out, &s.record(false));
+    }
+    writeln!(
+        out,
+        "{}  {:<7} workspace '{}' at {}{}",
+        s.id,
+        s.status.as_str(),
+        s.workspace,
+        s.live_dir.display(),
+        s.final_snapshot.as_deref().map(|f| format!("  final snapshot {}", trove::short_id(f))).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+/// `trove session ...`
+pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), Failure> {
+    match cmd {
+        Command::Create { dir, workspace, persistent, ttl, read, write, metadata } => {
+            let metadata = match metadata {
+                Some(m) => serde_json::from_str(&m)
+                    .map_err(|e| Error::invalid_argument(format!("--metadata is not a JSON object: {e}")))?,
+                None => Default::default(),
+            };
+            // No flag: the whole workspace; any flag: exactly what the flags list.
+            let file_access =
+                if read.is_empty() && write.is_empty() { FileAccess::default() } else { FileAccess { read, write } };
+            let spec = SessionSpec { persistent, ttl, metadata, file_access, workspace, ..SessionSpec::default() };
+            let s = repo.create_session(
+                &spec,
+                |_| {
+                    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+                    Ok(dir.clone())
+                },
+                &actor(),
+            )?;
+            show(out, &s, json)
+        }
+        Command::List { all } => {
+            let list = repo.sessions(all)?;
+            if json {
+                return print_json(out, &json!(list.iter().map(|s| s.record(false)).collect::<Vec<_>>()));
+            }
+            list.iter().try_for_each(|s| show(out, s, false))
+        }
+        Command::Show { id } => show(out, &repo.session(&id)?, json),
+        Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),
+        Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
+        Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
+        Command::Files { id, source } => {
+            let s = repo.session(&id)?;
+            let scope = s.scope()?;
+            let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
+            let view = WorkspaceView::of_session(&s, &ex, &scope);
+            let (files, origin) = repo.list_files(&view, &Source::parse(source.as_deref().unwrap_or("")))?;
+            if json {
+                let files: Vec<_> = files
+                    .iter()
+                    .map(|f| {
+                        let mut m = serde_json::Map::new();
+                        trove::path::put_json(&mut m, "path", &f.path);
+                        m.insert("size".into(), json!(f.size));
+                        m.insert("modifiedAt".into(), json!(format::time_precise(f.mtime_ns)));
+                        m
+                    })
+                    .collect();
+                return print_json(
+                    out,
+                    &json!({"files": files, "source": origin.as_str(), "snapshot": origin.snapshot_id()}),
+                );
+            }
+            for f in &files {
+                writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;
+            }
+            writeln!(out, "{} files from {}", files.len(), origin.snapshot_id().unwrap_or("the live tree"))?;
+            Ok(())
+        }
+        Command::Cat { id, path, source } => {
+            let s = repo.session(&id)?;
+            let scope = s.scope()?;
+            let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
+            let view = WorkspaceView::of_session(&s, &ex, &scope);
+            let want = Source::parse(source.as_deref().unwrap_or(""));
+            let (read, _) =
+                repo.read_file_from(&view, &want, path.as_bytes(), FILES_READ_LIMIT * 64, ChangePolicy::Retry)?;
+            out.write_all(&read.bytes)?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! `trove tool`: Run an agent file tool (read_file, write_file, apply_patch, ...) on a session; prints the tool result `{"ok": ..., "data" | "error": ...}`.
+
+use std::path::Path;
+
+use trove::{Error, Repo};
+
+use crate::cli::output::{actor, print_json, Failure, Out};
+
+/// The arguments of `trove tool`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The tool's name
+    pub name: String,
+    #[arg(long, value_name = "ID")]
+    pub session: String,
+    /// The parameters as a JSON object; `-` reads them from stdin
+    #[arg(default_value = "{}")]
+    pub params: String,
+}
+
+pub fn run(out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> {
+    tool(out, repo_path, &args.name, &args.session, &args.params)
+}
+
+/// `trove tool NAME --session ID PARAMS`: the result envelope on stdout, and the exit code of
+/// the error kind when the tool refused.
+fn tool(out: &mut Out, repo_path: &std::path::Path, name: &str, session: &str, params: &str) -> Result<u8, Failure> {
+    let text = if params == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        s
+    } else {
+        params.to_string()
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
+    let repo = Repo::open(repo_path)?;
+    let s = repo.session(session)?;
+    let call = trove::tools::ToolCall::parse(name, v)?;
+    let result = repo.run_tool(&s, call, &actor());
+    print_json(out, &trove::tools::envelope(&result))?;
+    Ok(result.err().map_or(0, |e| crate::exit_code(e.kind())))
+}

@@ -1,0 +1,57 @@
+//! What every command shares: the buffered standard output, JSON printing, the failure a
+//! command ends with, the actor recorded for CLI changes, and the default repository.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use serde_json::Value;
+use trove::{Error, ErrorKind};
+
+pub enum Failure {
+    Trove(Error),
+    BrokenPipe,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Trove(e)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::BrokenPipe
+        } else {
+            Failure::Trove(Error::with_source(ErrorKind::Io, format!("cannot write output: {e}"), e))
+        }
+    }
+}
+
+pub type Out = BufWriter<io::StdoutLock<'static>>;
+
+pub fn out() -> Out {
+    BufWriter::with_capacity(1 << 16, io::stdout().lock())
+}
+
+pub fn actor() -> String {
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// `$XDG_DATA_HOME/trove/repo`, else `~/.local/share/trove/repo`.
+pub fn default_repo() -> Result<PathBuf, Error> {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("trove/repo"));
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or_else(|| {
+        Error::invalid_argument("no repository given and $HOME is not set: pass --repo PATH or set TROVE_REPO")
+    })?;
+    Ok(PathBuf::from(home).join(".local/share/trove/repo"))
+}
+
+pub fn print_json(out: &mut Out, v: &Value) -> Result<(), Failure> {
+    serde_json::to_writer_pretty(&mut *out, v).map_err(|e| Error::internal(e.to_string()))?;
+    writeln!(out)?;
+    Ok(())
+}

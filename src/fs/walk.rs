@@ -1,0 +1,565 @@
+//! Walking a live tree: which entries are kept (exclusions, file kinds) and their `lstat`.
+//!
+//! The walk is iterative: each directory is a queued rayon task that lists it and queues its
+//! subdirectories, and the result is a flat list ([`Walked`]), so no depth of tree can exhaust
+//! a thread's stack. Entries are sorted by name bytes so trees come out canonical. Symlinks are
+//! recorded, never followed: every directory and file is opened beneath the root with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`openat_beneath`], a run of components at
+//! a time past `PATH_MAX`), so swapping a directory for a symlink to `/etc` mid-walk cannot
+//! pull outside files into a snapshot. Sockets, FIFOs and devices are counted and skipped. A
+//! directory that cannot be read becomes a warning.
+
+use std::ffi::{CStr, CString};
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
+use rustix::io::Errno;
+
+use globset::{GlobSet, GlobSetBuilder};
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::path;
+use crate::model::snapshot::Warning;
+
+/// The exclusions every workspace starts with (the Files API seed's list).
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "node_modules",
+    ".git",
+    "__pycache__",
+    ".cache",
+    ".npm",
+    ".pnpm-store",
+    ".yarn",
+    ".venv",
+    "venv",
+    ".tmp",
+    "tmp",
+    "*.sock",
+    "*.lock",
+    "*.pid",
+];
+
+/// Compiled exclusion patterns. A pattern without `/` matches an entry's name at any depth
+/// (`node_modules`, `*.lock`); one with `/` matches the workspace-relative path from the root
+/// (`build/out`, `/docs/*.pdf`). A trailing `/` limits a pattern to directories.
+#[derive(Debug, Clone)]
+pub struct Excludes {
+    patterns: Vec<String>,
+    names: GlobSet,
+    paths: GlobSet,
+    dir_names: GlobSet,
+    dir_paths: GlobSet,
+}
+
+impl Excludes {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Excludes> {
+        crate::base::pattern::check_list("exclusion", patterns)?;
+        let mut sets = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
+        for p in patterns {
+            let p = p.as_ref();
+            let (body, dir_only) = match p.strip_suffix('/') {
+                Some(b) => (b, true),
+                None => (p, false),
+            };
+            let anchored = body.contains('/');
+            let body = body.trim_start_matches('/');
+            if body.is_empty() {
+                return Err(Error::invalid_argument(format!("exclusion pattern '{p}' matches nothing")));
+            }
+            let glob = crate::base::pattern::glob(body, false, true).map_err(|e| e.context("exclusion pattern"))?;
+            sets[usize::from(anchored) + 2 * usize::from(dir_only)].add(glob);
+        }
+        let build =
+            |b: GlobSetBuilder| b.build().map_err(|e| Error::invalid_argument(format!("exclusion patterns: {e}")));
+        let [names, paths, dir_names, dir_paths] = sets;
+        Ok(Excludes {
+            patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(),
+            names: build(names)?,
+            paths: build(paths)?,
+            dir_names: build(dir_names)?,
+            dir_paths: build(dir_paths)?,
+        })
+    }
+
+    /// The effective list: `replace` instead of the defaults when given, then `extra`.
+    pub fn effective(replace: Option<&[String]>, extra: &[String]) -> Result<Excludes> {
+        let mut all: Vec<String> = match replace {
+            Some(r) => r.to_vec(),
+            None => DEFAULT_EXCLUDES.iter().map(|s| s.to_string()).collect(),
+        };
+        all.extend(extra.iter().cloned());
+        Excludes::new(&all)
+    }
+
+    /// Excludes nothing: for reads by path, which exclusions never hide.
+    pub fn none() -> Excludes {
+        Excludes {
+            patterns: Vec::new(),
+            names: GlobSet::empty(),
+            paths: GlobSet::empty(),
+            dir_names: GlobSet::empty(),
+            dir_paths: GlobSet::empty(),
+        }
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    pub fn is_excluded(&self, rel: &[u8], name: &[u8], is_dir: bool) -> bool {
+        let name = Path::new(std::ffi::OsStr::from_bytes(name));
+        let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
+        self.names.is_match(name)
+            || self.paths.is_match(rel)
+            || (is_dir && (self.dir_names.is_match(name) || self.dir_paths.is_match(rel)))
+    }
+}
+
+/// What `lstat` says of an entry, the fields the stat cache and the tree keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    pub device: u64,
+    /// Permission bits and the file-type bits, as `st_mode`.
+    pub mode: u32,
+}
+
+impl Stat {
+    pub fn of(m: &fs::Metadata) -> Stat {
+        Stat {
+            size: m.size(),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
+            inode: m.ino(),
+            device: m.dev(),
+            mode: m.mode(),
+        }
+    }
+
+    /// From a raw `stat`, whose field widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    fn of_raw(s: &rustix::fs::Stat) -> Stat {
+        Stat {
+            size: s.st_size as u64,
+            mtime_ns: (s.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_mtime_nsec as i64),
+            ctime_ns: (s.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_ctime_nsec as i64),
+            inode: s.st_ino as u64,
+            device: s.st_dev as u64,
+            mode: s.st_mode as u32,
+        }
+    }
+
+    /// The permission bits kept in trees (type bits are the entry kind).
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// One entry of a walked directory. A subdirectory is an index into [`Walked::dirs`].
+#[derive(Debug)]
+pub enum Node {
+    File { name: Vec<u8>, stat: Stat },
+    Symlink { name: Vec<u8>, target: Vec<u8>, stat: Stat },
+    Dir { name: Vec<u8>, index: usize },
+}
+
+impl Node {
+    pub fn name(&self) -> &[u8] {
+        match self {
+            Node::File { name, .. } | Node::Symlink { name, .. } | Node::Dir { name, .. } => name,
+        }
+    }
+}
+
+/// One walked directory.
+#[derive(Debug)]
+pub struct DirNode {
+    /// Workspace-relative path of this directory ("" for the root).
+    pub rel: Vec<u8>,
+    pub stat: Stat,
+    /// Sorted by name bytes.
+    pub children: Vec<Node>,
+}
+
+/// A walked tree as a flat list of directories: the root first, and every directory before its
+/// subdirectories, so a reverse pass visits children before parents. Flat, so nothing that
+/// visits or drops it recurses, however deep the tree is.
+#[derive(Debug)]
+pub struct Walked {
+    pub dirs: Vec<DirNode>,
+    pub report: WalkReport,
+}
+
+#[derive(Debug, Default)]
+pub struct WalkReport {
+    pub skipped: u64,
+    pub warnings: Vec<Warning>,
+}
+
+pub fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    if parent.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(parent.len() + 1 + name.len());
+    p.extend_from_slice(parent);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// Opens the workspace root (which may itself be a symlink: the caller named it).
+pub fn open_root(root: &Path) -> Result<OwnedFd> {
+    let meta = fs::metadata(root).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Error::new(ErrorKind::NotFound, format!("directory {} does not exist: check the path", root.display()))
+        }
+        _ => Error::io("read directory", root, e),
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{} is not a directory: give the workspace directory to snapshot", root.display()),
+        ));
+    }
+    rustix::fs::openat(CWD, root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("open directory", root, e.into()))
+}
+
+/// The longest run of path bytes handed to the kernel in one call: paths of deep trees can pass
+/// `PATH_MAX` (4096), so longer ones are opened a run of whole components at a time.
+const PATH_RUN: usize = 2048;
+
+/// Opens `rel` (workspace-relative, not empty) beneath `root` with `flags`, following no
+/// symlink in any component and never leaving the root, whatever its length.
+pub fn openat_beneath(root: &OwnedFd, rel: &[u8], flags: OFlags) -> std::io::Result<OwnedFd> {
+    let mut rest = rel;
+    let mut at: Option<OwnedFd> = None;
+    // Intermediate runs: the longest prefix of whole components within PATH_RUN bytes.
+    while rest.len() > PATH_RUN {
+        let cut = rest[..=PATH_RUN].iter().rposition(|&b| b == b'/').filter(|&i| i > 0);
+        // One name over PATH_RUN bytes cannot exist (NAME_MAX is 255): refuse like the kernel.
+        let Some(cut) = cut else { return Err(Errno::NAMETOOLONG.into()) };
+        let dir = open_run(at.as_ref().unwrap_or(root), &rest[..cut], DIR_FLAGS)?;
+        at = Some(dir);
+        rest = &rest[cut + 1..];
+    }
+    open_run(at.as_ref().unwrap_or(root), rest, flags)
+}
+
+/// One `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; on kernels before 5.6, which lack it,
+/// a walk of the components, each opened with `O_NOFOLLOW`.
+fn open_run(at: &OwnedFd, rel: &[u8], flags: OFlags) -> std::io::Result<OwnedFd> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat2(at, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOSYS) => {
+            let mut parts = rel.split(|&b| b == b'/').peekable();
+            let mut dir: Option<OwnedFd> = None;
+            while let Some(part) = parts.next() {
+                if part == b".." || part.is_empty() || part == b"." {
+                    return Err(Errno::INVAL.into());
+                }
+                let base = dir.as_ref().unwrap_or(at);
+                if parts.peek().is_none() {
+                    return Ok(rustix::fs::openat(base, part, flags, Mode::empty())?);
+                }
+                dir = Some(rustix::fs::openat(base, part, DIR_FLAGS, Mode::empty())?);
+            }
+            Err(std::io::Error::from(Errno::INVAL))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens the directory at workspace-relative `rel` ("" is the root itself) beneath `root`.
+pub fn open_dir_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<OwnedFd> {
+    if rel.is_empty() {
+        return Ok(rustix::io::fcntl_dupfd_cloexec(root, 0)?);
+    }
+    openat_beneath(root, rel, DIR_FLAGS)
+}
+
+/// Opens the regular file at workspace-relative `rel` for reading, refusing to follow a
+/// symlink in any component or to leave the root.
+pub fn open_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<fs::File> {
+    openat_beneath(root, rel, OFlags::RDONLY | OFlags::NONBLOCK).map(fs::File::from)
+}
+
+/// What the walk needs besides the tree: the exclusions, and when to give up.
+pub struct WalkOptions<'a> {
+    pub excludes: &'a Excludes,
+    /// The walk stops with `timeout` once this passes (checked per directory).
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors). Each
+/// directory is a task of a rayon scope that lists it and spawns one task per subdirectory:
+/// tasks are queued, not nested, so no depth of tree grows a stack, and both cores stay busy
+/// from the first levels on. Each directory is opened beneath the root with no symlink
+/// followed. Directories deeper than [`path::MAX_DEPTH`] are left out with a `too_deep`
+/// warning, so a tree made deep on purpose cannot stop a snapshot of the rest.
+pub fn walk(fd: &OwnedFd, root: &Path, opts: &WalkOptions<'_>) -> Result<Walked> {
+    let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
+    let ctx = WalkCtx {
+        root: fd,
+        opts,
+        report: Mutex::new(WalkReport::default()),
+        held: AtomicUsize::new(0),
+        next: AtomicUsize::new(1),
+        listed: Mutex::new(Vec::new()),
+        failed: Mutex::new(None),
+    };
+    let first = Job { index: 0, rel: Vec::new(), stat: Stat::of_raw(&stat), depth: 0, opened: None };
+    rayon::scope(|s| visit(s, &ctx, first));
+    if let Some(e) = ctx.failed.into_inner().map_err(|_| Error::internal("walk failure poisoned"))? {
+        return Err(e);
+    }
+    if let Some(e) =
+        ctx.listed.lock().ok().and_then(|l| l.is_empty().then(|| Error::internal("the walk listed nothing")))
+    {
+        return Err(e);
+    }
+    // Every index the walk handed out, in order: a parent's is always lower than its children's.
+    let count = ctx.next.load(Ordering::Relaxed);
+    let mut slots: Vec<Option<DirNode>> = (0..count).map(|_| None).collect();
+    for (index, node) in ctx.listed.into_inner().map_err(|_| Error::internal("walk results poisoned"))? {
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Some(node);
+        }
+    }
+    // A subdirectory that could not be listed (a warning says why) is left out of its parent.
+    let mut dirs = Vec::with_capacity(count);
+    let mut renumber = vec![usize::MAX; count];
+    for (old, slot) in slots.into_iter().enumerate() {
+        if let Some(node) = slot {
+            renumber[old] = dirs.len();
+            dirs.push(node);
+        }
+    }
+    for dir in &mut dirs {
+        dir.children.retain_mut(|c| match c {
+            Node::Dir { index, .. } => {
+                *index = renumber[*index];
+                *index != usize::MAX
+            }
+            _ => true,
+        });
+    }
+    let report = ctx.report.into_inner().map_err(|_| Error::internal("walk report poisoned"))?;
+    Ok(Walked { dirs, report })
+}
+
+/// What the tasks of one walk share.
+struct WalkCtx<'a> {
+    root: &'a OwnedFd,
+    opts: &'a WalkOptions<'a>,
+    report: Mutex<WalkReport>,
+    /// Subdirectory descriptors open and waiting for their task (at most `HELD_DIRS`).
+    held: AtomicUsize,
+    /// The next directory index to hand out.
+    next: AtomicUsize,
+    listed: Mutex<Vec<(usize, DirNode)>>,
+    /// The first error that stops the walk (the root unreadable, the deadline passed).
+    failed: Mutex<Option<Error>>,
+}
+
+/// One directory to list.
+struct Job {
+    index: usize,
+    rel: Vec<u8>,
+    stat: Stat,
+    depth: usize,
+    opened: Option<OwnedFd>,
+}
+
+fn visit<'s>(s: &rayon::Scope<'s>, ctx: &'s WalkCtx<'s>, job: Job) {
+    let stop = |e: Error| {
+        if let Ok(mut f) = ctx.failed.lock() {
+            f.get_or_insert(e);
+        }
+    };
+    if ctx.failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+        return;
+    }
+    if let Err(e) = check_deadline(ctx.opts.deadline) {
+        return stop(e);
+    }
+    let listing = match list_dir(ctx.root, &job.rel, job.opened, ctx.opts.excludes, &ctx.report, &ctx.held) {
+        Ok(l) => l,
+        Err(e) if job.rel.is_empty() => return stop(Error::io("read directory", Path::new("."), e)),
+        Err(e) => {
+            let why = match e.raw_os_error() {
+                Some(libc::ENOENT) => "vanished during the walk".to_string(),
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    "was replaced by a symlink or a file during the walk".to_string()
+                }
+                _ => format!("cannot read directory: {e}"),
+            };
+            return warn(&ctx.report, &job.rel, why);
+        }
+    };
+    let Listing { mut children, subdirs } = listing;
+    for (name, stat, opened) in subdirs {
+        let rel = join_rel(&job.rel, &name);
+        if job.depth + 1 >= path::MAX_DEPTH {
+            let message = format!(
+                "too_deep: more than {} directories deep; not in this snapshot (exclude it or move it up)",
+                path::MAX_DEPTH
+            );
+            warn(&ctx.report, &rel, message);
+            if opened.is_some() {
+                ctx.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let index = ctx.next.fetch_add(1, Ordering::Relaxed);
+        children.push(Node::Dir { name, index });
+        let child = Job { index, rel, stat, depth: job.depth + 1, opened };
+        s.spawn(move |s| visit(s, ctx, child));
+    }
+    children.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+    let node = DirNode { rel: job.rel, stat: job.stat, children };
+    if let Ok(mut listed) = ctx.listed.lock() {
+        listed.push((job.index, node));
+    }
+}
+
+fn check_deadline(deadline: Option<std::time::Instant>) -> Result<()> {
+    match deadline {
+        Some(d) if std::time::Instant::now() >= d => Err(Error::timeout("walking the directory tree", false)),
+        _ => Ok(()),
+    }
+}
+
+fn warn(report: &Mutex<WalkReport>, rel: &[u8], message: String) {
+    if let Ok(mut r) = report.lock() {
+        r.warnings.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
+    }
+}
+
+/// One directory's kept entries: files and symlinks as nodes, subdirectories by name (with
+/// their descriptor, if it was opened here).
+struct Listing {
+    children: Vec<Node>,
+    subdirs: Vec<(Vec<u8>, Stat, Option<OwnedFd>)>,
+}
+
+/// Subdirectory descriptors kept open at once between two levels of a walk: opening one
+/// relative to its parent while the parent is open is cheaper than a lookup from the root, but
+/// descriptors are a limited resource.
+const HELD_DIRS: usize = 256;
+
+fn list_dir(
+    root: &OwnedFd,
+    rel: &[u8],
+    opened: Option<OwnedFd>,
+    excludes: &Excludes,
+    report: &Mutex<WalkReport>,
+    held: &AtomicUsize,
+) -> std::io::Result<Listing> {
+    let fd = match opened {
+        Some(fd) => {
+            held.fetch_sub(1, Ordering::Relaxed);
+            fd
+        }
+        None => open_dir_beneath(root, rel)?,
+    };
+    // The listing owns the descriptor (no second open of "." as `Dir::read_from` would do);
+    // names first, since it borrows the descriptor mutably while it iterates.
+    let mut listing = rustix::fs::Dir::new(fd)?;
+    let mut names: Vec<CString> = Vec::new();
+    for entry in listing.by_ref() {
+        match entry {
+            Ok(e) => names.push(e.file_name().to_owned()),
+            Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
+        }
+    }
+    let dir = listing.fd()?;
+    let mut children = Vec::new();
+    let mut subdirs = Vec::new();
+    for cname in &names {
+        let cname: &CStr = cname.as_c_str();
+        let name = cname.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let child_rel = join_rel(rel, name);
+        let st = match rustix::fs::statat(dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(s) => s,
+            Err(Errno::NOENT) => {
+                warn(report, &child_rel, "vanished during the walk".into());
+                continue;
+            }
+            Err(e) => {
+                warn(report, &child_rel, format!("cannot stat: {e}"));
+                continue;
+            }
+        };
+        let ft = FileType::from_raw_mode(st.st_mode as _);
+        if excludes.is_excluded(&child_rel, name, ft == FileType::Directory) {
+            continue;
+        }
+        let stat = Stat::of_raw(&st);
+        match ft {
+            FileType::Directory => {
+                // O_NOFOLLOW: a directory swapped for a symlink since the stat is refused.
+                let fd = if held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS {
+                    rustix::fs::openat(dir, cname, DIR_FLAGS, Mode::empty()).ok()
+                } else {
+                    None
+                };
+                if fd.is_none() {
+                    held.fetch_sub(1, Ordering::Relaxed);
+                }
+                subdirs.push((name.to_vec(), stat, fd))
+            }
+            FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),
+            FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
+                Ok(t) => children.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
+                Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
+            },
+            _ => {
+                if let Ok(mut r) = report.lock() {
+                    r.skipped += 1;
+                }
+            }
+        }
+    }
+    Ok(Listing { children, subdirs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_excludes_match_names_anywhere_and_suffixes() {
+        let ex = Excludes::effective(None, &[]).expect("defaults");
+        assert!(ex.is_excluded(b"a/node_modules", b"node_modules", true));
+        assert!(ex.is_excluded(b"x.lock", b"x.lock", false));
+        assert!(!ex.is_excluded(b"src/lockfile.rs", b"lockfile.rs", false));
+        assert!(!ex.is_excluded(b"tmpfile", b"tmpfile", false));
+    }
+
+    #[test]
+    fn anchored_and_dir_only_patterns() {
+        let ex = Excludes::new(&["/build/out", "logs/", "*.bak"]).expect("patterns");
+        assert!(ex.is_excluded(b"build/out", b"out", true));
+        assert!(!ex.is_excluded(b"x/build/out", b"out", true));
+        assert!(ex.is_excluded(b"a/logs", b"logs", true));
+        assert!(!ex.is_excluded(b"a/logs", b"logs", false));
+        assert!(ex.is_excluded(b"deep/er/f.bak", b"f.bak", false));
+        assert!(Excludes::new(&["a["]).is_err());
+    }
+}

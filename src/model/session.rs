@@ -1,0 +1,263 @@
+//! Sessions: a period of work on one workspace, with a lifecycle, a ttl, idle expiry and a
+//! file-access scope (`sessions-and-file-access.md`, DESIGN.md "Sessions and scope").
+//!
+//! Lifecycle: `ready` (the live tree is served) -> `paused` (snapshotted, served from the
+//! snapshot) -> `ready` again, or -> `ended` from either. Ending (DELETE, ttl, or 5 minutes idle
+//! for a non-persistent session) takes a final snapshot and deletes nothing: the row stays, so the
+//! Files API keeps serving the session's files from that snapshot. Time is passed in (`now_ns`),
+//! so expiry is decided by the caller's clock and tests need not wait.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::base::error::{Error, Result};
+use crate::model::scope::{FileAccess, Scope};
+
+/// The seed's default hard lifetime: 4 hours.
+pub const DEFAULT_TTL_S: i64 = 14_400;
+/// A non-persistent session ends this long after its last activity.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Active: the live tree is served.
+    Ready,
+    /// Snapshotted and not served live until resumed.
+    Paused,
+    /// Over; its files are served from its snapshots.
+    Ended,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ready => "ready",
+            Status::Paused => "paused",
+            Status::Ended => "ended",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        match s {
+            "ready" => Some(Status::Ready),
+            "paused" => Some(Status::Paused),
+            "ended" => Some(Status::Ended),
+            _ => None,
+        }
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    Deleted,
+    Ttl,
+    Idle,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Deleted => "deleted",
+            EndReason::Ttl => "ttl",
+            EndReason::Idle => "idle",
+        }
+    }
+}
+
+/// A session as recorded in the manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub workspace: String,
+    pub live_dir: PathBuf,
+    pub persistent: bool,
+    pub ttl_s: i64,
+    pub metadata: Map<String, Value>,
+    pub file_access: FileAccess,
+    pub status: Status,
+    pub created_ns: i64,
+    pub last_activity_ns: i64,
+    pub ended_ns: Option<i64>,
+    pub end_reason: Option<String>,
+    pub final_snapshot: Option<String>,
+}
+
+/// What a caller may set when creating a session (the body of `POST /v1/sessions`). Fields the
+/// seed defines for agent platforms (`model`, `tools`) are accepted and ignored; any other
+/// field is refused by name, so a typo (`fileAccess`) cannot silently widen the scope.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    #[serde(default)]
+    pub persistent: bool,
+    pub ttl: Option<i64>,
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    #[serde(default)]
+    pub file_access: FileAccess,
+    /// The workspace's name; defaults to the session's id.
+    pub workspace: Option<String>,
+    /// The seed's model name (for agent platforms; trove keeps files, not conversations).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The seed's tool definitions (likewise accepted, not used).
+    #[serde(default)]
+    pub tools: Option<Vec<serde_json::Value>>,
+}
+
+fn secs(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+impl Session {
+    pub fn scope(&self) -> Result<Scope> {
+        Scope::new(&self.id, &self.file_access)
+    }
+
+    /// The live directory while the session serves it (ready), else `None`.
+    pub fn serving_dir(&self) -> Option<&Path> {
+        (self.status == Status::Ready).then_some(self.live_dir.as_path())
+    }
+
+    /// The session record in the seed's shape, plus trove's own fields.
+    pub fn record(&self, busy: bool) -> Value {
+        let mut v = json!({
+            "id": self.id,
+            "created_at": secs(self.created_ns),
+            "last_activity": secs(self.last_activity_ns),
+            "busy": busy,
+            "persistent": self.persistent,
+            "ttl": self.ttl_s,
+            "status": self.status.as_str(),
+            "metadata": self.metadata,
+            "file_access": self.file_access,
+            "workspace": self.workspace,
+        });
+        if let (Some(obj), Some(ended)) = (v.as_object_mut(), self.ended_ns) {
+            obj.insert("ended_at".into(), json!(secs(ended)));
+            obj.insert("end_reason".into(), json!(self.end_reason));
+            obj.insert("final_snapshot".into(), json!(self.final_snapshot));
+        }
+        v
+    }
+
+    /// Whether the session is due to end at `now_ns`, and why: its ttl has run out, or it is not
+    /// persistent and has been idle for `idle`. `last_activity_ns` may be newer than the row's.
+    pub fn due(&self, now_ns: i64, last_activity_ns: i64, idle: Duration) -> Option<EndReason> {
+        if self.status == Status::Ended {
+            return None;
+        }
+        if now_ns >= self.created_ns.saturating_add(self.ttl_s.saturating_mul(1_000_000_000)) {
+            return Some(EndReason::Ttl);
+        }
+        let last = last_activity_ns.max(self.last_activity_ns);
+        let idle_ns = i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX);
+        (!self.persistent && now_ns >= last.saturating_add(idle_ns)).then_some(EndReason::Idle)
+    }
+}
+
+/// Parses an age such as `90s`, `5m`, `2h` or `1h30m` (`older_than`); a bare number is seconds.
+pub fn parse_age(s: &str) -> Result<Duration> {
+    let bad =
+        || Error::invalid_argument(format!("'{s}' is not a duration: give a number with s, m or h (e.g. 2h or 1h30m)"));
+    if s.is_empty() {
+        return Err(bad());
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(Duration::from_secs).map_err(|_| bad());
+    }
+    let (mut total, mut num) = (0u64, String::new());
+    for c in s.chars() {
+        match c {
+            '0'..='9' => num.push(c),
+            's' | 'm' | 'h' if !num.is_empty() => {
+                let n: u64 = num.parse().map_err(|_| bad())?;
+                let unit = match c {
+                    's' => 1,
+                    'm' => 60,
+                    _ => 3600,
+                };
+                total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(bad)?;
+                num.clear();
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if !num.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// Checks a workspace name: printable, no `/`, not empty, not `.` or `..` (it names a directory).
+pub fn check_workspace_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.len() > 200
+        || name.contains('/')
+        || name.chars().any(char::is_control)
+    {
+        return Err(Error::invalid_argument(format!(
+            "workspace name '{name}' is not usable: give 1-200 printable characters without '/' (--workspace NAME)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::error::ErrorKind;
+    use crate::base::random::new_session_id;
+
+    #[test]
+    fn ages_parse_with_combinable_suffixes() {
+        assert_eq!(parse_age("2h").expect("2h"), Duration::from_secs(7200));
+        assert_eq!(parse_age("1h30m").expect("1h30m"), Duration::from_secs(5400));
+        assert_eq!(parse_age("90s").expect("90s"), Duration::from_secs(90));
+        assert_eq!(parse_age("45").expect("bare"), Duration::from_secs(45));
+        for bad in ["", "h", "1x", "1h30", "-5m", "1.5h"] {
+            assert_eq!(parse_age(bad).err().map(|e| e.kind()), Some(ErrorKind::InvalidArgument), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ttl_and_idle_decide_the_end() {
+        let s = Session {
+            id: "sess_000000000001".into(),
+            workspace: "w".into(),
+            live_dir: PathBuf::from("/nonexistent"),
+            persistent: false,
+            ttl_s: 3600,
+            metadata: Map::new(),
+            file_access: FileAccess::default(),
+            status: Status::Ready,
+            created_ns: 0,
+            last_activity_ns: 0,
+            ended_ns: None,
+            end_reason: None,
+            final_snapshot: None,
+        };
+        let min = 60_000_000_000i64;
+        assert_eq!(s.due(4 * min, 0, IDLE_TIMEOUT), None);
+        assert_eq!(s.due(5 * min, 0, IDLE_TIMEOUT), Some(EndReason::Idle));
+        assert_eq!(s.due(5 * min, 2 * min, IDLE_TIMEOUT), None, "newer activity counts");
+        let persistent = Session { persistent: true, ..s.clone() };
+        assert_eq!(persistent.due(59 * min, 0, IDLE_TIMEOUT), None);
+        assert_eq!(persistent.due(60 * min, 0, IDLE_TIMEOUT), Some(EndReason::Ttl));
+        let ended = Session { status: Status::Ended, ..s };
+        assert_eq!(ended.due(600 * min, 0, IDLE_TIMEOUT), None);
+    }
+
+    #[test]
+    fn ids_look_like_the_seed() {
+        let id = new_session_id().expect("id");
+        assert!(id.starts_with("sess_") && id.len() == 17 && id[5..].bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(id, new_session_id().expect("id"));
+    }
+}

@@ -1,0 +1,622 @@
+//! Restoring a snapshot (or some of its paths) into a directory, modes and mtimes included,
+//! without ever writing outside the target and without ever leaving a torn file.
+//!
+//! Order of work, and why it is safe (ARCHITECTURE.md, "Restore"):
+//! 1. plan: every entry to create, with every object located, in one manifest read; a missing
+//!    object or a bad name fails before the target is touched;
+//! 2. record the restore in the manifest (`restores`), holding a lock file for as long as it
+//!    runs;
+//! 3. directories: created (or checked) one at a time, each opened beneath the target with
+//!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so a symlink planted anywhere on the
+//!    way (or swapped in meanwhile) is never followed; with `overwrite`, a non-directory where
+//!    the snapshot has a directory is replaced;
+//! 4. stage: files are written in parallel, each under a temporary name beside its place
+//!    (`.trove-rst-<id>-<n>`), verified, given their mode and mtime; symlinks too;
+//! 5. one `syncfs` makes all of their data durable (not one fsync per file);
+//! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
+//!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
+//! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
+//!    record.
+//!
+//! A crash leaves whole files only: some already in place, the rest still under their
+//! temporary names, which `Repo::open` removes (`recover_restores`) once the lock shows that the
+//! restoring process is gone. Running the restore again completes it. Staging beside each file
+//! (not in one directory) keeps the parallel writers out of each other's directory locks, and
+//! makes each rename one within a directory.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rayon::prelude::*;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, UTIME_OMIT};
+use rustix::io::Errno;
+use serde::Serialize;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::failpoint::failpoint;
+use crate::base::path;
+use crate::base::progress::{NoProgress, Progress};
+use crate::base::time::now_ns;
+use crate::fs::walk;
+use crate::manifest::objects::{self, Location};
+use crate::manifest::restores::{self, Pending};
+use crate::model::audit::AuditRecord;
+use crate::model::snapshot::SnapshotInfo;
+use crate::model::tree::{Entry, EntryKind};
+use crate::object::bundle::BundleCache;
+use crate::object::ObjectId;
+use crate::repo::Repo;
+
+pub struct RestoreOptions<'a> {
+    /// Snapshot paths to restore (files or directories); empty means everything.
+    pub paths: Vec<Vec<u8>>,
+    /// Restore into a non-empty directory, replacing what is at the snapshot's paths.
+    pub overwrite: bool,
+    pub actor: String,
+    pub progress: &'a dyn Progress,
+}
+
+impl Default for RestoreOptions<'_> {
+    fn default() -> Self {
+        RestoreOptions { paths: Vec::new(), overwrite: false, actor: "library".into(), progress: &NoProgress }
+    }
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct RestoreReport {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub bytes: u64,
+}
+
+/// Everything a restore creates, in listing (pre-)order; paths are relative to the target.
+struct Plan {
+    dirs: Vec<(Vec<u8>, Entry)>,
+    files: Vec<FilePlan>,
+    links: Vec<(Vec<u8>, Entry)>,
+}
+
+struct FilePlan {
+    rel: Vec<u8>,
+    entry: Entry,
+    parts: Vec<(ObjectId, Location)>,
+}
+
+fn timespec(ns: i64) -> Timespec {
+    Timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) as _ }
+}
+
+/// Sets only the modification time (the access time is left as it is).
+fn mtime_only(ns: i64) -> Timestamps {
+    Timestamps { last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT }, last_modification: timespec(ns) }
+}
+
+/// Names from the manifest become path components on disk: refuse anything that could step
+/// outside the target even if the manifest was tampered with.
+fn safe_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::corrupt(format!("snapshot holds an unusable entry name '{}'", path::display(name))));
+    }
+    Ok(())
+}
+
+/// The temporary name of the `i`th file (or, with `l`, link) of restore `prefix`.
+fn staged_name(prefix: &[u8], i: usize) -> Vec<u8> {
+    let mut n = prefix.to_vec();
+    n.extend_from_slice(i.to_string().as_bytes());
+    n
+}
+
+fn link_name(prefix: &[u8], i: usize) -> Vec<u8> {
+    let mut n = prefix.to_vec();
+    n.push(b'l');
+    n.extend_from_slice(i.to_string().as_bytes());
+    n
+}
+
+/// The restore's target directory: its descriptor, and its path for messages.
+struct Target<'a> {
+    fd: OwnedFd,
+    path: &'a Path,
+}
+
+impl Target<'_> {
+    fn err(&self, verb: &str, rel: &[u8], e: impl Into<std::io::Error>) -> Error {
+        let e: std::io::Error = e.into();
+        match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "cannot {verb} '{}' in {}: a symlink or a file is in the way, and restore never follows a symlink",
+                    path::display(rel),
+                    self.path.display()
+                ),
+            ),
+            _ => Error::io(verb, &self.path.join(OsStr::from_bytes(rel)), e),
+        }
+    }
+
+    /// The directory at `rel` beneath the target, no symlink followed.
+    fn dir(&self, rel: &[u8]) -> Result<OwnedFd> {
+        walk::open_dir_beneath(&self.fd, rel).map_err(|e| self.err("open directory", rel, e))
+    }
+
+    /// Makes directory `rel` (its parent exists: plans list parents first); with `overwrite`, a
+    /// file or symlink in its place is removed first, never followed.
+    fn ensure_dir(&self, rel: &[u8], overwrite: bool) -> Result<()> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent)?;
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
+                return Ok(())
+            }
+            Ok(_) if overwrite => {
+                rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| self.err("replace", rel, e))?
+            }
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "'{}' exists in {}: pass --overwrite to replace it",
+                        path::display(rel),
+                        self.path.display()
+                    ),
+                ))
+            }
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(self.err("stat", rel, e)),
+        }
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(self.err("create directory", rel, e)),
+        }
+    }
+}
+
+/// Splits `a/b/c` into (`a/b`, `c`).
+fn split(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (b"", rel),
+    }
+}
+
+/// The last directory a worker opened: consecutive entries of a plan mostly share a parent.
+#[derive(Default)]
+struct DirCache {
+    rel: Option<Vec<u8>>,
+    fd: Option<OwnedFd>,
+}
+
+impl DirCache {
+    fn get<'a>(&'a mut self, target: &Target<'_>, rel: &[u8]) -> Result<&'a OwnedFd> {
+        if self.rel.as_deref() != Some(rel) || self.fd.is_none() {
+            self.fd = Some(target.dir(rel)?);
+            self.rel = Some(rel.to_vec());
+        }
+        self.fd.as_ref().ok_or_else(|| Error::internal("directory cache emptied"))
+    }
+}
+
+/// Holds the lock that tells recovery a restore is still running (see `recover_restores`).
+struct RestoreLock {
+    _file: File,
+    path: std::path::PathBuf,
+}
+
+impl Drop for RestoreLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn new_restore_id() -> Result<String> {
+    let mut bytes = [0u8; 6];
+    crate::base::random::fill_random(&mut bytes)?;
+    Ok(format!("rst_{}", hex::encode(bytes)))
+}
+
+impl Repo {
+    fn restore_lock_path(&self, id: &str) -> std::path::PathBuf {
+        let dir = match self.root() {
+            Some(r) => r.join("locks"),
+            None => std::env::temp_dir().join("trove-locks"),
+        };
+        dir.join(format!("{id}.lock"))
+    }
+
+    /// Takes the lock of restore `id`: waiting when `wait`, else `None` if someone holds it.
+    fn lock_restore(&self, id: &str, wait: bool) -> Result<Option<RestoreLock>> {
+        let path = self.restore_lock_path(id);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        use rustix::fs::FlockOperation;
+        let op = if wait { FlockOperation::LockExclusive } else { FlockOperation::NonBlockingLockExclusive };
+        match rustix::fs::flock(&file, op) {
+            Ok(()) => Ok(Some(RestoreLock { _file: file, path })),
+            Err(Errno::WOULDBLOCK) if !wait => Ok(None),
+            Err(e) => Err(Error::io("lock", &path, e.into())),
+        }
+    }
+
+    pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
+        // Whether the target is new or empty: then nothing can be in the way, and the checks
+        // for what is are skipped.
+        let mut fresh = true;
+        match std::fs::read_dir(target) {
+            Ok(mut it) => {
+                fresh = it.next().is_none();
+                if !fresh && !opts.overwrite {
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
+                        format!(
+                            "restore target {} is not empty: choose an empty directory or pass --overwrite",
+                            target.display()
+                        ),
+                    ));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("open restore target", target, e)),
+        }
+
+        // 1. Plan: every entry to create, resolved before anything is written.
+        let plan = self.manifest.read(|| self.plan(snap, opts))?;
+        self.check_deadline("planning the restore")?;
+
+        std::fs::create_dir_all(target).map_err(|e| Error::io("create restore target", target, e))?;
+        let abs = std::path::absolute(target).map_err(|e| Error::io("resolve", target, e))?;
+        let target = Target { fd: walk::open_root(&abs)?, path: target };
+
+        // 2. Record it.
+        let id = new_restore_id()?;
+        let lock = self.lock_restore(&id, true)?.ok_or_else(|| Error::internal("a blocking lock returned nothing"))?;
+        let prefix = format!(".trove-rst-{id}-").into_bytes();
+        let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: prefix.clone() };
+        self.manifest.write(|tx| restores::insert(tx, &pending, now_ns()))?;
+        let result = self.restore_planned(&target, &prefix, &plan, opts, fresh);
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing half-written stays behind: staged files go (found by walking the target:
+                // a directory may have moved meanwhile), files already renamed into place are
+                // whole. If even that fails, recovery tries again on the next open.
+                if remove_temporaries(&target.fd, &prefix).is_ok() {
+                    self.manifest.write(|tx| restores::remove(tx, &id))?;
+                }
+                return Err(e);
+            }
+        };
+        failpoint("restore:renamed");
+
+        let mut record = AuditRecord::ok(now_ns(), &opts.actor, "restore");
+        record.workspace = Some(snap.workspace.clone());
+        record.dest_path = Some(abs.as_os_str().as_bytes().to_vec());
+        record.details = serde_json::json!({
+            "snapshot": snap.id,
+            "paths": opts.paths.iter().map(|p| path::display(p).into_owned()).collect::<Vec<_>>(),
+            "files": report.files,
+            "bytes": report.bytes,
+        });
+        self.manifest.write(|tx| {
+            restores::remove(tx, &id)?;
+            crate::manifest::audit::append(tx, &record)
+        })?;
+        drop(lock);
+        Ok(report)
+    }
+
+    /// Steps 3 to 7 of a restore whose temporary names start with `prefix`.
+    fn restore_planned(
+        &self,
+        target: &Target<'_>,
+        prefix: &[u8],
+        plan: &Plan,
+        opts: &RestoreOptions<'_>,
+        fresh: bool,
+    ) -> Result<RestoreReport> {
+        // 3. Directories, parents first.
+        let mut cache = DirCache::default();
+        for (rel, _) in &plan.dirs {
+            if fresh {
+                // Nothing was there; a directory someone makes meanwhile is fine.
+                let (parent, name) = split(rel);
+                match rustix::fs::mkdirat(cache.get(target, parent)?, name, Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(target.err("create directory", rel, e)),
+                }
+            } else {
+                target.ensure_dir(rel, opts.overwrite)?;
+            }
+        }
+        // A directory where the snapshot has a file is refused before anything is replaced.
+        let mut cache = DirCache::default();
+        let in_the_way = if fresh { 0 } else { plan.files.len() + plan.links.len() };
+        for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)).take(in_the_way) {
+            let (parent, name) = split(rel);
+            match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "'{}' in {} is a directory where the snapshot has a file: move it away first",
+                            path::display(rel),
+                            target.path.display()
+                        ),
+                    ));
+                }
+                Ok(_) if !opts.overwrite => {
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
+                        format!(
+                            "'{}' exists in {}: pass --overwrite to replace it",
+                            path::display(rel),
+                            target.path.display()
+                        ),
+                    ))
+                }
+                Ok(_) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(target.err("stat", rel, e)),
+            }
+        }
+        self.check_deadline("preparing the restore")?;
+
+        // 4. Stage, in parallel; contiguous runs keep files that share bundles (and
+        // directories) together.
+        let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
+        opts.progress.start("restoring", total);
+        let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+        let deadline = self.deadline();
+        plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
+            DirCache::default,
+            |cache, (i, f)| -> Result<()> {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(Error::timeout("restoring files", false));
+                }
+                let dir = cache.get(target, split(&f.rel).0)?;
+                stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
+                    .map_err(|e| e.context(path::display(&f.rel)))?;
+                opts.progress.advance(f.entry.size);
+                Ok(())
+            },
+        )?;
+        let mut cache = DirCache::default();
+        for (i, (rel, e)) in plan.links.iter().enumerate() {
+            let name = link_name(prefix, i);
+            let dir = cache.get(target, split(rel).0)?;
+            let t = e.target.as_deref().unwrap_or(b"");
+            rustix::fs::symlinkat(t, dir, name.as_slice()).map_err(|err| target.err("create symlink", rel, err))?;
+            rustix::fs::utimensat(dir, name.as_slice(), &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|err| target.err("set times of", rel, err))?;
+        }
+        failpoint("restore:staged");
+        self.check_deadline("restoring files")?;
+
+        // 5. Every staged byte durable before any of it replaces a file.
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
+        failpoint("restore:synced");
+
+        // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
+        // halfway would leave the target neither old nor new.
+        let flags = if opts.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+        let mut cache = DirCache::default();
+        let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(prefix, i), &f.rel));
+        let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(prefix, i), &l.0));
+        for (n, (from, rel)) in staged.chain(links).enumerate() {
+            let (parent, name) = split(rel);
+            let dir = cache.get(target, parent)?;
+            rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
+                .map_err(|e| target.err("put in place", rel, e))?;
+            if n == 0 {
+                failpoint("restore:rename:first");
+            }
+        }
+        let mut cache = DirCache::default();
+        for (rel, e) in plan.dirs.iter().rev() {
+            let (parent, name) = split(rel);
+            let dir = cache.get(target, parent)?;
+            rustix::fs::chmodat(dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
+                .map_err(|err| target.err("set mode of", rel, err))?;
+            rustix::fs::utimensat(dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|err| target.err("set mtime of", rel, err))?;
+        }
+        // 7. The renames and directory times durable.
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
+        opts.progress.finish();
+        Ok(RestoreReport {
+            files: plan.files.len() as u64,
+            dirs: plan.dirs.len() as u64,
+            symlinks: plan.links.len() as u64,
+            bytes: total,
+        })
+    }
+
+    /// What a restore will create, with every object located.
+    fn plan(&self, snap: &SnapshotInfo, opts: &RestoreOptions<'_>) -> Result<Plan> {
+        let mut dirs: Vec<(Vec<u8>, Entry)> = Vec::new();
+        let mut files: Vec<FilePlan> = Vec::new();
+        let mut links: Vec<(Vec<u8>, Entry)> = Vec::new();
+        let mut planned = std::collections::HashSet::new();
+        let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
+        for root in &roots {
+            let entry = self.lookup(snap, root)?;
+            let norm = path::components(root)?.join(&b'/');
+            let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
+                for part in rel.split(|&b| b == b'/') {
+                    safe_name(part)?;
+                }
+                if !planned.insert(rel.to_vec()) {
+                    return Ok(());
+                }
+                match e.kind {
+                    EntryKind::Dir => dirs.push((rel.to_vec(), e.clone())),
+                    EntryKind::Symlink => links.push((rel.to_vec(), e.clone())),
+                    EntryKind::File => {
+                        let id = e.content.ok_or_else(|| {
+                            Error::corrupt(format!("'{}' has no content in the snapshot", path::display(rel)))
+                        })?;
+                        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
+                        let ids: Vec<ObjectId> =
+                            if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
+                        let mut parts = Vec::with_capacity(ids.len());
+                        for oid in ids {
+                            let loc = objects::locate(self.manifest.conn(), &oid)?.ok_or_else(|| {
+                                Error::corrupt(format!("object {oid} is referenced but not stored; run `trove check`"))
+                            })?;
+                            parts.push((oid, loc));
+                        }
+                        files.push(FilePlan { rel: rel.to_vec(), entry: e.clone(), parts });
+                    }
+                }
+                Ok(())
+            };
+            if norm.is_empty() {
+                self.list(snap, b"", true, &mut add)?;
+            } else {
+                // Ancestors first, as directories of their own: each is checked (or replaced)
+                // on the way, so nothing is written through a symlink in the target.
+                let parts: Vec<&[u8]> = norm.split(|&b| b == b'/').collect();
+                for i in 1..parts.len() {
+                    let ancestor = parts[..i].join(&b'/');
+                    let e = self.lookup(snap, &ancestor)?;
+                    add(&ancestor, &e)?;
+                }
+                add(&norm, &entry)?;
+                if entry.kind == EntryKind::Dir {
+                    self.list(snap, &norm, true, &mut add)?;
+                }
+            }
+        }
+        Ok(Plan { dirs, files, links })
+    }
+
+    /// Cleans up after restores a crash interrupted: run when a repository is opened. A restore
+    /// whose lock is held is still running (another process) and is left alone. Files already
+    /// renamed into place are whole and stay; the files still under temporary names go.
+    pub(crate) fn recover_restores(&self) -> Result<usize> {
+        let mut settled = 0;
+        for p in restores::pending(self.manifest.conn())? {
+            let _lock = match self.lock_restore(&p.id, false) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(restore = %p.id, error = %e, "an interrupted restore is left for a later open: its lock cannot be taken");
+                    continue;
+                }
+            };
+            let target = Path::new(OsStr::from_bytes(&p.target));
+            let cleaned = match walk::open_root(target) {
+                Ok(fd) => remove_temporaries(&fd, &p.staging),
+                // The target itself is gone: nothing left on disk to clean.
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = cleaned {
+                tracing::warn!(restore = %p.id, error = %e, "an interrupted restore's temporary files cannot be removed yet");
+                continue;
+            }
+            let mut record = AuditRecord::ok(now_ns(), "trove", "restore");
+            record.outcome = "interrupted".into();
+            record.dest_path = Some(p.target.clone());
+            record.details = serde_json::json!({
+                "restore": p.id,
+                "message": "a restore was interrupted; the files it had put in place are whole, the rest were discarded: run it again to complete it",
+            });
+            self.manifest.write(|tx| {
+                restores::remove(tx, &p.id)?;
+                crate::manifest::audit::append(tx, &record)
+            })?;
+            settled += 1;
+        }
+        Ok(settled)
+    }
+}
+
+/// Removes every entry named `prefix…` anywhere under `root` (a crashed restore's temporaries,
+/// found by walking the target), with an explicit stack and no symlink followed.
+fn remove_temporaries(root: &OwnedFd, prefix: &[u8]) -> Result<()> {
+    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = match walk::open_dir_beneath(root, &rel) {
+            Ok(d) => d,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => continue,
+            Err(e) => return Err(Error::io("open directory", Path::new(&*path::display(&rel)), e)),
+        };
+        let shown = || std::path::PathBuf::from(&*path::display(&rel));
+        for entry in rustix::fs::Dir::read_from(&dir).map_err(|e| Error::io("read directory", &shown(), e.into()))? {
+            let entry = entry.map_err(|e| Error::io("read directory", &shown(), e.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if name.starts_with(prefix) {
+                match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => {}
+                    Err(e) => return Err(Error::io("remove", &shown().join(OsStr::from_bytes(name)), e.into())),
+                }
+            } else {
+                let is_dir = match entry.file_type() {
+                    rustix::fs::FileType::Directory => true,
+                    // Some filesystems do not say in the listing: ask.
+                    rustix::fs::FileType::Unknown => rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| {
+                            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                        }),
+                    _ => false,
+                };
+                if is_dir {
+                    stack.push(walk::join_rel(&rel, name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes one file under the temporary `name` in its directory `dir`, verified, with its mode
+/// and mtime.
+fn stage_file(
+    backend: &dyn crate::object::Backend,
+    bundles: &BundleCache,
+    dir: &OwnedFd,
+    name: &[u8],
+    f: &FilePlan,
+) -> Result<()> {
+    let shown = || Path::new(OsStr::from_bytes(&f.rel)).to_path_buf();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| Error::io("create", &shown(), e.into()))?;
+    let mut file = File::from(fd);
+    let chunked = f.parts.len() > 1 || f.parts.first().is_some_and(|p| Some(p.0) != f.entry.content);
+    let mut whole = blake3::Hasher::new();
+    for (id, loc) in &f.parts {
+        let raw = crate::ops::view::fetch(backend, bundles, id, loc)?;
+        if chunked {
+            whole.update(&raw);
+        }
+        file.write_all(&raw).map_err(|e| Error::io("write", &shown(), e))?;
+    }
+    if chunked && f.entry.content != Some(ObjectId(*whole.finalize().as_bytes())) {
+        return Err(Error::corrupt(format!(
+            "'{}' does not match its content id after reassembly; run `trove check`",
+            path::display(&f.rel)
+        )));
+    }
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(f.entry.mode))
+        .map_err(|e| Error::io("set mode of", &shown(), e.into()))?;
+    rustix::fs::futimens(&file, &mtime_only(f.entry.mtime_ns))
+        .map_err(|e| Error::io("set mtime of", &shown(), e.into()))?;
+    Ok(())
+}

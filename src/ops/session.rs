@@ -1,0 +1,210 @@
+//! Session operations on a repository: create, look up, snapshot, pause, resume and end
+//! (the lifecycle `model::session` describes), each recorded in the audit log.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::progress::NoProgress;
+use crate::base::random::new_session_id;
+use crate::base::time::now_ns;
+use crate::fs::lock::Locked;
+use crate::manifest;
+use crate::model::audit::AuditRecord;
+use crate::model::scope::Scope;
+use crate::model::session::{check_workspace_name, EndReason, Session, SessionSpec, Status, DEFAULT_TTL_S};
+use crate::model::snapshot::SnapshotInfo;
+use crate::ops::snapshot::SnapshotOptions;
+use crate::repo::Repo;
+
+/// The live directory of workspace `name` under `workspaces`, created if missing. The name is
+/// one path component, so no name reaches outside `workspaces`.
+pub fn workspace_dir(workspaces: &Path, name: &str) -> Result<PathBuf> {
+    check_workspace_name(name)?;
+    let dir = workspaces.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create workspace directory", &dir, e))?;
+    Ok(dir)
+}
+
+fn ended(id: &str) -> Error {
+    Error::not_found(format!("session '{id}' has ended; its files stay readable"))
+}
+
+fn unknown(id: &str) -> Error {
+    Error::not_found(format!("session '{id}' not found: list them with GET /v1/sessions or `trove session list`"))
+}
+
+impl Repo {
+    /// Creates a session. `live_dir` maps the workspace name to its directory (created if
+    /// missing); the name defaults to the new session's id.
+    pub fn create_session(
+        &self,
+        spec: &SessionSpec,
+        live_dir: impl FnOnce(&str) -> Result<PathBuf>,
+        actor: &str,
+    ) -> Result<Session> {
+        let ttl_s = spec.ttl.unwrap_or(DEFAULT_TTL_S);
+        if ttl_s <= 0 {
+            return Err(Error::invalid_argument(format!("ttl {ttl_s} is not a positive number of seconds")));
+        }
+        let id = new_session_id()?;
+        Scope::new(&id, &spec.file_access)?;
+        let workspace = spec.workspace.clone().unwrap_or_else(|| id.clone());
+        check_workspace_name(&workspace)?;
+        let dir = live_dir(&workspace)?;
+        let dir = std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, e))?;
+        let now = now_ns();
+        let session = Session {
+            id,
+            workspace,
+            live_dir: dir,
+            persistent: spec.persistent,
+            ttl_s,
+            metadata: spec.metadata.clone(),
+            file_access: spec.file_access.clone(),
+            status: Status::Ready,
+            created_ns: now,
+            last_activity_ns: now,
+            ended_ns: None,
+            end_reason: None,
+            final_snapshot: None,
+        };
+        self.manifest.write(|tx| {
+            manifest::workspaces::ensure(tx, &session.workspace, now)?;
+            manifest::sessions::insert(tx, &session)?;
+            let mut rec = AuditRecord::ok(now, actor, "session_create");
+            rec.workspace = Some(session.workspace.clone());
+            rec.session = Some(session.id.clone());
+            rec.details = json!({"persistent": session.persistent, "ttl": ttl_s, "file_access": session.file_access});
+            manifest::audit::append(tx, &rec)
+        })?;
+        Ok(session)
+    }
+
+    /// A session in any state; `not_found` if there never was one.
+    pub fn session(&self, id: &str) -> Result<Session> {
+        manifest::sessions::get(self.manifest.conn(), id)?.ok_or_else(|| unknown(id))
+    }
+
+    /// A session that has not ended: what GET and DELETE answer 404 for otherwise.
+    pub fn active_session(&self, id: &str) -> Result<Session> {
+        let s = self.session(id)?;
+        if s.status == Status::Ended {
+            return Err(ended(id));
+        }
+        Ok(s)
+    }
+
+    /// Sessions oldest first; ended ones only when asked.
+    pub fn sessions(&self, include_ended: bool) -> Result<Vec<Session>> {
+        manifest::sessions::list(self.manifest.conn(), include_ended)
+    }
+
+    /// Records activity on sessions (id, time) in one transaction.
+    pub fn touch_sessions(&self, seen: &[(String, i64)]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        self.manifest.write(|tx| seen.iter().try_for_each(|(id, at)| manifest::sessions::touch(tx, id, *at)))
+    }
+
+    /// Snapshots the session's live directory (if it still exists) under its workspace, holding
+    /// the workspace's tool lock so no file tool change is caught half done.
+    pub fn snapshot_session(&self, s: &Session, reason: &str, actor: &str) -> Result<Option<SnapshotInfo>> {
+        let _lock = self.lock_workspace(s)?;
+        self.snapshot_locked(s, reason, actor)
+    }
+
+    /// The tool lock of `s`'s live tree, if it still exists.
+    fn lock_workspace(&self, s: &Session) -> Result<Option<Locked>> {
+        if !s.live_dir.is_dir() {
+            return Ok(None);
+        }
+        self.lock_live(&s.live_dir).map(Some)
+    }
+
+    fn snapshot_locked(&self, s: &Session, reason: &str, actor: &str) -> Result<Option<SnapshotInfo>> {
+        if !s.live_dir.is_dir() {
+            return Ok(None);
+        }
+        let opts = SnapshotOptions {
+            workspace: Some(s.workspace.clone()),
+            session: Some(s.id.clone()),
+            reason: reason.to_string(),
+            actor: actor.to_string(),
+            progress: &NoProgress,
+            ..SnapshotOptions::default()
+        };
+        self.snapshot(&s.live_dir, &opts).map(Some)
+    }
+
+    /// Ends a session: a final snapshot of its live tree, then the row marked `ended`. Nothing
+    /// is deleted. An unknown or already ended session is `not_found`.
+    pub fn end_session(&self, id: &str, reason: EndReason, actor: &str) -> Result<Session> {
+        let s = self.active_session(id)?;
+        // Held until the status changes: a tool write waiting for it then sees `ended`.
+        let _lock = self.lock_workspace(&s)?;
+        let snap = self.snapshot_locked(&s, "session_end", actor)?;
+        let now = now_ns();
+        self.manifest.write(|tx| {
+            // A concurrent end (the reaper and a DELETE) may have won while this one snapshotted.
+            let current = manifest::sessions::get(tx, id)?.ok_or_else(|| unknown(id))?;
+            if current.status == Status::Ended {
+                return Err(ended(id));
+            }
+            let final_snapshot = snap.as_ref().map(|i| i.id.as_str());
+            manifest::sessions::end(tx, id, now, reason.as_str(), final_snapshot)?;
+            let mut rec = AuditRecord::ok(now, actor, "session_end");
+            rec.workspace = Some(s.workspace.clone());
+            rec.session = Some(id.to_string());
+            rec.details = json!({"reason": reason.as_str(), "final_snapshot": final_snapshot});
+            manifest::audit::append(tx, &rec)
+        })?;
+        self.session(id)
+    }
+
+    /// Pauses a ready session: snapshots it and stops serving its live tree. Pausing a paused
+    /// session changes nothing.
+    pub fn pause_session(&self, id: &str, actor: &str) -> Result<Session> {
+        let s = self.active_session(id)?;
+        if s.status == Status::Paused {
+            return Ok(s);
+        }
+        let _lock = self.lock_workspace(&s)?;
+        let snap = self.snapshot_locked(&s, "pause", actor)?;
+        self.set_status(&s, Status::Paused, "session_pause", json!({"snapshot": snap.map(|i| i.id)}), actor)
+    }
+
+    /// Resumes a paused session: its live tree is served again.
+    pub fn resume_session(&self, id: &str, actor: &str) -> Result<Session> {
+        let s = self.active_session(id)?;
+        if s.status == Status::Ready {
+            return Ok(s);
+        }
+        self.set_status(&s, Status::Ready, "session_resume", json!({}), actor)
+    }
+
+    fn set_status(&self, s: &Session, to: Status, operation: &str, details: Value, actor: &str) -> Result<Session> {
+        let now = now_ns();
+        self.manifest.write(|tx| {
+            let current = manifest::sessions::get(tx, &s.id)?.ok_or_else(|| unknown(&s.id))?;
+            if current.status == Status::Ended {
+                return Err(Error::new(ErrorKind::Conflict, format!("session '{}' ended meanwhile", s.id)));
+            }
+            manifest::sessions::set_status(tx, &s.id, to)?;
+            manifest::sessions::touch(tx, &s.id, now)?;
+            let mut rec = AuditRecord::ok(now, actor, operation);
+            rec.workspace = Some(s.workspace.clone());
+            rec.session = Some(s.id.clone());
+            rec.details = details;
+            manifest::audit::append(tx, &rec)
+        })?;
+        self.session(&s.id)
+    }
+
+    /// The newest snapshot session `id` took, if any.
+    pub fn session_snapshot(&self, id: &str) -> Result<Option<String>> {
+        manifest::sessions::latest_snapshot(self.manifest.conn(), id)
+    }
+}

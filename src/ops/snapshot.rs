@@ -1,0 +1,723 @@
+//! Taking a snapshot: live tree -> objects + trees + one snapshot row, in one transaction.
+//!
+//! Order of work, and why it is crash-safe: (1) walk and `lstat`; (2) files whose stat matches
+//! the stat cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
+//! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
+//! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees, stat
+//! cache, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
+//! which nothing references and garbage collection reclaims; the repository still opens and
+//! earlier snapshots are untouched.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use rusqlite::Connection;
+use sha2::Digest;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::progress::{NoProgress, Progress};
+use crate::base::time::now_ns;
+use crate::fs::walk::{self, Excludes, Node, Stat, Walked};
+use crate::manifest::stat_cache::{child_key, CacheMap, CachedStat, PathKey};
+use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
+use crate::model::audit::AuditRecord;
+use crate::model::session::check_workspace_name;
+use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
+use crate::model::tree::{self, Entry, EntryKind};
+use crate::object::bundle::{self, BundleBuilder};
+use crate::object::{blob, ObjectId, PackWriter, RandomKeyMap, RandomKeySet, Sha256};
+use crate::repo::Repo;
+
+/// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
+/// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
+/// borg's "racy" files). Two seconds covers filesystems with one- and two-second timestamps.
+pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+thread_local! {
+    // Per-worker buffers for file contents and encoded blobs, reused across files so the
+    // allocator does not accumulate freed megabyte buffers (see `blob::encode_into`).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
+/// fill, short enough to spread work over the cores.
+const FILES_PER_RUN: usize = 64;
+
+pub struct SnapshotOptions<'a> {
+    /// Workspace name; defaults to the directory's name.
+    pub workspace: Option<String>,
+    pub session: Option<String>,
+    /// Why: `manual`, `session_end`, `pause`, `before_restore`, ...
+    pub reason: String,
+    pub actor: String,
+    /// Per-call exclusions: replace the workspace's list when `Some`, then add `extra_excludes`.
+    pub replace_excludes: Option<Vec<String>>,
+    pub extra_excludes: Vec<String>,
+    /// Off forces every file to be read (what the stat cache's property test compares against).
+    pub use_stat_cache: bool,
+    pub racy_window_ns: i64,
+    pub progress: &'a dyn Progress,
+}
+
+impl Default for SnapshotOptions<'_> {
+    fn default() -> Self {
+        SnapshotOptions {
+            workspace: None,
+            session: None,
+            reason: "manual".into(),
+            actor: "library".into(),
+            replace_excludes: None,
+            extra_excludes: Vec::new(),
+            use_stat_cache: true,
+            racy_window_ns: RACY_WINDOW_NS,
+            progress: &NoProgress,
+        }
+    }
+}
+
+/// The content of one file as read (or as the stat cache remembers it).
+#[derive(Debug, Clone)]
+struct Content {
+    id: ObjectId,
+    sha256: Sha256,
+    size: u64,
+    stat: Stat,
+    /// For chunked files: (offset, chunk id) in order.
+    chunks: Option<Vec<(u64, ObjectId)>>,
+    /// Safe to remember in the stat cache (not racy, not changed while read).
+    cacheable: bool,
+    from_cache: bool,
+}
+
+/// Per-file outcome of step (2).
+enum Outcome {
+    Pending,
+    Done(Content),
+    Dropped,
+}
+
+struct FileJob<'n> {
+    rel: &'n [u8],
+    stat: Stat,
+    slot: &'n mut Outcome,
+}
+
+/// The trees this snapshot built, by id: their canonical encodings (`tree::encode`), which take
+/// about half the memory of the entries themselves.
+type Built = RandomKeyMap<ObjectId, Vec<u8>>;
+
+/// One file of the walk and what became of it. Files are kept in walk order, which is also the
+/// order `build` visits them, so no map by path is needed.
+struct FileOutcome {
+    stat: Stat,
+    key: PathKey,
+    /// Whether the stat cache had a row for this path (stale rows of misses are deleted).
+    had_row: bool,
+    /// The workspace-relative path, built only for files that must be read.
+    rel: Option<Vec<u8>>,
+    outcome: Outcome,
+}
+
+type Outcomes = Vec<FileOutcome>;
+
+/// Shared state of the parallel read phase.
+struct Writer<'a> {
+    zstd_level: i32,
+    chunking: crate::object::Chunking,
+    reader: Mutex<Connection>,
+    seen: Mutex<RandomKeySet<ObjectId>>,
+    packs: &'a PackWriter,
+    warnings: Mutex<Vec<Warning>>,
+}
+
+impl Writer<'_> {
+    /// Stores `raw` as object `id` unless the repository or this snapshot already has it: a
+    /// small object joins `bundle`, a larger one becomes a blob of its own.
+    fn store(&self, id: ObjectId, raw: &[u8], bundle: &mut BundleBuilder) -> Result<()> {
+        if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
+            return Ok(());
+        }
+        let known = {
+            let reader = self.reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
+            objects::contains(&reader, &id)?
+        };
+        if known {
+            return Ok(());
+        }
+        if raw.len() < bundle::MEMBER_MAX {
+            if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
+                self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+            }
+            return Ok(());
+        }
+        ENCODED.with(|cell| {
+            let mut encoded = cell.borrow_mut();
+            blob::encode_into(blob::Kind::Object, &id, raw, self.zstd_level, &mut encoded)?;
+            self.packs.add(id, raw.len() as u64, &encoded)
+        })
+    }
+
+    fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
+        if let Some(sealed) = bundle.seal(self.zstd_level)? {
+            self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+        }
+        Ok(())
+    }
+
+    fn warn(&self, rel: &[u8], message: String) {
+        if let Ok(mut w) = self.warnings.lock() {
+            w.push(Warning { path: String::from_utf8_lossy(rel).into_owned(), message });
+        }
+    }
+
+    /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
+    /// `Err` is a repository failure that must abort the snapshot.
+    fn read_file(
+        &self,
+        root: &OwnedFd,
+        job: &FileJob<'_>,
+        scan_start: i64,
+        racy_ns: i64,
+        bundle: &mut BundleBuilder,
+    ) -> Result<Option<Content>> {
+        // Beneath the root, no symlink followed in any component: if the file or a directory
+        // above it was replaced by a symlink since the walk, it is not read.
+        let file = match walk::open_beneath(root, job.rel) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.warn(job.rel, "vanished before it could be read; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                return Ok(None);
+            }
+        };
+        // The walk's lstat is the "before"; one fstat after reading tells whether the file
+        // changed in between (or was replaced: the inode differs).
+        let before = job.stat;
+        // Read exactly the size the walk saw: a file that keeps growing (a log being written)
+        // must not keep the snapshot chasing its end; the growth is caught below.
+        let limited = Read::take(&file, before.size);
+        let read = if before.size <= self.chunking.threshold {
+            self.read_whole(limited, before.size, bundle)
+        } else {
+            self.read_chunked(limited, bundle)
+        };
+        let mut content = match read {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                self.warn(job.rel, "cannot be read; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read file") => {
+                self.warn(job.rel, format!("{e}; not in this snapshot"));
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let after = match file.metadata() {
+            Ok(m) if m.is_file() => Stat::of(&m),
+            Ok(_) => {
+                self.warn(job.rel, "is no longer a regular file; not in this snapshot".into());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
+                return Ok(None);
+            }
+        };
+        let changed = after.size != before.size
+            || after.mtime_ns != before.mtime_ns
+            || after.ctime_ns != before.ctime_ns
+            || after.inode != before.inode
+            || content.size != before.size;
+        if changed {
+            self.warn(job.rel, "changed while being read; this snapshot holds the bytes as read".into());
+        }
+        let newest = before.mtime_ns.max(before.ctime_ns);
+        content.stat = after;
+        content.cacheable = !changed && newest < scan_start.saturating_sub(racy_ns);
+        Ok(Some(content))
+    }
+
+    fn read_whole(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+        READ_BUF.with(|cell| {
+            let mut raw = cell.borrow_mut();
+            raw.clear();
+            raw.reserve(size as usize + 1);
+            if let Err(e) = file.read_to_end(&mut raw) {
+                return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
+            }
+            self.hash_and_store(&raw, bundle)
+        })
+    }
+
+    fn hash_and_store(&self, raw: &[u8], bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+        let id = ObjectId::of(raw);
+        let sha256: Sha256 = sha2::Sha256::digest(raw).into();
+        self.store(id, raw, bundle)?;
+        Ok(Some(Content {
+            id,
+            sha256,
+            size: raw.len() as u64,
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
+            chunks: None,
+            cacheable: false,
+            from_cache: false,
+        }))
+    }
+
+    fn read_chunked(&self, file: impl Read, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+        let mut whole = blake3::Hasher::new();
+        let mut sha = sha2::Sha256::new();
+        let mut chunks = Vec::new();
+        let mut size = 0u64;
+        let result = self.chunking.for_each_chunk(file, |offset, data| {
+            whole.update(&data);
+            sha.update(&data);
+            size += data.len() as u64;
+            let id = ObjectId::of(&data);
+            self.store(id, &data, bundle)?;
+            chunks.push((offset, id));
+            Ok(())
+        });
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read while chunking") => {
+                return Err(Error::new(ErrorKind::Io, format!("cannot read file: {}", e.message())));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Some(Content {
+            id: ObjectId(*whole.finalize().as_bytes()),
+            sha256: sha.finalize().into(),
+            size,
+            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
+            chunks: Some(chunks),
+            cacheable: false,
+            from_cache: false,
+        }))
+    }
+}
+
+fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
+    c.size == s.size
+        && c.mtime_ns == s.mtime_ns
+        && c.ctime_ns == s.ctime_ns
+        && c.inode == s.inode
+        && c.device == s.device
+        && c.mode == s.mode
+}
+
+/// Collects every file of the walked tree into `outcomes`, directory by directory in the
+/// walk's (breadth-first) order and by name within one, resolving stat-cache hits; returns where
+/// each directory's files start in `outcomes`. With `use_cache` off every file is a miss (the
+/// rows are still tracked for cleanup).
+fn classify(walked: &Walked, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(walked.dirs.len());
+    for dir in &walked.dirs {
+        starts.push(outcomes.len());
+        for child in &dir.children {
+            let Node::File { name, stat } = child else { continue };
+            let key = child_key(&dir.rel, name);
+            let cached = cache.remove(&key);
+            let had_row = cached.is_some();
+            let outcome = match cached {
+                Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
+                    id: c.content,
+                    sha256: c.sha256,
+                    size: c.size,
+                    stat: *stat,
+                    chunks: None,
+                    cacheable: true,
+                    from_cache: true,
+                }),
+                _ => Outcome::Pending,
+            };
+            let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
+            outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
+        }
+    }
+    starts
+}
+
+/// Builds every directory's tree, deepest first (the walk lists parents before children), and
+/// returns the root's id; fills `trees` and `counts`. `starts` is what `classify` returned.
+fn build(
+    walked: &Walked,
+    starts: &[usize],
+    outcomes: &Outcomes,
+    trees: &mut Built,
+    counts: &mut Counts,
+) -> Result<ObjectId> {
+    let mut ids: Vec<Option<ObjectId>> = vec![None; walked.dirs.len()];
+    for (i, dir) in walked.dirs.iter().enumerate().rev() {
+        let mut entries = Vec::with_capacity(dir.children.len());
+        let mut files = outcomes[starts[i]..].iter();
+        for child in &dir.children {
+            match child {
+                Node::File { name, stat } => {
+                    if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
+                        counts.files += 1;
+                        counts.bytes += c.size;
+                        entries.push(Entry {
+                            name: name.clone(),
+                            kind: EntryKind::File,
+                            mode: stat.perm(),
+                            size: c.size,
+                            mtime_ns: c.stat.mtime_ns,
+                            content: Some(c.id),
+                            sha256: Some(c.sha256),
+                            target: None,
+                        });
+                    }
+                }
+                Node::Symlink { name, target, stat } => {
+                    counts.symlinks += 1;
+                    entries.push(Entry {
+                        name: name.clone(),
+                        kind: EntryKind::Symlink,
+                        mode: stat.perm(),
+                        size: target.len() as u64,
+                        mtime_ns: stat.mtime_ns,
+                        content: None,
+                        sha256: None,
+                        target: Some(target.clone()),
+                    });
+                }
+                Node::Dir { name, index } => {
+                    counts.dirs += 1;
+                    let sub = &walked.dirs[*index];
+                    let id = ids[*index].ok_or_else(|| Error::internal("a subdirectory came before its parent"))?;
+                    entries.push(Entry {
+                        name: name.clone(),
+                        kind: EntryKind::Dir,
+                        mode: sub.stat.perm(),
+                        size: 0,
+                        mtime_ns: sub.stat.mtime_ns,
+                        content: Some(id),
+                        sha256: None,
+                        target: None,
+                    });
+                }
+            }
+        }
+        let encoded = tree::encode(&entries);
+        let id = tree::id_of_encoding(&encoded);
+        trees.insert(id, encoded);
+        ids[i] = Some(id);
+    }
+    ids.first().copied().flatten().ok_or_else(|| Error::internal("the walk has no root"))
+}
+
+/// The trees of this snapshot the manifest lacks, found top-down. A tree already in the
+/// manifest implies all of its descendants are (they were inserted with it, and are only ever
+/// removed together by garbage collection), so an unchanged directory costs one lookup however
+/// deep it is.
+fn missing_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<RandomKeySet<ObjectId>> {
+    let mut out = RandomKeySet::default();
+    let mut stack = vec![*root];
+    while let Some(id) = stack.pop() {
+        if out.contains(&id) || manifest::trees::exists(conn, &id)? {
+            continue;
+        }
+        out.insert(id);
+        for e in built_entries(trees, &id)? {
+            if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
+                stack.push(child);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
+fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()> {
+    let mut missing: Vec<ObjectId> = missing_trees(conn, root, trees)?.into_iter().collect();
+    missing.sort_unstable();
+    for id in missing {
+        let encoded = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+        manifest::trees::insert_encoded(conn, &id, encoded)?;
+    }
+    Ok(())
+}
+
+/// Entries of tree `id`, from this snapshot's trees or the manifest.
+fn tree_entries(conn: &Connection, id: &ObjectId, new: &Built) -> Result<Vec<Entry>> {
+    match new.contains_key(id) {
+        true => built_entries(new, id),
+        false => trees::entries(conn, id),
+    }
+}
+
+/// The entries of a tree this snapshot built.
+fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
+    let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+    tree::decode(encoded).ok_or_else(|| Error::internal(format!("tree {id} does not decode")))
+}
+
+/// Number of regular files at or under entry `e` (symlinks and directories are not files).
+fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
+    let mut n = 0;
+    let mut stack = vec![e.clone()];
+    while let Some(e) = stack.pop() {
+        match (e.kind, e.content) {
+            (EntryKind::Dir, Some(id)) => stack.extend(tree_entries(conn, &id, new)?),
+            (EntryKind::File, _) => n += 1,
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
+/// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
+/// are skipped whole, so a small change costs the depth of the tree, not its size.
+fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built, counts: &mut Counts) -> Result<()> {
+    let mut pairs = vec![(*old, *new)];
+    while let Some((old, new)) = pairs.pop() {
+        if old == new {
+            continue;
+        }
+        let a = trees::entries(conn, &old)?;
+        let b = tree_entries(conn, &new, trees)?;
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let order = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) => x.name.cmp(&y.name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    counts.removed += count_files(conn, &a[i], trees)?;
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    counts.added += count_files(conn, &b[j], trees)?;
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let (x, y) = (&a[i], &b[j]);
+                    match (x.kind, y.kind) {
+                        (EntryKind::Dir, EntryKind::Dir) => {
+                            if let (Some(o), Some(n)) = (x.content, y.content) {
+                                pairs.push((o, n));
+                            }
+                        }
+                        (EntryKind::File, EntryKind::File) => {
+                            if x.content != y.content || x.mode != y.mode {
+                                counts.changed += 1;
+                            }
+                        }
+                        (kx, ky) if kx == ky => {}
+                        _ => {
+                            counts.removed += count_files(conn, x, trees)?;
+                            counts.added += count_files(conn, y, trees)?;
+                        }
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&str>) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"trove-snapshot-v1");
+    h.update(workspace.as_bytes());
+    h.update(&[0]);
+    h.update(root.as_bytes());
+    h.update(&created_ns.to_le_bytes());
+    h.update(parent.unwrap_or("").as_bytes());
+    h.finalize().to_hex().to_string()
+}
+
+impl Repo {
+    /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
+    pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
+        let row = workspaces::get(self.manifest.conn(), workspace)?;
+        let mut replace = row.as_ref().and_then(|r| r.excludes.clone());
+        let mut extra = row.map(|r| r.extra_excludes).unwrap_or_default();
+        if let Some(r) = &opts.replace_excludes {
+            replace = Some(r.clone());
+            extra.clear();
+        }
+        extra.extend(opts.extra_excludes.iter().cloned());
+        Excludes::effective(replace.as_deref(), &extra)
+    }
+
+    /// Snapshots the directory `dir`.
+    pub fn snapshot(&self, dir: &Path, opts: &SnapshotOptions<'_>) -> Result<SnapshotInfo> {
+        let scan_start = now_ns();
+        let name = match &opts.workspace {
+            Some(n) => n.clone(),
+            None => {
+                let abs = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?;
+                abs.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "cannot name a workspace after {}: pass --workspace NAME",
+                        dir.display()
+                    ))
+                })?
+            }
+        };
+        check_workspace_name(&name)?;
+        let excludes = self.effective_excludes(&name, opts)?;
+        let conn = self.manifest.conn();
+        let ws = workspaces::get(conn, &name)?;
+        let parent = snapshots::latest(conn, Some(&name))?;
+
+        opts.progress.start("scanning", 0);
+        let root_fd = walk::open_root(dir)?;
+        let mut walked =
+            walk::walk(&root_fd, dir, &walk::WalkOptions { excludes: &excludes, deadline: self.deadline() })?;
+        let mut cache = match &ws {
+            Some(w) => stat_cache::load(conn, w.id)?,
+            None => stat_cache::CacheMap::default(),
+        };
+        let mut outcomes = Outcomes::new();
+        let starts = classify(&walked, &mut cache, opts.use_stat_cache, &mut outcomes);
+        // What is left are rows of paths the walk did not see.
+        let stale: Vec<PathKey> = cache.into_keys().collect();
+
+        // Step 2: read what the cache could not vouch for, in parallel. Step 3: every pack
+        // durable (PackWriter::run returns only once all are sealed) before the manifest may
+        // point at them.
+        let mut jobs: Vec<FileJob<'_>> = Vec::new();
+        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut() {
+            if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
+                jobs.push(FileJob { rel, stat: *stat, slot: outcome });
+            }
+        }
+        // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
+        jobs.sort_unstable_by_key(|j| j.rel);
+        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
+        let racy = opts.racy_window_ns;
+        let reader = self.manifest.pinned_reader()?;
+        let (warnings, packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
+            let writer = Writer {
+                zstd_level: self.config.zstd_level,
+                chunking: self.config.chunking,
+                reader: Mutex::new(reader),
+                seen: Mutex::new(RandomKeySet::default()),
+                packs,
+                warnings: Mutex::new(std::mem::take(&mut walked.report.warnings)),
+            };
+            let deadline = self.deadline();
+            jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(Error::timeout("reading files for a snapshot", false));
+                }
+                let mut bundle = BundleBuilder::default();
+                for job in run {
+                    let size = job.stat.size;
+                    *job.slot = match writer.read_file(&root_fd, job, scan_start, racy, &mut bundle)? {
+                        Some(c) => Outcome::Done(c),
+                        None => Outcome::Dropped,
+                    };
+                    opts.progress.advance(size);
+                }
+                writer.seal_bundle(&mut bundle)
+            })?;
+            writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
+        })?;
+        drop(jobs);
+        opts.progress.finish();
+
+        let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
+        let mut trees_built = Built::default();
+        let root = build(&walked, &starts, &outcomes, &mut trees_built, &mut counts)?;
+        drop(walked);
+        match &parent {
+            Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
+            None => counts.added = counts.files,
+        }
+
+        // The last moment to give up: after this the snapshot commits.
+        self.check_deadline("recording a snapshot")?;
+        let created_ns = now_ns();
+        let info = SnapshotInfo {
+            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| p.id.as_str())),
+            workspace: name.clone(),
+            session: opts.session.clone(),
+            parent: parent.map(|p| p.id),
+            created_ns,
+            reason: opts.reason.clone(),
+            root,
+            source_dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).as_os_str().as_bytes().to_vec(),
+            counts,
+            warnings,
+        };
+
+        // Step 4: one transaction makes it all visible.
+        self.manifest.write(|tx| {
+            let ws = workspaces::ensure(tx, &name, created_ns)?;
+            workspaces::set_root(tx, ws.id, &info.source_dir)?;
+            objects::insert_packs(tx, &packs, created_ns)?;
+            // Keys in order, so stat cache pages fill densely (see `insert_packs`).
+            let mut changed: Vec<&FileOutcome> =
+                outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
+            changed.sort_unstable_by_key(|f| f.key);
+            for f in changed {
+                match &f.outcome {
+                    Outcome::Done(c) => {
+                        if let Some(chunks) = &c.chunks {
+                            objects::insert_chunk_list(tx, &c.id, chunks)?;
+                        }
+                        if c.cacheable {
+                            let row = CachedStat {
+                                size: c.stat.size,
+                                mtime_ns: c.stat.mtime_ns,
+                                ctime_ns: c.stat.ctime_ns,
+                                inode: c.stat.inode,
+                                device: c.stat.device,
+                                mode: c.stat.mode,
+                                content: c.id,
+                                sha256: c.sha256,
+                            };
+                            stat_cache::upsert(tx, ws.id, &f.key, &row)?;
+                        } else if f.had_row {
+                            stat_cache::delete(tx, ws.id, &f.key)?;
+                        }
+                    }
+                    Outcome::Dropped | Outcome::Pending => {
+                        if f.had_row {
+                            stat_cache::delete(tx, ws.id, &f.key)?;
+                        }
+                    }
+                }
+            }
+            for key in &stale {
+                stat_cache::delete(tx, ws.id, key)?;
+            }
+            insert_trees(tx, &info.root, &trees_built)?;
+            snapshots::insert(tx, ws.id, &info)?;
+            let mut record = AuditRecord::ok(created_ns, &opts.actor, "snapshot");
+            record.workspace = Some(name.clone());
+            record.session = opts.session.clone();
+            record.details = serde_json::json!({
+                "snapshot": info.id,
+                "reason": info.reason,
+                "files": info.counts.files,
+                "bytes": info.counts.bytes,
+                "added": info.counts.added,
+                "changed": info.counts.changed,
+                "removed": info.counts.removed,
+                "warnings": info.warnings.len(),
+                "packs": packs.len(),
+            });
+            manifest::audit::append(tx, &record)?;
+            Ok(())
+        })?;
+        Ok(info)
+    }
+}

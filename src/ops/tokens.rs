@@ -1,0 +1,123 @@
+//! API tokens: creating, revoking and listing them, and checking a presented one. Tokens are
+//! stored as SHA-256 hashes; a presented token is hashed and compared with every known hash in
+//! constant time, so neither a stored secret nor response timing gives one away.
+
+use std::sync::Mutex;
+
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::base::error::{Error, Result};
+use crate::base::random::fill_random;
+use crate::base::time::now_ns;
+use crate::manifest;
+use crate::manifest::tokens as rows;
+use crate::model::audit::AuditRecord;
+use crate::model::token::Token;
+use crate::repo::Repo;
+
+pub fn hash_token(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// The id of the known token `token` hashes to, if any. Every hash is compared, whatever
+/// matched, so the time taken says nothing of which.
+pub fn token_matches(token: &str, known: &[([u8; 32], String)]) -> Option<String> {
+    let presented = hash_token(token);
+    let mut found = None;
+    for (h, id) in known {
+        if bool::from(h.ct_eq(&presented)) {
+            found = Some(id.clone());
+        }
+    }
+    found
+}
+
+/// Creates a token, stores its hash under `label` with an audit record, and returns the token
+/// (the only time it is ever seen in the clear) and its id.
+pub fn create_token(repo: &Repo, label: &str, actor: &str) -> Result<(String, String)> {
+    let mut bytes = [0u8; 24];
+    fill_random(&mut bytes)?;
+    let token = format!("trove_{}", hex::encode(bytes));
+    let hash = hash_token(&token);
+    let id = repo.manifest().write(|tx| {
+        let id = rows::add_token(tx, &hash, label, now_ns())?;
+        let mut rec = AuditRecord::ok(now_ns(), actor, "token_create");
+        rec.details = serde_json::json!({"id": id, "label": label});
+        manifest::audit::append(tx, &rec)?;
+        Ok(id)
+    })?;
+    Ok((token, id))
+}
+
+/// Revokes token `id` (effective at once for running servers), with an audit record.
+pub fn revoke_token(repo: &Repo, id: &str, actor: &str) -> Result<()> {
+    repo.manifest().write(|tx| {
+        if !rows::revoke_token(tx, id, now_ns())? {
+            return Err(Error::not_found(format!("no live token '{id}': list them with `trove token list`")));
+        }
+        let mut rec = AuditRecord::ok(now_ns(), actor, "token_revoke");
+        rec.details = serde_json::json!({"id": id});
+        manifest::audit::append(tx, &rec)
+    })?;
+    Ok(())
+}
+
+/// Every token of the repository, revoked ones included.
+pub fn list_tokens(repo: &Repo) -> Result<Vec<Token>> {
+    rows::tokens(repo.manifest().conn())
+}
+
+/// The hashes and ids of the live tokens stored in the repository.
+pub fn stored_tokens(repo: &Repo) -> Result<Vec<([u8; 32], String)>> {
+    rows::token_hashes(repo.manifest().conn())
+}
+
+/// Token hashes and ids.
+type Known = Vec<([u8; 32], String)>;
+
+/// The tokens a server accepts: the manifest's, read again when it changed, and the ones it was
+/// started with (`TROVE_API_TOKEN`).
+pub struct Tokens {
+    fixed: Known,
+    /// A connection of its own, `data_version` of the last read, and the tokens read then.
+    stored: Mutex<(Connection, i64, Known)>,
+}
+
+impl Tokens {
+    /// Watches the tokens of `repo`, accepting `fixed` (hashes and ids) besides them.
+    pub fn new(repo: &Repo, fixed: Known) -> Result<Tokens> {
+        let conn = repo.manifest().reader()?;
+        Ok(Tokens { fixed, stored: Mutex::new((conn, -1, Vec::new())) })
+    }
+
+    /// The id of the token `presented` is, if it is a live one now.
+    pub fn check(&self, presented: &str) -> Result<Option<String>> {
+        let mut guard = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+        let (conn, seen, stored) = &mut *guard;
+        let version: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(|e| Error::db("checking for new tokens", e))?;
+        if version != *seen {
+            *stored = rows::token_hashes(conn)?;
+            *seen = version;
+        }
+        let found = token_matches(presented, stored);
+        Ok(found.or_else(|| token_matches(presented, &self.fixed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_known_token_matches() {
+        let known = [(hash_token("a"), "tok_a".to_string()), (hash_token("secret"), "tok_s".to_string())];
+        assert_eq!(token_matches("secret", &known).as_deref(), Some("tok_s"));
+        assert_eq!(token_matches("secreT", &known), None);
+        assert_eq!(token_matches("", &known), None);
+        assert_eq!(token_matches("secret", &[]), None);
+    }
+}

@@ -1,0 +1,52 @@
+//! How `trove serve` runs: the repository, where workspaces live, accepted tokens, and the
+//! server's limits and timeouts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::model::session::IDLE_TIMEOUT;
+
+/// How `trove serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub repo: PathBuf,
+    /// Where workspaces live: a session's workspace is a directory named after it in here.
+    pub workspaces: PathBuf,
+    /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
+    /// of `TROVE_API_TOKEN` with the id `env`.
+    pub token_hashes: Vec<([u8; 32], String)>,
+    /// A non-persistent session ends after this long without activity.
+    pub idle_timeout: Duration,
+    /// How often activity is recorded and expired sessions are ended.
+    pub reap_interval: Duration,
+    /// The longest a handler may take before the response is produced.
+    pub request_timeout: Duration,
+    /// The largest request body accepted.
+    pub body_limit: usize,
+    /// Bytes that requests may hold in memory at once (whole reads, edits): more waits.
+    pub memory_budget: u64,
+    /// Connections open at once; at the limit an idle one is closed, else the new one gets 503.
+    pub max_connections: usize,
+    /// The longest a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// The longest a connection may sit idle between requests.
+    pub keepalive_timeout: Duration,
+}
+
+impl ServeOptions {
+    pub fn new(repo: PathBuf, workspaces: PathBuf, token_hashes: Vec<([u8; 32], String)>) -> ServeOptions {
+        ServeOptions {
+            repo,
+            workspaces,
+            token_hashes,
+            idle_timeout: IDLE_TIMEOUT,
+            reap_interval: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(60),
+            body_limit: 1 << 20,
+            memory_budget: 128 << 20,
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+        }
+    }
+}
