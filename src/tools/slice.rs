@@ -24,6 +24,8 @@ pub struct Slicer {
     line: usize,
     line_chars: usize,
     current: String,
+    /// The characters of `current` (kept of the line being read).
+    current_chars: usize,
     kept: Vec<Line>,
     /// The bytes of a character cut by a buffer edge.
     carry: Vec<u8>,
@@ -41,6 +43,7 @@ impl Slicer {
             line: 1,
             line_chars: 0,
             current: String::new(),
+            current_chars: 0,
             kept: Vec::new(),
             carry: Vec::new(),
             seen: 0,
@@ -54,7 +57,7 @@ impl Slicer {
     }
 
     /// Takes the next bytes of the text.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub fn feed(&mut self, mut bytes: &[u8]) {
         if self.binary {
             return;
         }
@@ -66,30 +69,64 @@ impl Slicer {
             }
         }
         self.seen += bytes.len() as u64;
-        let mut data = std::mem::take(&mut self.carry);
-        data.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&data) {
-            Ok(_) => data.len(),
+        // First the character the last buffer's edge cut, completed from this one.
+        if !self.carry.is_empty() {
+            let need = utf8_width(self.carry[0]).saturating_sub(self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..need]);
+            bytes = &bytes[need..];
+            let carry = std::mem::take(&mut self.carry);
+            match std::str::from_utf8(&carry) {
+                Ok(c) => self.text(c),
+                // Still cut: this buffer was shorter than the character.
+                Err(e) if e.error_len().is_none() => {
+                    self.carry = carry;
+                    return;
+                }
+                Err(_) => {
+                    self.binary = true;
+                    return;
+                }
+            }
+        }
+        let (text, rest) = match std::str::from_utf8(bytes) {
+            Ok(text) => (text, &[][..]),
             // Cut at the end: the rest comes with the next buffer.
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(e) if e.error_len().is_none() => {
+                let (valid, rest) = bytes.split_at(e.valid_up_to());
+                // Checked just above: the part before the cut is valid.
+                (std::str::from_utf8(valid).unwrap_or_default(), rest)
+            }
             Err(_) => {
                 self.binary = true;
                 return;
             }
         };
-        let (text, rest) = data.split_at(valid);
-        // Checked just above.
-        let text = std::str::from_utf8(text).unwrap_or_default();
-        for piece in text.split_inclusive('\n') {
-            match piece.strip_suffix('\n') {
-                Some(body) => {
-                    self.take(body);
-                    self.end_line(true);
-                }
-                None => self.take(piece),
+        self.text(text);
+        self.carry.extend_from_slice(rest);
+    }
+
+    /// Takes valid text: whole lines end where a `\n` is (found with memchr, not char by char).
+    fn text(&mut self, mut text: &str) {
+        // Past the last line to keep, only the count of lines matters.
+        if self.line > self.last {
+            let bytes = text.as_bytes();
+            let ends = memchr::memchr_iter(b'\n', bytes).count();
+            self.line += ends;
+            let tail = memchr::memrchr(b'\n', bytes).map_or(bytes.len(), |i| bytes.len() - i - 1);
+            self.line_chars = if ends > 0 { tail } else { self.line_chars + tail };
+            return;
+        }
+        while let Some(i) = memchr::memchr(b'\n', text.as_bytes()) {
+            self.take(&text[..i]);
+            self.end_line(true);
+            text = &text[i + 1..];
+            if self.line > self.last {
+                return self.text(text);
             }
         }
-        self.carry = rest.to_vec();
+        if !text.is_empty() {
+            self.take(text);
+        }
     }
 
     fn wanted(&self) -> bool {
@@ -97,22 +134,30 @@ impl Slicer {
     }
 
     fn take(&mut self, part: &str) {
-        if self.wanted() && self.line_chars < self.max_chars {
-            let room = self.max_chars - self.line_chars;
-            let cut = part.char_indices().nth(room).map_or(part.len(), |(i, _)| i);
-            self.current.push_str(&part[..cut]);
+        if !self.wanted() {
+            // Only whether the line has anything matters (a last line without `\n`).
+            self.line_chars += part.len();
+            return;
         }
-        self.line_chars += part.chars().count();
+        let chars = part.chars().count();
+        if self.current_chars < self.max_chars {
+            let room = self.max_chars - self.current_chars;
+            let cut =
+                if chars <= room { part.len() } else { part.char_indices().nth(room).map_or(part.len(), |(i, _)| i) };
+            self.current.push_str(&part[..cut]);
+            self.current_chars += chars.min(room);
+        }
+        self.line_chars += chars;
     }
 
     fn end_line(&mut self, eol: bool) {
         if self.wanted() {
-            let kept = self.current.chars().count();
             let text = std::mem::take(&mut self.current);
-            self.kept.push(Line { text, more: self.line_chars - kept, eol });
+            self.kept.push(Line { text, more: self.line_chars - self.current_chars, eol });
         }
         self.line += 1;
         self.line_chars = 0;
+        self.current_chars = 0;
     }
 
     /// Ends the text: the lines kept and the number of lines it has; `None` if it is binary.
@@ -125,6 +170,17 @@ impl Slicer {
             self.end_line(false);
         }
         Some((self.kept, self.line - 1))
+    }
+}
+
+/// The length of the UTF-8 sequence a leading byte starts (1 for a byte that starts none, so
+/// the check that follows finds it invalid).
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
     }
 }
 
