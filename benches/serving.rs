@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
     })
     .expect("list");
     let small = small.expect("a small file");
-    let snap_source = Source::Snapshot(snap.id.clone());
+    let snap_source = Source::Snapshot(snap.id.to_string());
     let files = snap.counts.files;
 
     let mut g = c.benchmark_group(format!("serve-{files}-files"));

@@ -30,6 +30,7 @@ pub mod testing;
 
 pub use base::budget::Budget;
 pub use base::error::{from_io, Error, ErrorKind, Result};
+pub use base::id::{PlanId, SessionId, SnapshotId, TokenId, TrashId};
 pub use base::path;
 pub use base::pattern;
 pub use base::progress::{NoProgress, Progress};

@@ -16,16 +16,23 @@ use crate::model::audit::AuditRecord;
 use crate::object::bundle::BundleCache;
 use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend};
 
+/// The repository's settings file, in its root.
 pub const CONFIG_FILE: &str = "config.json";
+/// The SQLite manifest, in the repository's root.
 pub const MANIFEST_FILE: &str = "manifest.db";
+/// The repository format this build writes and reads.
 pub const FORMAT: u32 = 1;
 
 /// Settings fixed when the repository is created.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
+    /// The repository format ([`FORMAT`]).
     pub format: u32,
+    /// A random id telling repositories apart (32 hex digits).
     pub id: String,
+    /// The zstd level objects are compressed with.
     pub zstd_level: i32,
+    /// How large files are cut into chunks.
     pub chunking: Chunking,
     /// Packs are sealed once they pass this many bytes.
     pub pack_target: u64,
@@ -47,6 +54,8 @@ impl Config {
     }
 }
 
+/// An open repository: its object store, its manifest and the caches of one handle. Every
+/// operation (`snapshot`, `restore`, the file tools...) is a method of it.
 pub struct Repo {
     root: Option<PathBuf>,
     pub(crate) config: Config,
@@ -202,14 +211,17 @@ impl Repo {
         Ok(repo)
     }
 
+    /// The repository's directory; `None` for one in memory.
     pub fn root(&self) -> Option<&Path> {
         self.root.as_deref()
     }
 
+    /// The settings fixed at creation.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// The object store.
     pub fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
     }
@@ -236,6 +248,7 @@ impl Repo {
         self.budget.acquire(bytes, self.deadline())
     }
 
+    /// The deadline of the current caller's work, if any.
     pub fn deadline(&self) -> Option<std::time::Instant> {
         self.deadline.get()
     }

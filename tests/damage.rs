@@ -160,3 +160,39 @@ fn a_chunk_list_that_does_not_reassemble_to_its_content_is_found() {
     let e = Repo::open(&root).expect("open").content_bytes(&one).expect_err("a wrong list is not the file");
     assert_eq!(e.kind(), ErrorKind::Corrupt);
 }
+
+/// Ids are parsed where they enter (issue 12, item 4): a malformed one in a row is `corrupt`,
+/// naming what is wrong, never a value silently dropped or passed on.
+#[test]
+fn a_malformed_id_or_kind_in_a_row_is_corrupt() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, repo, _) = tool_written(tmp.path());
+    let s = &repo.sessions(true).expect("sessions")[0];
+    let sha = common::http::sha256_hex(&fs::read(s.live_dir.join("two.bin")).expect("read"));
+    let call = ToolCall::parse("delete_file", json!({"path": "two.bin", "expectedSha256": sha})).expect("parse");
+    let data = repo.run_tool(s, call, "agent").expect("delete");
+    let trash_id = trove::TrashId::parse(data["trashId"].as_str().expect("trash id")).expect("id");
+    drop(repo);
+
+    sql(&root, &format!("UPDATE trash SET kind = 'socket' WHERE id = '{trash_id}'"));
+    let e = Repo::open(&root).expect("open").trash_item(&trash_id).expect_err("a bad kind");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("'socket' is not a kind"), "{e}");
+
+    sql(&root, "UPDATE sessions SET final_snapshot = '../../etc'");
+    let e = Repo::open(&root).expect("open").sessions(true).expect_err("a bad snapshot id");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("is not a snapshot id"), "{e}");
+}
+
+#[test]
+fn the_server_refuses_a_malformed_session_id_in_the_url_by_name() {
+    let server = common::http::start(Some(common::http::TOKEN), &[]);
+    for target in ["/v1/sessions/a%20b", "/v1/sessions/a%2F..%2Fb/files", "/v1/sessions/x%00y/files/a.txt"] {
+        let r = server.get(target);
+        assert_eq!(r.status, 400, "{target}: {}", r.text());
+        assert!(r.text().contains("is not a session id"), "{target}: {}", r.text());
+    }
+    let unknown = server.get("/v1/sessions/sess_000000000000");
+    assert_eq!(unknown.status, 404, "a well-formed unknown id is not found: {}", unknown.text());
+}

@@ -147,7 +147,7 @@ proptest! {
         };
         for p in probes() {
             let live = read(&Source::Live, &p);
-            let from_snap = read(&Source::Snapshot(snap.id.clone()), &p);
+            let from_snap = read(&Source::Snapshot(snap.id.to_string()), &p);
             if let Ok(bytes) = &live {
                 let origin = String::from_utf8_lossy(bytes).into_owned();
                 prop_assert!(origin != "OUTSIDE", "'{}' read a file outside the workspace", p);

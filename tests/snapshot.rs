@@ -101,7 +101,7 @@ fn unchanged_directories_share_trees_and_a_large_file_edit_stores_only_new_chunk
     let entry = repo.lookup(&edited, b"large.bin").expect("lookup");
     assert_eq!(repo.read_content(&entry).expect("read"), big);
     let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&big).into();
-    assert_eq!(entry.sha256, Some(sha), "each entry carries the file's SHA-256");
+    assert_eq!(entry.sha256, Some(trove::object::Sha256(sha)), "each entry carries the file's SHA-256");
 
     // Delete a file deep down and add one: counted, and the earlier snapshot still reads.
     let victim = walkdir::WalkDir::new(&ws)

@@ -59,9 +59,9 @@ fn live_while_the_directory_exists_then_the_latest_snapshot() {
     }
 
     fs::rename(&moved, &ws).expect("back");
-    let by_id = Source::parse(&snap.id[..10]);
+    let by_id = Source::parse(&snap.id.as_str()[..10]);
     let (_, origin) = repo.list_files(&view, &by_id).expect("explicit snapshot");
-    assert_eq!(origin.snapshot_id(), Some(snap.id.as_str()));
+    assert_eq!(origin.snapshot_id(), Some(&snap.id));
 }
 
 #[test]

@@ -77,7 +77,7 @@ fn check(repo: &Repo, ws: &Path) {
         let entry = repo.lookup(&snap, name(i).as_bytes()).expect("lookup");
         assert_eq!(entry.content, Some(trove::object::ObjectId::of(&bytes)), "content of {}", name(i));
         let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
-        assert_eq!(entry.sha256, Some(sha), "sha256 of {}", name(i));
+        assert_eq!(entry.sha256, Some(trove::object::Sha256(sha)), "sha256 of {}", name(i));
         let mode = fs::metadata(ws.join(name(i))).expect("stat").permissions().mode() & 0o7777;
         assert_eq!(entry.mode, mode, "mode of {}", name(i));
     }

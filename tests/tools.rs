@@ -615,18 +615,18 @@ fn deleted_files_keep_their_content_after_the_patch() {
     let w = ws();
     let out = w.ok("apply_patch", json!({"patch": "*** Begin Patch\n*** Delete File: README.md\n*** End Patch"}));
     let trash = out["files"][0]["trashId"].as_str().expect("trash id").to_string();
-    let item = w.repo.trash_item(&trash).expect("item");
+    let item = w.repo.trash_item(&trove::TrashId::parse(&trash).expect("id")).expect("item");
     assert_eq!(item.reason, "apply_patch");
-    assert_eq!(item.sha256.as_deref(), Some(sha256(b"# demo\n\nPORT = 3000\n").as_str()));
+    assert_eq!(item.sha256.map(|s| s.to_hex()), Some(sha256(b"# demo\n\nPORT = 3000\n")));
     w.ok("restore_file", json!({"trashId": trash}));
     assert_eq!(w.text("README.md"), "# demo\n\nPORT = 3000\n");
 }
 
 /// A journal row as a crash would leave it: `steps` over the workspace of `w`.
-fn journal_row(w: &Ws, steps: Vec<trove::testing::Step>) -> String {
+fn journal_row(w: &Ws, steps: Vec<trove::testing::Step>) -> trove::PlanId {
     use trove::testing::Plan;
     let plan = Plan {
-        id: "op_0123456789ab".into(),
+        id: trove::PlanId::parse("op_0123456789ab").expect("id"),
         tool: "apply_patch".into(),
         actor: "agent".into(),
         workspace: w.s.workspace.clone(),
@@ -704,7 +704,8 @@ fn a_deleted_directory_that_changed_meanwhile_is_not_thrown_away() {
     fs::create_dir_all(w.root.join("q")).expect("mkdir");
     fs::write(w.root.join("q/f"), "f\n").expect("write");
     let d = w.ok("delete_file", json!({"path": "q"}));
-    let item = w.repo.trash_item(d["trashId"].as_str().expect("id")).expect("item");
+    let item =
+        w.repo.trash_item(&trove::TrashId::parse(d["trashId"].as_str().expect("id")).expect("id")).expect("item");
     // Replay the same removal as an interrupted plan over a directory that gained a file.
     fs::create_dir_all(w.root.join("q")).expect("mkdir");
     fs::write(w.root.join("q/f"), "f\n").expect("write");
@@ -713,7 +714,7 @@ fn a_deleted_directory_that_changed_meanwhile_is_not_thrown_away() {
         path: b"q".to_vec(),
         grave: b".trove-op_0123456789ab-0.del".to_vec(),
         before: None,
-        trash: Box::new(trove::TrashItem { id: "trash_aaaaaaaaaaaa".into(), ..item }),
+        trash: Box::new(trove::TrashItem { id: trove::TrashId::parse("trash_aaaaaaaaaaaa").expect("id"), ..item }),
     };
     journal_row(&w, vec![step]);
     Repo::open(&w.repo_path).expect("open");

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod error;
 pub mod failpoint;
+pub mod id;
 pub mod path;
 pub mod pattern;
 pub mod progress;

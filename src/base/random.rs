@@ -1,12 +1,11 @@
 //! Random ids: session and trash ids drawn from the kernel's random source.
 
 use crate::base::error::{Error, Result};
+use crate::base::id::{PlanId, SessionId, TrashId};
 
 /// A fresh session id: `sess_` and 12 random hex digits, as in the seed.
-pub fn new_session_id() -> Result<String> {
-    let mut bytes = [0u8; 6];
-    fill_random(&mut bytes)?;
-    Ok(format!("sess_{}", hex::encode(bytes)))
+pub fn new_session_id() -> Result<SessionId> {
+    SessionId::parse(&format!("sess_{}", random_hex()?))
 }
 
 /// Fills `buf` from the kernel's random source.
@@ -21,8 +20,18 @@ pub fn fill_random(buf: &mut [u8]) -> Result<()> {
 }
 
 /// A fresh trash id: `trash_` and 12 random hex digits.
-pub fn new_trash_id() -> Result<String> {
+pub fn new_trash_id() -> Result<TrashId> {
+    TrashId::parse(&format!("trash_{}", random_hex()?))
+}
+
+/// A fresh journal plan id: `op_` and 12 random hex digits.
+pub fn new_plan_id() -> Result<PlanId> {
+    PlanId::parse(&format!("op_{}", random_hex()?))
+}
+
+/// 12 random hex digits: 48 bits, ample for ids that are also checked for uniqueness on insert.
+fn random_hex() -> Result<String> {
     let mut bytes = [0u8; 6];
     fill_random(&mut bytes)?;
-    Ok(format!("trash_{}", hex::encode(bytes)))
+    Ok(hex::encode(bytes))
 }

@@ -23,6 +23,7 @@ use serde_json::json;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::failpoint::failpoint;
+use crate::base::id::{PlanId, SessionId, TrashId};
 use crate::base::path;
 use crate::base::time::now_ns;
 use crate::fs::lock::Locked;
@@ -31,6 +32,7 @@ use crate::fs::workdir::{self, Kind, WorkDir};
 use crate::manifest;
 use crate::model::audit::AuditRecord;
 use crate::model::trash::TrashItem;
+use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
 use crate::repo::Repo;
 
@@ -63,11 +65,11 @@ pub enum Step {
 /// A decided mutation: what the journal row holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    pub id: String,
+    pub id: PlanId,
     pub tool: String,
     pub actor: String,
     pub workspace: String,
-    pub session: Option<String>,
+    pub session: Option<SessionId>,
     pub root: PathBuf,
     pub created_ns: i64,
     pub steps: Vec<Step>,
@@ -134,11 +136,11 @@ enum ToStore {
 }
 
 /// The outcome of a plan: each write's new sha256, each removal's trash id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Done {
-    pub plan: String,
+    pub plan: PlanId,
     pub written: Vec<(Vec<u8>, String)>,
-    pub trashed: Vec<(Vec<u8>, String)>,
+    pub trashed: Vec<(Vec<u8>, TrashId)>,
     pub audit_seqs: Vec<i64>,
 }
 
@@ -147,11 +149,10 @@ pub fn hex_sha(s: &crate::object::Sha256) -> String {
 }
 
 /// A SHA-256 a plan records in hex; one that does not decode is a damaged plan, said so.
-fn plan_sha(plan: &Plan, h: &str) -> Result<[u8; 32]> {
-    hex::decode(h)
-        .ok()
-        .and_then(|v| v.try_into().ok())
-        .ok_or_else(|| Error::corrupt(format!("journal plan {} records '{h}' as a SHA-256", plan.id)))
+fn plan_sha(plan: &Plan, h: &str) -> Result<Sha256> {
+    Sha256::from_hex(h).map_err(|e| {
+        Error::with_source(ErrorKind::Corrupt, format!("journal plan {} records '{h}' as a SHA-256", plan.id), e)
+    })
 }
 
 /// An object id a plan records in hex; one that does not decode is a damaged plan, said so.
@@ -204,11 +205,11 @@ pub fn already_exists(path: &[u8]) -> Error {
     .with_detail("path", shown.as_ref())
 }
 
-fn tmp_name(plan: &str, i: usize) -> Vec<u8> {
+fn tmp_name(plan: &PlanId, i: usize) -> Vec<u8> {
     format!(".trove-{plan}-{i}.tmp").into_bytes()
 }
 
-fn grave_name(plan: &str, i: usize) -> Vec<u8> {
+fn grave_name(plan: &PlanId, i: usize) -> Vec<u8> {
     format!(".trove-{plan}-{i}.del").into_bytes()
 }
 
@@ -217,31 +218,25 @@ fn beside(path: &[u8], name: &[u8]) -> Vec<u8> {
     walk::join_rel(workdir::split(path).0, name)
 }
 
-pub fn new_plan_id() -> Result<String> {
-    let mut bytes = [0u8; 6];
-    crate::base::random::fill_random(&mut bytes)?;
-    Ok(format!("op_{}", hex::encode(bytes)))
-}
-
 /// The context every step of a plan shares.
 pub struct Ctx<'a> {
     pub tool: &'a str,
     pub actor: &'a str,
     pub workspace: &'a str,
-    pub session: Option<&'a str>,
+    pub session: Option<&'a SessionId>,
     pub details: serde_json::Value,
 }
 
 impl Repo {
     /// Carries out `drafts` on the tree in `wd` as one journaled plan.
     pub fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
-        let id = new_plan_id()?;
+        let id = crate::base::random::new_plan_id()?;
         let mut plan = Plan {
             id: id.clone(),
             tool: ctx.tool.to_string(),
             actor: ctx.actor.to_string(),
             workspace: ctx.workspace.to_string(),
-            session: ctx.session.map(str::to_string),
+            session: ctx.session.cloned(),
             root: wd.root().to_path_buf(),
             created_ns: now_ns(),
             steps: Vec::with_capacity(drafts.len()),
@@ -444,7 +439,7 @@ impl Repo {
 
     /// Step 5: the records of a plan whose steps all happened, in one transaction.
     fn finish(&self, plan: &Plan, recovered: bool) -> Result<Done> {
-        let mut done = Done { plan: plan.id.clone(), ..Done::default() };
+        let mut done = Done { plan: plan.id.clone(), written: Vec::new(), trashed: Vec::new(), audit_seqs: Vec::new() };
         let now = now_ns();
         let mut records = Vec::with_capacity(plan.steps.len());
         for (i, s) in plan.steps.iter().enumerate() {
@@ -463,7 +458,7 @@ impl Repo {
                 Step::Remove { path, before, trash, .. } => {
                     rec.path = Some(path.clone());
                     rec.before_sha256 = before.as_deref().map(|h| plan_sha(plan, h)).transpose()?;
-                    rec.before_object = trash.object.as_deref().map(|h| plan_object(plan, h)).transpose()?;
+                    rec.before_object = trash.object;
                     details["change"] = json!("delete");
                     details["trashId"] = json!(trash.id);
                     details["kind"] = json!(trash.kind);
@@ -507,8 +502,14 @@ impl Repo {
                 }
                 seqs.push(seq);
             }
-            if let Some(restored) = plan.details.get("restoredTrashId").and_then(|v| v.as_str()) {
-                manifest::trash::mark_restored(tx, restored, now)?;
+            if let Some(restored) = plan.details.get("restoredTrashId") {
+                let id = restored.as_str().map(TrashId::parse).transpose()?.ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "plan {} names a restored trash item that is not an id: {restored}",
+                        plan.id
+                    ))
+                })?;
+                manifest::trash::mark_restored(tx, &id, now)?;
             }
             manifest::journal::remove(tx, &plan.id)?;
             Ok(seqs)
@@ -741,18 +742,18 @@ fn apply_check_remove(wd: &WorkDir, path: &[u8], before: Option<&str>, trash: &T
     for (child, m) in walked {
         let rel = child[path.len() + 1..].to_vec();
         let sha = match m.kind {
-            Kind::File => sha_of(wd, &child)?,
+            Kind::File => wd.current(&child)?.map(|c| c.sha256),
             _ => None,
         };
         let kind = match m.kind {
-            Kind::File => "file",
-            Kind::Dir => "dir",
-            Kind::Symlink => "symlink",
+            Kind::File => EntryKind::File,
+            Kind::Dir => EntryKind::Dir,
+            Kind::Symlink => EntryKind::Symlink,
             Kind::Other => continue,
         };
-        now.push((rel, kind.to_string(), sha));
+        now.push((rel, kind, sha));
     }
-    let recorded: Vec<_> = trash.entries.iter().map(|e| (e.rel.clone(), e.kind.clone(), e.sha256.clone())).collect();
+    let recorded: Vec<_> = trash.entries.iter().map(|e| (e.rel.clone(), e.kind, e.sha256)).collect();
     if now != recorded {
         let shown = path::display(path);
         return Err(Error::new(

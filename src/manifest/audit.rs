@@ -5,6 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::db;
 use crate::base::error::Result;
 use crate::model::audit::{AuditRecord, FullRecord};
+use crate::object::Sha256;
 
 /// Appends `record` in the caller's transaction and returns its sequence number.
 pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
@@ -27,8 +28,8 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
             record.session,
             record.path,
             record.dest_path,
-            record.before_sha256.as_ref().map(|s| &s[..]),
-            record.after_sha256.as_ref().map(|s| &s[..]),
+            record.before_sha256.as_ref().map(|s| &s.as_bytes()[..]),
+            record.after_sha256.as_ref().map(|s| &s.as_bytes()[..]),
             record.before_object.as_ref().map(|o| &o.as_bytes()[..]),
             record.after_object.as_ref().map(|o| &o.as_bytes()[..]),
             record.outcome,
@@ -52,8 +53,8 @@ fn full_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
     record.session = r.get(5)?;
     record.path = r.get(6)?;
     record.dest_path = r.get(7)?;
-    record.before_sha256 = r.get::<_, Option<[u8; 32]>>(8)?;
-    record.after_sha256 = r.get::<_, Option<[u8; 32]>>(9)?;
+    record.before_sha256 = r.get::<_, Option<[u8; 32]>>(8)?.map(Sha256);
+    record.after_sha256 = r.get::<_, Option<[u8; 32]>>(9)?.map(Sha256);
     record.outcome = r.get(12)?;
     Ok((FullRecord { seq: r.get(0)?, record }, r.get(10)?, r.get(11)?, r.get(13)?))
 }

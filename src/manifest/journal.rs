@@ -5,22 +5,24 @@ use rusqlite::{params, Connection};
 
 use super::db;
 use crate::base::error::Result;
+use crate::base::id::PlanId;
 
-pub fn insert(conn: &Connection, id: &str, created_ns: i64, plan: &str) -> Result<()> {
+pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO journal (id, created_ns, plan) VALUES (?1, ?2, ?3)")
         .and_then(|mut st| st.execute(params![id, created_ns, plan]))
         .map_err(db("journaling a mutation"))?;
     Ok(())
 }
 
-pub fn remove(conn: &Connection, id: &str) -> Result<()> {
+pub fn remove(conn: &Connection, id: &PlanId) -> Result<()> {
     conn.prepare_cached("DELETE FROM journal WHERE id = ?1")
         .and_then(|mut st| st.execute([id]))
         .map_err(db("closing a journal entry"))?;
     Ok(())
 }
 
-/// Every unfinished mutation, oldest first: (id, plan).
+/// Every unfinished mutation, oldest first: (id, plan), both as stored, so recovery can report
+/// one malformed row by itself instead of failing on all of them.
 pub fn pending(conn: &Connection) -> Result<Vec<(String, String)>> {
     let mut st =
         conn.prepare("SELECT id, plan FROM journal ORDER BY created_ns, id").map_err(db("reading the journal"))?;

@@ -7,12 +7,13 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
 use crate::base::error::{Error, Result};
-use crate::model::session::{Session, Status};
+use crate::base::id::{SessionId, SnapshotId};
+use crate::model::session::{EndReason, Session, Status};
 
 const COLUMNS: &str = "id, workspace, live_dir, persistent, ttl, metadata, file_access, status, created_ns, \
                        last_activity_ns, ended_ns, end_reason, final_snapshot";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Session, String, String, String)> {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
     let dir: Vec<u8> = r.get(2)?;
     let s = Session {
         id: r.get(0)?,
@@ -26,19 +27,26 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Session, String, String, Stri
         created_ns: r.get(8)?,
         last_activity_ns: r.get(9)?,
         ended_ns: r.get(10)?,
-        end_reason: r.get(11)?,
+        end_reason: None,
         final_snapshot: r.get(12)?,
     };
-    Ok((s, r.get(5)?, r.get(6)?, r.get(7)?))
+    Ok((s, r.get(5)?, r.get(6)?, r.get(7)?, r.get(11)?))
 }
 
-fn to_session(raw: (Session, String, String, String)) -> Result<Session> {
-    let (mut s, metadata, access, status) = raw;
+/// A row with its text columns still to decode: metadata, file access, status, end reason.
+type Raw = (Session, String, String, String, Option<String>);
+
+fn to_session(raw: Raw) -> Result<Session> {
+    let (mut s, metadata, access, status, end_reason) = raw;
     let bad =
         |what: &str, e: &dyn std::fmt::Display| Error::corrupt(format!("session {} has a malformed {what}: {e}", s.id));
     s.metadata = serde_json::from_str(&metadata).map_err(|e| bad("metadata", &e))?;
     s.file_access = serde_json::from_str(&access).map_err(|e| bad("file_access", &e))?;
     s.status = Status::parse(&status).ok_or_else(|| bad("status", &status))?;
+    s.end_reason = match end_reason {
+        Some(r) => Some(EndReason::parse(&r).ok_or_else(|| bad("end_reason", &r))?),
+        None => None,
+    };
     Ok(s)
 }
 
@@ -59,7 +67,7 @@ pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
             s.created_ns,
             s.last_activity_ns,
             s.ended_ns,
-            s.end_reason,
+            s.end_reason.map(EndReason::as_str),
             s.final_snapshot
         ],
     )
@@ -67,7 +75,7 @@ pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
     Ok(())
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Option<Session>> {
+pub fn get(conn: &Connection, id: &SessionId) -> Result<Option<Session>> {
     let raw = conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))
         .and_then(|mut st| st.query_row([id], row).optional())
@@ -89,23 +97,29 @@ pub fn list(conn: &Connection, include_ended: bool) -> Result<Vec<Session>> {
     Ok(out)
 }
 
-pub fn set_status(conn: &Connection, id: &str, status: Status) -> Result<()> {
+pub fn set_status(conn: &Connection, id: &SessionId, status: Status) -> Result<()> {
     conn.execute("UPDATE sessions SET status = ?1 WHERE id = ?2", params![status.as_str(), id])
         .map_err(db("updating a session"))?;
     Ok(())
 }
 
-pub fn end(conn: &Connection, id: &str, ended_ns: i64, reason: &str, final_snapshot: Option<&str>) -> Result<()> {
+pub fn end(
+    conn: &Connection,
+    id: &SessionId,
+    ended_ns: i64,
+    reason: EndReason,
+    final_snapshot: Option<&SnapshotId>,
+) -> Result<()> {
     conn.execute(
         "UPDATE sessions SET status = 'ended', ended_ns = ?1, end_reason = ?2, final_snapshot = ?3 WHERE id = ?4",
-        params![ended_ns, reason, final_snapshot, id],
+        params![ended_ns, reason.as_str(), final_snapshot, id],
     )
     .map_err(db("ending a session"))?;
     Ok(())
 }
 
 /// Moves `last_activity_ns` forward (never back).
-pub fn touch(conn: &Connection, id: &str, at_ns: i64) -> Result<()> {
+pub fn touch(conn: &Connection, id: &SessionId, at_ns: i64) -> Result<()> {
     conn.execute(
         "UPDATE sessions SET last_activity_ns = MAX(last_activity_ns, ?1) WHERE id = ?2 AND status != 'ended'",
         params![at_ns, id],
@@ -115,7 +129,7 @@ pub fn touch(conn: &Connection, id: &str, at_ns: i64) -> Result<()> {
 }
 
 /// The newest snapshot a session took, if any.
-pub fn latest_snapshot(conn: &Connection, id: &str) -> Result<Option<String>> {
+pub fn latest_snapshot(conn: &Connection, id: &SessionId) -> Result<Option<SnapshotId>> {
     conn.prepare_cached("SELECT id FROM snapshots WHERE session = ?1 ORDER BY created_ns DESC, rowid DESC LIMIT 1")
         .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
         .map_err(db("finding a session's snapshot"))

@@ -54,7 +54,7 @@ pub fn load(conn: &Connection, workspace: i64) -> Result<CacheMap> {
         let content: Vec<u8> = r.get(7).map_err(db("loading the stat cache"))?;
         let sha: Vec<u8> = r.get(8).map_err(db("loading the stat cache"))?;
         // A malformed row is only a cache miss: the file is read again.
-        let (Ok(content), Ok(sha256)) = (ObjectId::from_slice(&content), <[u8; 32]>::try_from(&sha[..])) else {
+        let (Ok(content), Ok(sha256)) = (ObjectId::from_slice(&content), Sha256::from_slice(&sha)) else {
             continue;
         };
         let get = |i| r.get::<_, i64>(i);
@@ -96,7 +96,7 @@ pub fn upsert(conn: &Connection, workspace: i64, key: &PathKey, s: &CachedStat) 
         s.device as i64,
         s.mode as i64,
         &s.content.as_bytes()[..],
-        &s.sha256[..]
+        &s.sha256.as_bytes()[..]
     ])
     .map_err(db("updating the stat cache"))?;
     Ok(())

@@ -4,15 +4,16 @@ use rusqlite::{params, Connection};
 
 use super::db;
 use crate::base::error::{Error, Result};
+use crate::base::id::TokenId;
 use crate::model::token::Token;
 
 /// A token's id: `tok_` and the first 12 hex digits of its SHA-256 (schema version 4).
-pub fn token_id(hash: &[u8; 32]) -> String {
-    format!("tok_{}", hex::encode(&hash[..6]))
+pub fn token_id(hash: &[u8; 32]) -> Result<TokenId> {
+    TokenId::parse(&format!("tok_{}", hex::encode(&hash[..6])))
 }
 
-pub fn add_token(conn: &Connection, hash: &[u8; 32], label: &str, now_ns: i64) -> Result<String> {
-    let id = token_id(hash);
+pub fn add_token(conn: &Connection, hash: &[u8; 32], label: &str, now_ns: i64) -> Result<TokenId> {
+    let id = token_id(hash)?;
     conn.execute(
         "INSERT INTO api_tokens (hash, label, created_ns, id) VALUES (?1, ?2, ?3, ?4)",
         params![&hash[..], label, now_ns, id],
@@ -22,12 +23,12 @@ pub fn add_token(conn: &Connection, hash: &[u8; 32], label: &str, now_ns: i64) -
 }
 
 /// The hashes and ids of the tokens that are not revoked.
-pub fn token_hashes(conn: &Connection) -> Result<Vec<([u8; 32], String)>> {
+pub fn token_hashes(conn: &Connection) -> Result<Vec<([u8; 32], TokenId)>> {
     let mut stmt = conn
         .prepare_cached("SELECT hash, id FROM api_tokens WHERE revoked_ns IS NULL")
         .map_err(db("reading API tokens"))?;
     let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?)))
+        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, TokenId>(1)?)))
         .map_err(db("reading API tokens"))?;
     let mut out = Vec::new();
     for r in rows {
@@ -49,7 +50,7 @@ pub fn tokens(conn: &Connection) -> Result<Vec<Token>> {
 }
 
 /// Marks token `id` revoked; returns whether a live token had that id.
-pub fn revoke_token(conn: &Connection, id: &str, now_ns: i64) -> Result<bool> {
+pub fn revoke_token(conn: &Connection, id: &TokenId, now_ns: i64) -> Result<bool> {
     let n = conn
         .execute("UPDATE api_tokens SET revoked_ns = ?2 WHERE id = ?1 AND revoked_ns IS NULL", params![id, now_ns])
         .map_err(db("revoking an API token"))?;

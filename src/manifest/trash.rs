@@ -4,19 +4,29 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
 use crate::base::error::{Error, Result};
+use crate::base::id::TrashId;
 use crate::model::trash::{TrashEntry, TrashItem};
+use crate::model::tree::EntryKind;
+use crate::object::{ObjectId, Sha256};
 
 const COLUMNS: &str = "id, workspace, session, path, kind, size, sha256, mode, object, deleted_by, deleted_ns, \
                        reason, audit_seq, restored_ns";
 
-fn hex_of(b: Option<Vec<u8>>) -> Option<String> {
-    b.map(hex::encode)
+/// A kind column; other text is a conversion failure, which `db` reports as `corrupt`.
+fn kind(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<EntryKind> {
+    let text: String = r.get(i)?;
+    EntryKind::parse(&text).ok_or_else(|| {
+        let e = Error::corrupt(format!("'{}' is not a kind of trash entry", text.escape_debug()));
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
 
-fn unhex(what: &str, h: &Option<String>) -> Result<Option<Vec<u8>>> {
-    h.as_deref()
-        .map(|h| hex::decode(h).map_err(|_| Error::internal(format!("trash {what} '{h}' is not hex"))))
-        .transpose()
+fn sha(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Sha256>> {
+    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(Sha256))
+}
+
+fn object(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<ObjectId>> {
+    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(ObjectId))
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashItem> {
@@ -25,11 +35,11 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashItem> {
         workspace: r.get(1)?,
         session: r.get(2)?,
         path: r.get(3)?,
-        kind: r.get(4)?,
+        kind: kind(r, 4)?,
         size: r.get::<_, i64>(5)? as u64,
-        sha256: hex_of(r.get(6)?),
+        sha256: sha(r, 6)?,
         mode: r.get(7)?,
-        object: hex_of(r.get(8)?),
+        object: object(r, 8)?,
         deleted_by: r.get(9)?,
         deleted_ns: r.get(10)?,
         reason: r.get(11)?,
@@ -47,11 +57,11 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
             t.workspace,
             t.session,
             t.path,
-            t.kind,
+            t.kind.as_str(),
             t.size as i64,
-            unhex("sha256", &t.sha256)?,
+            t.sha256.as_ref().map(Sha256::as_bytes),
             t.mode,
-            unhex("object", &t.object)?,
+            t.object.as_ref().map(ObjectId::as_bytes),
             t.deleted_by,
             t.deleted_ns,
             t.reason,
@@ -70,11 +80,11 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
         st.execute(params![
             t.id,
             e.rel,
-            e.kind,
+            e.kind.as_str(),
             e.size as i64,
-            unhex("sha256", &e.sha256)?,
+            e.sha256.as_ref().map(Sha256::as_bytes),
             e.mode,
-            unhex("object", &e.object)?,
+            e.object.as_ref().map(ObjectId::as_bytes),
             e.target
         ])
         .map_err(db("recording a trash item"))?;
@@ -82,7 +92,7 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
     Ok(())
 }
 
-fn entries(conn: &Connection, id: &str) -> Result<Vec<TrashEntry>> {
+fn entries(conn: &Connection, id: &TrashId) -> Result<Vec<TrashEntry>> {
     let mut st = conn
         .prepare_cached(
             "SELECT rel, kind, size, sha256, mode, object, target FROM trash_entries WHERE trash_id = ?1 ORDER BY rel",
@@ -92,11 +102,11 @@ fn entries(conn: &Connection, id: &str) -> Result<Vec<TrashEntry>> {
         .query_map([id], |r| {
             Ok(TrashEntry {
                 rel: r.get(0)?,
-                kind: r.get(1)?,
+                kind: kind(r, 1)?,
                 size: r.get::<_, i64>(2)? as u64,
-                sha256: hex_of(r.get(3)?),
+                sha256: sha(r, 3)?,
                 mode: r.get(4)?,
-                object: hex_of(r.get(5)?),
+                object: object(r, 5)?,
                 target: r.get(6)?,
             })
         })
@@ -104,7 +114,7 @@ fn entries(conn: &Connection, id: &str) -> Result<Vec<TrashEntry>> {
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading a trash item"))
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Option<TrashItem>> {
+pub fn get(conn: &Connection, id: &TrashId) -> Result<Option<TrashItem>> {
     let item = conn
         .query_row(&format!("SELECT {COLUMNS} FROM trash WHERE id = ?1"), [id], row)
         .optional()
@@ -130,7 +140,7 @@ pub fn list(conn: &Connection, workspace: &str, path: Option<&[u8]>) -> Result<V
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("listing the trash"))
 }
 
-pub fn mark_restored(conn: &Connection, id: &str, at_ns: i64) -> Result<()> {
+pub fn mark_restored(conn: &Connection, id: &TrashId, at_ns: i64) -> Result<()> {
     conn.execute("UPDATE trash SET restored_ns = ?2 WHERE id = ?1", params![id, at_ns])
         .map_err(db("marking a trash item restored"))?;
     Ok(())

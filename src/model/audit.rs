@@ -6,24 +6,37 @@
 //! before_sha256, after_sha256, before_object, after_object, outcome, details (compact JSON),
 //! each as a u32 LE length and the bytes, with length 0xFFFFFFFF for an absent field.
 
+use crate::base::id::SessionId;
 use crate::object::{ObjectId, Sha256};
 
+/// One audit record as appended (its `seq` is given by the log; see [`FullRecord`]).
 #[derive(Debug, Clone)]
 pub struct AuditRecord {
+    /// When, in nanoseconds since the Unix epoch.
     pub time_ns: i64,
     /// Who: `cli:<user>`, a session id, or an operator key id.
     pub actor: String,
+    /// What was done: the tool's name (`write_file`...) or the operation (`session_end`...).
     pub operation: String,
+    /// The workspace it concerned, if any.
     pub workspace: Option<String>,
-    pub session: Option<String>,
+    /// The session it was done in, if any.
+    pub session: Option<SessionId>,
+    /// The workspace-relative path it concerned.
     pub path: Option<Vec<u8>>,
+    /// The destination of a move.
     pub dest_path: Option<Vec<u8>>,
+    /// The file's SHA-256 before the change.
     pub before_sha256: Option<Sha256>,
+    /// The file's SHA-256 after the change.
     pub after_sha256: Option<Sha256>,
+    /// The stored object holding the content before the change (the pre-image).
     pub before_object: Option<ObjectId>,
+    /// The stored object holding the content after the change.
     pub after_object: Option<ObjectId>,
     /// `ok` or the error kind of a refusal.
     pub outcome: String,
+    /// Facts particular to the operation (the plan id, the change, a trash id...), as JSON.
     pub details: serde_json::Value,
 }
 
@@ -49,6 +62,7 @@ impl AuditRecord {
         }
     }
 
+    /// The canonical encoding of the record as entry `seq` (see the module's documentation).
     pub fn encode(&self, seq: i64) -> Vec<u8> {
         fn field(out: &mut Vec<u8>, v: Option<&[u8]>) {
             match v {
@@ -67,11 +81,11 @@ impl AuditRecord {
         field(&mut out, Some(self.actor.as_bytes()));
         field(&mut out, Some(self.operation.as_bytes()));
         field(&mut out, self.workspace.as_deref().map(str::as_bytes));
-        field(&mut out, self.session.as_deref().map(str::as_bytes));
+        field(&mut out, self.session.as_ref().map(|s| s.as_str().as_bytes()));
         field(&mut out, self.path.as_deref());
         field(&mut out, self.dest_path.as_deref());
-        field(&mut out, self.before_sha256.as_ref().map(|s| &s[..]));
-        field(&mut out, self.after_sha256.as_ref().map(|s| &s[..]));
+        field(&mut out, self.before_sha256.as_ref().map(|s| &s.as_bytes()[..]));
+        field(&mut out, self.after_sha256.as_ref().map(|s| &s.as_bytes()[..]));
         field(&mut out, self.before_object.as_ref().map(|o| &o.as_bytes()[..]));
         field(&mut out, self.after_object.as_ref().map(|o| &o.as_bytes()[..]));
         field(&mut out, Some(self.outcome.as_bytes()));
@@ -83,7 +97,9 @@ impl AuditRecord {
 /// A stored record: its sequence number and the record as it was appended.
 #[derive(Debug, Clone)]
 pub struct FullRecord {
+    /// The record's position in the log, from 1.
     pub seq: i64,
+    /// The record itself.
     pub record: AuditRecord,
 }
 

@@ -16,8 +16,10 @@ use crate::base::path;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileAccess {
+    /// Workspace-relative prefixes the session may read.
     #[serde(default)]
     pub read: Vec<String>,
+    /// Workspace-relative prefixes the session may write (and so read).
     #[serde(default)]
     pub write: Vec<String>,
 }
@@ -64,6 +66,7 @@ impl Scope {
         Ok(Scope { read: normalize(&access.read)?, write: normalize(&access.write)?, own })
     }
 
+    /// Whether the session may change `path` (workspace-relative).
     pub fn can_write(&self, path: &[u8]) -> bool {
         covers(&self.own, path) || self.write.iter().any(|p| covers(p, path))
     }
@@ -80,10 +83,12 @@ impl Scope {
             || std::iter::once(&self.own).chain(&self.read).chain(&self.write).any(|p| covers(dir, p) && p != dir)
     }
 
+    /// The `permission_denied` error for `path`.
     pub fn denied_path(path: &[u8]) -> Error {
         Error::new(ErrorKind::PermissionDenied, format!("'{}' not in session scope", path::display(path)))
     }
 
+    /// `Ok` if the session may read `path`, else `permission_denied` naming it.
     pub fn check_read(&self, path: &[u8]) -> Result<()> {
         if self.can_read(path) {
             Ok(())
@@ -92,6 +97,7 @@ impl Scope {
         }
     }
 
+    /// `Ok` if the session may write `path`, else `permission_denied` naming it.
     pub fn check_write(&self, path: &[u8]) -> Result<()> {
         if self.can_write(path) {
             Ok(())

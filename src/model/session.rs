@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::base::error::{Error, Result};
+use crate::base::id::{SessionId, SnapshotId};
 use crate::model::scope::{FileAccess, Scope};
 
 /// The seed's default hard lifetime: 4 hours.
@@ -21,6 +22,7 @@ pub const DEFAULT_TTL_S: i64 = 14_400;
 /// A non-persistent session ends this long after its last activity.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Where a session is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// Active: the live tree is served.
@@ -32,6 +34,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// The name the API and the manifest use.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ready => "ready",
@@ -40,6 +43,7 @@ impl Status {
         }
     }
 
+    /// The status a name stands for, `None` for any other text.
     pub fn parse(s: &str) -> Option<Status> {
         match s {
             "ready" => Some(Status::Ready),
@@ -51,14 +55,19 @@ impl Status {
 }
 
 /// Why a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EndReason {
+    /// Ended by a caller (`DELETE`, `trove session end`).
     Deleted,
+    /// Its hard lifetime ran out.
     Ttl,
+    /// Not persistent and idle for longer than the idle timeout.
     Idle,
 }
 
 impl EndReason {
+    /// The name the API and the manifest use.
     pub fn as_str(self) -> &'static str {
         match self {
             EndReason::Deleted => "deleted",
@@ -66,24 +75,47 @@ impl EndReason {
             EndReason::Idle => "idle",
         }
     }
+
+    /// The reason a manifest row names, `None` for text that names none.
+    pub fn parse(s: &str) -> Option<EndReason> {
+        match s {
+            "deleted" => Some(EndReason::Deleted),
+            "ttl" => Some(EndReason::Ttl),
+            "idle" => Some(EndReason::Idle),
+            _ => None,
+        }
+    }
 }
 
 /// A session as recorded in the manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {
-    pub id: String,
+    /// The session's id.
+    pub id: SessionId,
+    /// The name of the workspace it works on.
     pub workspace: String,
+    /// The absolute path of the workspace's live tree.
     pub live_dir: PathBuf,
+    /// A persistent session does not end when idle, only at its ttl or when ended.
     pub persistent: bool,
+    /// Hard lifetime in seconds from creation.
     pub ttl_s: i64,
+    /// The caller's metadata, kept as given.
     pub metadata: Map<String, Value>,
+    /// The scope as given at creation.
     pub file_access: FileAccess,
+    /// Where it is in its lifecycle.
     pub status: Status,
+    /// Creation time, nanoseconds since the Unix epoch.
     pub created_ns: i64,
+    /// Last recorded activity, nanoseconds since the Unix epoch.
     pub last_activity_ns: i64,
+    /// When it ended, nanoseconds since the Unix epoch.
     pub ended_ns: Option<i64>,
-    pub end_reason: Option<String>,
-    pub final_snapshot: Option<String>,
+    /// Why it ended.
+    pub end_reason: Option<EndReason>,
+    /// The snapshot taken when it ended (none if its live tree was gone).
+    pub final_snapshot: Option<SnapshotId>,
 }
 
 /// What a caller may set when creating a session (the body of `POST /v1/sessions`). Fields the
@@ -92,11 +124,15 @@ pub struct Session {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSpec {
+    /// Whether the session survives idling (default false).
     #[serde(default)]
     pub persistent: bool,
+    /// Hard lifetime in seconds (default 4 hours).
     pub ttl: Option<i64>,
+    /// The caller's metadata, kept as given.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The scope (default: the whole workspace, read and write).
     #[serde(default)]
     pub file_access: FileAccess,
     /// The workspace's name; defaults to the session's id.
@@ -114,8 +150,9 @@ fn secs(ns: i64) -> f64 {
 }
 
 impl Session {
+    /// The session's checked scope.
     pub fn scope(&self) -> Result<Scope> {
-        Scope::new(&self.id, &self.file_access)
+        Scope::new(self.id.as_str(), &self.file_access)
     }
 
     /// The live directory while the session serves it (ready), else `None`.
@@ -229,7 +266,7 @@ mod tests {
     #[test]
     fn ttl_and_idle_decide_the_end() {
         let s = Session {
-            id: "sess_000000000001".into(),
+            id: SessionId::parse("sess_000000000001").expect("id"),
             workspace: "w".into(),
             live_dir: PathBuf::from("/nonexistent"),
             persistent: false,
@@ -257,7 +294,8 @@ mod tests {
     #[test]
     fn ids_look_like_the_seed() {
         let id = new_session_id().expect("id");
+        let id = id.as_str();
         assert!(id.starts_with("sess_") && id.len() == 17 && id[5..].bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(id, new_session_id().expect("id"));
+        assert_ne!(id, new_session_id().expect("id").as_str());
     }
 }

@@ -2,16 +2,25 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::id::{SessionId, SnapshotId};
 use crate::object::ObjectId;
 
+/// What a snapshot holds, and what changed since its parent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
+    /// Regular files kept.
     pub files: u64,
+    /// Directories kept (the root included).
     pub dirs: u64,
+    /// Symlinks kept.
     pub symlinks: u64,
+    /// The files' total size in bytes.
     pub bytes: u64,
+    /// Files new since the parent snapshot.
     pub added: u64,
+    /// Files whose content changed since the parent snapshot.
     pub changed: u64,
+    /// Files of the parent snapshot that are gone.
     pub removed: u64,
     /// Sockets, FIFOs and devices met during the walk, which are not kept.
     pub skipped: u64,
@@ -20,26 +29,34 @@ pub struct Counts {
 /// Something a snapshot could not keep exactly, recorded instead of failing the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
+    /// The workspace-relative path concerned, as text.
     pub path: String,
+    /// What was not kept, and why.
     pub message: String,
 }
 
+/// One snapshot: a workspace's whole tree at one moment.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotInfo {
-    pub id: String,
+    /// The snapshot's id.
+    pub id: SnapshotId,
+    /// The workspace it is a state of.
     pub workspace: String,
-    pub session: Option<String>,
-    pub parent: Option<String>,
+    /// The session that took it, if any.
+    pub session: Option<SessionId>,
+    /// The workspace's previous snapshot, which `counts` compares against.
+    pub parent: Option<SnapshotId>,
+    /// When it was taken, nanoseconds since the Unix epoch.
     pub created_ns: i64,
+    /// Why it was taken (`manual`, `pause`, `session_end`...).
     pub reason: String,
-    #[serde(serialize_with = "ser_id")]
+    /// The root tree's id.
     pub root: ObjectId,
+    /// The directory it was taken of, as raw path bytes.
     #[serde(skip)]
     pub source_dir: Vec<u8>,
+    /// What it holds and what changed.
     pub counts: Counts,
+    /// What it could not keep exactly.
     pub warnings: Vec<Warning>,
-}
-
-fn ser_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&id.to_hex())
 }

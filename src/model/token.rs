@@ -4,10 +4,14 @@
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Token {
-    pub id: String,
+    /// The token's public id.
+    pub id: crate::base::id::TokenId,
+    /// What its creator called it.
     pub label: String,
+    /// Creation time, nanoseconds since the Unix epoch.
     #[serde(skip)]
     pub created_ns: i64,
+    /// When it was revoked, nanoseconds since the Unix epoch; `None` while it is live.
     #[serde(skip)]
     pub revoked_ns: Option<i64>,
 }

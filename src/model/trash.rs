@@ -3,38 +3,61 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::id::{SessionId, TrashId};
+use crate::model::tree::EntryKind;
+use crate::object::{ObjectId, Sha256};
+
 /// One deleted file or directory. Hashes and object ids are hex; paths are workspace-relative.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TrashItem {
-    pub id: String,
+    /// The item's id.
+    pub id: TrashId,
+    /// The workspace it was deleted from.
     pub workspace: String,
-    pub session: Option<String>,
+    /// The session that deleted it, if any.
+    pub session: Option<SessionId>,
+    /// Where it was, workspace-relative.
     pub path: Vec<u8>,
-    /// `file` or `dir`.
-    pub kind: String,
+    /// A file, a directory, or a symlink.
+    pub kind: EntryKind,
+    /// A file's size, or the total size of a directory's files, in bytes.
     pub size: u64,
-    pub sha256: Option<String>,
+    /// A file's SHA-256.
+    pub sha256: Option<Sha256>,
+    /// Permission bits.
     pub mode: u32,
-    pub object: Option<String>,
+    /// A file's content in the store.
+    pub object: Option<ObjectId>,
+    /// Who deleted it (an actor, as in the audit log).
     pub deleted_by: String,
+    /// When, nanoseconds since the Unix epoch.
     pub deleted_ns: i64,
     /// The tool that deleted it.
     pub reason: String,
+    /// The audit record of the deletion.
     pub audit_seq: Option<i64>,
+    /// When it was last restored, nanoseconds since the Unix epoch.
     pub restored_ns: Option<i64>,
     /// A directory's members, relative to it, parents before children.
     pub entries: Vec<TrashEntry>,
 }
 
+/// One member of a deleted directory.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TrashEntry {
+    /// Its path relative to the directory.
     pub rel: Vec<u8>,
-    /// `file`, `dir` or `symlink`.
-    pub kind: String,
+    /// A file, a directory, or a symlink.
+    pub kind: EntryKind,
+    /// A file's size in bytes.
     pub size: u64,
-    pub sha256: Option<String>,
+    /// A file's SHA-256.
+    pub sha256: Option<Sha256>,
+    /// Permission bits.
     pub mode: u32,
-    pub object: Option<String>,
+    /// A file's content in the store.
+    pub object: Option<ObjectId>,
+    /// A symlink's target.
     pub target: Option<Vec<u8>>,
 }
 
@@ -44,9 +67,9 @@ impl TrashItem {
         let mut m = serde_json::Map::new();
         m.insert("trashId".into(), self.id.clone().into());
         crate::base::path::put_json(&mut m, "path", &self.path);
-        m.insert("kind".into(), self.kind.clone().into());
+        m.insert("kind".into(), self.kind.as_str().into());
         m.insert("size".into(), self.size.into());
-        m.insert("sha256".into(), self.sha256.clone().into());
+        m.insert("sha256".into(), self.sha256.map(|s| s.to_hex()).into());
         m.insert("workspace".into(), self.workspace.clone().into());
         m.insert("session".into(), self.session.clone().into());
         m.insert("deletedBy".into(), self.deleted_by.clone().into());
@@ -54,7 +77,7 @@ impl TrashItem {
         m.insert("reason".into(), self.reason.clone().into());
         m.insert("auditSeq".into(), self.audit_seq.into());
         m.insert("restoredAt".into(), self.restored_ns.map(crate::base::time::iso_time).into());
-        if self.kind == "dir" {
+        if self.kind == EntryKind::Dir {
             m.insert("entries".into(), self.entries.len().into());
         }
         serde_json::Value::Object(m)

@@ -7,14 +7,20 @@
 
 use crate::object::{ObjectId, Sha256};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an entry is; shown and stored as `file`, `dir` or `symlink`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EntryKind {
+    /// A regular file.
     File = 0,
+    /// A directory.
     Dir = 1,
+    /// A symbolic link, kept as its target.
     Symlink = 2,
 }
 
 impl EntryKind {
+    /// The kind a stored number stands for (its discriminant), `None` for any other.
     pub fn from_i64(v: i64) -> Option<EntryKind> {
         match v {
             0 => Some(EntryKind::File),
@@ -24,6 +30,17 @@ impl EntryKind {
         }
     }
 
+    /// The kind a name stands for (`file`, `dir`, `symlink`), `None` for any other text.
+    pub fn parse(s: &str) -> Option<EntryKind> {
+        match s {
+            "file" => Some(EntryKind::File),
+            "dir" => Some(EntryKind::Dir),
+            "symlink" => Some(EntryKind::Symlink),
+            _ => None,
+        }
+    }
+
+    /// The name listings and the manifest use.
     pub fn as_str(self) -> &'static str {
         match self {
             EntryKind::File => "file",
@@ -36,13 +53,21 @@ impl EntryKind {
 /// One entry of a tree. `content` is the file's content id or the directory's tree id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The entry's name in its directory (one component, any bytes but `/` and NUL).
     pub name: Vec<u8>,
+    /// File, directory or symlink.
     pub kind: EntryKind,
+    /// Permission bits (`st_mode & 0o7777`).
     pub mode: u32,
+    /// A file's size in bytes (0 for the others).
     pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: i64,
+    /// A file's content id or a directory's tree id; `None` for a symlink.
     pub content: Option<ObjectId>,
+    /// A file's SHA-256; `None` for the others.
     pub sha256: Option<Sha256>,
+    /// A symlink's target, as stored in the link.
     pub target: Option<Vec<u8>>,
 }
 
@@ -59,7 +84,7 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
         out.extend_from_slice(&e.size.to_le_bytes());
         out.extend_from_slice(&e.mtime_ns.to_le_bytes());
         out.extend_from_slice(e.content.as_ref().map_or(&[0u8; 32], |c| c.as_bytes()));
-        out.extend_from_slice(e.sha256.as_ref().unwrap_or(&[0u8; 32]));
+        out.extend_from_slice(e.sha256.as_ref().map_or(&[0u8; 32], |s| s.as_bytes()));
         let target = e.target.as_deref().unwrap_or(&[]);
         out.extend_from_slice(&(target.len() as u32).to_le_bytes());
         out.extend_from_slice(target);
@@ -129,7 +154,7 @@ pub fn decode(mut b: &[u8]) -> Option<Vec<Entry>> {
             size,
             mtime_ns,
             content: (kind != EntryKind::Symlink).then_some(ObjectId(content)),
-            sha256: (kind == EntryKind::File).then_some(sha),
+            sha256: (kind == EntryKind::File).then_some(Sha256(sha)),
             target: (kind == EntryKind::Symlink).then_some(target),
         });
     }
@@ -148,7 +173,7 @@ mod tests {
             size: 1,
             mtime_ns: 5,
             content: Some(ObjectId::of(&[byte])),
-            sha256: Some([byte; 32]),
+            sha256: Some(Sha256([byte; 32])),
             target: None,
         }
     }

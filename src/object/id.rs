@@ -42,14 +42,111 @@ impl fmt::Display for ObjectId {
     }
 }
 
+impl serde::Serialize for ObjectId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ObjectId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<ObjectId, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        ObjectId::from_hex(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 impl fmt::Debug for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ObjectId({})", &self.to_hex()[..12])
     }
 }
 
-/// A SHA-256 digest, carried beside every file for the stale-file protocol.
-pub type Sha256 = [u8; 32];
+/// A file's SHA-256, carried beside every file for the stale-file protocol, shown and parsed as
+/// 64 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256(pub [u8; 32]);
+
+impl Sha256 {
+    /// The SHA-256 of `bytes`.
+    pub fn of(bytes: &[u8]) -> Sha256 {
+        use sha2::Digest;
+        Sha256(sha2::Sha256::digest(bytes).into())
+    }
+
+    /// The digest a streaming hasher finished with.
+    pub fn finish(hasher: sha2::Sha256) -> Sha256 {
+        use sha2::Digest;
+        Sha256(hasher.finalize().into())
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Parses 64 hex digits; anything else is `invalid_argument`, naming the text.
+    pub fn from_hex(s: &str) -> Result<Sha256> {
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).map_err(|_| {
+            Error::invalid_argument(format!("'{}' is not a SHA-256: give 64 hex digits", s.escape_debug()))
+        })?;
+        Ok(Sha256(out))
+    }
+
+    /// From a 32-byte manifest column; any other length means the manifest is damaged.
+    pub fn from_slice(bytes: &[u8]) -> Result<Sha256> {
+        let arr: [u8; 32] =
+            bytes.try_into().map_err(|_| Error::corrupt(format!("manifest holds a {}-byte SHA-256", bytes.len())))?;
+        Ok(Sha256(arr))
+    }
+}
+
+impl From<sha2::digest::Output<sha2::Sha256>> for Sha256 {
+    fn from(digest: sha2::digest::Output<sha2::Sha256>) -> Sha256 {
+        Sha256(digest.into())
+    }
+}
+
+impl AsRef<[u8]> for Sha256 {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Display for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sha256({})", &self.to_hex()[..12])
+    }
+}
+
+impl std::str::FromStr for Sha256 {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Sha256> {
+        Sha256::from_hex(s)
+    }
+}
+
+impl serde::Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Sha256 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Sha256, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Sha256::from_hex(&s).map_err(serde::de::Error::custom)
+    }
+}
 
 /// Hashes keys that are already uniformly random (BLAKE3 ids, path keys) by taking their
 /// bytes as they are: SipHash over them is wasted work on the snapshot's hot path.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::id::{SessionId, SnapshotId};
 use crate::base::progress::NoProgress;
 use crate::base::random::new_session_id;
 use crate::base::time::now_ns;
@@ -27,11 +28,11 @@ pub fn workspace_dir(workspaces: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn ended(id: &str) -> Error {
+fn ended(id: &SessionId) -> Error {
     Error::not_found(format!("session '{id}' has ended; its files stay readable"))
 }
 
-fn unknown(id: &str) -> Error {
+fn unknown(id: &SessionId) -> Error {
     Error::not_found(format!("session '{id}' not found: list them with GET /v1/sessions or `trove session list`"))
 }
 
@@ -49,8 +50,8 @@ impl Repo {
             return Err(Error::invalid_argument(format!("ttl {ttl_s} is not a positive number of seconds")));
         }
         let id = new_session_id()?;
-        Scope::new(&id, &spec.file_access)?;
-        let workspace = spec.workspace.clone().unwrap_or_else(|| id.clone());
+        Scope::new(id.as_str(), &spec.file_access)?;
+        let workspace = spec.workspace.clone().unwrap_or_else(|| id.to_string());
         check_workspace_name(&workspace)?;
         let dir = live_dir(&workspace)?;
         let dir = std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, e))?;
@@ -83,12 +84,12 @@ impl Repo {
     }
 
     /// A session in any state; `not_found` if there never was one.
-    pub fn session(&self, id: &str) -> Result<Session> {
+    pub fn session(&self, id: &SessionId) -> Result<Session> {
         manifest::sessions::get(self.manifest.conn(), id)?.ok_or_else(|| unknown(id))
     }
 
     /// A session that has not ended: what GET and DELETE answer 404 for otherwise.
-    pub fn active_session(&self, id: &str) -> Result<Session> {
+    pub fn active_session(&self, id: &SessionId) -> Result<Session> {
         let s = self.session(id)?;
         if s.status == Status::Ended {
             return Err(ended(id));
@@ -102,7 +103,7 @@ impl Repo {
     }
 
     /// Records activity on sessions (id, time) in one transaction.
-    pub fn touch_sessions(&self, seen: &[(String, i64)]) -> Result<()> {
+    pub fn touch_sessions(&self, seen: &[(SessionId, i64)]) -> Result<()> {
         if seen.is_empty() {
             return Ok(());
         }
@@ -141,7 +142,7 @@ impl Repo {
 
     /// Ends a session: a final snapshot of its live tree, then the row marked `ended`. Nothing
     /// is deleted. An unknown or already ended session is `not_found`.
-    pub fn end_session(&self, id: &str, reason: EndReason, actor: &str) -> Result<Session> {
+    pub fn end_session(&self, id: &SessionId, reason: EndReason, actor: &str) -> Result<Session> {
         let s = self.active_session(id)?;
         // Held until the status changes: a tool write waiting for it then sees `ended`.
         let _lock = self.lock_workspace(&s)?;
@@ -153,11 +154,11 @@ impl Repo {
             if current.status == Status::Ended {
                 return Err(ended(id));
             }
-            let final_snapshot = snap.as_ref().map(|i| i.id.as_str());
-            manifest::sessions::end(tx, id, now, reason.as_str(), final_snapshot)?;
+            let final_snapshot = snap.as_ref().map(|i| &i.id);
+            manifest::sessions::end(tx, id, now, reason, final_snapshot)?;
             let mut rec = AuditRecord::ok(now, actor, "session_end");
             rec.workspace = Some(s.workspace.clone());
-            rec.session = Some(id.to_string());
+            rec.session = Some(id.clone());
             rec.details = json!({"reason": reason.as_str(), "final_snapshot": final_snapshot});
             manifest::audit::append(tx, &rec)
         })?;
@@ -166,7 +167,7 @@ impl Repo {
 
     /// Pauses a ready session: snapshots it and stops serving its live tree. Pausing a paused
     /// session changes nothing.
-    pub fn pause_session(&self, id: &str, actor: &str) -> Result<Session> {
+    pub fn pause_session(&self, id: &SessionId, actor: &str) -> Result<Session> {
         let s = self.active_session(id)?;
         if s.status == Status::Paused {
             return Ok(s);
@@ -177,7 +178,7 @@ impl Repo {
     }
 
     /// Resumes a paused session: its live tree is served again.
-    pub fn resume_session(&self, id: &str, actor: &str) -> Result<Session> {
+    pub fn resume_session(&self, id: &SessionId, actor: &str) -> Result<Session> {
         let s = self.active_session(id)?;
         if s.status == Status::Ready {
             return Ok(s);
@@ -204,7 +205,7 @@ impl Repo {
     }
 
     /// The newest snapshot session `id` took, if any.
-    pub fn session_snapshot(&self, id: &str) -> Result<Option<String>> {
+    pub fn session_snapshot(&self, id: &SessionId) -> Result<Option<SnapshotId>> {
         manifest::sessions::latest_snapshot(self.manifest.conn(), id)
     }
 }

@@ -19,6 +19,7 @@ use rusqlite::Connection;
 use sha2::Digest;
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::id::{SessionId, SnapshotId};
 use crate::base::progress::{NoProgress, Progress};
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, Excludes, Node, Stat, Walked};
@@ -51,7 +52,7 @@ const FILES_PER_RUN: usize = 64;
 pub struct SnapshotOptions<'a> {
     /// Workspace name; defaults to the directory's name.
     pub workspace: Option<String>,
-    pub session: Option<String>,
+    pub session: Option<SessionId>,
     /// Why: `manual`, `session_end`, `pause`, `before_restore`, ...
     pub reason: String,
     pub actor: String,
@@ -530,15 +531,15 @@ fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built,
     Ok(())
 }
 
-fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&str>) -> String {
+fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&SnapshotId>) -> SnapshotId {
     let mut h = blake3::Hasher::new();
     h.update(b"trove-snapshot-v1");
     h.update(workspace.as_bytes());
     h.update(&[0]);
     h.update(root.as_bytes());
     h.update(&created_ns.to_le_bytes());
-    h.update(parent.unwrap_or("").as_bytes());
-    h.finalize().to_hex().to_string()
+    h.update(parent.map_or("", |p| p.as_str()).as_bytes());
+    SnapshotId::from_hash(&h.finalize())
 }
 
 impl Repo {
@@ -646,7 +647,7 @@ impl Repo {
         self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
         let info = SnapshotInfo {
-            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| p.id.as_str())),
+            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| &p.id)),
             workspace: name.clone(),
             session: opts.session.clone(),
             parent: parent.map(|p| p.id),

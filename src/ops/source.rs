@@ -12,6 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::id::{SessionId, SnapshotId};
 use crate::object::Sha256;
 use crate::ops::view::ContentReader;
 use sha2::Digest;
@@ -54,7 +55,7 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Sandbox,
-    Snapshot(String),
+    Snapshot(SnapshotId),
 }
 
 impl Origin {
@@ -66,7 +67,7 @@ impl Origin {
         }
     }
 
-    pub fn snapshot_id(&self) -> Option<&str> {
+    pub fn snapshot_id(&self) -> Option<&SnapshotId> {
         match self {
             Origin::Snapshot(id) => Some(id),
             Origin::Sandbox => None,
@@ -79,7 +80,7 @@ pub struct WorkspaceView<'a> {
     pub name: &'a str,
     /// The session whose snapshots come first when falling back (DESIGN.md: the session's most
     /// recent snapshot, or if it took none, the workspace's).
-    pub session: Option<&'a str>,
+    pub session: Option<&'a SessionId>,
     pub live_dir: Option<&'a Path>,
     pub excludes: &'a Excludes,
     pub scope: Option<&'a Scope>,
@@ -113,7 +114,7 @@ impl Repo {
         let live = view.live_dir.filter(|d| d.is_dir());
         let latest = || -> Result<Option<SnapshotInfo>> {
             let reference = match view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
-                Some(id) => id,
+                Some(id) => id.to_string(),
                 None => "latest".to_string(),
             };
             // Only "no such snapshot" means there is nothing to serve; a damaged manifest or a

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::base::error::{Error, Result};
+use crate::base::id::TokenId;
 use crate::base::random::fill_random;
 use crate::base::time::now_ns;
 use crate::manifest;
@@ -23,7 +24,7 @@ pub fn hash_token(token: &str) -> [u8; 32] {
 
 /// The id of the known token `token` hashes to, if any. Every hash is compared, whatever
 /// matched, so the time taken says nothing of which.
-pub fn token_matches(token: &str, known: &[([u8; 32], String)]) -> Option<String> {
+pub fn token_matches(token: &str, known: &[([u8; 32], TokenId)]) -> Option<TokenId> {
     let presented = hash_token(token);
     let mut found = None;
     for (h, id) in known {
@@ -36,7 +37,7 @@ pub fn token_matches(token: &str, known: &[([u8; 32], String)]) -> Option<String
 
 /// Creates a token, stores its hash under `label` with an audit record, and returns the token
 /// (the only time it is ever seen in the clear) and its id.
-pub fn create_token(repo: &Repo, label: &str, actor: &str) -> Result<(String, String)> {
+pub fn create_token(repo: &Repo, label: &str, actor: &str) -> Result<(String, TokenId)> {
     let mut bytes = [0u8; 24];
     fill_random(&mut bytes)?;
     let token = format!("trove_{}", hex::encode(bytes));
@@ -52,7 +53,7 @@ pub fn create_token(repo: &Repo, label: &str, actor: &str) -> Result<(String, St
 }
 
 /// Revokes token `id` (effective at once for running servers), with an audit record.
-pub fn revoke_token(repo: &Repo, id: &str, actor: &str) -> Result<()> {
+pub fn revoke_token(repo: &Repo, id: &TokenId, actor: &str) -> Result<()> {
     repo.manifest().write(|tx| {
         if !rows::revoke_token(tx, id, now_ns())? {
             return Err(Error::not_found(format!("no live token '{id}': list them with `trove token list`")));
@@ -70,12 +71,12 @@ pub fn list_tokens(repo: &Repo) -> Result<Vec<Token>> {
 }
 
 /// The hashes and ids of the live tokens stored in the repository.
-pub fn stored_tokens(repo: &Repo) -> Result<Vec<([u8; 32], String)>> {
+pub fn stored_tokens(repo: &Repo) -> Result<Vec<([u8; 32], TokenId)>> {
     rows::token_hashes(repo.manifest().conn())
 }
 
 /// Token hashes and ids.
-type Known = Vec<([u8; 32], String)>;
+type Known = Vec<([u8; 32], TokenId)>;
 
 /// The tokens a server accepts: the manifest's, read again when it changed, and the ones it was
 /// started with (`TROVE_API_TOKEN`).
@@ -93,7 +94,7 @@ impl Tokens {
     }
 
     /// The id of the token `presented` is, if it is a live one now.
-    pub fn check(&self, presented: &str) -> Result<Option<String>> {
+    pub fn check(&self, presented: &str) -> Result<Option<TokenId>> {
         let mut guard = self.stored.lock().unwrap_or_else(|p| p.into_inner());
         let (conn, seen, stored) = &mut *guard;
         let version: i64 = conn
@@ -114,8 +115,9 @@ mod tests {
 
     #[test]
     fn only_a_known_token_matches() {
-        let known = [(hash_token("a"), "tok_a".to_string()), (hash_token("secret"), "tok_s".to_string())];
-        assert_eq!(token_matches("secret", &known).as_deref(), Some("tok_s"));
+        let id = |s: &str| TokenId::parse(s).expect("id");
+        let known = [(hash_token("a"), id("tok_a")), (hash_token("secret"), id("tok_s"))];
+        assert_eq!(token_matches("secret", &known), Some(id("tok_s")));
         assert_eq!(token_matches("secreT", &known), None);
         assert_eq!(token_matches("", &known), None);
         assert_eq!(token_matches("secret", &[]), None);

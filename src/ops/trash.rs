@@ -1,13 +1,14 @@
 //! Reading the trash of a repository: one item by id, or a workspace's items.
 
 use crate::base::error::{Error, Result};
+use crate::base::id::TrashId;
 use crate::manifest;
 use crate::model::trash::TrashItem;
 use crate::repo::Repo;
 
 impl Repo {
     /// One trash item by id.
-    pub fn trash_item(&self, id: &str) -> Result<TrashItem> {
+    pub fn trash_item(&self, id: &TrashId) -> Result<TrashItem> {
         manifest::trash::get(self.manifest.conn(), id)?.ok_or_else(|| {
             Error::not_found(format!("trash item '{id}' not found: list the trash with `trove trash list`"))
         })

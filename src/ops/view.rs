@@ -46,7 +46,7 @@ impl Repo {
                     return Err(Error::not_found(format!(
                         "'{}' is not a directory in snapshot {}",
                         path::display(&parts[..i].join(&b'/')),
-                        short_id(&snap.id)
+                        short_id(snap.id.as_str())
                     )))
                 }
             };
@@ -54,8 +54,8 @@ impl Repo {
                 Error::not_found(format!(
                     "'{}' is not in snapshot {}: list it with `trove ls {} --recursive`",
                     path::display(path),
-                    short_id(&snap.id),
-                    short_id(&snap.id)
+                    short_id(snap.id.as_str()),
+                    short_id(snap.id.as_str())
                 ))
             })?;
         }
@@ -211,8 +211,10 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
     }
 }
 
-pub fn short_id(id: &str) -> &str {
-    &id[..id.len().min(8)]
+/// The first 8 characters of an id, as listings show it (ids are ASCII, so this cuts no char).
+pub fn short_id<S: AsRef<str> + ?Sized>(id: &S) -> &str {
+    let id = id.as_ref();
+    id.get(..8).unwrap_or(id)
 }
 
 /// Streams a file's objects in order; each is verified against its id before a byte of it is

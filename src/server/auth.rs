@@ -37,7 +37,7 @@ pub(super) async fn require_token(State(state): State<Arc<AppState>>, req: Reque
         return refuse(&state, "missing token", message, method, route).await;
     };
     match state.tokens.check(&token) {
-        Ok(Some(id)) => ACTOR.scope(id, next.run(req)).await,
+        Ok(Some(id)) => ACTOR.scope(id.to_string(), next.run(req)).await,
         Ok(None) => refuse(&state, "unknown or revoked token", "unknown token", method, route).await,
         Err(e) => ApiError::from(e).into_response(),
     }

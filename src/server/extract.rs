@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::ApiError;
 use crate::base::error::ErrorKind;
+use crate::base::id::SessionId;
 
 /// Path parameters, percent-decoded; one that is not UTF-8 is `invalid_path`.
 pub(crate) struct P<T>(pub T);
@@ -50,12 +51,30 @@ pub(crate) fn body_of(
 /// the raw request target with `path::from_url`: the file path is decoded to bytes (a name that
 /// is not UTF-8 can be asked for), and a backslash or a malformed escape is refused, in one
 /// place, before any handler runs.
-pub(crate) struct FileTarget {
-    pub owner: String,
+pub(crate) struct FileTarget<O = String> {
+    pub owner: O,
     pub path: Vec<u8>,
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for FileTarget {
+/// What names the owner of a file route: a session's id (parsed here, so a malformed one is
+/// refused before any handler runs) or a snapshot reference (an id or a prefix, resolved later).
+pub(crate) trait Owner: Sized {
+    fn parse(text: String) -> Result<Self, ApiError>;
+}
+
+impl Owner for String {
+    fn parse(text: String) -> Result<String, ApiError> {
+        Ok(text)
+    }
+}
+
+impl Owner for SessionId {
+    fn parse(text: String) -> Result<SessionId, ApiError> {
+        Ok(SessionId::parse(&text)?)
+    }
+}
+
+impl<O: Owner, S: Send + Sync> FromRequestParts<S> for FileTarget<O> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
@@ -67,6 +86,6 @@ impl<S: Send + Sync> FromRequestParts<S> for FileTarget {
         };
         let owner = String::from_utf8(crate::base::path::percent_decode(owner)?)
             .map_err(|_| ApiError::new(ErrorKind::InvalidArgument, "the id in the URL is not UTF-8"))?;
-        Ok(FileTarget { owner, path: crate::base::path::from_url(tail)? })
+        Ok(FileTarget { owner: O::parse(owner)?, path: crate::base::path::from_url(tail)? })
     }
 }

@@ -16,6 +16,7 @@ use super::extract::{FileTarget, P, Q};
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
+use crate::base::id::SessionId;
 use crate::fs::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
 use crate::model::session::Session;
 use crate::ops::source::{Origin, Source, WorkspaceView};
@@ -122,7 +123,7 @@ pub(super) fn read_response(read: LiveRead, origin: &Origin) -> Response {
 }
 
 /// The session behind a Files API call; ended sessions stay readable from their snapshots.
-pub(super) fn session_of(repo: &Repo, id: &str) -> Result<Session, ApiError> {
+pub(super) fn session_of(repo: &Repo, id: &SessionId) -> Result<Session, ApiError> {
     repo.session(id).map_err(|e| match e.kind() {
         ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
         _ => e.into(),
@@ -140,7 +141,7 @@ fn file_error(e: Error) -> ApiError {
 /// `GET /api/sessions/{id}/files`
 pub(super) async fn list(
     State(st): State<Arc<AppState>>,
-    P(id): P<String>,
+    P(id): P<SessionId>,
     Q(q): Q<FilesQuery>,
 ) -> Result<Response, ApiError> {
     let _busy = st.mark_busy(&id);
@@ -162,7 +163,7 @@ pub(super) async fn list(
 /// `GET /api/sessions/{id}/files/{*path}`
 pub(super) async fn read(
     State(st): State<Arc<AppState>>,
-    FileTarget { owner: id, path }: FileTarget,
+    FileTarget { owner: id, path }: FileTarget<SessionId>,
     Q(q): Q<FilesQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -205,9 +206,9 @@ pub(super) async fn read(
 
 /// Appends the audit record of a read refused for the session's scope (after the read's own
 /// transaction, which a write may not nest in).
-async fn audit_denial(st: &Arc<AppState>, session: &str, path: &str, message: &str) {
+async fn audit_denial(st: &Arc<AppState>, session: &SessionId, path: &str, message: &str) {
     let (session, path, message, actor) =
-        (session.to_string(), path.to_string(), message.to_string(), super::request::actor());
+        (session.clone(), path.to_string(), message.to_string(), super::request::actor());
     let done = st
         .blocking(move |_, repo| {
             let s = repo.session(&session)?;

@@ -14,7 +14,7 @@ pub struct ServeOptions {
     pub workspaces: PathBuf,
     /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
     /// of `TROVE_API_TOKEN` with the id `env`.
-    pub token_hashes: Vec<([u8; 32], String)>,
+    pub token_hashes: Vec<([u8; 32], crate::base::id::TokenId)>,
     /// A non-persistent session ends after this long without activity.
     pub idle_timeout: Duration,
     /// How often activity is recorded and expired sessions are ended.
@@ -34,7 +34,11 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    pub fn new(repo: PathBuf, workspaces: PathBuf, token_hashes: Vec<([u8; 32], String)>) -> ServeOptions {
+    pub fn new(
+        repo: PathBuf,
+        workspaces: PathBuf,
+        token_hashes: Vec<([u8; 32], crate::base::id::TokenId)>,
+    ) -> ServeOptions {
         ServeOptions {
             repo,
             workspaces,

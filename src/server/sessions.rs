@@ -16,6 +16,7 @@ use super::files::ok;
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
+use crate::base::id::SessionId;
 use crate::base::time::now_ns;
 use crate::model::session::{parse_age, EndReason, SessionSpec};
 use crate::ops::session::workspace_dir;
@@ -60,13 +61,13 @@ pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) ->
 }
 
 /// `GET /v1/sessions/{id}`: 404 once the session has ended.
-pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.active_session(&id)?))).await?;
     Ok(ok(record))
 }
 
 /// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
-pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, &actor)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -128,7 +129,7 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
 }
 
 /// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
-pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, &actor)?))).await?;
@@ -136,7 +137,7 @@ pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<String>) -> 
 }
 
 /// `POST /v1/sessions/{id}/resume`: serve the live tree again.
-pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, &actor)?))).await?;
     Ok(ok(record))

@@ -15,6 +15,7 @@ use super::files::{listing, ok, read_response, wants_download};
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
+use crate::base::id::SessionId;
 use crate::base::progress::NoProgress;
 use crate::fs::live::{ChangePolicy, READ_LIMIT};
 use crate::model::snapshot::SnapshotInfo;
@@ -29,7 +30,7 @@ fn info_json(s: &SnapshotInfo) -> Value {
 }
 
 /// `POST /v1/sessions/{id}/snapshots`: 201 with the new snapshot.
-pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let info = st
@@ -47,7 +48,7 @@ pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<String>) -> R
 }
 
 /// `GET /v1/sessions/{id}/snapshots`: the snapshots of the session's workspace, oldest first.
-pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<String>) -> Result<Response, ApiError> {
+pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let list = st
         .blocking(move |_, repo| {
             let s = repo.session(&id)?;
@@ -92,7 +93,7 @@ pub(super) async fn files(
         .blocking(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
             let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
-            let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.clone()))?;
+            let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.to_string()))?;
             if let Some(p) = q.prefix.as_deref().map(str::as_bytes).filter(|p| !p.is_empty()) {
                 let p = crate::base::path::normalize_nonempty(p)?;
                 files.retain(|f| f.path.starts_with(&p) && f.path.get(p.len()).is_none_or(|&c| c == b'/'));
@@ -121,14 +122,14 @@ pub(super) async fn read(
         let open = super::stream::opener(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
             let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
-            repo.open_file_from(&view, &Source::Snapshot(info.id.clone()), &path).map_err(ApiError::from)
+            repo.open_file_from(&view, &Source::Snapshot(info.id.to_string()), &path).map_err(ApiError::from)
         });
         return super::stream::download(&st, open, ChangePolicy::Retry, &headers).await;
     }
     let (read, origin) = st.inline(move |st, repo| {
         let info = repo.resolve_snapshot(&snap, None)?;
         let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
-        repo.read_file_from(&view, &Source::Snapshot(info.id.clone()), &path, READ_LIMIT, ChangePolicy::Retry)
+        repo.read_file_from(&view, &Source::Snapshot(info.id.to_string()), &path, READ_LIMIT, ChangePolicy::Retry)
             .map_err(ApiError::from)
     })?;
     Ok(read_response(read, &origin))
@@ -179,7 +180,7 @@ pub(super) async fn export(
         .await?;
     let safe: String =
         info.workspace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let name = format!("{safe}-{}.{}", &info.id[..12], if zstd.is_some() { "tar.zst" } else { "tar" });
+    let name = format!("{safe}-{}.{}", &info.id.as_str()[..12], if zstd.is_some() { "tar.zst" } else { "tar" });
     let body =
         super::stream::body(&st, move |_, repo, out| repo.export(&info, &rel, out, zstd, &NoProgress).map(|_| ()));
     let mut resp = body.into_response();

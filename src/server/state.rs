@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::options::ServeOptions;
 use crate::base::error::{Error, Result};
+use crate::base::id::SessionId;
 use crate::base::time::now_ns;
 use crate::fs::walk::Excludes;
 use crate::model::session::{EndReason, Session};
@@ -20,9 +21,9 @@ pub(crate) struct AppState {
     pub opts: ServeOptions,
     pool: Mutex<Vec<Repo>>,
     /// Session id -> time of the latest request, not yet written to the manifest.
-    activity: Mutex<HashMap<String, i64>>,
+    activity: Mutex<HashMap<SessionId, i64>>,
     /// Session id -> requests working on it now (the record's `busy`).
-    busy: Mutex<HashMap<String, usize>>,
+    busy: Mutex<HashMap<SessionId, usize>>,
     /// Workspace name -> its exclusion settings and the compiled list.
     excludes: Mutex<HashMap<String, (ExcludesKey, Arc<Excludes>)>>,
     /// For reads and snapshot listings, which never consult exclusions: looking up the
@@ -42,7 +43,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Marks a session busy until dropped.
 pub(crate) struct Busy {
     state: Arc<AppState>,
-    id: String,
+    id: SessionId,
 }
 
 impl Drop for Busy {
@@ -144,13 +145,13 @@ impl AppState {
         out
     }
 
-    pub fn touch(&self, id: &str) {
+    pub fn touch(&self, id: &SessionId) {
         let now = now_ns();
         let mut act = lock(&self.activity);
         match act.get_mut(id) {
             Some(t) => *t = now,
             None => {
-                act.insert(id.to_string(), now);
+                act.insert(id.clone(), now);
             }
         }
     }
@@ -160,13 +161,13 @@ impl AppState {
         lock(&self.activity).get(&s.id).copied().unwrap_or(0).max(s.last_activity_ns)
     }
 
-    pub fn is_busy(&self, id: &str) -> bool {
+    pub fn is_busy(&self, id: &SessionId) -> bool {
         lock(&self.busy).contains_key(id)
     }
 
-    pub fn mark_busy(self: &Arc<Self>, id: &str) -> Busy {
-        *lock(&self.busy).entry(id.to_string()).or_insert(0) += 1;
-        Busy { state: self.clone(), id: id.to_string() }
+    pub fn mark_busy(self: &Arc<Self>, id: &SessionId) -> Busy {
+        *lock(&self.busy).entry(id.clone()).or_insert(0) += 1;
+        Busy { state: self.clone(), id: id.clone() }
     }
 
     /// The session record as the API shows it.
@@ -191,8 +192,8 @@ impl AppState {
     }
 
     /// Writes gathered activity, then ends every session whose ttl or idle time ran out.
-    fn reap_once(&self, repo: &Repo) -> Result<Vec<(String, EndReason)>> {
-        let seen: Vec<(String, i64)> = lock(&self.activity).drain().collect();
+    fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
+        let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
         let now = now_ns();
         let mut ended = Vec::new();

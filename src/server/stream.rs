@@ -163,7 +163,7 @@ where
         h.insert(header::ETAG, t);
     }
     h.insert("x-trove-source", HeaderValue::from_static(found.origin.as_str()));
-    if let Some(id) = found.origin.snapshot_id().and_then(|id| HeaderValue::from_str(id).ok()) {
+    if let Some(id) = found.origin.snapshot_id().and_then(|id| HeaderValue::from_str(id.as_str()).ok()) {
         h.insert("x-trove-snapshot", id);
     }
     Ok(resp)

@@ -19,6 +19,7 @@ use super::extract::{body_of, P};
 use super::files::session_of;
 use super::state::AppState;
 use crate::base::error::{Error, ErrorKind};
+use crate::base::id::SessionId;
 use crate::tools::{mutate, ToolCall};
 
 /// `POST /v1/sessions/{id}/tools/{tool}`: request-level problems (unknown session or tool, a
@@ -26,7 +27,7 @@ use crate::tools::{mutate, ToolCall};
 /// itself decides answers 200 with `{"ok": false, "error": ...}`.
 pub(super) async fn call(
     State(st): State<Arc<AppState>>,
-    P((id, tool)): P<(String, String)>,
+    P((id, tool)): P<(SessionId, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();
@@ -97,7 +98,7 @@ fn any_current(
 /// overwrite is what the stale-file protocol exists to prevent.
 pub(super) async fn put(
     State(st): State<Arc<AppState>>,
-    FileTarget { owner: id, path }: FileTarget,
+    FileTarget { owner: id, path }: FileTarget<SessionId>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -146,7 +147,7 @@ pub(super) async fn put(
 /// `DELETE /v1/sessions/{id}/files/{*path}`: into the trash; `If-Match` makes it conditional.
 pub(super) async fn delete(
     State(st): State<Arc<AppState>>,
-    FileTarget { owner: id, path }: FileTarget,
+    FileTarget { owner: id, path }: FileTarget<SessionId>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();

@@ -22,6 +22,7 @@ use crate::base::time::now_ns;
 use crate::fs::lock::Locked;
 use crate::model::audit::AuditRecord;
 use crate::model::session::{Session, Status};
+use crate::object::Sha256;
 use crate::repo::Repo;
 
 /// Every tool, by name.
@@ -241,8 +242,8 @@ impl Repo {
             .details()
             .and_then(|d| d.get("currentSha256"))
             .and_then(Value::as_str)
-            .and_then(|h| hex::decode(h).ok())
-            .and_then(|v| v.try_into().ok());
+            .map(Sha256::from_hex)
+            .transpose()?;
         rec.details = json!({"message": e.message()});
         self.audit(rec)
     }

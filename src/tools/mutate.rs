@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::caller::Caller;
 use super::edit::{self, Edit};
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::id::TrashId;
 use crate::base::path;
 use crate::base::random::new_trash_id;
 use crate::base::time::now_ns;
@@ -19,7 +20,8 @@ use crate::fs::workdir::{Current, Kind, WorkDir};
 use crate::journal::{self, already_exists, hex_sha, Ctx, Done, Draft, NewContent};
 use crate::model::session::Session;
 use crate::model::trash::{TrashEntry, TrashItem};
-use crate::object::ObjectId;
+use crate::model::tree::EntryKind;
+use crate::object::{ObjectId, Sha256};
 use crate::repo::Repo;
 
 #[derive(Debug, Deserialize)]
@@ -66,7 +68,7 @@ pub enum OnConflict {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestoreFile {
-    pub trash_id: Option<String>,
+    pub trash_id: Option<TrashId>,
     pub path: Option<String>,
     pub to: Option<String>,
     #[serde(default)]
@@ -95,14 +97,12 @@ pub struct ApplyPatch {
 /// together); bigger files are replaced whole with `write_file`.
 pub const EDIT_LIMIT: u64 = 32 << 20;
 
-/// A content in the store, from a trash row's hex object id and sha256.
-fn stored(object: &str, sha256: Option<&str>) -> Result<NewContent> {
-    let id = ObjectId::from_hex(object)?;
-    let sha = sha256
-        .and_then(|h| hex::decode(h).ok())
-        .and_then(|v| <[u8; 32]>::try_from(v).ok())
-        .ok_or_else(|| Error::corrupt(format!("the trash row of content {object} has no valid sha256")))?;
-    Ok(NewContent::Stored { id, sha256: sha })
+/// A content in the store, from a trash row's object id and sha256 (a file's row has both).
+fn stored(item: &TrashId, object: Option<ObjectId>, sha256: Option<Sha256>) -> Result<NewContent> {
+    match (object, sha256) {
+        (Some(id), Some(sha256)) => Ok(NewContent::Stored { id, sha256 }),
+        _ => Err(Error::corrupt(format!("trash item {item} records a file without its content or sha256"))),
+    }
 }
 
 /// The most one `delete_file` of a directory may take into the trash.
@@ -148,11 +148,11 @@ fn trash_file(c: &Caller<'_>, rel: &[u8], cur: &Current, reason: &str) -> Result
         workspace: c.session.workspace.clone(),
         session: Some(c.session.id.clone()),
         path: rel.to_vec(),
-        kind: "file".into(),
+        kind: EntryKind::File,
         size: cur.size,
-        sha256: Some(hex_sha(&cur.sha256)),
+        sha256: Some(cur.sha256),
         mode: cur.mode,
-        object: Some(cur.content.to_hex()),
+        object: Some(cur.content),
         deleted_by: c.actor.to_string(),
         deleted_ns: now_ns(),
         reason: reason.into(),
@@ -219,17 +219,17 @@ pub(super) fn draft_remove(
                         members.push((child.clone(), cur.sha256));
                         TrashEntry {
                             rel: inner,
-                            kind: "file".into(),
+                            kind: EntryKind::File,
                             size: cur.size,
-                            sha256: Some(hex_sha(&cur.sha256)),
+                            sha256: Some(cur.sha256),
                             mode: cur.mode,
-                            object: Some(cur.content.to_hex()),
+                            object: Some(cur.content),
                             target: None,
                         }
                     }
                     Kind::Dir => TrashEntry {
                         rel: inner,
-                        kind: "dir".into(),
+                        kind: EntryKind::Dir,
                         size: 0,
                         sha256: None,
                         mode: m.mode,
@@ -238,7 +238,7 @@ pub(super) fn draft_remove(
                     },
                     Kind::Symlink => TrashEntry {
                         rel: inner,
-                        kind: "symlink".into(),
+                        kind: EntryKind::Symlink,
                         size: 0,
                         sha256: None,
                         mode: m.mode,
@@ -254,7 +254,7 @@ pub(super) fn draft_remove(
                 workspace: c.session.workspace.clone(),
                 session: Some(c.session.id.clone()),
                 path: rel.to_vec(),
-                kind: "dir".into(),
+                kind: EntryKind::Dir,
                 size,
                 sha256: None,
                 mode: meta.mode,
@@ -392,8 +392,8 @@ impl Repo {
         let rel = writable(c, &p.path)?;
         let draft = draft_remove(c, &l.wd, &rel, p.expected_sha256.as_deref(), "delete_file")?;
         let (kind, size) = match &draft {
-            Draft::Remove { trash, .. } => (trash.kind.clone(), trash.size),
-            _ => (String::new(), 0),
+            Draft::Remove { trash, .. } => (Some(trash.kind), trash.size),
+            _ => (None, 0),
         };
         let done = self.execute(&l.wd, ctx(c, "delete_file", json!({})), vec![draft])?;
         let trash_id = done.trashed.first().map(|(_, id)| id.clone());
@@ -482,7 +482,7 @@ impl Repo {
                     c.scope.check_write(&target)?;
                 }
                 OnConflict::Overwrite => {
-                    if item.kind == "dir" {
+                    if item.kind == EntryKind::Dir {
                         return Err(Error::invalid_argument(
                             "onConflict overwrite restores files only; restore the directory with rename or to another path",
                         ));
@@ -495,33 +495,35 @@ impl Repo {
                 }
             }
         }
-        if item.kind == "dir" {
+        if item.kind == EntryKind::Dir {
             drafts.push(Draft::Mkdir { path: target.clone() });
             let mut members = Vec::new();
             for e in &item.entries {
                 let rel = crate::fs::walk::join_rel(&target, &e.rel);
-                match (e.kind.as_str(), &e.object, &e.target) {
-                    ("file", Some(obj), _) => {
-                        let content = stored(obj, e.sha256.as_deref())?;
+                match (e.kind, &e.target) {
+                    (EntryKind::File, _) => {
+                        let content = stored(&item.id, e.object, e.sha256)?;
                         members.push(Draft::Write { path: rel, content, mode: e.mode, before: None });
                     }
-                    ("dir", _, _) => drafts.push(Draft::Mkdir { path: rel }),
-                    ("symlink", _, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
-                    _ => {}
+                    (EntryKind::Dir, _) => drafts.push(Draft::Mkdir { path: rel }),
+                    (EntryKind::Symlink, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
+                    (EntryKind::Symlink, None) => {
+                        return Err(Error::corrupt(format!(
+                            "trash item {} records the symlink '{}' without its target",
+                            item.id,
+                            path::display(&e.rel)
+                        )))
+                    }
                 }
             }
             drafts.extend(members);
         } else {
-            let obj = item
-                .object
-                .as_deref()
-                .ok_or_else(|| Error::corrupt(format!("trash item {} has no content", item.id)))?;
-            let content = stored(obj, item.sha256.as_deref())?;
+            let content = stored(&item.id, item.object, item.sha256)?;
             drafts.push(Draft::Write { path: target.clone(), content, mode: item.mode, before: None });
         }
         let done = self.execute(&l.wd, ctx(c, "restore_file", json!({"restoredTrashId": item.id})), drafts)?;
         Ok(json!({"path": path::display(&target), "trashId": item.id, "kind": item.kind,
-                  "sha256": if item.kind == "file" { written(&done, &target) } else { None },
+                  "sha256": if item.kind == EntryKind::File { written(&done, &target) } else { None },
                   "replacedTrashId": done.trashed.first().map(|(_, id)| id.clone()),
                   "auditSeq": done.audit_seqs.last()}))
     }
@@ -592,7 +594,10 @@ impl Repo {
                 vec![Draft::Move { from: to, to: rel.clone(), before }]
             }
             "delete" => {
-                let trash_id = rec.details.get("trashId").and_then(Value::as_str).unwrap_or("").to_string();
+                let named = rec.details.get("trashId").and_then(Value::as_str);
+                let trash_id = named.map(TrashId::parse).transpose()?.ok_or_else(|| {
+                    Error::corrupt(format!("audit record {seq} deleted a file but names no trash id to restore"))
+                })?;
                 drop(l);
                 let call = RestoreFile {
                     trash_id: Some(trash_id),

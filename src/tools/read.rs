@@ -96,7 +96,7 @@ fn source_of(s: &Option<String>) -> Source {
 fn put_origin(m: &mut Map<String, Value>, origin: &Origin) {
     m.insert("source".into(), origin.as_str().into());
     if let Some(id) = origin.snapshot_id() {
-        m.insert("snapshot".into(), id.into());
+        m.insert("snapshot".into(), id.as_str().into());
     }
 }
 

@@ -109,7 +109,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     let mut fixed = Vec::new();
     let mut created = None;
     match std::env::var("TROVE_API_TOKEN") {
-        Ok(t) if !t.is_empty() => fixed.push((tokens::hash_token(&t), "env".to_string())),
+        Ok(t) if !t.is_empty() => fixed.push((tokens::hash_token(&t), trove::TokenId::parse("env")?)),
         _ if tokens::stored_tokens(&repo)?.is_empty() => {
             let (token, _) = tokens::create_token(&repo, "first start", &actor())?;
             created = Some(token);

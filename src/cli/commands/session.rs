@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use serde_json::json;
-use trove::{ChangePolicy, EndReason, Error, FileAccess, Repo, SessionSpec, Source, WorkspaceView, FILES_READ_LIMIT};
+use trove::{
+    ChangePolicy, EndReason, Error, FileAccess, Repo, SessionId, SessionSpec, Source, WorkspaceView, FILES_READ_LIMIT,
+};
 
 use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
@@ -43,23 +45,23 @@ pub enum Command {
         all: bool,
     },
     /// Show one session
-    Show { id: String },
+    Show { id: SessionId },
     /// End a session: final snapshot, nothing deleted
-    End { id: String },
+    End { id: SessionId },
     /// Snapshot a session and stop serving its live tree
-    Pause { id: String },
+    Pause { id: SessionId },
     /// Serve a paused session's live tree again
-    Resume { id: String },
+    Resume { id: SessionId },
     /// List a session's files (live tree, else its latest snapshot)
     Files {
-        id: String,
+        id: SessionId,
         /// `live`, `latest` or a snapshot id
         #[arg(long)]
         source: Option<String>,
     },
     /// Print one file of a session
     Cat {
-        id: String,
+        id: SessionId,
         path: String,
         #[arg(long)]
         source: Option<String>,
@@ -77,7 +79,7 @@ fn show(out: &mut Out, s: &trove::Session, json: bool) -> Result<(), Failure> {
         s.status.as_str(),
         s.workspace,
         s.live_dir.display(),
-        s.final_snapshot.as_deref().map(|f| format!("  final snapshot {}", trove::short_id(f))).unwrap_or_default()
+        s.final_snapshot.as_ref().map(|f| format!("  final snapshot {}", trove::short_id(f))).unwrap_or_default()
     )?;
     Ok(())
 }
@@ -141,7 +143,12 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
             for f in &files {
                 writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;
             }
-            writeln!(out, "{} files from {}", files.len(), origin.snapshot_id().unwrap_or("the live tree"))?;
+            writeln!(
+                out,
+                "{} files from {}",
+                files.len(),
+                origin.snapshot_id().map_or("the live tree", |id| id.as_str())
+            )?;
             Ok(())
         }
         Command::Cat { id, path, source } => {

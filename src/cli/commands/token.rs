@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::Subcommand;
 use serde_json::json;
 use trove::tokens;
-use trove::Repo;
+use trove::{Repo, TokenId};
 
 use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
@@ -20,7 +20,7 @@ pub enum Command {
     /// List tokens: id, created, label, live or revoked (never the token itself)
     List,
     /// Revoke a token by its id: every server on this repository refuses it at once
-    Revoke { id: String },
+    Revoke { id: TokenId },
 }
 
 pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), Failure> {
@@ -63,7 +63,7 @@ fn list(out: &mut Out, repo: &Repo, json: bool) -> Result<(), Failure> {
 }
 
 /// `trove token revoke ID`: refused at once by every server on this repository.
-fn revoke(out: &mut Out, repo: &Repo, id: &str, json: bool) -> Result<(), Failure> {
+fn revoke(out: &mut Out, repo: &Repo, id: &TokenId, json: bool) -> Result<(), Failure> {
     tokens::revoke_token(repo, id, &actor())?;
     if json {
         print_json(out, &json!({"revoked": id}))?;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use trove::{Error, Repo};
+use trove::{Error, Repo, SessionId};
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -12,7 +12,7 @@ pub struct Args {
     /// The tool's name
     pub name: String,
     #[arg(long, value_name = "ID")]
-    pub session: String,
+    pub session: SessionId,
     /// The parameters as a JSON object; `-` reads them from stdin
     #[arg(default_value = "{}")]
     pub params: String,
@@ -24,7 +24,13 @@ pub fn run(out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> {
 
 /// `trove tool NAME --session ID PARAMS`: the result envelope on stdout, and the exit code of
 /// the error kind when the tool refused.
-fn tool(out: &mut Out, repo_path: &std::path::Path, name: &str, session: &str, params: &str) -> Result<u8, Failure> {
+fn tool(
+    out: &mut Out,
+    repo_path: &std::path::Path,
+    name: &str,
+    session: &SessionId,
+    params: &str,
+) -> Result<u8, Failure> {
     let text = if params == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
