@@ -559,19 +559,7 @@ impl Repo {
     /// Snapshots the directory `dir`.
     pub fn snapshot(&self, dir: &Path, opts: &SnapshotOptions<'_>) -> Result<SnapshotInfo> {
         let scan_start = now_ns();
-        let name = match &opts.workspace {
-            Some(n) => n.clone(),
-            None => {
-                let abs = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?;
-                abs.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| {
-                    Error::invalid_argument(format!(
-                        "cannot name a workspace after {}: pass --workspace NAME",
-                        dir.display()
-                    ))
-                })?
-            }
-        };
-        check_workspace_name(&name)?;
+        let name = workspace_name(dir, opts)?;
         let excludes = self.effective_excludes(&name, opts)?;
         let conn = self.manifest.conn();
         let ws = workspaces::get(conn, &name)?;
@@ -590,49 +578,8 @@ impl Repo {
         // What is left are rows of paths the walk did not see.
         let stale: Vec<PathKey> = cache.into_keys().collect();
 
-        // Step 2: read what the cache could not vouch for, in parallel. Step 3: every pack
-        // durable (PackWriter::run returns only once all are sealed) before the manifest may
-        // point at them.
-        let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut() {
-            if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
-                jobs.push(FileJob { rel, stat: *stat, slot: outcome });
-            }
-        }
-        // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
-        jobs.sort_unstable_by_key(|j| j.rel);
-        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
-        let racy = opts.racy_window_ns;
-        let reader = self.manifest.pinned_reader()?;
-        let (warnings, packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
-            let writer = Writer {
-                zstd_level: self.config.zstd_level,
-                chunking: self.config.chunking,
-                reader: Mutex::new(reader),
-                seen: Mutex::new(RandomKeySet::default()),
-                packs,
-                warnings: Mutex::new(std::mem::take(&mut walked.report.warnings)),
-            };
-            let deadline = self.deadline();
-            jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                    return Err(Error::timeout("reading files for a snapshot", false));
-                }
-                let mut bundle = BundleBuilder::default();
-                for job in run {
-                    let size = job.stat.size;
-                    *job.slot = match writer.read_file(&root_fd, job, scan_start, racy, &mut bundle)? {
-                        Some(c) => Outcome::Done(c),
-                        None => Outcome::Dropped,
-                    };
-                    opts.progress.advance(size);
-                }
-                writer.seal_bundle(&mut bundle)
-            })?;
-            writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
-        })?;
-        drop(jobs);
-        opts.progress.finish();
+        let walk_warnings = std::mem::take(&mut walked.report.warnings);
+        let (warnings, packs) = self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, opts)?;
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees_built = Built::default();
@@ -664,61 +611,146 @@ impl Repo {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
-            // Keys in order, so stat cache pages fill densely (see `insert_packs`).
-            let mut changed: Vec<&FileOutcome> =
-                outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
-            changed.sort_unstable_by_key(|f| f.key);
-            for f in changed {
-                match &f.outcome {
-                    Outcome::Done(c) => {
-                        if let Some(chunks) = &c.chunks {
-                            objects::insert_chunk_list(tx, &c.id, chunks)?;
-                        }
-                        if c.cacheable {
-                            let row = CachedStat {
-                                size: c.stat.size,
-                                mtime_ns: c.stat.mtime_ns,
-                                ctime_ns: c.stat.ctime_ns,
-                                inode: c.stat.inode,
-                                device: c.stat.device,
-                                mode: c.stat.mode,
-                                content: c.id,
-                                sha256: c.sha256,
-                            };
-                            stat_cache::upsert(tx, ws.id, &f.key, &row)?;
-                        } else if f.had_row {
-                            stat_cache::delete(tx, ws.id, &f.key)?;
-                        }
-                    }
-                    Outcome::Dropped | Outcome::Pending => {
-                        if f.had_row {
-                            stat_cache::delete(tx, ws.id, &f.key)?;
-                        }
-                    }
-                }
-            }
-            for key in &stale {
-                stat_cache::delete(tx, ws.id, key)?;
-            }
+            record_outcomes(tx, ws.id, &outcomes, &stale)?;
             insert_trees(tx, &info.root, &trees_built)?;
             snapshots::insert(tx, ws.id, &info)?;
-            let mut record = AuditRecord::ok(created_ns, &opts.actor, "snapshot");
-            record.workspace = Some(name.clone());
-            record.session = opts.session.clone();
-            record.details = serde_json::json!({
-                "snapshot": info.id,
-                "reason": info.reason,
-                "files": info.counts.files,
-                "bytes": info.counts.bytes,
-                "added": info.counts.added,
-                "changed": info.counts.changed,
-                "removed": info.counts.removed,
-                "warnings": info.warnings.len(),
-                "packs": packs.len(),
-            });
-            manifest::audit::append(tx, &record)?;
+            manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
             Ok(())
         })?;
         Ok(info)
     }
+
+    /// Step 2: reads what the stat cache could not vouch for, in parallel, into packs; step 3:
+    /// every pack durable (`PackWriter::run` returns only once all are sealed) before the
+    /// manifest may point at them. Returns the warnings (the walk's, then the reads') and the
+    /// sealed packs.
+    fn read_pending(
+        &self,
+        root_fd: &OwnedFd,
+        outcomes: &mut Outcomes,
+        walk_warnings: Vec<Warning>,
+        scan_start: i64,
+        opts: &SnapshotOptions<'_>,
+    ) -> Result<(Vec<Warning>, Vec<crate::object::SealedPack>)> {
+        let mut jobs: Vec<FileJob<'_>> = Vec::new();
+        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut() {
+            if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
+                jobs.push(FileJob { rel, stat: *stat, slot: outcome });
+            }
+        }
+        // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
+        jobs.sort_unstable_by_key(|j| j.rel);
+        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
+        let racy = opts.racy_window_ns;
+        let reader = self.manifest.pinned_reader()?;
+        let read = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
+            let writer = Writer {
+                zstd_level: self.config.zstd_level,
+                chunking: self.config.chunking,
+                reader: Mutex::new(reader),
+                seen: Mutex::new(RandomKeySet::default()),
+                packs,
+                warnings: Mutex::new(walk_warnings),
+            };
+            let deadline = self.deadline();
+            jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(Error::timeout("reading files for a snapshot", false));
+                }
+                let mut bundle = BundleBuilder::default();
+                for job in run {
+                    let size = job.stat.size;
+                    *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
+                        Some(c) => Outcome::Done(c),
+                        None => Outcome::Dropped,
+                    };
+                    opts.progress.advance(size);
+                }
+                writer.seal_bundle(&mut bundle)
+            })?;
+            writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
+        })?;
+        opts.progress.finish();
+        Ok(read)
+    }
+}
+
+/// The workspace a snapshot of `dir` belongs to: the one named, else the directory's name.
+fn workspace_name(dir: &Path, opts: &SnapshotOptions<'_>) -> Result<String> {
+    let name = match &opts.workspace {
+        Some(n) => n.clone(),
+        None => {
+            let abs = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?;
+            abs.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "cannot name a workspace after {}: pass --workspace NAME",
+                    dir.display()
+                ))
+            })?
+        }
+    };
+    check_workspace_name(&name)?;
+    Ok(name)
+}
+
+/// Records in the manifest what reading found, in the snapshot's transaction: chunk lists of
+/// new big files, and the stat cache (a row per file whose stat can vouch for it next time,
+/// none for a file dropped or not cacheable, and none for a path the walk did not see).
+fn record_outcomes(tx: &Connection, ws: i64, outcomes: &Outcomes, stale: &[PathKey]) -> Result<()> {
+    // Keys in order, so stat cache pages fill densely (see `insert_packs`).
+    let mut changed: Vec<&FileOutcome> =
+        outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
+    changed.sort_unstable_by_key(|f| f.key);
+    for f in changed {
+        match &f.outcome {
+            Outcome::Done(c) => {
+                if let Some(chunks) = &c.chunks {
+                    objects::insert_chunk_list(tx, &c.id, chunks)?;
+                }
+                if c.cacheable {
+                    let row = CachedStat {
+                        size: c.stat.size,
+                        mtime_ns: c.stat.mtime_ns,
+                        ctime_ns: c.stat.ctime_ns,
+                        inode: c.stat.inode,
+                        device: c.stat.device,
+                        mode: c.stat.mode,
+                        content: c.id,
+                        sha256: c.sha256,
+                    };
+                    stat_cache::upsert(tx, ws, &f.key, &row)?;
+                } else if f.had_row {
+                    stat_cache::delete(tx, ws, &f.key)?;
+                }
+            }
+            Outcome::Dropped | Outcome::Pending => {
+                if f.had_row {
+                    stat_cache::delete(tx, ws, &f.key)?;
+                }
+            }
+        }
+    }
+    for key in stale {
+        stat_cache::delete(tx, ws, key)?;
+    }
+    Ok(())
+}
+
+/// The audit record of snapshot `info`.
+fn snapshot_record(info: &SnapshotInfo, opts: &SnapshotOptions<'_>, packs: usize) -> AuditRecord {
+    let mut record = AuditRecord::ok(info.created_ns, &opts.actor, "snapshot");
+    record.workspace = Some(info.workspace.clone());
+    record.session = opts.session.clone();
+    record.details = serde_json::json!({
+        "snapshot": info.id,
+        "reason": info.reason,
+        "files": info.counts.files,
+        "bytes": info.counts.bytes,
+        "added": info.counts.added,
+        "changed": info.counts.changed,
+        "removed": info.counts.removed,
+        "warnings": info.warnings.len(),
+        "packs": packs,
+    });
+    record
 }

@@ -1,0 +1,361 @@
+//! Carrying out a plan (`Repo::execute`): journal, stage, apply, bury, finish, in the order
+//! `journal`'s documentation gives, and undoing the steps that happened when one is refused.
+
+use std::io::Read;
+
+use serde_json::json;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::failpoint::failpoint;
+use crate::base::id::{PlanId, TrashId};
+use crate::base::path;
+use crate::base::time::now_ns;
+use crate::fs::workdir::{self, Kind, WorkDir};
+use crate::manifest;
+use crate::model::audit::AuditRecord;
+use crate::object::{ObjectId, Sha256};
+use crate::repo::Repo;
+
+use super::apply::{apply, bury, stale, verify};
+use super::plan::{
+    base_record, beside, grave_name, hex_sha, plan_object, plan_sha, tmp_name, Ctx, Done, Draft, NewContent, Plan,
+    Step, ToStore,
+};
+
+impl Repo {
+    /// Carries out `drafts` on the tree in `wd` as one journaled plan.
+    pub fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
+        let (plan, contents, store) = draft_plan(wd, ctx, drafts)?;
+        failpoint(&format!("{}:drafted", plan.tool));
+        self.journal(wd, &plan, &contents, &store)?;
+        failpoint(&format!("{}:journaled", plan.tool));
+        let made = self.stage(wd, &plan, &contents)?;
+        failpoint(&format!("{}:staged", plan.tool));
+        self.apply_all(wd, &plan, &made)?;
+        // 4. Bury: every change has landed, so a grave that cannot be removed is only litter.
+        if let Err(e) = bury(wd, &plan) {
+            tracing::warn!(plan = %plan.id, error = %e, "a deleted path's grave could not be removed; left beside it");
+        }
+        failpoint(&format!("{}:buried", plan.tool));
+        // 5. Finish.
+        self.finish(&plan, false)
+    }
+
+    /// Step 1, journal: every object the plan needs, then the plan, before the tree is touched.
+    /// Pre-images stream from the tree into the store in transactions of their own, so a big
+    /// file never holds the manifest's write lock for long; the plan's commit, which is
+    /// fsynced, makes them durable with it (the WAL is written in order).
+    fn journal(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged], store: &[ToStore]) -> Result<()> {
+        for item in store {
+            self.check_deadline("storing the files' previous contents")?;
+            match item {
+                ToStore::Bytes(i) => {
+                    if let Some((NewContent::Bytes(b), _)) = &contents[*i] {
+                        self.store_stream(&mut &b[..])?;
+                    }
+                }
+                ToStore::Tree(p, sha) => {
+                    let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, Some(&hex_sha(sha))))?;
+                    let stored = self.store_stream(&mut file)?;
+                    if stored.0 != *sha {
+                        return Err(stale(p, Some(hex_sha(&stored.0)), Some(&hex_sha(sha))));
+                    }
+                }
+            }
+        }
+        let encoded = serde_json::to_string(plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
+        self.check_deadline("journaling the change")?;
+        self.manifest.write(|tx| manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded))
+    }
+
+    /// Step 2, stage: every new content to a temporary beside its target, fsynced. Returns the
+    /// directories staging created; on failure nothing staged is left and the plan is dropped.
+    fn stage(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged]) -> Result<Vec<Vec<u8>>> {
+        let mut made = Vec::new();
+        let staged = plan.steps.iter().zip(contents).try_for_each(|(s, c)| match (s, c) {
+            (Step::Write { path, tmp, .. }, Some((content, mode))) => {
+                self.check_deadline("writing the new contents")?;
+                let name = workdir::split(tmp).1;
+                match content {
+                    NewContent::Bytes(b) => wd.write_temp(path, name, &mut &b[..], *mode, &mut made)?,
+                    NewContent::Stored { id, .. } => {
+                        let mut reader = self.open_object(*id, None)?;
+                        wd.write_temp(path, name, &mut reader, *mode, &mut made)?
+                    }
+                }
+                failpoint(&format!("{}:temp-written", plan.tool));
+                Ok(())
+            }
+            _ => Ok(()),
+        });
+        if let Err(e) = staged {
+            self.discard_staged(wd, plan, &made);
+            self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?;
+            return Err(e);
+        }
+        Ok(made)
+    }
+
+    /// Step 3, apply, one step after another; a refused step undoes the ones before it and the plan fails.
+    fn apply_all(&self, wd: &WorkDir, plan: &Plan, made: &[Vec<u8>]) -> Result<()> {
+        for i in 0..plan.steps.len() {
+            if let Err(e) = apply(wd, &plan.steps[i]) {
+                let undone = (0..i).rev().try_for_each(|j| self.roll_back(wd, &plan.steps[j]));
+                self.discard_staged(wd, plan, made);
+                match undone {
+                    // The caller records the refusal, as for any refused call.
+                    Ok(()) => self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?,
+                    // The row stays, and recovery settles the tree on the next open.
+                    Err(u) => {
+                        tracing::error!(plan = %plan.id, error = %u, "a refused change could not be undone; recovery settles it at the next open")
+                    }
+                }
+                return Err(e);
+            }
+            failpoint(&format!("{}:step:{i}", plan.tool));
+        }
+        Ok(())
+    }
+
+    /// Stores what `reader` yields as a file content and returns its (sha256, content id,
+    /// size): over 1 MiB it is cut into chunks with a chunk list, as snapshots store big files,
+    /// and held in memory a chunk at a time. Each object commits in a transaction of its own
+    /// without an fsync (see `execute`); an object already stored is not stored again.
+    pub(crate) fn store_stream(&self, reader: &mut dyn std::io::Read) -> Result<(Sha256, ObjectId, u64)> {
+        use sha2::Digest;
+        let (level, chunking) = (self.config.zstd_level, self.config.chunking);
+        let limit = manifest::loose::WHOLE_LIMIT;
+        let mut head = Vec::with_capacity(limit.min(64 << 10));
+        std::io::Read::take(&mut *reader, limit as u64 + 1)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot read a file to store it: {e}"), e))?;
+        if head.len() <= limit {
+            let id = ObjectId::of(&head);
+            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &head, level))?;
+            return Ok((sha2::Sha256::digest(&head).into(), id, head.len() as u64));
+        }
+        let (mut sha, mut whole, mut size) = (sha2::Sha256::new(), blake3::Hasher::new(), 0u64);
+        let mut chunks = Vec::new();
+        chunking.for_each_chunk(std::io::Read::chain(&head[..], reader), |offset, data| {
+            self.check_deadline("storing a file")?;
+            sha.update(&data);
+            whole.update(&data);
+            size += data.len() as u64;
+            let id = ObjectId::of(&data);
+            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &data, level))?;
+            chunks.push((offset, id));
+            Ok(())
+        })?;
+        let id = ObjectId(*whole.finalize().as_bytes());
+        self.manifest.write_relaxed(|tx| manifest::objects::insert_chunk_list(tx, &id, &chunks))?;
+        Ok((sha.finalize().into(), id, size))
+    }
+
+    /// Removes staged temporaries and the directories staging created (if still empty).
+    fn discard_staged(&self, wd: &WorkDir, plan: &Plan, made: &[Vec<u8>]) {
+        // A temporary that was never written is not there; anything else left is reported.
+        for s in &plan.steps {
+            if let Step::Write { tmp, .. } = s {
+                if let Err(e) = wd.remove(tmp) {
+                    if e.kind() != ErrorKind::NotFound {
+                        tracing::warn!(plan = %plan.id, path = %path::display(tmp), error = %e, "a staged temporary could not be removed");
+                    }
+                }
+            }
+        }
+        for dir in made.iter().rev() {
+            if let Err(e) = wd.rmdir(dir) {
+                tracing::debug!(plan = %plan.id, path = %path::display(dir), error = %e, "a directory staging made is kept");
+            }
+        }
+    }
+
+    /// Reverses one step that happened, from the stored pre-images; refuses (`stale_file`)
+    /// when the path no longer holds what the step left there.
+    pub(super) fn roll_back(&self, wd: &WorkDir, s: &Step) -> Result<()> {
+        let mut made = Vec::new();
+        match s {
+            Step::Write { path, tmp, before: Some(_), after, before_object, mode, .. } => {
+                verify(wd, path, Some(after))?;
+                let obj =
+                    before_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its pre-image"))?;
+                let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
+                wd.remove(tmp)?;
+                wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut made)?;
+                wd.rename(tmp, path, false, &mut made)
+            }
+            Step::Write { path, after, .. } => {
+                verify(wd, path, Some(after))?;
+                wd.remove(path)
+            }
+            Step::Remove { path, grave, .. } => wd.rename(grave, path, true, &mut made),
+            Step::Move { from, to, .. } => wd.rename(to, from, true, &mut made),
+            Step::Mkdir { path } => wd.rmdir(path),
+            Step::Symlink { path, .. } => match wd.stat(path)? {
+                Some(m) if m.kind == Kind::Symlink => wd.remove(path),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// Step 5: the records of a plan whose steps all happened, in one transaction.
+    pub(super) fn finish(&self, plan: &Plan, recovered: bool) -> Result<Done> {
+        let mut done = Done { plan: plan.id.clone(), written: Vec::new(), trashed: Vec::new(), audit_seqs: Vec::new() };
+        let now = now_ns();
+        let mut records = Vec::with_capacity(plan.steps.len());
+        for (i, s) in plan.steps.iter().enumerate() {
+            records.push(step_record(plan, i, s, now, recovered, &mut done)?);
+        }
+        done.audit_seqs = self.manifest.write_relaxed(|tx| {
+            let mut seqs = Vec::with_capacity(records.len());
+            for (rec, s) in records.iter().zip(&plan.steps) {
+                let seq = manifest::audit::append(tx, rec)?;
+                if let Step::Remove { trash, .. } = s {
+                    let mut t = (**trash).clone();
+                    t.audit_seq = Some(seq);
+                    manifest::trash::insert(tx, &t)?;
+                }
+                seqs.push(seq);
+            }
+            if let Some(restored) = plan.details.get("restoredTrashId") {
+                let id = restored.as_str().map(TrashId::parse).transpose()?.ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "plan {} names a restored trash item that is not an id: {restored}",
+                        plan.id
+                    ))
+                })?;
+                manifest::trash::mark_restored(tx, &id, now)?;
+            }
+            manifest::journal::remove(tx, &plan.id)?;
+            Ok(seqs)
+        })?;
+        Ok(done)
+    }
+}
+
+/// A write's new content and mode, by step (`None` for the other steps).
+type Staged = Option<(NewContent, u32)>;
+
+/// Turns the drafts into the plan to journal: each step, with hashes and object ids; the new
+/// contents to stage; and what must be stored first (new contents held in memory, pre-images
+/// read from the tree), each content once.
+fn draft_plan(wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<(Plan, Vec<Staged>, Vec<ToStore>)> {
+    let id = crate::base::random::new_plan_id()?;
+    let mut plan = Plan {
+        id: id.clone(),
+        tool: ctx.tool.to_string(),
+        actor: ctx.actor.to_string(),
+        workspace: ctx.workspace.to_string(),
+        session: ctx.session.cloned(),
+        root: wd.root().to_path_buf(),
+        created_ns: now_ns(),
+        steps: Vec::with_capacity(drafts.len()),
+        details: ctx.details,
+    };
+    let mut contents: Vec<Staged> = Vec::with_capacity(drafts.len());
+    let mut store: Vec<ToStore> = Vec::new();
+    for (i, d) in drafts.into_iter().enumerate() {
+        let (step, content, before_path) = draft_step(&id, i, d, &mut store);
+        plan.steps.push(step);
+        // A content is stored once: a file moved and then rewritten has one pre-image, taken
+        // from where it was.
+        if let Some((p, sha)) = before_path {
+            if !store.iter().any(|s| matches!(s, ToStore::Tree(_, h) if *h == sha)) {
+                store.push(ToStore::Tree(p, sha));
+            }
+        }
+        contents.push(content);
+    }
+    Ok((plan, contents, store))
+}
+
+/// One draft as a step of plan `id` (its `i`th), its content to stage, and the path and sha256
+/// of the pre-image it needs stored.
+fn draft_step(id: &PlanId, i: usize, d: Draft, store: &mut Vec<ToStore>) -> (Step, Staged, Option<(Vec<u8>, Sha256)>) {
+    match d {
+        Draft::Write { path, content, mode, before } => {
+            let (after_sha, after_id) = content.hashes();
+            if let NewContent::Bytes(_) = content {
+                store.push(ToStore::Bytes(i));
+            }
+            let step = Step::Write {
+                tmp: beside(&path, &tmp_name(id, i)),
+                before: before.as_ref().map(|c| hex_sha(&c.sha256)),
+                after: hex_sha(&after_sha),
+                before_object: before.as_ref().map(|c| c.content.to_hex()),
+                after_object: Some(after_id.to_hex()),
+                mode,
+                path: path.clone(),
+            };
+            (step, Some((content, mode)), before.map(|c| (path, c.sha256)))
+        }
+        Draft::Remove { path, before, trash, members } => {
+            // A directory's files were found by the builder; they are stored as members.
+            store.extend(members.into_iter().map(|(p, sha)| ToStore::Tree(p, sha)));
+            let grave = beside(&path, &grave_name(id, i));
+            let before_sha = before.as_ref().map(|c| hex_sha(&c.sha256));
+            let pre = before.map(|c| (path.clone(), c.sha256));
+            (Step::Remove { path, grave, before: before_sha, trash }, None, pre)
+        }
+        Draft::Move { from, to, before } => {
+            let sha = before.as_ref().map(|c| hex_sha(&c.sha256));
+            let obj = before.as_ref().map(|c| c.content.to_hex());
+            let pre = before.map(|c| (from.clone(), c.sha256));
+            (Step::Move { from, to, sha256: sha, object: obj }, None, pre)
+        }
+        Draft::Mkdir { path } => (Step::Mkdir { path }, None, None),
+        Draft::Symlink { path, target } => (Step::Symlink { path, target }, None, None),
+    }
+}
+
+/// The audit record of step `i` of `plan`, done at `now`; notes what it wrote or trashed in
+/// `done`.
+fn step_record(plan: &Plan, i: usize, s: &Step, now: i64, recovered: bool, done: &mut Done) -> Result<AuditRecord> {
+    let mut rec = base_record(plan, now);
+    let mut details = json!({"plan": plan.id, "step": i});
+    match s {
+        Step::Write { path, before, after, before_object, after_object, .. } => {
+            rec.path = Some(path.clone());
+            rec.before_sha256 = before.as_deref().map(|h| plan_sha(plan, h)).transpose()?;
+            rec.after_sha256 = Some(plan_sha(plan, after)?);
+            rec.before_object = before_object.as_deref().map(|h| plan_object(plan, h)).transpose()?;
+            rec.after_object = after_object.as_deref().map(|h| plan_object(plan, h)).transpose()?;
+            details["change"] = json!(if before.is_some() { "write" } else { "create" });
+            done.written.push((path.clone(), after.clone()));
+        }
+        Step::Remove { path, before, trash, .. } => {
+            rec.path = Some(path.clone());
+            rec.before_sha256 = before.as_deref().map(|h| plan_sha(plan, h)).transpose()?;
+            rec.before_object = trash.object;
+            details["change"] = json!("delete");
+            details["trashId"] = json!(trash.id);
+            details["kind"] = json!(trash.kind);
+            done.trashed.push((path.clone(), trash.id.clone()));
+        }
+        Step::Move { from, to, sha256, object } => {
+            rec.path = Some(from.clone());
+            rec.dest_path = Some(to.clone());
+            rec.before_sha256 = sha256.as_deref().map(|h| plan_sha(plan, h)).transpose()?;
+            rec.after_sha256 = rec.before_sha256;
+            rec.before_object = object.as_deref().map(|h| plan_object(plan, h)).transpose()?;
+            details["change"] = json!("move");
+        }
+        Step::Mkdir { path } => {
+            rec.path = Some(path.clone());
+            details["change"] = json!("mkdir");
+        }
+        Step::Symlink { path, target } => {
+            rec.path = Some(path.clone());
+            details["change"] = json!("symlink");
+            details["target"] = json!(path::display(target));
+        }
+    }
+    if recovered {
+        details["recovered"] = json!(true);
+    }
+    if let (Some(extra), Some(d)) = (plan.details.as_object(), details.as_object_mut()) {
+        d.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    rec.details = details;
+    Ok(rec)
+}

@@ -1,0 +1,182 @@
+//! The journal's data: a plan's steps as drafted by a tool and as committed to the manifest,
+//! the outcome of a plan, and the names of the temporaries and graves it leaves beside files.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::id::{PlanId, SessionId, TrashId};
+use crate::fs::walk;
+use crate::fs::workdir;
+use crate::model::audit::AuditRecord;
+use crate::model::trash::TrashItem;
+use crate::object::{ObjectId, Sha256};
+
+/// One change to the tree. Paths are workspace-relative; hashes and object ids are hex.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Step {
+    /// Puts the staged `tmp` at `path`; `before` is the sha256 the file must still have, or
+    /// `None` when nothing may be there.
+    Write {
+        path: Vec<u8>,
+        tmp: Vec<u8>,
+        before: Option<String>,
+        after: String,
+        before_object: Option<String>,
+        /// The new content, so recovery can stage it again.
+        after_object: Option<String>,
+        mode: u32,
+    },
+    /// Moves the file (with sha256 `before`) or directory at `path` into the trash.
+    Remove { path: Vec<u8>, grave: Vec<u8>, before: Option<String>, trash: Box<TrashItem> },
+    /// Renames `from` to `to`, never over anything; `sha256` is the file's, if it is one.
+    Move { from: Vec<u8>, to: Vec<u8>, sha256: Option<String>, object: Option<String> },
+    /// Creates an empty directory (a restored directory's).
+    Mkdir { path: Vec<u8> },
+    /// Creates a symlink (a restored directory's).
+    Symlink { path: Vec<u8>, target: Vec<u8> },
+}
+
+/// A decided mutation: what the journal row holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub id: PlanId,
+    pub tool: String,
+    pub actor: String,
+    pub workspace: String,
+    pub session: Option<SessionId>,
+    pub root: PathBuf,
+    pub created_ns: i64,
+    pub steps: Vec<Step>,
+    /// Facts for the audit records' details (the tool's own, e.g. the restored trash id).
+    #[serde(default)]
+    pub details: serde_json::Value,
+}
+
+/// A step being drafted. Pre-images are described (`Current`), not held: their bytes are
+/// streamed from the tree into the store when the plan is journaled.
+pub enum Draft {
+    Write {
+        path: Vec<u8>,
+        content: NewContent,
+        mode: u32,
+        before: Option<workdir::Current>,
+    },
+    /// `members` are the files of a deleted directory (workspace-relative, with the sha256 they
+    /// were found with), stored with it.
+    Remove {
+        path: Vec<u8>,
+        before: Option<workdir::Current>,
+        trash: Box<TrashItem>,
+        members: Vec<(Vec<u8>, Sha256)>,
+    },
+    Move {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        before: Option<workdir::Current>,
+    },
+    Mkdir {
+        path: Vec<u8>,
+    },
+    Symlink {
+        path: Vec<u8>,
+        target: Vec<u8>,
+    },
+}
+
+/// What a write puts in place.
+pub enum NewContent {
+    /// Bytes the caller holds (a request body, an edited text): bounded by what a request or
+    /// an in-memory edit may carry.
+    Bytes(Vec<u8>),
+    /// A content already in the store (a trash item, a pre-image), staged by streaming it.
+    Stored { id: ObjectId, sha256: Sha256 },
+}
+
+impl NewContent {
+    pub(super) fn hashes(&self) -> (Sha256, ObjectId) {
+        match self {
+            NewContent::Bytes(b) => (<sha2::Sha256 as sha2::Digest>::digest(b).into(), ObjectId::of(b)),
+            NewContent::Stored { id, sha256 } => (*sha256, *id),
+        }
+    }
+}
+
+/// Something the journal must store before the plan commits.
+pub(super) enum ToStore {
+    /// Step `i`'s new content, held in memory.
+    Bytes(usize),
+    /// The file at this path, which must still have this sha256.
+    Tree(Vec<u8>, Sha256),
+}
+
+/// The outcome of a plan: each write's new sha256, each removal's trash id.
+#[derive(Debug)]
+pub struct Done {
+    pub plan: PlanId,
+    pub written: Vec<(Vec<u8>, String)>,
+    pub trashed: Vec<(Vec<u8>, TrashId)>,
+    pub audit_seqs: Vec<i64>,
+}
+
+pub fn hex_sha(s: &crate::object::Sha256) -> String {
+    hex::encode(s)
+}
+
+/// A SHA-256 a plan records in hex; one that does not decode is a damaged plan, said so.
+pub(super) fn plan_sha(plan: &Plan, h: &str) -> Result<Sha256> {
+    Sha256::from_hex(h).map_err(|e| {
+        Error::with_source(ErrorKind::Corrupt, format!("journal plan {} records '{h}' as a SHA-256", plan.id), e)
+    })
+}
+
+/// An object id a plan records in hex; one that does not decode is a damaged plan, said so.
+pub(super) fn plan_object(plan: &Plan, h: &str) -> Result<ObjectId> {
+    ObjectId::from_hex(h)
+        .map_err(|e| Error::corrupt(format!("journal plan {} records '{h}' as an object id: {}", plan.id, e.message())))
+}
+
+pub(super) fn tmp_name(plan: &PlanId, i: usize) -> Vec<u8> {
+    format!(".trove-{plan}-{i}.tmp").into_bytes()
+}
+
+pub(super) fn grave_name(plan: &PlanId, i: usize) -> Vec<u8> {
+    format!(".trove-{plan}-{i}.del").into_bytes()
+}
+
+/// `name` beside `path`.
+pub(super) fn beside(path: &[u8], name: &[u8]) -> Vec<u8> {
+    walk::join_rel(workdir::split(path).0, name)
+}
+
+/// The context every step of a plan shares.
+pub struct Ctx<'a> {
+    pub tool: &'a str,
+    pub actor: &'a str,
+    pub workspace: &'a str,
+    pub session: Option<&'a SessionId>,
+    pub details: serde_json::Value,
+}
+
+impl Step {
+    /// The path a step changes (its source, for a move).
+    pub fn path(&self) -> &[u8] {
+        match self {
+            Step::Write { path, .. }
+            | Step::Remove { path, .. }
+            | Step::Mkdir { path }
+            | Step::Symlink { path, .. } => path,
+            Step::Move { from, .. } => from,
+        }
+    }
+}
+
+/// The audit record every step of `plan` starts from.
+pub(super) fn base_record(plan: &Plan, now: i64) -> AuditRecord {
+    let mut rec = AuditRecord::ok(now, &plan.actor, &plan.tool);
+    rec.workspace = Some(plan.workspace.clone());
+    rec.session = plan.session.clone();
+    rec
+}

@@ -1,0 +1,216 @@
+//! Recovery: settling, when a repository is opened, every plan a crash interrupted, so each
+//! tree is fully old or fully new and the audit log says which.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::path;
+use crate::base::time::now_ns;
+use crate::fs::lock::Locked;
+use crate::fs::workdir::{self, Kind, WorkDir};
+use crate::manifest;
+use crate::object::ObjectId;
+use crate::repo::Repo;
+
+use super::apply::{apply, apply_check_remove, bury};
+use super::plan::{base_record, hex_sha, Plan, Step};
+
+impl Repo {
+    /// Settles every mutation a crash interrupted; run when a repository is opened. A plan whose
+    /// workspace lock is held belongs to a live writer and is left to it. Otherwise, if every
+    /// step is either done or still possible, the plan is rolled forward; if any step finds its
+    /// path changed by someone else, the steps that happened are rolled back from the stored
+    /// pre-images, so the tree is fully old or fully new, and the audit log says which. A plan
+    /// that cannot be settled now (an I/O error) stays for the next open: opening never fails
+    /// on recovery. Returns how many plans were settled.
+    pub fn recover_journal(&self) -> Result<usize> {
+        let pending = manifest::journal::pending(self.manifest.conn())?;
+        let mut settled = 0;
+        for (id, encoded) in &pending {
+            let plan = match serde_json::from_str::<Plan>(encoded) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    // Kept, not dropped: `trove check` and the next open see it again.
+                    tracing::error!(plan = %id, error = %e, "a journal plan does not decode; left in place");
+                    continue;
+                }
+            };
+            let lock = match Locked::try_acquire(&self.locks_dir(), &plan.root) {
+                Ok(Some(l)) => Some(l),
+                Ok(None) => {
+                    tracing::debug!(plan = %id, "workspace locked by a live writer; plan left to it");
+                    continue;
+                }
+                // The workspace is gone: nothing on disk to settle, only the record to write.
+                Err(e) if e.kind() == ErrorKind::NotFound => None,
+                Err(e) => {
+                    tracing::warn!(plan = %id, root = %plan.root.display(), error = %e, "cannot lock the workspace; plan left for the next open");
+                    continue;
+                }
+            };
+            // It may have finished between the listing and the lock.
+            let still = manifest::journal::pending(self.manifest.conn())?.iter().any(|(p, _)| p == id);
+            if !still {
+                continue;
+            }
+            match self.settle(lock.as_ref().map(|l| &l.wd), &plan) {
+                Ok(()) => {
+                    tracing::info!(plan = %id, tool = %plan.tool, "settled an interrupted change");
+                    settled += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(plan = %id, error = %e, "cannot settle an interrupted change now; left for the next open")
+                }
+            }
+        }
+        Ok(settled)
+    }
+
+    fn settle(&self, wd: Option<&WorkDir>, plan: &Plan) -> Result<()> {
+        let Some(wd) = wd else {
+            return self.abandon(plan, "not_found", "the workspace directory is gone", &[]);
+        };
+        // Steps are judged in order: a step still to do sees the tree as the pending steps
+        // before it will leave it (a write after a move finds the moved file).
+        let mut predicted: HashMap<Vec<u8>, Option<String>> = HashMap::new();
+        let mut states = Vec::with_capacity(plan.steps.len());
+        for s in &plan.steps {
+            let st = state(wd, s, &predicted)?;
+            if st == State::Pending {
+                match s {
+                    Step::Write { path, after, .. } => {
+                        predicted.insert(path.clone(), Some(after.clone()));
+                    }
+                    Step::Remove { path, .. } => {
+                        predicted.insert(path.clone(), None);
+                    }
+                    Step::Move { from, to, sha256, .. } => {
+                        predicted.insert(from.clone(), None);
+                        predicted.insert(to.clone(), sha256.clone());
+                    }
+                    Step::Mkdir { .. } | Step::Symlink { .. } => {}
+                }
+            }
+            states.push(st);
+        }
+        let conflicts: Vec<String> = plan
+            .steps
+            .iter()
+            .zip(&states)
+            .filter(|(_, st)| **st == State::Conflict)
+            .map(|(s, _)| path::display(s.path()).into_owned())
+            .collect();
+        if conflicts.is_empty() {
+            for (s, st) in plan.steps.iter().zip(&states) {
+                if *st == State::Pending {
+                    self.redo(wd, s)?;
+                }
+            }
+            if let Err(e) = bury(wd, plan) {
+                tracing::warn!(plan = %plan.id, error = %e, "a deleted path's grave could not be removed; left beside it");
+            }
+            self.finish(plan, true).map(|_| ())
+        } else {
+            for (s, st) in plan.steps.iter().zip(&states).rev() {
+                if *st == State::Done {
+                    self.roll_back(wd, s)?;
+                }
+            }
+            for s in &plan.steps {
+                if let Step::Write { tmp, .. } = s {
+                    wd.remove(tmp)?;
+                }
+            }
+            self.abandon(plan, "conflict", "changed by someone else before the interrupted change finished", &conflicts)
+        }
+    }
+
+    /// Closes a plan that was rolled back (or had nothing left to act on) with one record.
+    fn abandon(&self, plan: &Plan, outcome: &str, why: &str, paths: &[String]) -> Result<()> {
+        let mut rec = base_record(plan, now_ns());
+        rec.outcome = outcome.to_string();
+        rec.details = json!({"plan": plan.id, "recovered": true, "rolledBack": true, "message": why, "paths": paths});
+        self.manifest.write(|tx| {
+            manifest::audit::append(tx, &rec)?;
+            manifest::journal::remove(tx, &plan.id)
+        })
+    }
+
+    /// Does one pending step during recovery; a write is staged again from its stored content,
+    /// since a temporary the crash left may be torn.
+    fn redo(&self, wd: &WorkDir, s: &Step) -> Result<()> {
+        if let Step::Write { path, tmp, after_object, mode, .. } = s {
+            wd.remove(tmp)?;
+            let obj = after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
+            let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
+            wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
+        }
+        apply(wd, s)
+    }
+}
+
+/// Where a journaled step stands after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Done,
+    Pending,
+    /// The path holds neither what the step found nor what it left: someone else's change.
+    Conflict,
+}
+
+fn sha_of(wd: &WorkDir, path: &[u8]) -> Result<Option<String>> {
+    Ok(wd.current(path)?.map(|c| hex_sha(&c.sha256)))
+}
+
+fn state(wd: &WorkDir, s: &Step, predicted: &HashMap<Vec<u8>, Option<String>>) -> Result<State> {
+    Ok(match s {
+        Step::Write { path, before, after, .. } => {
+            let now = match predicted.get(path) {
+                Some(p) => p.clone(),
+                None => match wd.current(path) {
+                    Ok(c) => c.map(|c| hex_sha(&c.sha256)),
+                    Err(_) => return Ok(State::Conflict),
+                },
+            };
+            if now.as_deref() == Some(after.as_str()) {
+                State::Done
+            } else if now == *before {
+                State::Pending
+            } else {
+                State::Conflict
+            }
+        }
+        Step::Remove { path, grave, before, trash } => {
+            if wd.stat(grave)?.is_some() {
+                State::Done
+            } else if wd.stat(path)?.is_none() {
+                // Removed and buried: bury runs only once every step is done.
+                State::Done
+            } else if apply_check_remove(wd, path, before.as_deref(), trash).is_ok() {
+                State::Pending
+            } else {
+                State::Conflict
+            }
+        }
+        Step::Move { from, to, sha256, .. } => {
+            let (f, t) = (wd.stat(from)?, wd.stat(to)?);
+            match (f, t) {
+                (None, Some(_)) => State::Done,
+                (Some(_), None) if sha256.is_none() || sha_of(wd, from)? == *sha256 => State::Pending,
+                _ => State::Conflict,
+            }
+        }
+        Step::Mkdir { path } => match wd.stat(path)? {
+            Some(m) if m.kind == Kind::Dir => State::Done,
+            Some(_) => State::Conflict,
+            None => State::Pending,
+        },
+        Step::Symlink { path, .. } => match wd.stat(path)? {
+            Some(m) if m.kind == Kind::Symlink => State::Done,
+            Some(_) => State::Conflict,
+            None => State::Pending,
+        },
+    })
+}
