@@ -41,7 +41,7 @@ pub use fs::walk::Excludes;
 pub use model::audit::{AuditRecord, FullRecord};
 pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Session, SessionSpec, Status};
-pub use model::snapshot::{Counts, SnapshotInfo, Warning};
+pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
 pub use model::token::Token;
 pub use model::trash::{TrashEntry, TrashItem};
 pub use model::tree::{Entry, EntryKind};

@@ -31,9 +31,15 @@ fn snapshot_list_read_restore_export_round_trip() {
     assert_eq!(snap["workspace"], "demo");
     assert_eq!(snap["counts"]["files"], 5);
 
+    // trove's own shape: camelCase, times in RFC 3339 UTC, no raw nanoseconds.
+    let created = snap["createdAt"].as_str().expect("createdAt");
+    assert!(created.ends_with('Z') && created.len() == 24, "{created}");
+    assert!(snap.get("created_ns").is_none() && snap.get("source_dir").is_none(), "{snap}");
+
     let o = trove(&repo, &["--json", "snapshots"]);
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(list.as_array().expect("array").len(), 1);
+    assert_eq!(list[0], snap, "the CLI shows one snapshot one way");
 
     let o = trove(&repo, &["--json", "ls", &id[..10], "--recursive"]);
     assert!(o.status.success(), "{}", stderr(&o));

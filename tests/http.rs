@@ -321,7 +321,10 @@ fn snapshots_endpoints_take_list_read_and_export() {
     assert_eq!(r.json()["session"], sid.as_str());
     assert_eq!(s.get(&format!("/v1/sessions/{sid}/snapshots")).json()[0]["id"], id.as_str());
     assert_eq!(s.get("/v1/snapshots?workspace=snap").json().as_array().map(Vec::len), Some(1));
-    assert_eq!(s.get(&format!("/v1/snapshots/{}", &id[..10])).json()["id"], id.as_str());
+    let shown = s.get(&format!("/v1/snapshots/{}", &id[..10])).json();
+    assert_eq!(shown["id"], id.as_str());
+    assert!(shown["createdAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{shown}");
+    assert!(shown.get("created_at").is_none() && shown.get("created_ns").is_none(), "{shown}");
     let listed = s.get(&format!("/v1/snapshots/{id}/files")).json();
     assert_eq!(listed["files"].as_array().map(Vec::len), Some(2));
     assert_eq!(listed["source"], "snapshot");

@@ -4,7 +4,6 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use serde_json::Value;
 use trove::{Error, ErrorKind};
 
 pub enum Failure {
@@ -50,7 +49,7 @@ pub fn default_repo() -> Result<PathBuf, Error> {
     Ok(PathBuf::from(home).join(".local/share/trove/repo"))
 }
 
-pub fn print_json(out: &mut Out, v: &Value) -> Result<(), Failure> {
+pub fn print_json<T: serde::Serialize + ?Sized>(out: &mut Out, v: &T) -> Result<(), Failure> {
     serde_json::to_writer_pretty(&mut *out, v).map_err(|e| Error::internal(e.to_string()))?;
     writeln!(out)?;
     Ok(())

@@ -35,8 +35,8 @@ pub struct Warning {
     pub message: String,
 }
 
-/// One snapshot: a workspace's whole tree at one moment.
-#[derive(Debug, Clone, Serialize)]
+/// One snapshot: a workspace's whole tree at one moment. It is shown as a [`SnapshotRecord`].
+#[derive(Debug, Clone)]
 pub struct SnapshotInfo {
     /// The snapshot's id.
     pub id: SnapshotId,
@@ -53,10 +53,51 @@ pub struct SnapshotInfo {
     /// The root tree's id.
     pub root: ObjectId,
     /// The directory it was taken of, as raw path bytes.
-    #[serde(skip)]
     pub source_dir: Vec<u8>,
     /// What it holds and what changed.
     pub counts: Counts,
     /// What it could not keep exactly.
     pub warnings: Vec<Warning>,
+}
+
+/// A snapshot as the CLI's `--json` and the HTTP API show it: trove's own shape, so camelCase
+/// and the time in RFC 3339 UTC.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotRecord<'a> {
+    /// The snapshot's id.
+    pub id: &'a SnapshotId,
+    /// The workspace it is a state of.
+    pub workspace: &'a str,
+    /// The session that took it, if any.
+    pub session: Option<&'a SessionId>,
+    /// The workspace's previous snapshot.
+    pub parent: Option<&'a SnapshotId>,
+    /// When it was taken, RFC 3339 UTC.
+    pub created_at: String,
+    /// Why it was taken.
+    pub reason: &'a str,
+    /// The root tree's id.
+    pub root: ObjectId,
+    /// What it holds and what changed.
+    pub counts: &'a Counts,
+    /// What it could not keep exactly.
+    pub warnings: &'a [Warning],
+}
+
+impl SnapshotInfo {
+    /// The snapshot as it is shown.
+    pub fn record(&self) -> SnapshotRecord<'_> {
+        SnapshotRecord {
+            id: &self.id,
+            workspace: &self.workspace,
+            session: self.session.as_ref(),
+            parent: self.parent.as_ref(),
+            created_at: crate::base::time::iso_time(self.created_ns),
+            reason: &self.reason,
+            root: self.root,
+            counts: &self.counts,
+            warnings: &self.warnings,
+        }
+    }
 }

@@ -7,26 +7,21 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::extract::FileTarget;
 use super::extract::{P, Q};
-use super::files::{listing, ok, read_response, wants_download};
+use super::files::{listing, read_response, wants_download};
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::id::SessionId;
 use crate::base::progress::NoProgress;
 use crate::fs::live::{ChangePolicy, READ_LIMIT};
-use crate::model::snapshot::SnapshotInfo;
+use crate::model::snapshot::{SnapshotInfo, SnapshotRecord};
 use crate::ops::source::{Source, WorkspaceView};
 
-fn info_json(s: &SnapshotInfo) -> Value {
-    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("created_at".into(), json!(s.created_ns as f64 / 1e9));
-    }
-    v
+fn records(list: &[SnapshotInfo]) -> Vec<SnapshotRecord<'_>> {
+    list.iter().map(SnapshotInfo::record).collect()
 }
 
 /// `POST /v1/sessions/{id}/snapshots`: 201 with the new snapshot.
@@ -44,7 +39,7 @@ pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -
             })
         })
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(info_json(&info))).into_response())
+    Ok((StatusCode::CREATED, axum::Json(info.record())).into_response())
 }
 
 /// `GET /v1/sessions/{id}/snapshots`: the snapshots of the session's workspace, oldest first.
@@ -55,7 +50,7 @@ pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<Session
             repo.snapshots(Some(&s.workspace))
         })
         .await?;
-    Ok(ok(json!(list.iter().map(info_json).collect::<Vec<_>>())))
+    Ok(axum::Json(records(&list)).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -67,13 +62,13 @@ pub(super) struct ListQuery {
 /// `GET /v1/snapshots?workspace=NAME`
 pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) -> Result<Response, ApiError> {
     let list = st.blocking(move |_, repo| repo.snapshots(q.workspace.as_deref())).await?;
-    Ok(ok(json!(list.iter().map(info_json).collect::<Vec<_>>())))
+    Ok(axum::Json(records(&list)).into_response())
 }
 
 /// `GET /v1/snapshots/{snap}` (an id, a unique prefix, or `latest`).
 pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) -> Result<Response, ApiError> {
     let info = st.blocking(move |_, repo| repo.resolve_snapshot(&snap, None)).await?;
-    Ok(ok(info_json(&info)))
+    Ok(axum::Json(info.record()).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -71,7 +71,7 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
     }
     let second = repo.snapshot(&dir, &opts)?;
     if json {
-        let v = json!({"repository": repo_path, "workspace": dir, "snapshots": [first, second]});
+        let v = json!({"repository": repo_path, "workspace": dir, "snapshots": [first.record(), second.record()]});
         return print_json(out, &v);
     }
     report_snapshot(out, &second, false)?;

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trove::{Error, Repo, SnapshotInfo, SnapshotOptions};
+use trove::{Repo, SnapshotInfo, SnapshotOptions};
 
 use crate::cli::bar;
 use crate::cli::format;
@@ -50,7 +50,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
 
 pub(crate) fn report_snapshot(out: &mut Out, snap: &SnapshotInfo, json: bool) -> Result<(), Failure> {
     if json {
-        return print_json(out, &serde_json::to_value(snap).map_err(|e| Error::internal(e.to_string()))?);
+        return print_json(out, &snap.record());
     }
     let c = &snap.counts;
     writeln!(

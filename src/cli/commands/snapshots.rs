@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::{Error, Repo, SnapshotInfo};
+use trove::{Repo, SnapshotInfo};
 
 use crate::cli::format;
 use crate::cli::output::{print_json, Failure, Out};
@@ -20,7 +20,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let repo = Repo::open(repo_path)?;
     let list = repo.snapshots(workspace.as_deref())?;
     if json {
-        print_json(out, &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?)?;
+        print_json(out, &list.iter().map(trove::SnapshotInfo::record).collect::<Vec<_>>())?;
     } else {
         snapshot_table(out, &list)?;
     }
