@@ -1,3 +1,4 @@
+#![deny(missing_docs)]
 //! trove: a content-addressed snapshot and trash store for the workspaces AI agents work in.
 //!
 //! The library does the work; the `trove` binary and (later) the HTTP server are thin shells
@@ -40,16 +41,16 @@ pub use fs::sample;
 pub use fs::walk::Excludes;
 pub use model::audit::{AuditRecord, FullRecord};
 pub use model::scope::{FileAccess, Scope};
-pub use model::session::{EndReason, Session, SessionSpec, Status};
+pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
-pub use model::token::Token;
+pub use model::token::{Token, TokenRecord};
 pub use model::trash::{TrashEntry, TrashItem};
 pub use model::tree::{Entry, EntryKind};
 pub use model::workspace::Workspace;
 pub use ops::check::CheckReport;
 pub use ops::restore::{RestoreOptions, RestoreReport};
 pub use ops::snapshot::SnapshotOptions;
-pub use ops::source::{Origin, Source, WorkspaceView};
+pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;
 pub use ops::view::{short_id, ContentReader};
 pub use repo::{Config, Repo, CONFIG_FILE};

@@ -26,7 +26,7 @@ pub const FORMAT: u32 = 1;
 /// Settings fixed when the repository is created.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
-    /// The repository format ([`FORMAT`]).
+    /// The repository format (1 for this build).
     pub format: u32,
     /// A random id telling repositories apart (32 hex digits).
     pub id: String,

@@ -187,6 +187,12 @@ fn sessions_from_the_command_line_keep_their_files_after_they_end() {
     assert!(!denied.status.success() && stderr(&denied).contains("not in session scope"));
     assert!(trove(&repo, &["session", "end", &id]).status.success());
     assert_eq!(trove(&repo, &["session", "end", &id]).status.code(), Some(1), "already ended: not found");
+    // The record keeps the seed's names; the end is shown once there is one.
+    assert!(rec.get("ended_at").is_none() && rec["status"] == "ready", "{rec}");
+    let shown = trove(&repo, &["--json", "session", "show", &id]);
+    let ended: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!((ended["status"].as_str(), ended["end_reason"].as_str()), (Some("ended"), Some("deleted")), "{ended}");
+    assert!(ended["ended_at"].as_f64().is_some() && ended["final_snapshot"].as_str().is_some(), "{ended}");
     fs::remove_dir_all(&ws).expect("rm");
     let cat = trove(&repo, &["session", "cat", &id, "src/a.txt"]);
     assert_eq!(stdout(&cat), "alpha", "{}", stderr(&cat));

@@ -23,10 +23,12 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// A budget of `capacity` bytes, shared by every handle given it.
     pub fn new(capacity: u64) -> Arc<Budget> {
         Arc::new(Budget { capacity, used: Mutex::new(0), freed: Condvar::new() })
     }
 
+    /// How many bytes may be held at once.
     pub fn capacity(&self) -> u64 {
         self.capacity
     }

@@ -10,28 +10,44 @@ use std::path::Path;
 /// What went wrong, coarsely: enough for a caller to decide what to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
+    /// A path that is malformed or reaches outside its root (`..`, NUL, a backslash...).
     InvalidPath,
+    /// A parameter, id, pattern or body that is malformed or out of range.
     InvalidArgument,
     /// A path or tree deeper than trove walks (`path::MAX_DEPTH` components).
     TooDeep,
     /// A file name over 255 bytes, or a path over the length the filesystem takes.
     NameTooLong,
+    /// More than a limit allows (a read, a body, a patch, a directory to delete).
     TooLarge,
+    /// A file was expected and a directory is there.
     IsDirectory,
+    /// The content is not UTF-8 text and was asked for as text.
     NotText,
+    /// No valid token was presented.
     Unauthorized,
+    /// Outside the session's scope, or refused by the file system.
     PermissionDenied,
+    /// No such file, session, snapshot, trash item or token.
     NotFound,
+    /// Something is already at a path that must be free.
     AlreadyExists,
+    /// The state changed under the operation (a session ended meanwhile, a file changed while read).
     Conflict,
+    /// The target cannot be written now (a paused or ended session).
     ReadOnly,
+    /// The file is not what the caller last read: its sha256 differs (the stale-file protocol).
     StaleFile,
+    /// A patch's context was not found in the file.
     PatchFailed,
     /// The request's deadline passed; the work was stopped before it changed anything
     /// (`details.changed` says so).
     Timeout,
+    /// Stored data fails its checks: a hash, a length, a row that does not decode.
     Corrupt,
+    /// The operating system refused or failed an I/O operation.
     Io,
+    /// A bug or a failure trove cannot attribute to the caller.
     Internal,
 }
 
@@ -79,13 +95,16 @@ pub struct Error {
     details: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
+/// The result of every fallible trove operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An error of `kind` with a message for people and no source.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error { kind, message: message.into(), source: None, details: None }
     }
 
+    /// An error of `kind` that keeps `source`, its cause, for logs.
     pub fn with_source(
         kind: ErrorKind,
         message: impl Into<String>,
@@ -126,26 +145,32 @@ impl Error {
             .with_detail("changed", changed)
     }
 
+    /// A `corrupt` error.
     pub fn corrupt(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Corrupt, message)
     }
 
+    /// A `not_found` error.
     pub fn not_found(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::NotFound, message)
     }
 
+    /// An `invalid_argument` error.
     pub fn invalid_argument(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidArgument, message)
     }
 
+    /// An `internal` error.
     pub fn internal(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Internal, message)
     }
 
+    /// What went wrong, coarsely.
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
+    /// The message for people, without the source.
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -156,6 +181,7 @@ impl Error {
         self
     }
 
+    /// Structured facts for a caller to act on (`currentSha256`, `suggestedAction`...), if any.
     pub fn details(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
         self.details.as_deref()
     }

@@ -5,7 +5,9 @@
 pub trait Progress: Sync {
     /// A phase begins with `total` units (files or bytes, as the phase says).
     fn start(&self, phase: &str, total: u64);
+    /// `n` more units of the current phase are done.
     fn advance(&self, n: u64);
+    /// The current phase is over.
     fn finish(&self);
 }
 

@@ -28,8 +28,11 @@ pub const READ_LIMIT: u64 = 1 << 20;
 /// One file of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveFile {
+    /// The workspace-relative path.
     pub path: Vec<u8>,
+    /// Size in bytes.
     pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: i64,
 }
 
@@ -83,6 +86,7 @@ pub enum ChangePolicy {
 }
 
 impl ChangePolicy {
+    /// The policy a `change_policy` value names (`retry` or `abort`); anything else is `invalid_argument`.
     pub fn parse(s: &str) -> Result<ChangePolicy> {
         match s {
             "retry" => Ok(ChangePolicy::Retry),

@@ -12,6 +12,7 @@ use crate::fs::workdir::WorkDir;
 /// the second sees the first's result. A `flock` on a file per workspace directory: released
 /// by the kernel when the process dies, so a crash never leaves it held.
 pub struct Locked {
+    /// The tree, to change while the lock is held.
     pub wd: WorkDir,
     _lock: File,
 }

@@ -14,10 +14,12 @@ use crate::base::error::{Error, Result};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose sequence is fixed by `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -25,6 +27,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
+    /// A number in `[0, n)` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
@@ -34,12 +37,14 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// A log-normal sample: `exp(mu + sigma * z)` for a standard normal `z`.
     pub fn lognormal(&mut self, mu: f64, sigma: f64) -> f64 {
         let (u1, u2) = (self.unit().max(1e-12), self.unit());
         let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
         (mu + sigma * z).exp()
     }
 
+    /// `n` random bytes.
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(n + 8);
         while out.len() < n {

@@ -58,6 +58,7 @@ pub struct Excludes {
 }
 
 impl Excludes {
+    /// Compiles `patterns` (gitignore-like globs, limits checked first); a bad one is `invalid_argument`.
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Excludes> {
         crate::base::pattern::check_list("exclusion", patterns)?;
         let mut sets = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
@@ -108,10 +109,12 @@ impl Excludes {
         }
     }
 
+    /// The patterns as given.
     pub fn patterns(&self) -> &[String] {
         &self.patterns
     }
 
+    /// Whether the entry `name` at workspace-relative `rel` (a directory if `is_dir`) is left out.
     pub fn is_excluded(&self, rel: &[u8], name: &[u8], is_dir: bool) -> bool {
         let name = Path::new(std::ffi::OsStr::from_bytes(name));
         let rel = Path::new(std::ffi::OsStr::from_bytes(rel));

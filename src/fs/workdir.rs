@@ -69,6 +69,8 @@ pub fn hash_stream(mut reader: impl Read) -> std::io::Result<(Sha256, ObjectId, 
     Ok((sha.finalize().into(), ObjectId(*blake.finalize().as_bytes()), size))
 }
 
+/// A live tree opened by its root directory's descriptor: every path is resolved beneath it,
+/// never through a symlink.
 pub struct WorkDir {
     fd: OwnedFd,
     root: PathBuf,
@@ -109,6 +111,7 @@ pub fn split(rel: &[u8]) -> (&[u8], &[u8]) {
 }
 
 impl WorkDir {
+    /// Opens the tree at `root`.
     pub fn open(root: &Path) -> Result<WorkDir> {
         Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf() })
     }
@@ -119,6 +122,7 @@ impl WorkDir {
         Ok(WorkDir { fd, root: root.to_path_buf() })
     }
 
+    /// The root's path, as opened.
     pub fn root(&self) -> &Path {
         &self.root
     }

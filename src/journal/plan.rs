@@ -20,35 +20,75 @@ pub enum Step {
     /// Puts the staged `tmp` at `path`; `before` is the sha256 the file must still have, or
     /// `None` when nothing may be there.
     Write {
+        /// The file written.
         path: Vec<u8>,
+        /// The temporary staged beside it.
         tmp: Vec<u8>,
+        /// The file's sha256 before (hex), or `None` for a new file.
         before: Option<String>,
+        /// The new content's sha256 (hex).
         after: String,
+        /// The pre-image's object id (hex).
         before_object: Option<String>,
         /// The new content, so recovery can stage it again.
         after_object: Option<String>,
+        /// Permission bits of the new file.
         mode: u32,
     },
     /// Moves the file (with sha256 `before`) or directory at `path` into the trash.
-    Remove { path: Vec<u8>, grave: Vec<u8>, before: Option<String>, trash: Box<TrashItem> },
+    Remove {
+        /// What is deleted.
+        path: Vec<u8>,
+        /// The name it is renamed to beside its place until the plan is buried.
+        grave: Vec<u8>,
+        /// A file's sha256 (hex); `None` for a directory, checked against `trash` instead.
+        before: Option<String>,
+        /// The trash row it becomes.
+        trash: Box<TrashItem>,
+    },
     /// Renames `from` to `to`, never over anything; `sha256` is the file's, if it is one.
-    Move { from: Vec<u8>, to: Vec<u8>, sha256: Option<String>, object: Option<String> },
+    Move {
+        /// Where it is.
+        from: Vec<u8>,
+        /// Where it goes.
+        to: Vec<u8>,
+        /// A file's sha256 (hex).
+        sha256: Option<String>,
+        /// A file's content id (hex).
+        object: Option<String>,
+    },
     /// Creates an empty directory (a restored directory's).
-    Mkdir { path: Vec<u8> },
+    Mkdir {
+        /// The directory.
+        path: Vec<u8>,
+    },
     /// Creates a symlink (a restored directory's).
-    Symlink { path: Vec<u8>, target: Vec<u8> },
+    Symlink {
+        /// The link.
+        path: Vec<u8>,
+        /// What it points to.
+        target: Vec<u8>,
+    },
 }
 
 /// A decided mutation: what the journal row holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
+    /// The plan's id.
     pub id: PlanId,
+    /// The tool that drafted it.
     pub tool: String,
+    /// Who called the tool.
     pub actor: String,
+    /// The workspace's name.
     pub workspace: String,
+    /// The session, if any.
     pub session: Option<SessionId>,
+    /// The live tree's absolute path.
     pub root: PathBuf,
+    /// When it was journaled, nanoseconds since the Unix epoch.
     pub created_ns: i64,
+    /// The changes, in order.
     pub steps: Vec<Step>,
     /// Facts for the audit records' details (the tool's own, e.g. the restored trash id).
     #[serde(default)]

@@ -7,6 +7,7 @@ use super::db;
 use crate::base::error::Result;
 use crate::base::id::PlanId;
 
+/// Journals plan `id` (its JSON encoding), decided from here on.
 pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO journal (id, created_ns, plan) VALUES (?1, ?2, ?3)")
         .and_then(|mut st| st.execute(params![id, created_ns, plan]))
@@ -14,6 +15,7 @@ pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Re
     Ok(())
 }
 
+/// Closes plan `id`: it finished, or was rolled back.
 pub fn remove(conn: &Connection, id: &PlanId) -> Result<()> {
     conn.prepare_cached("DELETE FROM journal WHERE id = ?1")
         .and_then(|mut st| st.execute([id]))

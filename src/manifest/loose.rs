@@ -46,6 +46,7 @@ pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &crate::obje
     Ok(id)
 }
 
+/// Whether object `id` is stored loose.
 pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
     conn.prepare_cached("SELECT 1 FROM loose_objects WHERE id = ?1")
         .and_then(|mut st| st.exists([&id.as_bytes()[..]]))

@@ -22,9 +22,13 @@ fn location(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Location> {
 /// Where to find one object's blob.
 #[derive(Debug, Clone)]
 pub struct Location {
+    /// The pack's key.
     pub pack: String,
+    /// Where the blob starts in the pack.
     pub offset: u64,
+    /// The blob's length, header included.
     pub stored_len: u64,
+    /// The object's own decoded length.
     pub raw_len: u64,
     /// Set for a bundle member: its offset in the bundle's raw bytes.
     pub inner_offset: Option<u64>,
@@ -67,11 +71,13 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
     Ok(())
 }
 
+/// Whether object `id` is in a pack.
 pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM objects WHERE id = ?1").map_err(db("looking up an object"))?;
     stmt.exists([&id.as_bytes()[..]]).map_err(db("looking up an object"))
 }
 
+/// Where object `id` is packed, if it is.
 pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
     let mut stmt = conn
         .prepare_cached(
@@ -82,6 +88,7 @@ pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
     stmt.query_row([&id.as_bytes()[..]], |r| location(r, 0)).optional().map_err(db("locating an object"))
 }
 
+/// Records that content `content` is `chunks` (offset and id of each), in order.
 pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, ObjectId)]) -> Result<()> {
     let mut stmt = conn
         .prepare_cached("INSERT OR IGNORE INTO chunk_lists (content, seq, chunk, offset) VALUES (?1, ?2, ?3, ?4)")

@@ -33,6 +33,7 @@ fn to_row(raw: (Workspace, Option<String>, String)) -> Result<Workspace> {
 
 const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns";
 
+/// Workspace `name`, if the manifest has it.
 pub fn get(conn: &Connection, name: &str) -> Result<Option<Workspace>> {
     let raw = conn
         .query_row(&format!("SELECT {COLUMNS} FROM workspaces WHERE name = ?1"), [name], row)
@@ -41,6 +42,7 @@ pub fn get(conn: &Connection, name: &str) -> Result<Option<Workspace>> {
     raw.map(to_row).transpose()
 }
 
+/// Every workspace.
 pub fn list(conn: &Connection) -> Result<Vec<Workspace>> {
     let mut stmt =
         conn.prepare(&format!("SELECT {COLUMNS} FROM workspaces ORDER BY name")).map_err(db("listing workspaces"))?;
@@ -59,12 +61,14 @@ pub fn ensure(conn: &Connection, name: &str, now_ns: i64) -> Result<Workspace> {
     get(conn, name)?.ok_or_else(|| Error::internal(format!("workspace '{name}' vanished after insert")))
 }
 
+/// Records `root` as the directory workspace `id` was last snapshotted from.
 pub fn set_root(conn: &Connection, id: i64, root: &[u8]) -> Result<()> {
     conn.execute("UPDATE workspaces SET root = ?1 WHERE id = ?2", params![root, id])
         .map_err(db("updating a workspace"))?;
     Ok(())
 }
 
+/// Sets workspace `id`'s exclusion list (`None`: the default) and its additions.
 pub fn set_excludes(conn: &Connection, id: i64, excludes: Option<&[String]>, extra: &[String]) -> Result<()> {
     let excludes = excludes.map(serde_json::to_string).transpose().map_err(|e| Error::internal(e.to_string()))?;
     let extra = serde_json::to_string(extra).map_err(|e| Error::internal(e.to_string()))?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::base::error::{Error, Result};
 use crate::base::id::{SessionId, SnapshotId};
@@ -23,7 +23,8 @@ pub const DEFAULT_TTL_S: i64 = 14_400;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Where a session is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Active: the live tree is served.
     Ready,
@@ -145,6 +146,46 @@ pub struct SessionSpec {
     pub tools: Option<Vec<serde_json::Value>>,
 }
 
+/// A session in the seed's shape (`sessions-and-file-access.md`: snake_case, times in seconds
+/// since the Unix epoch as numbers), plus trove's own `status` and `workspace`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionRecord {
+    /// The session's id.
+    pub id: SessionId,
+    /// Creation time, seconds since the Unix epoch.
+    pub created_at: f64,
+    /// Last activity, seconds since the Unix epoch.
+    pub last_activity: f64,
+    /// Whether a request is working on it now.
+    pub busy: bool,
+    /// Whether it survives idling.
+    pub persistent: bool,
+    /// Hard lifetime in seconds.
+    pub ttl: i64,
+    /// Where it is in its lifecycle.
+    pub status: Status,
+    /// The caller's metadata.
+    pub metadata: Map<String, Value>,
+    /// Its scope as given.
+    pub file_access: FileAccess,
+    /// Its workspace's name.
+    pub workspace: String,
+    /// How it ended, present only once it has.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+/// The end of a session, as its record shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Ended {
+    /// When, seconds since the Unix epoch.
+    pub ended_at: f64,
+    /// Why.
+    pub end_reason: Option<EndReason>,
+    /// The snapshot taken as it ended.
+    pub final_snapshot: Option<SnapshotId>,
+}
+
 fn secs(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
@@ -160,26 +201,26 @@ impl Session {
         (self.status == Status::Ready).then_some(self.live_dir.as_path())
     }
 
-    /// The session record in the seed's shape, plus trove's own fields.
-    pub fn record(&self, busy: bool) -> Value {
-        let mut v = json!({
-            "id": self.id,
-            "created_at": secs(self.created_ns),
-            "last_activity": secs(self.last_activity_ns),
-            "busy": busy,
-            "persistent": self.persistent,
-            "ttl": self.ttl_s,
-            "status": self.status.as_str(),
-            "metadata": self.metadata,
-            "file_access": self.file_access,
-            "workspace": self.workspace,
-        });
-        if let (Some(obj), Some(ended)) = (v.as_object_mut(), self.ended_ns) {
-            obj.insert("ended_at".into(), json!(secs(ended)));
-            obj.insert("end_reason".into(), json!(self.end_reason));
-            obj.insert("final_snapshot".into(), json!(self.final_snapshot));
+    /// The session as the API and `trove session --json` show it; `busy` says whether a
+    /// request is working on it now.
+    pub fn record(&self, busy: bool) -> SessionRecord {
+        SessionRecord {
+            id: self.id.clone(),
+            created_at: secs(self.created_ns),
+            last_activity: secs(self.last_activity_ns),
+            busy,
+            persistent: self.persistent,
+            ttl: self.ttl_s,
+            status: self.status,
+            metadata: self.metadata.clone(),
+            file_access: self.file_access.clone(),
+            workspace: self.workspace.clone(),
+            ended: self.ended_ns.map(|ended| Ended {
+                ended_at: secs(ended),
+                end_reason: self.end_reason,
+                final_snapshot: self.final_snapshot.clone(),
+            }),
         }
-        v
     }
 
     /// Whether the session is due to end at `now_ns`, and why: its ttl has run out, or it is not

@@ -5,6 +5,7 @@
 
 use crate::base::error::Result;
 
+/// Where objects' bytes live: the local directory of packs, or memory in tests.
 pub trait Backend: Send + Sync {
     /// Stores `bytes` under `key`, durably and atomically. Writing an existing key with the
     /// same bytes is success: keys are content-derived.

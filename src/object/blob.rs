@@ -12,8 +12,11 @@
 use crate::base::error::{Error, Result};
 use crate::object::ObjectId;
 
+/// The first four bytes of every blob.
 pub const MAGIC: &[u8; 4] = b"TRVB";
+/// The blob format this build writes and reads.
 pub const VERSION: u8 = 1;
+/// The header's length in bytes.
 pub const HEADER_LEN: usize = 56;
 /// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
 /// and whole-file objects at the chunking threshold. A header claiming more is damaged.
@@ -21,15 +24,21 @@ pub const MAX_RAW: u64 = 64 << 20;
 /// No stored blob is larger: its payload is stored raw unless compression makes it smaller.
 pub const MAX_STORED: u64 = HEADER_LEN as u64 + MAX_RAW;
 
+/// How a blob's payload is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
+    /// Stored as is.
     Raw = 0,
+    /// One zstd frame.
     Zstd = 1,
 }
 
+/// What a blob's raw bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// One object: a file's content, a chunk, a chunk list or a tree.
     Object = 0,
+    /// Many small objects packed together (see the module's documentation).
     Bundle = 1,
 }
 
@@ -186,13 +195,20 @@ pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut 
 /// A parsed blob header.
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
+    /// How the payload is encoded.
     pub codec: Codec,
+    /// An object or a bundle.
     pub kind: Kind,
+    /// The decoded length in bytes.
     pub raw_len: u64,
+    /// The stored payload's length in bytes, after the header.
     pub payload_len: u64,
+    /// The id of the raw bytes.
     pub id: ObjectId,
 }
 
+/// Reads a blob header; a wrong magic, version, codec or kind is `corrupt`. Its lengths are
+/// checked by the callers, against the blob's real size and [`MAX_RAW`].
 pub fn parse_header(bytes: &[u8]) -> Result<Header> {
     if bytes.len() < HEADER_LEN || &bytes[..4] != MAGIC {
         return Err(Error::corrupt("blob header is missing or has a wrong magic"));

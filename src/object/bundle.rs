@@ -29,7 +29,9 @@ pub struct BundleBuilder {
 
 /// An encoded bundle and its members: (id, raw length, offset in the bundle's raw bytes).
 pub struct SealedBundle {
+    /// The bundle as one stored object (blob format, compressed).
     pub encoded: Vec<u8>,
+    /// Each member's id, raw length and offset in the bundle's raw bytes.
     pub members: Vec<(ObjectId, u64, u64)>,
 }
 

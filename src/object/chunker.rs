@@ -12,8 +12,11 @@ use crate::base::error::{Error, ErrorKind, Result};
 pub struct Chunking {
     /// Files of at most this many bytes are one object.
     pub threshold: u64,
+    /// The smallest chunk, in bytes (a file's last chunk may be smaller).
     pub min: u32,
+    /// The chunk size aimed at, in bytes.
     pub avg: u32,
+    /// The largest chunk, in bytes.
     pub max: u32,
 }
 

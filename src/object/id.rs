@@ -9,18 +9,22 @@ use crate::base::error::{Error, Result};
 pub struct ObjectId(pub [u8; 32]);
 
 impl ObjectId {
+    /// The id of `bytes`: their BLAKE3 hash.
     pub fn of(bytes: &[u8]) -> ObjectId {
         ObjectId(*blake3::hash(bytes).as_bytes())
     }
 
+    /// The 32 bytes of the hash.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
 
+    /// The 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }
 
+    /// Parses 64 hex digits; anything else is `invalid_argument`, naming the text.
     pub fn from_hex(s: &str) -> Result<ObjectId> {
         let mut out = [0u8; 32];
         hex::decode_to_slice(s, &mut out)
@@ -79,10 +83,12 @@ impl Sha256 {
         Sha256(hasher.finalize().into())
     }
 
+    /// The 32 bytes of the digest.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
 
+    /// The 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }

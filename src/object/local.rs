@@ -17,6 +17,7 @@ use crate::object::Backend;
 /// Open handles kept for reads; packs are immutable, so a cached handle never goes stale.
 const MAX_OPEN: usize = 64;
 
+/// One file per key under a root directory (the repository's packs).
 pub struct LocalBackend {
     root: PathBuf,
     /// Open handles and the size each file had when opened (keys are written once, so it is
@@ -25,6 +26,7 @@ pub struct LocalBackend {
 }
 
 impl LocalBackend {
+    /// The backend keeping its files under `root`.
     pub fn new(root: impl Into<PathBuf>) -> LocalBackend {
         LocalBackend { root: root.into(), open: Mutex::new(HashMap::new()) }
     }

@@ -6,12 +6,14 @@ use std::sync::Mutex;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::object::Backend;
 
+/// Objects in memory: the backend of `Repo::in_memory`, for tests.
 #[derive(Default)]
 pub struct MemoryBackend {
     blobs: Mutex<BTreeMap<String, Vec<u8>>>,
 }
 
 impl MemoryBackend {
+    /// An empty store.
     pub fn new() -> MemoryBackend {
         MemoryBackend::default()
     }

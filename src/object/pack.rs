@@ -11,17 +11,23 @@ use std::sync::{Arc, Mutex};
 use crate::base::error::{Error, Result};
 use crate::object::{blob, Backend, ObjectId};
 
+/// The first four bytes of every pack.
 pub const MAGIC: &[u8; 4] = b"TRVP";
+/// The pack format this build writes and reads.
 pub const VERSION: u32 = 1;
+/// The pack header's length in bytes (magic and version).
 pub const HEADER_LEN: u64 = 8;
 
 /// Where one object lies in a pack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedObject {
+    /// The object's id.
     pub id: ObjectId,
     /// Offset and length of the blob holding the object (a bundle, for bundle members).
     pub offset: u64,
+    /// The blob's length in the pack, header included.
     pub stored_len: u64,
+    /// The object's own length once decoded.
     pub raw_len: u64,
     /// For a bundle member: where it starts in the bundle's raw bytes.
     pub inner_offset: Option<u64>,
@@ -30,8 +36,11 @@ pub struct PackedObject {
 /// A sealed, durable pack and what it holds, ready to be indexed by the manifest.
 #[derive(Debug, Clone)]
 pub struct SealedPack {
+    /// The pack's key in the backend.
     pub key: String,
+    /// The pack's size in bytes.
     pub size: u64,
+    /// Where each object lies in it.
     pub objects: Vec<PackedObject>,
 }
 

@@ -13,6 +13,7 @@ use crate::model::tree::EntryKind;
 use crate::object::ObjectId;
 use crate::repo::Repo;
 
+/// What `Repo::check` read and what it found wrong.
 #[derive(Debug, Default, Serialize)]
 pub struct CheckReport {
     /// Packed objects read and verified.
@@ -21,7 +22,9 @@ pub struct CheckReport {
     pub loose: u64,
     /// Chunked file contents whose chunks were reassembled and verified.
     pub chunked: u64,
+    /// Bytes read and verified, all objects together.
     pub bytes: u64,
+    /// Each damage found, in words naming the object or row; empty for a sound repository.
     pub problems: Vec<String>,
 }
 

@@ -51,12 +51,15 @@ use crate::object::bundle::BundleCache;
 use crate::object::ObjectId;
 use crate::repo::Repo;
 
+/// What `Repo::restore` restores, where from, and who asks.
 pub struct RestoreOptions<'a> {
     /// Snapshot paths to restore (files or directories); empty means everything.
     pub paths: Vec<Vec<u8>>,
     /// Restore into a non-empty directory, replacing what is at the snapshot's paths.
     pub overwrite: bool,
+    /// Who restores, for the audit record.
     pub actor: String,
+    /// Where progress goes.
     pub progress: &'a dyn Progress,
 }
 
@@ -66,11 +69,16 @@ impl Default for RestoreOptions<'_> {
     }
 }
 
+/// What a restore created.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct RestoreReport {
+    /// Regular files written.
     pub files: u64,
+    /// Directories created.
     pub dirs: u64,
+    /// Symlinks created.
     pub symlinks: u64,
+    /// Bytes of file content written.
     pub bytes: u64,
 }
 
@@ -251,6 +259,8 @@ impl Repo {
         }
     }
 
+    /// Restores snapshot `snap` (or `opts.paths` of it) into `target`, durably: files are staged
+    /// beside their place, synced, then renamed; nothing outside `target` is touched.
     pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
         // Whether the target is new or empty: then nothing can be in the way, and the checks
         // for what is are skipped.

@@ -49,19 +49,26 @@ thread_local! {
 /// fill, short enough to spread work over the cores.
 const FILES_PER_RUN: usize = 64;
 
+/// How `Repo::snapshot` takes a snapshot.
 pub struct SnapshotOptions<'a> {
     /// Workspace name; defaults to the directory's name.
     pub workspace: Option<String>,
+    /// The session taking it, if any.
     pub session: Option<SessionId>,
     /// Why: `manual`, `session_end`, `pause`, `before_restore`, ...
     pub reason: String,
+    /// Who takes it, for the audit record.
     pub actor: String,
     /// Per-call exclusions: replace the workspace's list when `Some`, then add `extra_excludes`.
     pub replace_excludes: Option<Vec<String>>,
+    /// Patterns added to the effective exclusion list for this call.
     pub extra_excludes: Vec<String>,
     /// Off forces every file to be read (what the stat cache's property test compares against).
     pub use_stat_cache: bool,
+    /// Files changed this close to the scan's start are read, not trusted to the stat cache
+    /// (see `RACY_WINDOW_NS`).
     pub racy_window_ns: i64,
+    /// Where progress goes.
     pub progress: &'a dyn Progress,
 }
 

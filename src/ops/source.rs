@@ -33,7 +33,9 @@ use crate::repo::Repo;
 pub enum Source {
     /// The live tree if it is there, else the latest snapshot.
     Auto,
+    /// The live tree only; `not_found` when it is not served.
     Live,
+    /// The latest snapshot (the session's, else the workspace's).
     Latest,
     /// A snapshot id or unique prefix.
     Snapshot(String),
@@ -54,7 +56,9 @@ impl Source {
 /// What answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
+    /// The live tree.
     Sandbox,
+    /// This snapshot.
     Snapshot(SnapshotId),
 }
 
@@ -67,6 +71,7 @@ impl Origin {
         }
     }
 
+    /// The snapshot that answered, if one did.
     pub fn snapshot_id(&self) -> Option<&SnapshotId> {
         match self {
             Origin::Snapshot(id) => Some(id),
@@ -77,12 +82,16 @@ impl Origin {
 
 /// A workspace as a session sees it: its name (for snapshots) and its live directory, if any.
 pub struct WorkspaceView<'a> {
+    /// The workspace's name.
     pub name: &'a str,
     /// The session whose snapshots come first when falling back (DESIGN.md: the session's most
     /// recent snapshot, or if it took none, the workspace's).
     pub session: Option<&'a SessionId>,
+    /// The live tree, while it is served.
     pub live_dir: Option<&'a Path>,
+    /// What listings of the live tree leave out.
     pub excludes: &'a Excludes,
+    /// The session's scope; `None` for an operator.
     pub scope: Option<&'a Scope>,
 }
 
@@ -359,4 +368,51 @@ impl Read for Opened<'_> {
 
 fn origin_of(chosen: Option<SnapshotInfo>) -> Origin {
     chosen.map_or(Origin::Sandbox, |s| Origin::Snapshot(s.id))
+}
+
+/// A listing of files as the Files API (`files-api.md`) and `trove session files --json` show
+/// it: `{"files": [{path, pathBase64?, size, modifiedAt}], "source", "snapshot"?}`.
+#[derive(Debug, serde::Serialize)]
+pub struct FileListing<'a> {
+    /// The files, in path order.
+    pub files: Vec<ListedFile<'a>>,
+    /// `sandbox` or `snapshot`: what answered.
+    pub source: &'static str,
+    /// The snapshot that answered, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<&'a SnapshotId>,
+}
+
+/// One file of a [`FileListing`].
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedFile<'a> {
+    /// The workspace-relative path, with U+FFFD for bytes that are not UTF-8.
+    pub path: std::borrow::Cow<'a, str>,
+    /// The exact path bytes in standard base64, only when the path is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, RFC 3339 UTC.
+    pub modified_at: String,
+}
+
+impl<'a> FileListing<'a> {
+    /// The listing of `files`, as `origin` answered them.
+    pub fn of(files: &'a [LiveFile], origin: &'a Origin) -> FileListing<'a> {
+        use base64::Engine;
+        let files = files
+            .iter()
+            .map(|f| ListedFile {
+                path: String::from_utf8_lossy(&f.path),
+                path_base64: std::str::from_utf8(&f.path)
+                    .is_err()
+                    .then(|| base64::engine::general_purpose::STANDARD.encode(&f.path)),
+                size: f.size,
+                modified_at: crate::base::time::iso_time(f.mtime_ns),
+            })
+            .collect();
+        FileListing { files, source: origin.as_str(), snapshot: origin.snapshot_id() }
+    }
 }

@@ -18,6 +18,7 @@ use crate::model::audit::AuditRecord;
 use crate::model::token::Token;
 use crate::repo::Repo;
 
+/// The SHA-256 a token is stored and compared as.
 pub fn hash_token(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }

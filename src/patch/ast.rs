@@ -4,6 +4,7 @@
 /// A parsed patch: its file operations in the order written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Patch {
+    /// The file sections, in order.
     pub ops: Vec<FileOp>,
 }
 
@@ -12,25 +13,43 @@ pub struct Patch {
 pub enum FileOp {
     /// `*** Add File: path` followed by `+` lines.
     Add {
+        /// The file to create, workspace-relative as written in the patch.
         path: String,
         /// The new file's text: each `+` line without its prefix and with "\n" after it, so a
         /// zero-line Add is the empty file.
         contents: String,
+        /// The patch line of the header.
         line: usize,
     },
     /// `*** Delete File: path`
-    Delete { path: String, line: usize },
+    Delete {
+        /// The file to delete.
+        path: String,
+        /// The patch line of the header.
+        line: usize,
+    },
     /// `*** Update File: path`, optional `*** Move to: path`, then chunks.
-    Update { path: String, move_to: Option<String>, chunks: Vec<Chunk>, line: usize },
+    Update {
+        /// The file to change.
+        path: String,
+        /// Where to move it, if the section says so.
+        move_to: Option<String>,
+        /// The changes, in file order.
+        chunks: Vec<Chunk>,
+        /// The patch line of the header.
+        line: usize,
+    },
 }
 
 impl FileOp {
+    /// The file the section names first.
     pub fn path(&self) -> &str {
         match self {
             FileOp::Add { path, .. } | FileOp::Delete { path, .. } | FileOp::Update { path, .. } => path,
         }
     }
 
+    /// The 1-based patch line of the section's header.
     pub fn line(&self) -> usize {
         match self {
             FileOp::Add { line, .. } | FileOp::Delete { line, .. } | FileOp::Update { line, .. } => *line,

@@ -45,6 +45,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error answer of `kind`, with the status the kind maps to.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
         ApiError { kind, error: message.into(), message: None, status: status_of(kind), details: None }
     }
@@ -62,6 +63,7 @@ impl ApiError {
         self
     }
 
+    /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }

@@ -10,7 +10,6 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use super::extract::{FileTarget, P, Q};
 use super::state::AppState;
@@ -19,7 +18,7 @@ use crate::base::error::{Error, ErrorKind};
 use crate::base::id::SessionId;
 use crate::fs::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
 use crate::model::session::Session;
-use crate::ops::source::{Origin, Source, WorkspaceView};
+use crate::ops::source::{FileListing, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
 
 #[derive(Debug, Default, Deserialize)]
@@ -43,16 +42,6 @@ impl FilesQuery {
     }
 }
 
-#[derive(Serialize)]
-struct FileJson<'a> {
-    path: std::borrow::Cow<'a, str>,
-    #[serde(rename = "pathBase64", skip_serializing_if = "Option::is_none")]
-    path_base64: Option<String>,
-    size: u64,
-    #[serde(rename = "modifiedAt")]
-    modified_at: String,
-}
-
 /// Whether a read asks for raw bytes: `?download=1|true`, or `Accept: application/octet-stream`.
 pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> bool {
     matches!(download, Some("1" | "true"))
@@ -61,27 +50,24 @@ pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> boo
 
 use crate::base::time::iso_time as iso;
 
-fn base64_if_not_utf8(p: &[u8]) -> Option<String> {
-    use base64::Engine;
-    std::str::from_utf8(p).is_err().then(|| base64::engine::general_purpose::STANDARD.encode(p))
+/// A file read as JSON, in the Files API's shape (`files-api.md`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FileRead<'a> {
+    path: String,
+    content: String,
+    size: usize,
+    /// `sandbox` or `snapshot`.
+    source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snapshot: Option<&'a crate::base::id::SnapshotId>,
+    sha256: crate::object::Sha256,
+    modified_at: String,
 }
 
 /// `{"files": [...], "source": ..., "snapshot"?: id}`.
 pub(super) fn listing(files: &[LiveFile], origin: &Origin) -> Response {
-    let files: Vec<FileJson<'_>> = files
-        .iter()
-        .map(|f| FileJson {
-            path: String::from_utf8_lossy(&f.path),
-            path_base64: base64_if_not_utf8(&f.path),
-            size: f.size,
-            modified_at: iso(f.mtime_ns),
-        })
-        .collect();
-    let mut body = json!({"files": files, "source": origin.as_str()});
-    if let (Some(id), Some(obj)) = (origin.snapshot_id(), body.as_object_mut()) {
-        obj.insert("snapshot".into(), json!(id));
-    }
-    Json(body).into_response()
+    Json(FileListing::of(files, origin)).into_response()
 }
 
 fn etag(read: &LiveRead) -> String {
@@ -104,17 +90,15 @@ pub(super) fn read_response(read: LiveRead, origin: &Origin) -> Response {
             .into_response()
         }
     };
-    let mut body = json!({
-        "path": shown,
-        "content": content,
-        "size": size,
-        "source": origin.as_str(),
-        "sha256": hex::encode(read.sha256),
-        "modifiedAt": iso(read.mtime_ns),
-    });
-    if let (Some(id), Some(obj)) = (origin.snapshot_id(), body.as_object_mut()) {
-        obj.insert("snapshot".into(), json!(id));
-    }
+    let body = FileRead {
+        path: shown,
+        content,
+        size,
+        source: origin.as_str(),
+        snapshot: origin.snapshot_id(),
+        sha256: read.sha256,
+        modified_at: iso(read.mtime_ns),
+    };
     let mut resp = Json(body).into_response();
     if let Some(t) = tag_value {
         resp.headers_mut().insert(header::ETAG, t);
@@ -229,9 +213,4 @@ async fn audit_denial(st: &Arc<AppState>, session: &SessionId, path: &str, messa
 /// `GET /api/sessions/{id}/files/`: the seed's "missing file path".
 pub(super) async fn missing_path() -> ApiError {
     ApiError::new(ErrorKind::InvalidPath, "missing file path: give one after /files/")
-}
-
-/// The body of 200 answers that carry only a JSON value.
-pub(super) fn ok(v: Value) -> Response {
-    Json(v).into_response()
 }

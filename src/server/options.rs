@@ -9,6 +9,7 @@ use crate::model::session::IDLE_TIMEOUT;
 /// How `trove serve` runs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
+    /// The repository's directory.
     pub repo: PathBuf,
     /// Where workspaces live: a session's workspace is a directory named after it in here.
     pub workspaces: PathBuf,
@@ -34,6 +35,8 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
+    /// Options with the defaults (timeouts, limits, budget) for `repo`, `workspaces` and the
+    /// tokens given.
     pub fn new(
         repo: PathBuf,
         workspaces: PathBuf,

@@ -9,10 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::extract::{P, Q};
-use super::files::ok;
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
@@ -57,13 +55,13 @@ pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) ->
     let records = st
         .blocking(move |st, repo| Ok::<_, Error>(repo.sessions(all)?.iter().map(|s| st.record(s)).collect::<Vec<_>>()))
         .await?;
-    Ok(ok(json!(records)))
+    Ok(axum::Json(records).into_response())
 }
 
 /// `GET /v1/sessions/{id}`: 404 once the session has ended.
 pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.active_session(&id)?))).await?;
-    Ok(ok(record))
+    Ok(axum::Json(record).into_response())
 }
 
 /// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
@@ -125,7 +123,7 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
             Ok(n)
         })
         .await?;
-    Ok(ok(json!({ "deleted": deleted })))
+    Ok(axum::Json(BulkDeleted { deleted }).into_response())
 }
 
 /// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
@@ -133,12 +131,18 @@ pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<SessionId>) 
     let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, &actor)?))).await?;
-    Ok(ok(record))
+    Ok(axum::Json(record).into_response())
 }
 
 /// `POST /v1/sessions/{id}/resume`: serve the live tree again.
 pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.resume_session(&id, &actor)?))).await?;
-    Ok(ok(record))
+    Ok(axum::Json(record).into_response())
+}
+
+/// The answer to `DELETE /v1/sessions?...`: how many sessions ended.
+#[derive(serde::Serialize)]
+struct BulkDeleted {
+    deleted: usize,
 }

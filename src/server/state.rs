@@ -171,10 +171,10 @@ impl AppState {
     }
 
     /// The session record as the API shows it.
-    pub fn record(&self, s: &Session) -> serde_json::Value {
-        let mut s = s.clone();
-        s.last_activity_ns = self.last_activity(&s);
-        s.record(self.is_busy(&s.id))
+    pub fn record(&self, s: &Session) -> crate::model::session::SessionRecord {
+        let mut r = s.record(self.is_busy(&s.id));
+        r.last_activity = self.last_activity(s) as f64 / 1e9;
+        r
     }
 
     /// The compiled exclusion list of `workspace`, rebuilt only when its settings change.

@@ -5,11 +5,15 @@ use serde::Deserialize;
 
 use crate::base::error::{Error, ErrorKind, Result};
 
+/// One replacement of `edit_file`: `old_text` must match exactly once unless `replace_all`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Edit {
+    /// The text to find, exactly.
     pub old_text: String,
+    /// What replaces it.
     pub new_text: String,
+    /// Replace every match instead of requiring exactly one.
     #[serde(default)]
     pub replace_all: bool,
 }

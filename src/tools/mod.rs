@@ -43,16 +43,27 @@ pub const TOOLS: &[&str] = &[
 /// A parsed call.
 #[derive(Debug)]
 pub enum ToolCall {
+    /// `read_file`
     ReadFile(read::ReadFile),
+    /// `list_directory`
     ListDirectory(read::ListDirectory),
+    /// `search_files`
     Search(read::Search),
+    /// `glob`: a search of paths only.
     Glob(read::Search),
+    /// `create_file`
     CreateFile(mutate::CreateFile),
+    /// `write_file`
     WriteFile(mutate::WriteFile),
+    /// `edit_file`
     EditFile(mutate::EditFile),
+    /// `delete_file`
     DeleteFile(mutate::DeleteFile),
+    /// `restore_file`
     RestoreFile(mutate::RestoreFile),
+    /// `move_file`
     MoveFile(mutate::MoveFile),
+    /// `apply_patch`
     ApplyPatch(mutate::ApplyPatch),
 }
 
@@ -90,6 +101,7 @@ impl ToolCall {
         })
     }
 
+    /// The tool's name, as called.
     pub fn name(&self) -> &'static str {
         match self {
             ToolCall::ReadFile(_) => "read_file",
@@ -106,6 +118,7 @@ impl ToolCall {
         }
     }
 
+    /// Whether the tool changes files (and so takes the workspace lock).
     pub fn mutates(&self) -> bool {
         !matches!(self, ToolCall::ReadFile(_) | ToolCall::ListDirectory(_) | ToolCall::Search(_) | ToolCall::Glob(_))
     }

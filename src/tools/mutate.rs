@@ -24,71 +24,103 @@ use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
 use crate::repo::Repo;
 
+/// `create_file`: makes a file that must not exist yet.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateFile {
+    /// The file, workspace-relative.
     pub path: String,
+    /// The new content.
     pub content: String,
+    /// `utf-8` (default) or `base64`: how `content` is written.
     pub encoding: Option<String>,
 }
 
+/// `write_file`: replaces a file's whole content, if it is still what was read.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteFile {
+    /// The file, workspace-relative.
     pub path: String,
+    /// The new content.
     pub content: String,
+    /// `utf-8` (default) or `base64`: how `content` is written.
     pub encoding: Option<String>,
+    /// The sha256 the file has now, as last read (the stale-file protocol); `""` means it must not exist.
     pub expected_sha256: Option<String>,
 }
 
+/// `edit_file`: exact-string replacements in a text file, all or none.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditFile {
+    /// The file, workspace-relative.
     pub path: String,
+    /// The sha256 the file has now, as last read (the stale-file protocol); `""` means it must not exist.
     pub expected_sha256: Option<String>,
+    /// The replacements, applied in order.
     pub edits: Vec<Edit>,
 }
 
+/// `delete_file`: moves a file, or a directory with everything in it, into the trash.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeleteFile {
+    /// The file, workspace-relative.
     pub path: String,
+    /// A file's sha256 as last read; leave it out for a directory.
     pub expected_sha256: Option<String>,
 }
 
+/// What `restore_file` does when something is at the target path.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum OnConflict {
+    /// Refuse with `already_exists`.
     #[default]
     Fail,
+    /// Restore beside it, as `name (restored).ext`.
     Rename,
+    /// Replace it (a file, whose sha256 must be given), sending it to the trash.
     Overwrite,
 }
 
+/// `restore_file`: brings a trash item back.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestoreFile {
+    /// The item to restore; or give `path`.
     pub trash_id: Option<TrashId>,
+    /// The newest deletion at this path, when no `trashId` is given.
     pub path: Option<String>,
+    /// Where to restore it; its original path by default.
     pub to: Option<String>,
+    /// What to do when the target path is taken.
     #[serde(default)]
     pub on_conflict: OnConflict,
     /// The target's sha256, for `overwrite`.
     pub expected_sha256: Option<String>,
 }
 
+/// `move_file`: renames a file or directory, never over anything.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MoveFile {
+    /// Where it is, workspace-relative.
     pub from: String,
+    /// Where it goes; must be free.
     pub to: String,
+    /// A file's sha256 as last read.
     pub expected_sha256: Option<String>,
 }
 
+/// `apply_patch`: a multi-file patch, applied all or nothing.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApplyPatch {
+    /// The patch text (`*** Begin Patch` ... `*** End Patch`).
     pub patch: String,
+    /// Per path, the sha256 the file must have now (`""`: must not exist).
     #[serde(default)]
     pub expected_sha256_by_path: BTreeMap<String, String>,
 }

@@ -21,20 +21,28 @@ use crate::repo::Repo;
 
 /// Lines and characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINES: usize = 2000;
+/// Characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINE_CHARS: usize = 2000;
 /// The biggest file `search_files` reads whole; bigger ones are skipped (`read_file` streams
 /// files of any size).
 pub const READ_LIMIT: u64 = 64 << 20;
 /// The most bytes one base64 `read_file` returns; `offset` reads on from `nextOffset`.
 pub const BASE64_MAX: u64 = 8 << 20;
+/// `read_file`: a file's lines (or bytes, in base64), with its sha256.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadFile {
+    /// The file, workspace-relative.
     pub path: String,
+    /// The first line to return, 1-based.
     pub start_line: Option<usize>,
+    /// The last line to return, inclusive.
     pub end_line: Option<usize>,
+    /// The most bytes of text to return, cut at a whole line.
     pub max_bytes: Option<usize>,
+    /// The most lines to return (default 2000).
     pub max_lines: Option<usize>,
+    /// Characters kept of each line (default 2000).
     pub max_line_length: Option<usize>,
     /// `utf-8` (default) or `base64`.
     pub encoding: Option<String>,
@@ -44,43 +52,61 @@ pub struct ReadFile {
     pub source: Option<String>,
 }
 
+/// `list_directory`: a directory's entries, optionally recursive.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListDirectory {
+    /// The directory, workspace-relative; the root by default.
     #[serde(default)]
     pub path: String,
+    /// List everything below, not only the directory's own entries.
     #[serde(default)]
     pub recursive: bool,
+    /// How deep a recursive listing goes.
     pub max_depth: Option<usize>,
+    /// The most entries to return (default 1000); `truncated` says when more were left out.
     pub limit: Option<usize>,
+    /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,
 }
 
+/// How `search_files` reads its pattern.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
+    /// An exact string in file contents.
     #[default]
     Literal,
+    /// A regular expression over file contents.
     Regex,
+    /// A glob over paths.
     Glob,
 }
 
+/// `search_files` and `glob`: matches in contents or paths.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Search {
+    /// What to look for, read as `mode` says.
     pub pattern: String,
+    /// Literal (default), regex or glob.
     #[serde(default)]
     pub mode: SearchMode,
     /// Only under this directory.
     #[serde(default)]
     pub path: String,
+    /// Only files whose path matches one of these globs.
     #[serde(default)]
     pub include: Vec<String>,
+    /// Never files whose path matches one of these globs.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Match regardless of case.
     #[serde(default)]
     pub case_insensitive: bool,
+    /// The most matches to return (default 200); `truncated` says when more were left out.
     pub max_results: Option<usize>,
+    /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,
 }
 

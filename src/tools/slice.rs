@@ -8,8 +8,11 @@ const BINARY_PROBE: u64 = 8192;
 /// One kept line: the characters kept, how many more it had, and whether a `\n` ended it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
+    /// The characters kept.
     pub text: String,
+    /// How many more characters the line had.
     pub more: usize,
+    /// Whether a `\n` ended it.
     pub eol: bool,
 }
 

@@ -5,7 +5,6 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
 use trove::{Error, Repo, SnapshotInfo};
 
 use crate::cli::bar;
@@ -39,7 +38,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         Some(file) => {
             let entries = export_to_file(&repo, &snap, &path, file, level, &bar)?;
             if json {
-                print_json(out, &json!({"snapshot": snap.id, "output": file, "entries": entries, "zstd": zstd}))?;
+                print_json(out, &Exported { snapshot: &snap.id, output: file, entries, zstd })?;
             } else {
                 writeln!(
                     out,
@@ -82,4 +81,13 @@ fn export_to_file(
     tmp.as_file().sync_all().map_err(|e| Error::io("sync", file, e))?;
     tmp.persist(file).map_err(|e| Error::io("write", file, e.error))?;
     Ok(entries)
+}
+
+/// What `trove export --json -o FILE` prints.
+#[derive(serde::Serialize)]
+struct Exported<'a> {
+    snapshot: &'a trove::SnapshotId,
+    output: &'a std::path::Path,
+    entries: u64,
+    zstd: bool,
 }

@@ -5,7 +5,6 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
 use trove::{Repo, RestoreOptions};
 
 use crate::cli::bar;
@@ -40,7 +39,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let opts = RestoreOptions { paths: norm, overwrite, actor: actor(), progress: &bar };
     let report = repo.restore(&snap, &to, &opts)?;
     if json {
-        print_json(out, &json!({"snapshot": snap.id, "target": to, "restored": report}))?;
+        print_json(out, &Restored { snapshot: &snap.id, target: &to, restored: &report })?;
     } else {
         writeln!(
             out,
@@ -54,4 +53,12 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         )?;
     }
     Ok(0)
+}
+
+/// What `trove restore --json` prints.
+#[derive(serde::Serialize)]
+struct Restored<'a> {
+    snapshot: &'a trove::SnapshotId,
+    target: &'a std::path::Path,
+    restored: &'a trove::RestoreReport,
 }

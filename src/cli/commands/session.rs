@@ -4,12 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use serde_json::json;
 use trove::{
     ChangePolicy, EndReason, Error, FileAccess, Repo, SessionId, SessionSpec, Source, WorkspaceView, FILES_READ_LIMIT,
 };
 
-use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
 
 #[derive(Subcommand, Debug)]
@@ -110,7 +108,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
         Command::List { all } => {
             let list = repo.sessions(all)?;
             if json {
-                return print_json(out, &json!(list.iter().map(|s| s.record(false)).collect::<Vec<_>>()));
+                return print_json(out, &list.iter().map(|s| s.record(false)).collect::<Vec<_>>());
             }
             list.iter().try_for_each(|s| show(out, s, false))
         }
@@ -125,20 +123,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
             let view = WorkspaceView::of_session(&s, &ex, &scope);
             let (files, origin) = repo.list_files(&view, &Source::parse(source.as_deref().unwrap_or("")))?;
             if json {
-                let files: Vec<_> = files
-                    .iter()
-                    .map(|f| {
-                        let mut m = serde_json::Map::new();
-                        trove::path::put_json(&mut m, "path", &f.path);
-                        m.insert("size".into(), json!(f.size));
-                        m.insert("modifiedAt".into(), json!(format::time_precise(f.mtime_ns)));
-                        m
-                    })
-                    .collect();
-                return print_json(
-                    out,
-                    &json!({"files": files, "source": origin.as_str(), "snapshot": origin.snapshot_id()}),
-                );
+                return print_json(out, &trove::FileListing::of(&files, &origin));
             }
             for f in &files {
                 writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;

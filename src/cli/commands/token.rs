@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use serde_json::json;
 use trove::tokens;
 use trove::{Repo, TokenId};
 
@@ -35,7 +34,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
 fn create(out: &mut Out, repo: &Repo, label: &str, json: bool) -> Result<(), Failure> {
     let (token, id) = tokens::create_token(repo, label, &actor())?;
     if json {
-        print_json(out, &json!({"token": token, "id": id, "label": label}))?;
+        print_json(out, &Created { token: &token, id: &id, label })?;
     } else {
         writeln!(out, "{token}")?;
     }
@@ -46,14 +45,7 @@ fn create(out: &mut Out, repo: &Repo, label: &str, json: bool) -> Result<(), Fai
 fn list(out: &mut Out, repo: &Repo, json: bool) -> Result<(), Failure> {
     let list = tokens::list_tokens(repo)?;
     if json {
-        let rows: Vec<_> = list
-            .iter()
-            .map(|t| {
-                json!({"id": t.id, "label": t.label, "createdAt": trove::iso_time(t.created_ns),
-                       "revokedAt": t.revoked_ns.map(trove::iso_time)})
-            })
-            .collect();
-        return print_json(out, &json!(rows));
+        return print_json(out, &list.iter().map(trove::Token::record).collect::<Vec<_>>());
     }
     for t in &list {
         let state = t.revoked_ns.map(|r| format!("revoked {}", format::time(r))).unwrap_or_else(|| "live".into());
@@ -66,9 +58,23 @@ fn list(out: &mut Out, repo: &Repo, json: bool) -> Result<(), Failure> {
 fn revoke(out: &mut Out, repo: &Repo, id: &TokenId, json: bool) -> Result<(), Failure> {
     tokens::revoke_token(repo, id, &actor())?;
     if json {
-        print_json(out, &json!({"revoked": id}))?;
+        print_json(out, &Revoked { revoked: id })?;
     } else {
         writeln!(out, "revoked {id}")?;
     }
     Ok(())
+}
+
+/// What `trove token create --json` prints: the token, this once, with its id and label.
+#[derive(serde::Serialize)]
+struct Created<'a> {
+    token: &'a str,
+    id: &'a TokenId,
+    label: &'a str,
+}
+
+/// What `trove token revoke --json` prints.
+#[derive(serde::Serialize)]
+struct Revoked<'a> {
+    revoked: &'a TokenId,
 }
