@@ -337,56 +337,41 @@ impl Repo {
         opts: &RestoreOptions<'_>,
         fresh: bool,
     ) -> Result<RestoreReport> {
-        // 3. Directories, parents first.
-        let mut cache = DirCache::default();
-        for (rel, _) in &plan.dirs {
-            if fresh {
-                // Nothing was there; a directory someone makes meanwhile is fine.
-                let (parent, name) = split(rel);
-                match rustix::fs::mkdirat(cache.get(target, parent)?, name, Mode::from_raw_mode(0o700)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(target.err("create directory", rel, e)),
-                }
-            } else {
-                target.ensure_dir(rel, opts.overwrite)?;
-            }
-        }
-        // A directory where the snapshot has a file is refused before anything is replaced.
-        let mut cache = DirCache::default();
-        let in_the_way = if fresh { 0 } else { plan.files.len() + plan.links.len() };
-        for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)).take(in_the_way) {
-            let (parent, name) = split(rel);
-            match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!(
-                            "'{}' in {} is a directory where the snapshot has a file: move it away first",
-                            path::display(rel),
-                            target.path.display()
-                        ),
-                    ));
-                }
-                Ok(_) if !opts.overwrite => {
-                    return Err(Error::new(
-                        ErrorKind::AlreadyExists,
-                        format!(
-                            "'{}' exists in {}: pass --overwrite to replace it",
-                            path::display(rel),
-                            target.path.display()
-                        ),
-                    ))
-                }
-                Ok(_) | Err(Errno::NOENT) => {}
-                Err(e) => return Err(target.err("stat", rel, e)),
-            }
+        // 3. Directories, parents first; then, into a directory that was not empty, refuse
+        // before anything is replaced.
+        make_dirs(target, plan, opts, fresh)?;
+        if !fresh {
+            check_in_the_way(target, plan, opts)?;
         }
         self.check_deadline("preparing the restore")?;
-
-        // 4. Stage, in parallel; contiguous runs keep files that share bundles (and
-        // directories) together.
+        // 4. Stage.
         let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
         opts.progress.start("restoring", total);
+        self.stage_all(target, prefix, plan, opts)?;
+        failpoint("restore:staged");
+        self.check_deadline("restoring files")?;
+        // 5. Every staged byte durable before any of it replaces a file.
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
+        failpoint("restore:synced");
+        // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
+        // halfway would leave the target neither old nor new.
+        put_in_place(target, prefix, plan, opts.overwrite)?;
+        set_dir_times(target, plan)?;
+        // 7. The renames and directory times durable.
+        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
+        opts.progress.finish();
+        Ok(RestoreReport {
+            files: plan.files.len() as u64,
+            dirs: plan.dirs.len() as u64,
+            symlinks: plan.links.len() as u64,
+            bytes: total,
+        })
+    }
+
+    /// Step 4: every file staged beside its place under a temporary name, in parallel
+    /// (contiguous runs keep files that share bundles, and directories, together), then every
+    /// symlink.
+    fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
         let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
         let deadline = self.deadline();
         plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
@@ -411,46 +396,7 @@ impl Repo {
             rustix::fs::utimensat(dir, name.as_slice(), &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|err| target.err("set times of", rel, err))?;
         }
-        failpoint("restore:staged");
-        self.check_deadline("restoring files")?;
-
-        // 5. Every staged byte durable before any of it replaces a file.
-        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
-        failpoint("restore:synced");
-
-        // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
-        // halfway would leave the target neither old nor new.
-        let flags = if opts.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
-        let mut cache = DirCache::default();
-        let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(prefix, i), &f.rel));
-        let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(prefix, i), &l.0));
-        for (n, (from, rel)) in staged.chain(links).enumerate() {
-            let (parent, name) = split(rel);
-            let dir = cache.get(target, parent)?;
-            rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
-                .map_err(|e| target.err("put in place", rel, e))?;
-            if n == 0 {
-                failpoint("restore:rename:first");
-            }
-        }
-        let mut cache = DirCache::default();
-        for (rel, e) in plan.dirs.iter().rev() {
-            let (parent, name) = split(rel);
-            let dir = cache.get(target, parent)?;
-            rustix::fs::chmodat(dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
-                .map_err(|err| target.err("set mode of", rel, err))?;
-            rustix::fs::utimensat(dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|err| target.err("set mtime of", rel, err))?;
-        }
-        // 7. The renames and directory times durable.
-        rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
-        opts.progress.finish();
-        Ok(RestoreReport {
-            files: plan.files.len() as u64,
-            dirs: plan.dirs.len() as u64,
-            symlinks: plan.links.len() as u64,
-            bytes: total,
-        })
+        Ok(())
     }
 
     /// What a restore will create, with every object located.
@@ -628,5 +574,91 @@ fn stage_file(
         .map_err(|e| Error::io("set mode of", &shown(), e.into()))?;
     rustix::fs::futimens(&file, &mtime_only(f.entry.mtime_ns))
         .map_err(|e| Error::io("set mtime of", &shown(), e.into()))?;
+    Ok(())
+}
+
+/// Step 3: the plan's directories, parents first. Into a fresh target a directory someone makes
+/// meanwhile is fine; otherwise an existing one is checked (`Target::ensure_dir`).
+fn make_dirs(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>, fresh: bool) -> Result<()> {
+    let mut cache = DirCache::default();
+    for (rel, _) in &plan.dirs {
+        if fresh {
+            let (parent, name) = split(rel);
+            match rustix::fs::mkdirat(cache.get(target, parent)?, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(target.err("create directory", rel, e)),
+            }
+        } else {
+            target.ensure_dir(rel, opts.overwrite)?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is replaced, a directory where the snapshot has a file, and without
+/// `overwrite` anything where the snapshot has a file or link.
+fn check_in_the_way(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
+    let mut cache = DirCache::default();
+    for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)) {
+        let (parent, name) = split(rel);
+        match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "'{}' in {} is a directory where the snapshot has a file: move it away first",
+                        path::display(rel),
+                        target.path.display()
+                    ),
+                ));
+            }
+            Ok(_) if !opts.overwrite => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "'{}' exists in {}: pass --overwrite to replace it",
+                        path::display(rel),
+                        target.path.display()
+                    ),
+                ))
+            }
+            Ok(_) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(target.err("stat", rel, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Step 6: every staged file and link renamed into its place (over what is there only with
+/// `overwrite`).
+fn put_in_place(target: &Target<'_>, prefix: &[u8], plan: &Plan, overwrite: bool) -> Result<()> {
+    let flags = if overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+    let mut cache = DirCache::default();
+    let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(prefix, i), &f.rel));
+    let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(prefix, i), &l.0));
+    for (n, (from, rel)) in staged.chain(links).enumerate() {
+        let (parent, name) = split(rel);
+        let dir = cache.get(target, parent)?;
+        rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
+            .map_err(|e| target.err("put in place", rel, e))?;
+        if n == 0 {
+            failpoint("restore:rename:first");
+        }
+    }
+    Ok(())
+}
+
+/// The directories' modes and times, children first (writing into a directory changes its
+/// mtime).
+fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
+    let mut cache = DirCache::default();
+    for (rel, e) in plan.dirs.iter().rev() {
+        let (parent, name) = split(rel);
+        let dir = cache.get(target, parent)?;
+        rustix::fs::chmodat(dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
+            .map_err(|err| target.err("set mode of", rel, err))?;
+        rustix::fs::utimensat(dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|err| target.err("set mtime of", rel, err))?;
+    }
     Ok(())
 }

@@ -222,89 +222,87 @@ pub(super) fn draft_remove(
                     path::display(rel)
                 )));
             }
-            let mut walked = Vec::new();
-            wd.walk(rel, &mut walked)?;
-            // Every file is read and stored in one transaction: bound what one call may take.
-            let total: u64 = walked.iter().filter(|(_, m)| m.kind == Kind::File).map(|(_, m)| m.size).sum();
-            if walked.len() > DELETE_DIR_ENTRIES || total > DELETE_DIR_BYTES {
-                return Err(Error::new(
-                    ErrorKind::TooLarge,
-                    format!(
-                        "directory '{}' holds {} entries and {total} bytes, over the {DELETE_DIR_ENTRIES}-entry / {DELETE_DIR_BYTES}-byte limit of one delete: delete its subdirectories one at a time",
-                        path::display(rel),
-                        walked.len()
-                    ),
-                ));
-            }
-            let mut entries = Vec::new();
-            let mut members = Vec::new();
-            let mut size = 0;
-            for (child, m) in walked {
-                let inner = child[rel.len() + 1..].to_vec();
-                if !c.scope.can_write(&child) {
-                    return Err(crate::model::scope::Scope::denied_path(&child));
-                }
-                let e = match m.kind {
-                    Kind::File => {
-                        let cur = wd.current(&child)?.ok_or_else(|| Error::not_found(path::display(&child)))?;
-                        size += cur.size;
-                        members.push((child.clone(), cur.sha256));
-                        TrashEntry {
-                            rel: inner,
-                            kind: EntryKind::File,
-                            size: cur.size,
-                            sha256: Some(cur.sha256),
-                            mode: cur.mode,
-                            object: Some(cur.content),
-                            target: None,
-                        }
-                    }
-                    Kind::Dir => TrashEntry {
-                        rel: inner,
-                        kind: EntryKind::Dir,
-                        size: 0,
-                        sha256: None,
-                        mode: m.mode,
-                        object: None,
-                        target: None,
-                    },
-                    Kind::Symlink => TrashEntry {
-                        rel: inner,
-                        kind: EntryKind::Symlink,
-                        size: 0,
-                        sha256: None,
-                        mode: m.mode,
-                        object: None,
-                        target: Some(wd.read_link(&child)?),
-                    },
-                    Kind::Other => continue,
-                };
-                entries.push(e);
-            }
-            let trash = TrashItem {
-                id: new_trash_id()?,
-                workspace: c.session.workspace.clone(),
-                session: Some(c.session.id.clone()),
-                path: rel.to_vec(),
-                kind: EntryKind::Dir,
-                size,
-                sha256: None,
-                mode: meta.mode,
-                object: None,
-                deleted_by: c.actor.to_string(),
-                deleted_ns: now_ns(),
-                reason: reason.into(),
-                audit_seq: None,
-                restored_ns: None,
-                entries,
-            };
-            Ok(Draft::Remove { path: rel.to_vec(), before: None, trash: Box::new(trash), members })
+            draft_remove_dir(c, wd, rel, meta.mode, reason)
         }
         Kind::Symlink | Kind::Other => Err(Error::invalid_argument(format!(
             "'{}' is a symlink or special file: the tools delete files and directories only",
             path::display(rel)
         ))),
     }
+}
+
+/// The removal of directory `rel` (permission bits `mode`) with everything in it: every member
+/// must be writable in the scope, and one call is bounded in entries and bytes.
+fn draft_remove_dir(c: &Caller<'_>, wd: &WorkDir, rel: &[u8], mode: u32, reason: &str) -> Result<Draft> {
+    let mut walked = Vec::new();
+    wd.walk(rel, &mut walked)?;
+    // Every file is read and stored in one transaction: bound what one call may take.
+    let total: u64 = walked.iter().filter(|(_, m)| m.kind == Kind::File).map(|(_, m)| m.size).sum();
+    if walked.len() > DELETE_DIR_ENTRIES || total > DELETE_DIR_BYTES {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "directory '{}' holds {} entries and {total} bytes, over the {DELETE_DIR_ENTRIES}-entry / {DELETE_DIR_BYTES}-byte limit of one delete: delete its subdirectories one at a time",
+                path::display(rel),
+                walked.len()
+            ),
+        ));
+    }
+    let mut entries = Vec::new();
+    let mut members = Vec::new();
+    let mut size = 0;
+    for (child, m) in walked {
+        if !c.scope.can_write(&child) {
+            return Err(crate::model::scope::Scope::denied_path(&child));
+        }
+        let Some(e) = trash_entry(wd, rel, &child, &m)? else { continue };
+        if let (EntryKind::File, Some(sha)) = (e.kind, e.sha256) {
+            size += e.size;
+            members.push((child, sha));
+        }
+        entries.push(e);
+    }
+    let trash = TrashItem {
+        id: new_trash_id()?,
+        workspace: c.session.workspace.clone(),
+        session: Some(c.session.id.clone()),
+        path: rel.to_vec(),
+        kind: EntryKind::Dir,
+        size,
+        sha256: None,
+        mode,
+        object: None,
+        deleted_by: c.actor.to_string(),
+        deleted_ns: now_ns(),
+        reason: reason.into(),
+        audit_seq: None,
+        restored_ns: None,
+        entries,
+    };
+    Ok(Draft::Remove { path: rel.to_vec(), before: None, trash: Box::new(trash), members })
+}
+
+/// The trash entry of `child`, a member of directory `dir` (`None` for a socket, FIFO or
+/// device, which is not kept).
+fn trash_entry(wd: &WorkDir, dir: &[u8], child: &[u8], m: &crate::fs::workdir::Meta) -> Result<Option<TrashEntry>> {
+    let rel = child[dir.len() + 1..].to_vec();
+    let blank =
+        |kind| TrashEntry { rel: rel.clone(), kind, size: 0, sha256: None, mode: m.mode, object: None, target: None };
+    Ok(Some(match m.kind {
+        Kind::File => {
+            let cur = wd.current(child)?.ok_or_else(|| Error::not_found(path::display(child)))?;
+            TrashEntry {
+                size: cur.size,
+                sha256: Some(cur.sha256),
+                mode: cur.mode,
+                object: Some(cur.content),
+                ..blank(EntryKind::File)
+            }
+        }
+        Kind::Dir => blank(EntryKind::Dir),
+        Kind::Symlink => TrashEntry { target: Some(wd.read_link(child)?), ..blank(EntryKind::Symlink) },
+        Kind::Other => return Ok(None),
+    }))
 }
 
 pub(super) fn written(done: &Done, rel: &[u8]) -> Option<String> {

@@ -14,7 +14,8 @@ use crate::base::time::iso_time;
 use crate::fs::live::ChangePolicy;
 use crate::fs::walk::Excludes;
 use crate::fs::workdir::{Kind, WorkDir};
-use crate::model::tree::EntryKind;
+use crate::model::scope::Scope;
+use crate::model::snapshot::SnapshotInfo;
 use crate::object::Sha256;
 use crate::ops::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
@@ -334,105 +335,203 @@ impl Repo {
         if !dir.is_empty() && !c.scope.dir_visible(&dir) {
             c.scope.check_read(&dir)?;
         }
-        let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
         let depth = if p.recursive { p.max_depth.unwrap_or(usize::MAX) } else { 1 };
+        let mut out = Listing {
+            scope: &c.scope,
+            dir: &dir,
+            depth,
+            limit: p.limit.unwrap_or(DEFAULT_LIST_LIMIT),
+            entries: Vec::new(),
+            truncated: false,
+        };
         let none = Excludes::none();
         let view = self.session_view(c, &none);
-        let mut entries = Vec::new();
-        let mut truncated = false;
-        let mut push = |rel: &[u8], kind: &str, size: u64, mtime_ns: i64| -> bool {
-            let visible = if kind == "dir" { c.scope.dir_visible(rel) } else { c.scope.can_read(rel) };
-            if !visible {
-                return true;
-            }
-            if entries.len() >= limit {
-                truncated = true;
-                return false;
-            }
-            let mut m = Map::new();
-            path::put_json(&mut m, "path", rel);
-            path::put_json(&mut m, "name", crate::fs::workdir::split(rel).1);
-            m.insert("kind".into(), kind.into());
-            m.insert("size".into(), size.into());
-            m.insert("modifiedAt".into(), iso_time(mtime_ns).into());
-            entries.push(Value::Object(m));
-            true
-        };
-        let depth_of =
-            |rel: &[u8]| rel[dir.len()..].iter().filter(|&&b| b == b'/').count() + usize::from(dir.is_empty());
         let origin = match self.choose_source(&view, &source_of(&p.source))? {
             None => {
-                // Only the live walk skips excluded directories; a snapshot never holds them.
-                let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
-                let wd = WorkDir::open(&c.session.live_dir)?;
-                match wd.stat(&dir)? {
-                    Some(m) if m.kind == Kind::Dir => {}
-                    Some(_) => {
-                        return Err(Error::invalid_argument(format!(
-                            "'{}' is a file: read it with read_file",
-                            path::display(&dir)
-                        )))
-                    }
-                    None => return Err(Error::not_found(format!("directory '{}' not found", path::display(&dir)))),
-                }
-                let mut stack = vec![dir.clone()];
-                'walk: while let Some(d) = stack.pop() {
-                    let mut children = wd.list(&d)?;
-                    children.sort_by(|a, b| a.0.cmp(&b.0));
-                    let mut subdirs = Vec::new();
-                    for (name, meta) in children {
-                        let rel = crate::fs::walk::join_rel(&d, &name);
-                        let kind = match meta.kind {
-                            Kind::File => "file",
-                            Kind::Dir => "dir",
-                            Kind::Symlink => "symlink",
-                            Kind::Other => continue,
-                        };
-                        if !push(&rel, kind, meta.size, meta.mtime_ns) {
-                            break 'walk;
-                        }
-                        let descend = meta.kind == Kind::Dir
-                            && depth_of(&rel) < depth
-                            && !excludes.is_excluded(&rel, &name, true)
-                            && c.scope.dir_visible(&rel);
-                        if descend {
-                            subdirs.push(rel);
-                        }
-                    }
-                    stack.extend(subdirs.into_iter().rev());
-                }
+                self.list_live_dir(c, &mut out)?;
                 Origin::Sandbox
             }
             Some(snap) => {
-                let mut stop = false;
-                self.list(&snap, &dir, true, &mut |rel, e| {
-                    if stop || rel == dir.as_slice() || depth_of(rel) > depth {
-                        return Ok(());
-                    }
-                    let kind = match e.kind {
-                        EntryKind::File => "file",
-                        EntryKind::Dir => "dir",
-                        EntryKind::Symlink => "symlink",
-                    };
-                    stop = !push(rel, kind, e.size, e.mtime_ns);
-                    Ok(())
-                })
-                .map_err(|e| match e.kind() {
-                    ErrorKind::NotFound => Error::not_found(format!("directory '{}' not found", path::display(&dir))),
-                    _ => e,
-                })?;
+                self.list_snapshot_dir(&snap, &mut out)?;
                 Origin::Snapshot(snap.id)
             }
         };
         let mut m = Map::new();
         path::put_json(&mut m, "path", &dir);
-        m.insert("entries".into(), entries.into());
-        m.insert("truncated".into(), truncated.into());
+        m.insert("entries".into(), out.entries.into());
+        m.insert("truncated".into(), out.truncated.into());
         put_origin(&mut m, &origin);
         Ok(Value::Object(m))
     }
 
+    /// `list_directory` of the live tree, walked with an explicit stack in path order; only
+    /// this walk skips excluded directories (a snapshot never holds them).
+    fn list_live_dir(&self, c: &Caller<'_>, out: &mut Listing<'_>) -> Result<()> {
+        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
+        let wd = WorkDir::open(&c.session.live_dir)?;
+        let dir = out.dir;
+        match wd.stat(dir)? {
+            Some(m) if m.kind == Kind::Dir => {}
+            Some(_) => {
+                return Err(Error::invalid_argument(format!(
+                    "'{}' is a file: read it with read_file",
+                    path::display(dir)
+                )))
+            }
+            None => return Err(Error::not_found(format!("directory '{}' not found", path::display(dir)))),
+        }
+        let mut stack = vec![dir.to_vec()];
+        while let Some(d) = stack.pop() {
+            let mut children = wd.list(&d)?;
+            children.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut subdirs = Vec::new();
+            for (name, meta) in children {
+                let rel = crate::fs::walk::join_rel(&d, &name);
+                let kind = match meta.kind {
+                    Kind::File => "file",
+                    Kind::Dir => "dir",
+                    Kind::Symlink => "symlink",
+                    Kind::Other => continue,
+                };
+                if !out.push(&rel, kind, meta.size, meta.mtime_ns) {
+                    return Ok(());
+                }
+                let descend = meta.kind == Kind::Dir
+                    && out.depth_of(&rel) < out.depth
+                    && !excludes.is_excluded(&rel, &name, true)
+                    && c.scope.dir_visible(&rel);
+                if descend {
+                    subdirs.push(rel);
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        Ok(())
+    }
+
+    /// `list_directory` of a snapshot.
+    fn list_snapshot_dir(&self, snap: &SnapshotInfo, out: &mut Listing<'_>) -> Result<()> {
+        let dir = out.dir;
+        let mut stop = false;
+        self.list(snap, dir, true, &mut |rel, e| {
+            if stop || rel == dir || out.depth_of(rel) > out.depth {
+                return Ok(());
+            }
+            stop = !out.push(rel, e.kind.as_str(), e.size, e.mtime_ns);
+            Ok(())
+        })
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => Error::not_found(format!("directory '{}' not found", path::display(dir))),
+            _ => e,
+        })
+    }
+
     pub(crate) fn tool_search(&self, c: &Caller<'_>, p: &Search) -> Result<Value> {
+        let m = SearchMatcher::new(p)?;
+        let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
+        let view = self.session_view(c, &excludes);
+        let want = source_of(&p.source);
+        let (files, origin) = self.list_files(&view, &want)?;
+        let mut results = Vec::new();
+        let mut truncated = false;
+        let mut searched = 0usize;
+        for f in &files {
+            self.check_deadline("searching files")?;
+            let Some(rel_in) = m.selects(&f.path) else { continue };
+            if results.len() >= max {
+                truncated = true;
+                break;
+            }
+            if let Some(g) = &m.name_glob {
+                if g.is_match(rel_in.as_ref()) {
+                    let mut found = Map::new();
+                    path::put_json(&mut found, "path", &f.path);
+                    found.insert("size".into(), f.size.into());
+                    found.insert("modifiedAt".into(), iso_time(f.mtime_ns).into());
+                    results.push(Value::Object(found));
+                }
+                continue;
+            }
+            let Some(re) = &m.regex else { continue };
+            let read = match self.read_file_from(&view, &want, &f.path, READ_LIMIT, ChangePolicy::Retry) {
+                Ok((r, _)) => r,
+                // Files that vanished or grew past the limit since the listing are skipped.
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TooLarge | ErrorKind::Conflict) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            searched += 1;
+            if let Some(text) = as_text(&read.bytes) {
+                truncated = match_lines(&f.path, text, re, max, &mut results);
+                if truncated {
+                    break;
+                }
+            }
+        }
+        let mut out = Map::new();
+        let key = if p.mode == SearchMode::Glob { "files" } else { "matches" };
+        out.insert(key.into(), results.into());
+        if p.mode != SearchMode::Glob {
+            out.insert("filesSearched".into(), searched.into());
+        }
+        out.insert("truncated".into(), truncated.into());
+        put_origin(&mut out, &origin);
+        Ok(Value::Object(out))
+    }
+}
+
+/// The entries a `list_directory` call gathers: only what the scope shows, at most `limit`.
+struct Listing<'a> {
+    scope: &'a Scope,
+    dir: &'a [u8],
+    depth: usize,
+    limit: usize,
+    entries: Vec<Value>,
+    truncated: bool,
+}
+
+impl Listing<'_> {
+    /// Adds an entry the scope shows; returns false once the limit is reached (`truncated`).
+    fn push(&mut self, rel: &[u8], kind: &str, size: u64, mtime_ns: i64) -> bool {
+        let visible = if kind == "dir" { self.scope.dir_visible(rel) } else { self.scope.can_read(rel) };
+        if !visible {
+            return true;
+        }
+        if self.entries.len() >= self.limit {
+            self.truncated = true;
+            return false;
+        }
+        let mut m = Map::new();
+        path::put_json(&mut m, "path", rel);
+        path::put_json(&mut m, "name", crate::fs::workdir::split(rel).1);
+        m.insert("kind".into(), kind.into());
+        m.insert("size".into(), size.into());
+        m.insert("modifiedAt".into(), iso_time(mtime_ns).into());
+        self.entries.push(Value::Object(m));
+        true
+    }
+
+    /// How deep `rel` is below the listed directory (its children are 1).
+    fn depth_of(&self, rel: &[u8]) -> usize {
+        rel[self.dir.len()..].iter().filter(|&&b| b == b'/').count() + usize::from(self.dir.is_empty())
+    }
+}
+
+/// What a search looks at and for: the directory it is limited to, the include and exclude
+/// globs, and the pattern (a glob over paths, or a regex over lines).
+struct SearchMatcher {
+    under: Vec<u8>,
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+    name_glob: Option<GlobSet>,
+    regex: Option<regex::Regex>,
+}
+
+impl SearchMatcher {
+    /// Compiles the search's patterns, each within the pattern limits.
+    fn new(p: &Search) -> Result<SearchMatcher> {
         if p.pattern.is_empty() {
             return Err(Error::invalid_argument("pattern is empty: give the text, regex or glob to look for"));
         }
@@ -449,8 +548,6 @@ impl Repo {
             }
             b.build().map(Some).map_err(|e| Error::invalid_argument(format!("bad glob: {e}")))
         };
-        let include = set(&p.include)?;
-        let exclude = set(&p.exclude)?;
         let name_glob =
             match p.mode {
                 // A set of one, not `compile_matcher`: building a set reports a regex that does not
@@ -467,79 +564,41 @@ impl Repo {
         }
         .map(|r| crate::base::pattern::regex(&r, p.case_insensitive))
         .transpose()?;
-        let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
-        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
-        let view = self.session_view(c, &excludes);
-        let want = source_of(&p.source);
-        let (files, origin) = self.list_files(&view, &want)?;
-        let mut results = Vec::new();
-        let mut truncated = false;
-        let mut searched = 0usize;
-        for f in &files {
-            self.check_deadline("searching files")?;
-            let rel = &f.path;
-            let inside = under.is_empty() || (rel.starts_with(&under) && rel.get(under.len()) == Some(&b'/'));
-            if !inside {
-                continue;
-            }
-            // Globs match the path below `path`, cut on the raw bytes.
-            let rel_in = path::display(if under.is_empty() { rel } else { &rel[under.len() + 1..] });
-            let rel_in = rel_in.as_ref();
-            if include.as_ref().is_some_and(|g| !g.is_match(rel_in))
-                || exclude.as_ref().is_some_and(|g| g.is_match(rel_in))
-            {
-                continue;
-            }
-            if results.len() >= max {
-                truncated = true;
-                break;
-            }
-            if let Some(g) = &name_glob {
-                if g.is_match(rel_in) {
-                    let mut m = Map::new();
-                    path::put_json(&mut m, "path", rel);
-                    m.insert("size".into(), f.size.into());
-                    m.insert("modifiedAt".into(), iso_time(f.mtime_ns).into());
-                    results.push(Value::Object(m));
-                }
-                continue;
-            }
-            let Some(re) = &regex else { continue };
-            let read = match self.read_file_from(&view, &want, rel, READ_LIMIT, ChangePolicy::Retry) {
-                Ok((r, _)) => r,
-                // Files that vanished or grew past the limit since the listing are skipped.
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TooLarge | ErrorKind::Conflict) => {
-                    continue
-                }
-                Err(e) => return Err(e),
-            };
-            searched += 1;
-            let Some(text) = as_text(&read.bytes) else { continue };
-            for (n, line) in text.lines().enumerate() {
-                if let Some(found) = re.find(line) {
-                    if results.len() >= max {
-                        truncated = true;
-                        break;
-                    }
-                    let mut m = Map::new();
-                    path::put_json(&mut m, "path", rel);
-                    m.insert("line".into(), (n + 1).into());
-                    m.insert("column".into(), (line[..found.start()].chars().count() + 1).into());
-                    m.insert("text".into(), prefix_chars(line, MATCH_TEXT_CHARS).0.into());
-                    results.push(Value::Object(m));
-                }
-            }
-        }
-        let mut m = Map::new();
-        let key = if p.mode == SearchMode::Glob { "files" } else { "matches" };
-        m.insert(key.into(), results.into());
-        if p.mode != SearchMode::Glob {
-            m.insert("filesSearched".into(), searched.into());
-        }
-        m.insert("truncated".into(), truncated.into());
-        put_origin(&mut m, &origin);
-        Ok(Value::Object(m))
+        Ok(SearchMatcher { under, include: set(&p.include)?, exclude: set(&p.exclude)?, name_glob, regex })
     }
+
+    /// The path below the search's directory, if `rel` is under it and passes the include and
+    /// exclude globs (which match that path, cut on the raw bytes).
+    fn selects<'r>(&self, rel: &'r [u8]) -> Option<std::borrow::Cow<'r, str>> {
+        let under = &self.under;
+        let inside = under.is_empty() || (rel.starts_with(under) && rel.get(under.len()) == Some(&b'/'));
+        if !inside {
+            return None;
+        }
+        let rel_in = path::display(if under.is_empty() { rel } else { &rel[under.len() + 1..] });
+        let excluded = self.include.as_ref().is_some_and(|g| !g.is_match(rel_in.as_ref()))
+            || self.exclude.as_ref().is_some_and(|g| g.is_match(rel_in.as_ref()));
+        (!excluded).then_some(rel_in)
+    }
+}
+
+/// Adds the lines of `text` (the file at `rel`) that `re` matches to `results`, up to `max`
+/// results in all; returns whether it stopped at `max` with matches left.
+fn match_lines(rel: &[u8], text: &str, re: &regex::Regex, max: usize, results: &mut Vec<Value>) -> bool {
+    for (n, line) in text.lines().enumerate() {
+        if let Some(found) = re.find(line) {
+            if results.len() >= max {
+                return true;
+            }
+            let mut m = Map::new();
+            path::put_json(&mut m, "path", rel);
+            m.insert("line".into(), (n + 1).into());
+            m.insert("column".into(), (line[..found.start()].chars().count() + 1).into());
+            m.insert("text".into(), prefix_chars(line, MATCH_TEXT_CHARS).0.into());
+            results.push(Value::Object(m));
+        }
+    }
+    false
 }
 
 /// What `read_file` of `bytes` would report as the content's sha256: the whole file's.
