@@ -134,6 +134,14 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
+    /// The refusal to replace what is at `rel` without `--overwrite`.
+    fn taken(&self, rel: &[u8]) -> Error {
+        Error::new(
+            ErrorKind::AlreadyExists,
+            format!("'{}' exists in {}: pass --overwrite to replace it", path::display(rel), self.path.display()),
+        )
+    }
+
     fn err(&self, verb: &str, rel: &[u8], e: impl Into<std::io::Error>) -> Error {
         let e: std::io::Error = e.into();
         match e.raw_os_error() {
@@ -166,16 +174,7 @@ impl Target<'_> {
             Ok(_) if overwrite => {
                 rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| self.err("replace", rel, e))?
             }
-            Ok(_) => {
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!(
-                        "'{}' exists in {}: pass --overwrite to replace it",
-                        path::display(rel),
-                        self.path.display()
-                    ),
-                ))
-            }
+            Ok(_) => return Err(self.taken(rel)),
             Err(Errno::NOENT) => {}
             Err(e) => return Err(self.err("stat", rel, e)),
         }
@@ -612,16 +611,7 @@ fn check_in_the_way(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>)
                     ),
                 ));
             }
-            Ok(_) if !opts.overwrite => {
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!(
-                        "'{}' exists in {}: pass --overwrite to replace it",
-                        path::display(rel),
-                        target.path.display()
-                    ),
-                ))
-            }
+            Ok(_) if !opts.overwrite => return Err(target.taken(rel)),
             Ok(_) | Err(Errno::NOENT) => {}
             Err(e) => return Err(target.err("stat", rel, e)),
         }
