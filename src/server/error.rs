@@ -135,6 +135,22 @@ fn redact(text: &str) -> String {
     out
 }
 
+/// The body of every error answer (`files-api.md`'s `error` and `statusCode`, plus trove's
+/// `kind`, and the error's structured details such as `currentSha256`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorBody {
+    error: String,
+    kind: &'static str,
+    status_code: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
+    #[serde(flatten)]
+    details: serde_json::Map<String, serde_json::Value>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let request = super::request::current().map(|r| r.id);
@@ -148,26 +164,26 @@ impl IntoResponse for ApiError {
         } else {
             redact(&self.error)
         };
-        let mut body = json!({
-            "error": error,
-            "kind": self.kind.as_str(),
-            "statusCode": self.status.as_u16(),
-        });
-        if let Some(obj) = body.as_object_mut() {
-            if let Some(m) = self.message.filter(|_| !internal) {
-                obj.insert("message".into(), json!(redact(&m)));
-            }
-            if let Some(id) = request.filter(|_| self.status.is_server_error()) {
-                obj.insert("requestId".into(), json!(id));
-            }
-            for (k, v) in self.details.into_iter().flatten() {
-                let v = match v {
-                    serde_json::Value::String(s) => serde_json::Value::String(redact(&s)),
-                    other => other,
-                };
-                obj.entry(k).or_insert(v);
-            }
-        }
+        // Details never override the body's own fields, and their text is redacted too.
+        let own = ["error", "kind", "statusCode", "message", "requestId"];
+        let details = self
+            .details
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !own.contains(&k.as_str()))
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, serde_json::Value::String(redact(&s))),
+                other => (k, other),
+            })
+            .collect();
+        let body = ErrorBody {
+            error,
+            kind: self.kind.as_str(),
+            status_code: self.status.as_u16(),
+            message: self.message.filter(|_| !internal).map(|m| redact(&m)),
+            request_id: request.filter(|_| self.status.is_server_error()),
+            details,
+        };
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.kind == ErrorKind::Unauthorized {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
