@@ -40,7 +40,7 @@ fn check_hex64(kind: &str, s: &str) -> Result<()> {
 }
 
 macro_rules! typed_id {
-    ($(#[$doc:meta])* $name:ident, $kind:literal, $check:path) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $check:path, $pattern:literal) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name(String);
@@ -114,6 +114,16 @@ macro_rules! typed_id {
             }
         }
 
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({"type": "string", "pattern": $pattern})
+            }
+        }
+
         impl ToSql for $name {
             fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
                 Ok(ToSqlOutput::Borrowed(ValueRef::Text(self.0.as_bytes())))
@@ -135,31 +145,36 @@ typed_id!(
     /// A session: `sess_` and 12 random hex digits for the ones trove creates.
     SessionId,
     "session",
-    check_text
+    check_text,
+    "^[A-Za-z0-9_-]{1,64}$"
 );
 typed_id!(
     /// A snapshot: the BLAKE3 hash (64 hex digits) of its workspace, root tree, time and parent.
     SnapshotId,
     "snapshot",
-    check_hex64
+    check_hex64,
+    "^[0-9a-f]{64}$"
 );
 typed_id!(
     /// A trash item: `trash_` and 12 random hex digits.
     TrashId,
     "trash",
-    check_text
+    check_text,
+    "^[A-Za-z0-9_-]{1,64}$"
 );
 typed_id!(
     /// An API token's public id (`tok_` and a prefix of its hash), never the secret itself.
     TokenId,
     "token",
-    check_text
+    check_text,
+    "^[A-Za-z0-9_-]{1,64}$"
 );
 typed_id!(
     /// A tool journal plan: the unit of one all-or-nothing multi-file change.
     PlanId,
     "plan",
-    check_text
+    check_text,
+    "^[A-Za-z0-9_-]{1,64}$"
 );
 
 impl SnapshotId {

@@ -76,7 +76,8 @@ pub struct LiveRead {
 }
 
 /// What to do when a file changes while it is read (`change_policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum ChangePolicy {
     /// Read again, up to `READ_ATTEMPTS` times, then give up with `conflict`.
     #[default]

@@ -20,4 +20,7 @@ mod plan;
 mod recover;
 
 pub use apply::{already_exists, stale};
-pub use plan::{hex_sha, Ctx, Done, Draft, NewContent, Plan, Step};
+pub use plan::{hex_sha, Ctx, Done, Draft, NewContent};
+// Only tests build plans by hand (`trove::testing`).
+#[cfg(feature = "testing")]
+pub use plan::{Plan, Step};

@@ -21,15 +21,41 @@ use crate::model::session::Session;
 use crate::ops::source::{FileListing, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of a session's file routes; its schema is the routes' documented parameters.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FilesQuery {
-    /// `live`, `latest` or a snapshot id; automatic when absent.
+    /// `live`, `latest` or a snapshot id (or a unique prefix of one); automatic when absent.
+    #[schemars(regex(pattern = r"^(auto|live|sandbox|latest|snapshot|[0-9a-fA-F]{1,64})?$"))]
     source: Option<String>,
     /// `1` or `true`: the raw bytes instead of JSON.
-    download: Option<String>,
+    download: Option<Flag>,
     /// `retry` (default) or `abort`: what a change during the read does.
-    change_policy: Option<String>,
+    change_policy: Option<ChangePolicy>,
+}
+
+/// A yes-or-no query value: `1` or `true`, `0` or `false`; anything else is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+pub(super) enum Flag {
+    /// Yes.
+    #[serde(rename = "1")]
+    One,
+    /// Yes.
+    #[serde(rename = "true")]
+    True,
+    /// No.
+    #[serde(rename = "0")]
+    Zero,
+    /// No.
+    #[serde(rename = "false")]
+    False,
+}
+
+impl Flag {
+    /// Whether the value says yes.
+    pub(super) fn on(self) -> bool {
+        matches!(self, Flag::One | Flag::True)
+    }
 }
 
 impl FilesQuery {
@@ -37,14 +63,14 @@ impl FilesQuery {
         Source::parse(self.source.as_deref().unwrap_or(""))
     }
 
-    fn policy(&self) -> Result<ChangePolicy, ApiError> {
-        self.change_policy.as_deref().map_or(Ok(ChangePolicy::Retry), |p| ChangePolicy::parse(p).map_err(Into::into))
+    fn policy(&self) -> ChangePolicy {
+        self.change_policy.unwrap_or_default()
     }
 }
 
 /// Whether a read asks for raw bytes: `?download=1|true`, or `Accept: application/octet-stream`.
-pub(super) fn wants_download(download: Option<&str>, headers: &HeaderMap) -> bool {
-    matches!(download, Some("1" | "true"))
+pub(super) fn wants_download(download: Option<Flag>, headers: &HeaderMap) -> bool {
+    download.is_some_and(Flag::on)
         || headers.get(header::ACCEPT).is_some_and(|a| a.as_bytes().starts_with(b"application/octet-stream"))
 }
 
@@ -152,8 +178,8 @@ pub(super) async fn read(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let _busy = st.mark_busy(&id);
-    let download = wants_download(q.download.as_deref(), &headers);
-    let (source, policy) = (q.source(), q.policy()?);
+    let download = wants_download(q.download, &headers);
+    let (source, policy) = (q.source(), q.policy());
     let sid = id.clone();
     let asked = path.clone();
     let outcome = if download {

@@ -1,190 +1,182 @@
 //! The OpenAPI 3.1 document served at `/openapi.json`, built from one table of operations.
 //! A test checks the table against the routes the server registers, both ways.
 
+use schemars::Schema;
 use serde_json::{json, Map, Value};
 
-/// One documented operation: method, path (axum syntax), summary, query parameters, and the
-/// statuses it answers with.
+/// One documented operation: method, path (axum syntax), summary, the query struct its handler
+/// deserializes (whose derived schema gives the query parameters, so they cannot drift from
+/// what the server accepts), and the statuses it answers with.
 struct Op {
     method: &'static str,
     path: &'static str,
     summary: &'static str,
-    query: &'static [(&'static str, &'static str)],
+    query: Option<fn() -> Schema>,
     statuses: &'static [u16],
 }
 
-const SOURCE: (&str, &str) = ("source", "`live`, `latest` or a snapshot id; automatic when absent");
-const DOWNLOAD: (&str, &str) = ("download", "`1`: the raw bytes with the sha256 as ETag instead of JSON");
-const POLICY: (&str, &str) = ("change_policy", "`retry` (default) or `abort`: 409 when the file changes while read");
+/// The schema of `T` with every subschema inlined: the document has no `$defs` for a `$ref`
+/// to point into.
+fn schema_of<T: schemars::JsonSchema>() -> Schema {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    settings.into_generator().into_root_schema_for::<T>()
+}
 
 const OPS: &[Op] = &[
     Op {
         method: "GET",
         path: "/api/sessions/{id}/files",
         summary: "List a session's files (live tree, else its latest snapshot)",
-        query: &[SOURCE],
+        query: Some(schema_of::<super::files::FilesQuery>),
         statuses: &[200, 400, 401, 404],
-    },
-    Op {
-        method: "GET",
-        path: "/api/sessions/{id}/files/",
-        summary: "Answers 400: the file path is missing",
-        query: &[],
-        statuses: &[400, 401],
     },
     Op {
         method: "GET",
         path: "/api/sessions/{id}/files/{*path}",
         summary: "Read one file of a session (1 MiB limit as JSON)",
-        query: &[SOURCE, DOWNLOAD, POLICY],
+        query: Some(schema_of::<super::files::FilesQuery>),
         statuses: &[200, 304, 400, 401, 403, 404, 409],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/files",
         summary: "Same as /api/sessions/{id}/files",
-        query: &[SOURCE],
+        query: Some(schema_of::<super::files::FilesQuery>),
         statuses: &[200, 400, 401, 404],
-    },
-    Op {
-        method: "GET",
-        path: "/v1/sessions/{id}/files/",
-        summary: "Answers 400: the file path is missing",
-        query: &[],
-        statuses: &[400, 401],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Same as /api/sessions/{id}/files/{path}",
-        query: &[SOURCE, DOWNLOAD, POLICY],
+        query: Some(schema_of::<super::files::FilesQuery>),
         statuses: &[200, 304, 400, 401, 403, 404, 409],
     },
     Op {
         method: "PUT",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Write the body to the file: `If-Match: <sha256>` overwrites that content only, `If-None-Match: *` creates only; 412 otherwise",
-        query: &[],
+        query: None,
         statuses: &[200, 201, 400, 401, 403, 404, 409, 412, 413],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Move the file or directory to the trash; `If-Match: <sha256>` makes it conditional",
-        query: &[],
+        query: None,
         statuses: &[200, 400, 401, 403, 404, 409, 412],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/tools/{tool}",
         summary: "Run an agent file tool (read_file, list_directory, search_files, glob, create_file, write_file, edit_file, delete_file, restore_file, move_file, apply_patch); answers 200 with {ok, data | error}",
-        query: &[],
+        query: None,
         statuses: &[200, 400, 401, 404, 413],
     },
     Op {
         method: "POST",
         path: "/v1/sessions",
         summary: "Create a session (persistent, ttl, metadata, file_access, workspace)",
-        query: &[],
+        query: None,
         statuses: &[201, 400, 401],
     },
     Op {
         method: "GET",
         path: "/v1/sessions",
         summary: "List sessions",
-        query: &[("include_ended", "`true` also lists ended sessions")],
+        query: Some(schema_of::<super::sessions::ListQuery>),
         statuses: &[200, 401],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions",
         summary: "End sessions in bulk; answers {\"deleted\": n}",
-        query: &[("status", "`idle`: only sessions with no request in flight"), ("older_than", "e.g. `2h`, `1h30m`")],
+        query: Some(schema_of::<super::sessions::BulkQuery>),
         statuses: &[200, 400, 401],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}",
         summary: "Get a session record (404 once ended)",
-        query: &[],
+        query: None,
         statuses: &[200, 401, 404],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions/{id}",
         summary: "End a session: final snapshot, data kept",
-        query: &[],
+        query: None,
         statuses: &[204, 401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/pause",
         summary: "Snapshot a session and stop serving its live tree",
-        query: &[],
+        query: None,
         statuses: &[200, 401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/resume",
         summary: "Serve a paused session's live tree again",
-        query: &[],
+        query: None,
         statuses: &[200, 401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/snapshots",
         summary: "Take a snapshot of a session's live tree",
-        query: &[],
+        query: None,
         statuses: &[201, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/snapshots",
         summary: "List the snapshots of a session's workspace",
-        query: &[],
+        query: None,
         statuses: &[200, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots",
         summary: "List snapshots",
-        query: &[("workspace", "only this workspace's")],
+        query: Some(schema_of::<super::snapshots::ListQuery>),
         statuses: &[200, 401],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}",
         summary: "Get one snapshot (id, unique prefix, or `latest`)",
-        query: &[],
+        query: None,
         statuses: &[200, 400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/files",
         summary: "List the files of a snapshot",
-        query: &[("prefix", "only files under this directory")],
+        query: Some(schema_of::<super::snapshots::FilesQuery>),
         statuses: &[200, 400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/files/{*path}",
         summary: "Read one file of a snapshot",
-        query: &[DOWNLOAD],
+        query: Some(schema_of::<super::snapshots::ReadQuery>),
         statuses: &[200, 304, 400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/export",
         summary: "Export a snapshot (or a path in it) as a tar stream",
-        query: &[("path", "a file or directory in the snapshot"), ("format", "`tar` (default) or `tar.zst`")],
+        query: Some(schema_of::<super::snapshots::ExportQuery>),
         statuses: &[200, 400, 401, 404],
     },
-    Op { method: "GET", path: "/healthz", summary: "Liveness; no token needed", query: &[], statuses: &[200] },
+    Op { method: "GET", path: "/healthz", summary: "Liveness; no token needed", query: None, statuses: &[200] },
     Op {
         method: "GET",
         path: "/openapi.json",
         summary: "This document; no token needed",
-        query: &[],
+        query: None,
         statuses: &[200],
     },
 ];
@@ -204,8 +196,117 @@ fn description(status: u16) -> &'static str {
         401 => "unauthorized: missing or unknown bearer token",
         403 => "permission_denied: outside the session's scope",
         404 => "not_found",
-        409 => "conflict: the file changed while read",
+        409 => "conflict: the file changed while read, or a write's target changed",
+        412 => "stale_file: the file is not what If-Match names, or If-None-Match: * found one",
+        413 => "too_large: the body is over the limit",
         _ => "error",
+    }
+}
+
+/// The schema of a path parameter, by name: the same rules the extractors apply.
+fn path_schema(name: &str) -> Value {
+    match name {
+        // `SessionId::parse`.
+        "id" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
+        // A snapshot reference: `latest`, or an id or a prefix of one.
+        "snap" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
+        _ => json!({"type": "string"}),
+    }
+}
+
+/// The query parameters a query struct's derived schema describes: each property one optional
+/// (unless required) parameter, its `null` alternative dropped (an absent parameter is the
+/// `None`), its doc comment the description.
+fn query_params(schema: &Schema) -> Vec<Value> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, prop)| {
+            let mut prop = prop.clone();
+            let description = prop.as_object_mut().and_then(|p| p.remove("description")).unwrap_or(Value::Null);
+            if let Some(types) = prop.get_mut("type").and_then(Value::as_array_mut) {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    prop["type"] = only;
+                }
+            }
+            if let Some(values) = prop.get_mut("enum").and_then(Value::as_array_mut) {
+                values.retain(|v| !v.is_null());
+            }
+            // `Option<Enum>`: one alternative besides `null`, which is the parameter's schema.
+            let alternatives = prop.get("anyOf").and_then(Value::as_array).map(|alts| {
+                alts.iter()
+                    .filter(|a| a.get("type").and_then(Value::as_str) != Some("null"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            });
+            if let Some([only]) = alternatives.as_deref() {
+                prop = only.clone();
+            }
+            json!({"name": name, "in": "query", "required": required.contains(&name.as_str()),
+                   "description": description, "schema": prop})
+        })
+        .collect()
+}
+
+/// One operation of the document at `path`, with `body` as its JSON request body's schema.
+fn operation(op: &Op, path: &str, body: Option<Schema>) -> Value {
+    let mut params: Vec<Value> = path
+        .split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": path_schema(name)}))
+        .collect();
+    if let Some(query) = op.query {
+        params.extend(query_params(&query()));
+    }
+    // A malformed path parameter, or an unknown or malformed query parameter, is a 400.
+    let mut statuses = op.statuses.to_vec();
+    if (op.query.is_some() || path.contains('{')) && !statuses.contains(&400) {
+        statuses.push(400);
+        statuses.sort_unstable();
+    }
+    let mut responses = Map::new();
+    for s in &statuses {
+        let mut r = json!({"description": description(*s)});
+        if *s >= 400 {
+            r["content"] = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
+        }
+        responses.insert(s.to_string(), r);
+    }
+    let mut operation = json!({"summary": op.summary, "parameters": params, "responses": responses});
+    if !op.path.starts_with("/healthz") && !op.path.starts_with("/openapi") {
+        operation["security"] = json!([{"bearer": []}]);
+    }
+    if let Some(body) = body {
+        // A missing body is the empty object: required only when some field is.
+        let required = body.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+        operation["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+    }
+    operation
+}
+
+/// The parameters of tool `name`, as its request body.
+fn tool_body(name: &str) -> Schema {
+    use crate::tools::{mutate, read};
+    match name {
+        "read_file" => schema_of::<read::ReadFile>(),
+        "list_directory" => schema_of::<read::ListDirectory>(),
+        "search_files" | "glob" => schema_of::<read::Search>(),
+        "create_file" => schema_of::<mutate::CreateFile>(),
+        "write_file" => schema_of::<mutate::WriteFile>(),
+        "edit_file" => schema_of::<mutate::EditFile>(),
+        "delete_file" => schema_of::<mutate::DeleteFile>(),
+        "restore_file" => schema_of::<mutate::RestoreFile>(),
+        "move_file" => schema_of::<mutate::MoveFile>(),
+        _ => schema_of::<mutate::ApplyPatch>(),
     }
 }
 
@@ -213,29 +314,18 @@ fn description(status: u16) -> &'static str {
 pub fn document() -> Value {
     let mut paths = Map::new();
     for op in OPS {
-        let path = op.path.replace("{*", "{");
-        let mut params: Vec<Value> = path
-            .split('/')
-            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
-            .collect();
-        params.extend(op.query.iter().map(|(name, what)| {
-            json!({"name": name, "in": "query", "required": false, "description": what, "schema": {"type": "string"}})
-        }));
-        let mut responses = Map::new();
-        for s in op.statuses {
-            let mut r = json!({"description": description(*s)});
-            if *s >= 400 {
-                r["content"] = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
-            }
-            responses.insert(s.to_string(), r);
+        // One route runs every tool; each is documented on its own path, with its parameters
+        // as the body's schema.
+        let expanded: Vec<(String, Option<Schema>)> = if op.path.ends_with("/tools/{tool}") {
+            crate::tools::TOOLS.iter().map(|t| (op.path.replace("{tool}", t), Some(tool_body(t)))).collect()
+        } else {
+            vec![(op.path.replace("{*", "{"), None)]
+        };
+        for (path, body) in expanded {
+            let operation = operation(op, &path, body);
+            let entry = paths.entry(path).or_insert_with(|| json!({}));
+            entry[op.method.to_ascii_lowercase()] = operation;
         }
-        let mut operation = json!({"summary": op.summary, "parameters": params, "responses": responses});
-        if !op.path.starts_with("/healthz") && !op.path.starts_with("/openapi") {
-            operation["security"] = json!([{"bearer": []}]);
-        }
-        let entry = paths.entry(path).or_insert_with(|| json!({}));
-        entry[op.method.to_ascii_lowercase()] = operation;
     }
     json!({
         "openapi": "3.1.0",
@@ -264,7 +354,9 @@ mod tests {
 
     #[test]
     fn every_route_is_documented_and_every_operation_routed() {
-        let mut routed = crate::server::route_list();
+        // `…/files/` without a file only answers 400 `invalid_path`: not an operation.
+        let mut routed: Vec<_> =
+            crate::server::route_list().into_iter().filter(|(_, p)| !p.ends_with("/files/")).collect();
         let mut documented = documented();
         routed.sort();
         documented.sort();
@@ -272,7 +364,77 @@ mod tests {
         let doc = document();
         for (method, path) in routed {
             let p = path.replace("{*", "{");
-            assert!(doc["paths"][&p][method.to_ascii_lowercase()].is_object(), "{method} {p}");
+            let each: Vec<String> = if p.ends_with("/tools/{tool}") {
+                crate::tools::TOOLS.iter().map(|t| p.replace("{tool}", t)).collect()
+            } else {
+                vec![p]
+            };
+            for p in each {
+                assert!(doc["paths"][&p][method.to_ascii_lowercase()].is_object(), "{method} {p}");
+            }
         }
+    }
+
+    #[test]
+    fn every_tool_name_is_a_tool_and_no_other_is() {
+        for name in crate::tools::TOOLS {
+            let parsed = crate::tools::ToolCall::parse(name, json!({}));
+            assert!(
+                parsed.as_ref().map_or_else(|e| e.kind() != crate::ErrorKind::NotFound, |c| c.name() == *name),
+                "{name}"
+            );
+        }
+        let unknown = crate::tools::ToolCall::parse("rm_rf", json!({})).expect_err("unknown");
+        assert_eq!(unknown.kind(), crate::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn query_parameters_come_from_the_query_types_with_their_constraints() {
+        let doc = document();
+        let params =
+            |path: &str, method: &str| doc["paths"][path][method]["parameters"].as_array().cloned().unwrap_or_default();
+        let find = |list: &[Value], name: &str| list.iter().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null);
+        let read = params("/v1/sessions/{id}/files/{path}", "get");
+        // A closed set comes out as `enum`, or as `oneOf` consts when its values are documented.
+        let values = |schema: &Value| -> Vec<Value> {
+            match (schema["enum"].as_array(), schema["oneOf"].as_array()) {
+                (Some(e), _) => e.clone(),
+                (None, Some(alts)) => alts.iter().map(|a| a["const"].clone()).collect(),
+                _ => Vec::new(),
+            }
+        };
+        assert_eq!(values(&find(&read, "change_policy")["schema"]), [json!("retry"), json!("abort")]);
+        assert_eq!(values(&find(&read, "download")["schema"]).len(), 4);
+        let restore = &doc["paths"]["/v1/sessions/{id}/tools/restore_file"]["post"]["requestBody"];
+        let body = &restore["content"]["application/json"]["schema"];
+        assert_eq!(body["additionalProperties"], false, "unknown fields are refused, and documented so");
+        assert!(body["properties"]["trashId"].is_object() && body["properties"]["onConflict"].is_object(), "{body}");
+        assert!(find(&read, "source")["schema"]["pattern"].is_string());
+        assert_eq!(find(&read, "id")["schema"]["pattern"], "^[A-Za-z0-9_-]{1,64}$");
+        let list = params("/v1/sessions", "get");
+        assert_eq!(find(&list, "include_ended")["schema"]["type"], "boolean");
+        let bulk = params("/v1/sessions", "delete");
+        assert_eq!(find(&bulk, "all")["schema"]["type"], "boolean", "every field of the query type is documented");
+        assert_eq!(
+            doc["paths"]["/v1/sessions"]["get"]["responses"]["400"]["description"].as_str().map(|_| ()),
+            Some(())
+        );
+    }
+
+    #[test]
+    fn counts_take_integral_numbers_as_json_schema_does_and_refuse_the_rest_by_name() {
+        let parse = |v: Value| crate::tools::ToolCall::parse("read_file", v);
+        assert!(parse(json!({"path": "a", "maxLines": 3.0, "offset": 0})).is_ok());
+        for bad in [json!(1e300), json!(2.5), json!(-1)] {
+            let e = parse(json!({"path": "a", "maxLines": bad})).expect_err("refused");
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+        }
+        let doc = document();
+        let body = &doc["paths"]["/v1/sessions/{id}/tools/read_file"]["post"]["requestBody"];
+        assert_eq!(body["required"], true, "read_file needs a path");
+        let max_lines = &body["content"]["application/json"]["schema"]["properties"]["maxLines"];
+        assert!(max_lines.to_string().contains("\"maximum\":18446744073709551615"), "{max_lines}");
+        let list = &doc["paths"]["/v1/sessions/{id}/tools/list_directory"]["post"]["requestBody"];
+        assert_eq!(list["required"], false, "every list_directory parameter has a default");
     }
 }

@@ -42,7 +42,8 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, axum::Json(record)).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `GET /v1/sessions`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
     /// `true` also lists ended sessions (their files stay readable).
@@ -71,28 +72,32 @@ pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<SessionId>)
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `DELETE /v1/sessions`: at least one filter, or `all=true`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BulkQuery {
-    status: Option<String>,
+    /// `idle`: only sessions with no request in flight.
+    status: Option<BulkStatus>,
+    /// Only sessions created longer ago than this: seconds, or a number with s, m or h
+    /// (`2h`, `1h30m`).
+    #[schemars(regex(pattern = r"^([0-9]{1,6}|([0-9]{1,6}[smh]){1,3})$"))]
     older_than: Option<String>,
     /// `true`: with no other filter, end every session (a bare DELETE is refused).
     all: Option<bool>,
 }
 
+/// Which sessions a bulk delete ends, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum BulkStatus {
+    /// Sessions with no request in flight.
+    Idle,
+}
+
 /// `DELETE /v1/sessions?status=idle&older_than=1h30m`: `{"deleted": n}`.
 pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQuery>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
-    let idle_only = match q.status.as_deref() {
-        None => false,
-        Some("idle") => true,
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorKind::InvalidArgument,
-                format!("status '{other}' is not a filter: use status=idle"),
-            ))
-        }
-    };
+    let idle_only = q.status == Some(BulkStatus::Idle);
     if q.status.is_none() && q.older_than.is_none() && q.all != Some(true) {
         return Err(ApiError::new(
             ErrorKind::InvalidArgument,

@@ -53,9 +53,11 @@ pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<Session
     Ok(axum::Json(records(&list)).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `GET /v1/snapshots`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
+    /// Only this workspace's snapshots.
     workspace: Option<String>,
 }
 
@@ -71,7 +73,8 @@ pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) ->
     Ok(axum::Json(info.record()).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `GET /v1/snapshots/{snap}/files`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FilesQuery {
     /// Only files under this directory.
@@ -99,10 +102,12 @@ pub(super) async fn files(
     Ok(listing(&files, &origin))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `GET /v1/snapshots/{snap}/files/{path}`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ReadQuery {
-    download: Option<String>,
+    /// `1` or `true`: the raw bytes instead of JSON.
+    download: Option<super::files::Flag>,
 }
 
 /// `GET /v1/snapshots/{snap}/files/{*path}`: JSON, or the bytes with `?download=1`.
@@ -112,7 +117,7 @@ pub(super) async fn read(
     Q(q): Q<ReadQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let download = wants_download(q.download.as_deref(), &headers);
+    let download = wants_download(q.download, &headers);
     if download {
         let open = super::stream::opener(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
@@ -130,13 +135,25 @@ pub(super) async fn read(
     Ok(read_response(read, &origin))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of `GET /v1/snapshots/{snap}/export`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExportQuery {
     /// A file or directory inside the snapshot; the whole snapshot when absent.
     path: Option<String>,
     /// `tar` (default) or `tar.zst`.
-    format: Option<String>,
+    format: Option<ExportFormat>,
+}
+
+/// The archive an export writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+pub(super) enum ExportFormat {
+    /// A plain tar stream.
+    #[serde(rename = "tar")]
+    Tar,
+    /// A tar stream in one zstd frame.
+    #[serde(rename = "tar.zst")]
+    TarZst,
 }
 
 /// `GET /v1/snapshots/{snap}/export?path=&format=tar|tar.zst`: a tar stream. A failure after
@@ -146,15 +163,9 @@ pub(super) async fn export(
     P(snap): P<String>,
     Q(q): Q<ExportQuery>,
 ) -> Result<Response, ApiError> {
-    let zstd = match q.format.as_deref() {
-        None | Some("tar") => None,
-        Some("tar.zst") => Some(3),
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorKind::InvalidArgument,
-                format!("format '{other}' is not one of: tar, tar.zst"),
-            ))
-        }
+    let zstd = match q.format {
+        None | Some(ExportFormat::Tar) => None,
+        Some(ExportFormat::TarZst) => Some(3),
     };
     let path = q.path.unwrap_or_default();
     if path.contains('\\') {

@@ -143,14 +143,23 @@ where
     let mut resp = if matches(headers, &tag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        let expected = found.sha256;
+        let (expected, size) = (found.sha256, found.size);
         let body = body(st, move |st, repo, out| {
             let (mut opened, _) = open(st, repo).map_err(|e| Error::new(e.kind(), e.message()))?;
-            let whole = stream_hashed(&mut opened, |bytes| out.write_all(bytes).map_err(crate::base::error::from_io))?;
+            // The last buffer is held back until the whole was checked: a file that changed
+            // makes the body short of its Content-Length, which every client sees as an error,
+            // and a torn body never arrives complete. Reading stops at the announced size.
+            let mut held: Vec<u8> = Vec::new();
+            let whole = stream_hashed(&mut std::io::Read::take(&mut opened, size), |bytes| {
+                out.write_all(&held).map_err(crate::base::error::from_io)?;
+                held.clear();
+                held.extend_from_slice(bytes);
+                Ok(())
+            })?;
             if whole != expected || !opened.unchanged()? {
                 return Err(Error::new(ErrorKind::Conflict, "the file changed during the download; the body was cut"));
             }
-            Ok(())
+            out.write_all(&held).map_err(crate::base::error::from_io)
         });
         let mut r = body.into_response();
         let h = r.headers_mut();

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use crate::base::error::{Error, ErrorKind, Result};
 
 /// One replacement of `edit_file`: `old_text` must match exactly once unless `replace_all`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Edit {
     /// The text to find, exactly.

@@ -75,7 +75,6 @@ impl ToolCall {
     /// Parses `params` for tool `name`: an unknown tool is `not_found`, bad parameters
     /// `invalid_argument` (both request-level: HTTP answers them with a status code).
     pub fn parse(name: &str, v: Value) -> Result<ToolCall> {
-        let v = if v.is_null() { json!({}) } else { v };
         Ok(match name {
             "read_file" => ToolCall::ReadFile(params(name, v)?),
             "list_directory" => ToolCall::ListDirectory(params(name, v)?),

@@ -25,7 +25,7 @@ use crate::object::{ObjectId, Sha256};
 use crate::repo::Repo;
 
 /// `create_file`: makes a file that must not exist yet.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateFile {
     /// The file, workspace-relative.
@@ -37,7 +37,7 @@ pub struct CreateFile {
 }
 
 /// `write_file`: replaces a file's whole content, if it is still what was read.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteFile {
     /// The file, workspace-relative.
@@ -51,7 +51,7 @@ pub struct WriteFile {
 }
 
 /// `edit_file`: exact-string replacements in a text file, all or none.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditFile {
     /// The file, workspace-relative.
@@ -63,7 +63,7 @@ pub struct EditFile {
 }
 
 /// `delete_file`: moves a file, or a directory with everything in it, into the trash.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeleteFile {
     /// The file, workspace-relative.
@@ -73,7 +73,7 @@ pub struct DeleteFile {
 }
 
 /// What `restore_file` does when something is at the target path.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnConflict {
     /// Refuse with `already_exists`.
@@ -86,7 +86,7 @@ pub enum OnConflict {
 }
 
 /// `restore_file`: brings a trash item back.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestoreFile {
     /// The item to restore; or give `path`.
@@ -103,7 +103,7 @@ pub struct RestoreFile {
 }
 
 /// `move_file`: renames a file or directory, never over anything.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MoveFile {
     /// Where it is, workspace-relative.
@@ -115,7 +115,7 @@ pub struct MoveFile {
 }
 
 /// `apply_patch`: a multi-file patch, applied all or nothing.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApplyPatch {
     /// The patch text (`*** Begin Patch` ... `*** End Patch`).

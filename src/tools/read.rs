@@ -20,6 +20,45 @@ use crate::object::Sha256;
 use crate::ops::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
 
+/// Counts in tool parameters (lines, bytes, results): any JSON integer from 0 to 2^64 - 1, or a
+/// number with an integral value that a double holds exactly, so `303.0` is 303, as JSON
+/// Schema's `integer` says; `2.5`, `-1` or `1e300` are refused by name.
+mod count {
+    use serde::{Deserialize, Deserializer};
+
+    /// The largest integral double taken: every integer up to it is exact.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+
+    /// The schema of a count.
+    #[derive(schemars::JsonSchema)]
+    #[schemars(transform = range)]
+    pub struct Count(#[allow(dead_code)] u64);
+
+    fn range(schema: &mut schemars::Schema) {
+        schema.insert("minimum".into(), 0.into());
+        schema.insert("maximum".into(), u64::MAX.into());
+    }
+
+    fn of<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
+        match (n.as_u64(), n.as_f64()) {
+            (Some(v), _) => Ok(Some(v)),
+            (None, Some(f)) if f.fract() == 0.0 && (0.0..=EXACT).contains(&f) => Ok(Some(f as u64)),
+            _ => Err(serde::de::Error::custom(format!("{n} is not a count: give a whole number of at least 0"))),
+        }
+    }
+
+    /// An optional count (one past `usize::MAX` cannot be asked for on a 64-bit machine).
+    pub fn de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        of(d).map(|v| v.map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
+    }
+
+    /// An optional count, as a `u64`.
+    pub fn de_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        of(d)
+    }
+}
+
 /// Lines and characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINES: usize = 2000;
 /// Characters per line `read_file` returns unless asked otherwise.
@@ -30,31 +69,43 @@ pub const READ_LIMIT: u64 = 64 << 20;
 /// The most bytes one base64 `read_file` returns; `offset` reads on from `nextOffset`.
 pub const BASE64_MAX: u64 = 8 << 20;
 /// `read_file`: a file's lines (or bytes, in base64), with its sha256.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadFile {
     /// The file, workspace-relative.
     pub path: String,
     /// The first line to return, 1-based.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub start_line: Option<usize>,
     /// The last line to return, inclusive.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub end_line: Option<usize>,
     /// The most bytes of text to return, cut at a whole line.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub max_bytes: Option<usize>,
     /// The most lines to return (default 2000).
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub max_lines: Option<usize>,
     /// Characters kept of each line (default 2000).
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub max_line_length: Option<usize>,
     /// `utf-8` (default) or `base64`.
     pub encoding: Option<String>,
     /// For base64: the byte to start at (`nextOffset` of the read before).
+    #[serde(default, deserialize_with = "count::de_u64")]
+    #[schemars(with = "Option<count::Count>")]
     pub offset: Option<u64>,
     /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,
 }
 
 /// `list_directory`: a directory's entries, optionally recursive.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListDirectory {
     /// The directory, workspace-relative; the root by default.
@@ -64,15 +115,19 @@ pub struct ListDirectory {
     #[serde(default)]
     pub recursive: bool,
     /// How deep a recursive listing goes.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub max_depth: Option<usize>,
     /// The most entries to return (default 1000); `truncated` says when more were left out.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub limit: Option<usize>,
     /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,
 }
 
 /// How `search_files` reads its pattern.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     /// An exact string in file contents.
@@ -85,7 +140,7 @@ pub enum SearchMode {
 }
 
 /// `search_files` and `glob`: matches in contents or paths.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Search {
     /// What to look for, read as `mode` says.
@@ -106,6 +161,8 @@ pub struct Search {
     #[serde(default)]
     pub case_insensitive: bool,
     /// The most matches to return (default 200); `truncated` says when more were left out.
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
     pub max_results: Option<usize>,
     /// `live`, `latest` or a snapshot id; the default follows the session.
     pub source: Option<String>,

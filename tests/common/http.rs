@@ -75,6 +75,8 @@ pub struct Resp {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The body ended short of its Content-Length: the server cut the transfer.
+    pub cut: bool,
 }
 
 impl Resp {
@@ -150,7 +152,10 @@ pub fn parse(raw: &[u8]) -> Resp {
     let rest = &raw[end + 4..];
     let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
     let body = if chunked { dechunk(rest) } else { rest.to_vec() };
-    Resp { status, headers, body }
+    let length =
+        headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok());
+    let cut = length.is_some_and(|n: usize| body.len() < n);
+    Resp { status, headers, body, cut }
 }
 
 /// Decodes a chunked body; panics on a body cut short (no final zero-size chunk).
