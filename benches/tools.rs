@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     let repo = Repo::init(&scratch.path().join("repo"), "bench").expect("init");
     let root = ws.clone();
     let s = repo.create_session(&SessionSpec::default(), move |_| Ok(root), "bench").expect("session");
-    let run = |tool: &str, p: Value| -> Value {
+    let run = |tool: &str, p: Value| -> trove::tools::ToolOutput {
         repo.run_tool(&s, ToolCall::parse(tool, p).expect("params"), "bench").expect(tool)
     };
     let mut g = c.benchmark_group("tools");
@@ -55,7 +55,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("write_file 10KB", |b| {
         b.iter(|| {
             let out = run("write_file", json!({"path": "small.txt", "content": contents[k], "expectedSha256": sha}));
-            sha = out["sha256"].as_str().expect("sha").to_string();
+            sha = out.sha256().expect("sha").to_string();
             k ^= 1;
         });
     });

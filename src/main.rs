@@ -75,6 +75,13 @@ pub(crate) fn exit_code(kind: ErrorKind) -> u8 {
     }
 }
 
+/// A failure as `--json` prints it on stderr: the message and the kind.
+#[derive(serde::Serialize)]
+struct FailureRecord<'a> {
+    error: &'a str,
+    kind: trove::ErrorKind,
+}
+
 fn main() -> ExitCode {
     let args = match Cli::try_parse() {
         Ok(a) => a,
@@ -89,7 +96,8 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(cli::Failure::Trove(e)) => {
             let line = if json {
-                serde_json::json!({"error": e.message(), "kind": e.kind().as_str()}).to_string()
+                let shown = FailureRecord { error: e.message(), kind: e.kind() };
+                serde_json::to_string(&shown).unwrap_or_else(|_| e.message().to_string())
             } else {
                 format!("trove: {e}")
             };

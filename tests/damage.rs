@@ -170,7 +170,7 @@ fn a_malformed_id_or_kind_in_a_row_is_corrupt() {
     let s = &repo.sessions(true).expect("sessions")[0];
     let sha = common::http::sha256_hex(&fs::read(s.live_dir.join("two.bin")).expect("read"));
     let call = ToolCall::parse("delete_file", json!({"path": "two.bin", "expectedSha256": sha})).expect("parse");
-    let data = repo.run_tool(s, call, "agent").expect("delete");
+    let data = repo.run_tool(s, call, "agent").expect("delete").to_json();
     let trash_id = trove::TrashId::parse(data["trashId"].as_str().expect("trash id")).expect("id");
     drop(repo);
 

@@ -199,6 +199,9 @@ fn files_api_answers_as_the_seed_says() {
     assert_eq!(r.status, 400);
     let r = s.call("POST", "/v1/sessions", r#"{"file_access": {"read": ["../x"]}}"#);
     assert_eq!(r.status, 400);
+    for body in ["[]", "[true, 60]", "null", r#"{"ttl": 3153600001}"#, r#"{"file_access": {"read": ["a\\b"]}}"#] {
+        assert_eq!(s.call("POST", "/v1/sessions", body).status, 400, "{body}");
+    }
     assert_eq!(s.call("PUT", "/v1/sessions", "").status, 405);
     let huge = format!(r#"{{"metadata": {{"pad": "{}"}}}}"#, "x".repeat((1 << 20) + 64));
     let r = s.call("POST", "/v1/sessions", &huge);
@@ -519,6 +522,12 @@ fn tools_and_conditional_writes_over_http() {
     let wrong = with("PUT", "notes.md", &[("If-Match", "\"0000\"")], b"x\n");
     assert_eq!(wrong.status, 412);
     assert_eq!(wrong.json()["currentSha256"], json!(http::sha256_hex(b"hello\n")));
+    // A malformed precondition is refused, never taken for a mismatch (nor a write taken blind).
+    for (name, value) in [("If-Match", "nope"), ("If-Match", "W/abc"), ("If-None-Match", "\"x\"")] {
+        let r = with("PUT", "notes.md", &[(name, value)], b"x\n");
+        assert_eq!((r.status, r.json()["kind"].clone()), (400, json!("invalid_argument")), "{name}: {value}");
+    }
+    assert_eq!(std::fs::read_to_string(ws.join("notes.md")).expect("read"), "hello\n");
     let ok = with("PUT", "notes.md", &[("If-Match", tag.as_str())], b"updated\n");
     assert_eq!(ok.status, 200, "{}", ok.text());
     assert_eq!(std::fs::read_to_string(ws.join("notes.md")).expect("read"), "updated\n");

@@ -37,7 +37,7 @@ fn ws() -> Ws {
 impl Ws {
     fn call(&self, tool: &str, params: Value) -> trove::Result<Value> {
         let s = self.repo.session(&self.s.id).expect("session");
-        self.repo.run_tool(&s, ToolCall::parse(tool, params)?, "agent")
+        self.repo.run_tool(&s, ToolCall::parse(tool, params)?, "agent").map(|o| o.to_json())
     }
 
     fn ok(&self, tool: &str, params: Value) -> Value {
@@ -115,7 +115,7 @@ fn write_file_follows_the_stale_file_protocol() {
         let e = w.err("write_file", p, ErrorKind::StaleFile);
         let d = e.details().expect("details");
         assert_eq!(d["currentSha256"], json!(sha256(b"# demo\n\nPORT = 3000\n")));
-        let env = envelope(&Err(e));
+        let env = serde_json::to_value(envelope(Err(e))).expect("json");
         assert_eq!(env["ok"], json!(false));
         assert!(env["error"]["suggestedAction"].as_str().expect("action").contains("Re-read"));
     }
@@ -352,7 +352,10 @@ fn sessions_that_are_not_active_are_read_only_and_read_their_snapshot() {
     let before = w.state();
     let e =
         w.err("write_file", json!({"path": "README.md", "content": "x", "expectedSha256": ""}), ErrorKind::ReadOnly);
-    assert!(envelope(&Err(e))["error"]["suggestedAction"].as_str().expect("a").contains("resume"));
+    assert!(serde_json::to_value(envelope(Err(e))).expect("json")["error"]["suggestedAction"]
+        .as_str()
+        .expect("a")
+        .contains("resume"));
     w.err("create_file", json!({"path": "n.txt", "content": "x"}), ErrorKind::ReadOnly);
     w.err(
         "apply_patch",
@@ -413,7 +416,7 @@ fn of_two_racing_writes_with_the_same_expected_hash_exactly_one_wins() {
                         let repo = Repo::open(&repo_path).expect("open");
                         let s = repo.session(&id).expect("session");
                         let p = json!({"path": "README.md", "content": format!("round {round} writer {i}\n"), "expectedSha256": sha});
-                        repo.run_tool(&s, ToolCall::parse("write_file", p).expect("parse"), "agent").map_err(|e| e.kind())
+                        repo.run_tool(&s, ToolCall::parse("write_file", p).expect("parse"), "agent").map(|o| o.to_json()).map_err(|e| e.kind())
                     })
                 })
                 .collect();
@@ -735,12 +738,39 @@ fn hostile_parameters_are_refused_not_panicked_on() {
     assert_eq!(r["endLine"], json!(3));
     w.err("read_file", json!({"path": "src/main.rs", "startLine": 2, "endLine": 1}), ErrorKind::InvalidArgument);
     w.err("read_file", json!({"path": "src/main.rs", "maxBytes": 3}), ErrorKind::TooLarge);
+    // The largest counts JSON Schema allows overflow nothing (found by the API conformance run).
+    let r = w.ok("read_file", json!({"path": "src/main.rs", "maxLineLength": u64::MAX, "maxLines": 1.8e19}));
+    assert_eq!(r["startLine"], json!(1));
+    // Parameters are an object: serde would also take the fields as an array, in order.
+    w.err("read_file", json!(["src/main.rs"]), ErrorKind::InvalidArgument);
+    w.err("read_file", json!(null), ErrorKind::InvalidArgument);
     // A setuid bit does not survive a rewrite onto trove's own inode.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(w.root.join("a"), fs::Permissions::from_mode(0o4755)).expect("chmod");
     let sha = w.sha("a");
     w.ok("write_file", json!({"path": "a", "content": "y", "expectedSha256": sha}));
     assert_eq!(fs::metadata(w.root.join("a")).expect("meta").permissions().mode() & 0o7777, 0o755);
+}
+
+#[test]
+fn a_session_ttl_is_a_whole_number_of_seconds_up_to_a_century() {
+    let spec: SessionSpec = serde_json::from_value(json!({"ttl": 3600.0})).expect("an integral number");
+    assert_eq!(spec.ttl, Some(3600));
+    for bad in [json!(1.5), json!(-1), json!("60")] {
+        assert!(serde_json::from_value::<SessionSpec>(json!({ "ttl": bad })).is_err(), "{bad}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::init(&dir.path().join("repo"), "t").expect("init");
+    let century = 100 * 365 * 86_400;
+    for (ttl, ok) in [(0, false), (century + 1, false), (century, true)] {
+        let spec = SessionSpec { ttl: Some(ttl), ..Default::default() };
+        let ws = dir.path().join(format!("ws{ttl}"));
+        let made = repo.create_session(&spec, move |_| Ok(ws), "t");
+        assert_eq!(made.is_ok(), ok, "ttl {ttl}");
+        if let Err(e) = made {
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        }
+    }
 }
 
 #[test]
@@ -757,7 +787,8 @@ fn restoring_elsewhere_needs_read_access_to_what_was_deleted() {
         .expect("a");
     let d = repo
         .run_tool(&a, ToolCall::parse("delete_file", json!({"path": "secrets/key"})).expect("p"), "a")
-        .expect("del");
+        .expect("del")
+        .to_json();
     repo.end_session(&a.id, trove::EndReason::Deleted, "t").expect("end");
     let spec: SessionSpec =
         serde_json::from_value(json!({"workspace": "w", "file_access": {"read": [], "write": ["src"]}})).expect("spec");

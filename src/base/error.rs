@@ -78,6 +78,48 @@ impl ErrorKind {
     }
 }
 
+impl ErrorKind {
+    /// Every kind, in the order they are declared.
+    pub const ALL: [ErrorKind; 19] = [
+        ErrorKind::InvalidPath,
+        ErrorKind::InvalidArgument,
+        ErrorKind::TooDeep,
+        ErrorKind::NameTooLong,
+        ErrorKind::TooLarge,
+        ErrorKind::IsDirectory,
+        ErrorKind::NotText,
+        ErrorKind::Unauthorized,
+        ErrorKind::PermissionDenied,
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::Conflict,
+        ErrorKind::ReadOnly,
+        ErrorKind::StaleFile,
+        ErrorKind::PatchFailed,
+        ErrorKind::Timeout,
+        ErrorKind::Corrupt,
+        ErrorKind::Io,
+        ErrorKind::Internal,
+    ];
+}
+
+impl serde::Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl schemars::JsonSchema for ErrorKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        schemars::json_schema!({"type": "string", "enum": names})
+    }
+}
+
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -214,5 +256,39 @@ pub fn from_io(e: std::io::Error) -> Error {
     match e.into_inner().map(|inner| inner.downcast::<Error>()) {
         Some(Ok(ours)) => *ours,
         _ => Error::internal("an error changed type while it was unwrapped"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    #[test]
+    fn all_lists_every_kind_once() {
+        // No wildcard: a new kind fails to compile here until it is placed in `ALL`.
+        let index = |k: ErrorKind| match k {
+            ErrorKind::InvalidPath => 0,
+            ErrorKind::InvalidArgument => 1,
+            ErrorKind::TooDeep => 2,
+            ErrorKind::NameTooLong => 3,
+            ErrorKind::TooLarge => 4,
+            ErrorKind::IsDirectory => 5,
+            ErrorKind::NotText => 6,
+            ErrorKind::Unauthorized => 7,
+            ErrorKind::PermissionDenied => 8,
+            ErrorKind::NotFound => 9,
+            ErrorKind::AlreadyExists => 10,
+            ErrorKind::Conflict => 11,
+            ErrorKind::ReadOnly => 12,
+            ErrorKind::StaleFile => 13,
+            ErrorKind::PatchFailed => 14,
+            ErrorKind::Timeout => 15,
+            ErrorKind::Corrupt => 16,
+            ErrorKind::Io => 17,
+            ErrorKind::Internal => 18,
+        };
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(index(*k), i, "{k}");
+        }
     }
 }

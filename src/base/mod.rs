@@ -2,6 +2,7 @@
 //! failpoints. It imports nothing else of the crate.
 
 pub mod budget;
+pub mod count;
 pub mod error;
 pub mod failpoint;
 pub mod id;

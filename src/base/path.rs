@@ -97,6 +97,37 @@ pub fn from_url(encoded: &str) -> Result<Vec<u8>> {
     normalize_nonempty(&out)
 }
 
+/// A workspace path given as text in a request (a query parameter, a scope entry): a
+/// backslash is `invalid_path` as in a URL path, then the path rules apply; the root (`""`,
+/// `.`) is allowed.
+pub fn from_text(text: &str) -> Result<Vec<u8>> {
+    if text.contains('\\') {
+        return Err(invalid(text.as_bytes(), "it contains a backslash: separate components with '/'"));
+    }
+    Ok(components(text.as_bytes())?.join(&b'/'))
+}
+
+/// One component the path rules take, as a JSON Schema (ECMA 262) regex over characters: not
+/// `.` or `..`, no `/`, NUL or backslash. The 255-byte limit of a name is in bytes, which a
+/// pattern cannot count; 255 characters bound it from above.
+const COMPONENT: &str = r"(?:[^./\x00\\]|\.[^./\x00\\]|[^./\x00\\][^/\x00\\]|[^/\x00\\]{3,255})";
+
+/// The JSON Schema pattern of a path naming something below the root: what [`from_url`] and
+/// [`from_text`] take (with a leading `./` and trailing `/` forgiven), the root excepted.
+pub fn pattern_nonempty() -> String {
+    format!(r"^(?:\./)*{COMPONENT}(?:/{COMPONENT})*/*$")
+}
+
+/// The JSON Schema pattern of a path that may also be the root (`""`, `.`, `./`).
+pub fn pattern_rooted() -> String {
+    format!(r"^(?:(?:\./)*\.?|(?:\./)+/+|(?:\./)*{COMPONENT}(?:/{COMPONENT})*/*)$")
+}
+
+/// The schema of an optional request field or parameter holding a path the root may be.
+pub fn rooted_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "pattern": pattern_rooted()})
+}
+
 /// The bytes a percent-encoded URL component stands for; a '%' not followed by two hex digits
 /// is `invalid_path`.
 pub fn percent_decode(encoded: &str) -> Result<Vec<u8>> {
@@ -133,6 +164,18 @@ pub fn normalize_nonempty(path: &[u8]) -> Result<Vec<u8>> {
 /// exact bytes in a `pathBase64` field beside it (see README, "Names that are not UTF-8").
 pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
+}
+
+/// A path as a typed JSON answer carries it: the text (lossy UTF-8) and, only when the bytes
+/// are not UTF-8, their exact value in standard base64 for a `…Base64` field beside it.
+pub fn for_json(bytes: &[u8]) -> (String, Option<String>) {
+    use base64::Engine;
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (s.to_string(), None),
+        Err(_) => {
+            (String::from_utf8_lossy(bytes).into_owned(), Some(base64::engine::general_purpose::STANDARD.encode(bytes)))
+        }
+    }
 }
 
 /// Adds `key` (lossy UTF-8) and, when the bytes are not UTF-8, `keyBase64` with the exact
@@ -177,5 +220,26 @@ mod tests {
         }
         let huge = vec!["abcdefgh"; 8000].join("/");
         assert_eq!(components(huge.as_bytes()).expect_err("huge").kind(), ErrorKind::NameTooLong);
+        assert_eq!(from_text(".").expect("root"), b"");
+        assert_eq!(from_text("./a/").expect("ok"), b"a");
+        assert_eq!(from_text("a\\b").expect_err("backslash").kind(), ErrorKind::InvalidPath);
+    }
+
+    proptest::proptest! {
+        /// The patterns the API document gives for paths take exactly what the rules take,
+        /// so a client that follows the document is never refused and one that does not is.
+        #[test]
+        fn the_documented_patterns_are_the_rules(parts in proptest::collection::vec(
+            proptest::sample::select(vec!["a", "é", ".", "..", "...", ".a", "a.", "/", "\\", "\0", "./", "b/"]), 0..7)) {
+            let text: String = parts.concat();
+            let nonempty = regex::Regex::new(&pattern_nonempty()).expect("pattern");
+            let rooted = regex::Regex::new(&pattern_rooted()).expect("pattern");
+            let taken = from_text(&text);
+            proptest::prop_assert_eq!(rooted.is_match(&text), taken.is_ok(), "rooted {:?}", text);
+            let below = taken.as_ref().is_ok_and(|p| !p.is_empty());
+            proptest::prop_assert_eq!(nonempty.is_match(&text), below, "nonempty {:?}", text);
+            let encoded = text.replace('%', "%25").replace('\0', "%00").replace('\\', "%5C");
+            proptest::prop_assert_eq!(from_url(&encoded).is_ok(), below, "url {:?}", text);
+        }
     }
 }

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use serde_json::{json, Map, Value};
 use trove::{Entry, EntryKind};
 
 pub fn size(n: u64) -> String {
@@ -49,25 +48,54 @@ pub fn mode(e: &Entry) -> String {
     s
 }
 
-pub use trove::path::put_json as put_path;
+/// One entry of a snapshot as `trove ls --json` (one per line) and `trove cat --json` show it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryRecord {
+    /// The workspace-relative path, with U+FFFD for bytes that are not UTF-8.
+    pub path: String,
+    /// The exact path bytes in base64, only when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
+    /// `file`, `dir` or `symlink`.
+    pub kind: EntryKind,
+    /// The permission bits, in octal.
+    pub mode: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, RFC 3339 UTC to the nanosecond.
+    pub mtime: String,
+    /// A file's sha256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A file's content object (BLAKE3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A symlink's target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The exact target bytes in base64, only when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_base64: Option<String>,
+}
 
-pub fn entry_json(path: &[u8], e: &Entry) -> Value {
-    let mut m = Map::new();
-    put_path(&mut m, "path", path);
-    m.insert("kind".into(), json!(e.kind.as_str()));
-    m.insert("mode".into(), json!(format!("{:o}", e.mode)));
-    m.insert("size".into(), json!(e.size));
-    m.insert("mtime".into(), json!(time_precise(e.mtime_ns)));
-    if e.kind == EntryKind::File {
-        if let Some(s) = e.sha256 {
-            m.insert("sha256".into(), json!(hex::encode(s)));
-        }
-        if let Some(c) = e.content {
-            m.insert("content".into(), json!(c.to_hex()));
+impl EntryRecord {
+    /// `e`, found at `path`.
+    pub fn of(path: &[u8], e: &Entry) -> EntryRecord {
+        let (path, path_base64) = trove::path::for_json(path);
+        let file = e.kind == EntryKind::File;
+        let (target, target_base64) = e.target.as_deref().map(trove::path::for_json).unzip();
+        EntryRecord {
+            path,
+            path_base64,
+            kind: e.kind,
+            mode: format!("{:o}", e.mode),
+            size: e.size,
+            mtime: time_precise(e.mtime_ns),
+            sha256: e.sha256.filter(|_| file).map(hex::encode),
+            content: e.content.filter(|_| file).map(|c| c.to_hex()),
+            target,
+            target_base64: target_base64.flatten(),
         }
     }
-    if let Some(t) = &e.target {
-        put_path(&mut m, "target", t);
-    }
-    Value::Object(m)
 }

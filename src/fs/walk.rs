@@ -463,6 +463,36 @@ struct Listing {
 /// descriptors are a limited resource.
 const HELD_DIRS: usize = 256;
 
+/// The names in directory `fd` (at `rel`), read before any is looked at: the listing owns the
+/// descriptor (no second open of "." as `Dir::read_from` would do) and borrows it mutably while
+/// it iterates.
+fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::Result<(rustix::fs::Dir, Vec<CString>)> {
+    let mut listing = rustix::fs::Dir::new(fd)?;
+    let mut names: Vec<CString> = Vec::new();
+    for entry in listing.by_ref() {
+        match entry {
+            Ok(e) => names.push(e.file_name().to_owned()),
+            Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
+        }
+    }
+    Ok((listing, names))
+}
+
+/// Subdirectory `cname` of `dir` opened for the next level, while fewer than `HELD_DIRS` are
+/// held; `None` has it opened from the root when its turn comes. O_NOFOLLOW: a directory
+/// swapped for a symlink since the stat is refused.
+fn open_subdir(dir: std::os::fd::BorrowedFd<'_>, cname: &CStr, held: &AtomicUsize) -> Option<OwnedFd> {
+    let fd = if held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS {
+        rustix::fs::openat(dir, cname, DIR_FLAGS, Mode::empty()).ok()
+    } else {
+        None
+    };
+    if fd.is_none() {
+        held.fetch_sub(1, Ordering::Relaxed);
+    }
+    fd
+}
+
 fn list_dir(
     root: &OwnedFd,
     rel: &[u8],
@@ -478,16 +508,7 @@ fn list_dir(
         }
         None => open_dir_beneath(root, rel)?,
     };
-    // The listing owns the descriptor (no second open of "." as `Dir::read_from` would do);
-    // names first, since it borrows the descriptor mutably while it iterates.
-    let mut listing = rustix::fs::Dir::new(fd)?;
-    let mut names: Vec<CString> = Vec::new();
-    for entry in listing.by_ref() {
-        match entry {
-            Ok(e) => names.push(e.file_name().to_owned()),
-            Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
-        }
-    }
+    let (listing, names) = read_names(fd, rel, report)?;
     let dir = listing.fd()?;
     let mut children = Vec::new();
     let mut subdirs = Vec::new();
@@ -515,18 +536,7 @@ fn list_dir(
         }
         let stat = Stat::of_raw(&st);
         match ft {
-            FileType::Directory => {
-                // O_NOFOLLOW: a directory swapped for a symlink since the stat is refused.
-                let fd = if held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS {
-                    rustix::fs::openat(dir, cname, DIR_FLAGS, Mode::empty()).ok()
-                } else {
-                    None
-                };
-                if fd.is_none() {
-                    held.fetch_sub(1, Ordering::Relaxed);
-                }
-                subdirs.push((name.to_vec(), stat, fd))
-            }
+            FileType::Directory => subdirs.push((name.to_vec(), stat, open_subdir(dir, cname, held))),
             FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),
             FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
                 Ok(t) => children.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),

@@ -13,15 +13,22 @@ use crate::base::path;
 /// The `file_access` of a session as given at creation. Absent, it is the whole workspace;
 /// given, a list it leaves out is empty, so `{"read": ["src"]}` cannot write (and so read)
 /// everything by default.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileAccess {
     /// Workspace-relative prefixes the session may read.
     #[serde(default)]
+    #[schemars(schema_with = "prefixes_schema")]
     pub read: Vec<String>,
     /// Workspace-relative prefixes the session may write (and so read).
     #[serde(default)]
+    #[schemars(schema_with = "prefixes_schema")]
     pub write: Vec<String>,
+}
+
+/// A list of scope entries: paths under the path rules, `""` for the whole workspace.
+fn prefixes_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "string", "pattern": path::pattern_rooted()}})
 }
 
 fn whole() -> Vec<String> {

@@ -23,7 +23,7 @@ pub const DEFAULT_TTL_S: i64 = 14_400;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Where a session is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Active: the live tree is served.
@@ -56,7 +56,7 @@ impl Status {
 }
 
 /// Why a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EndReason {
     /// Ended by a caller (`DELETE`, `trove session end`).
@@ -122,21 +122,26 @@ pub struct Session {
 /// What a caller may set when creating a session (the body of `POST /v1/sessions`). Fields the
 /// seed defines for agent platforms (`model`, `tools`) are accepted and ignored; any other
 /// field is refused by name, so a typo (`fileAccess`) cannot silently widen the scope.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSpec {
     /// Whether the session survives idling (default false).
     #[serde(default)]
     pub persistent: bool,
-    /// Hard lifetime in seconds (default 4 hours).
-    pub ttl: Option<i64>,
+    /// Hard lifetime in seconds (default 4 hours; at most 100 years).
+    #[serde(default, deserialize_with = "crate::base::count::de_u64")]
+    #[schemars(schema_with = "ttl_schema")]
+    pub ttl: Option<u64>,
     /// The caller's metadata, kept as given.
     #[serde(default)]
     pub metadata: Map<String, Value>,
     /// The scope (default: the whole workspace, read and write).
     #[serde(default)]
     pub file_access: FileAccess,
-    /// The workspace's name; defaults to the session's id.
+    /// The workspace's name; defaults to the session's id. 1-200 bytes of printable
+    /// characters without `/`, not `.` or `..`.
+    #[serde(default)]
+    #[schemars(schema_with = "workspace_name_schema")]
     pub workspace: Option<String>,
     /// The seed's model name (for agent platforms; trove keeps files, not conversations).
     #[serde(default)]
@@ -148,7 +153,7 @@ pub struct SessionSpec {
 
 /// A session in the seed's shape (`sessions-and-file-access.md`: snake_case, times in seconds
 /// since the Unix epoch as numbers), plus trove's own `status` and `workspace`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct SessionRecord {
     /// The session's id.
     pub id: SessionId,
@@ -176,7 +181,7 @@ pub struct SessionRecord {
 }
 
 /// The end of a session, as its record shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Ended {
     /// When, seconds since the Unix epoch.
     pub ended_at: f64,
@@ -269,6 +274,23 @@ pub fn parse_age(s: &str) -> Result<Duration> {
         return Err(bad());
     }
     Ok(Duration::from_secs(total))
+}
+
+/// The longest ttl a session may ask for: 100 years, so its end is a time `i64` nanoseconds hold.
+pub const MAX_TTL_S: u64 = 100 * 365 * 86_400;
+
+fn ttl_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["integer", "null"], "minimum": 1, "maximum": MAX_TTL_S})
+}
+
+/// The schema of an optional workspace name: the rules of [`check_workspace_name`], with the
+/// length in characters where the rule counts bytes.
+fn workspace_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["string", "null"],
+        "pattern": "^[^/\\x00-\\x1f\\x7f-\\x9f]{1,200}$",
+        "not": {"enum": [".", ".."]}
+    })
 }
 
 /// Checks a workspace name: printable, no `/`, not empty, not `.` or `..` (it names a directory).

@@ -6,7 +6,7 @@ use crate::base::id::{SessionId, SnapshotId};
 use crate::object::ObjectId;
 
 /// What a snapshot holds, and what changed since its parent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     /// Regular files kept.
     pub files: u64,
@@ -27,7 +27,7 @@ pub struct Counts {
 }
 
 /// Something a snapshot could not keep exactly, recorded instead of failing the snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
     /// The workspace-relative path concerned, as text.
     pub path: String,
@@ -62,7 +62,7 @@ pub struct SnapshotInfo {
 
 /// A snapshot as the CLI's `--json` and the HTTP API show it: trove's own shape, so camelCase
 /// and the time in RFC 3339 UTC.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotRecord<'a> {
     /// The snapshot's id.

@@ -8,7 +8,7 @@
 use crate::object::{ObjectId, Sha256};
 
 /// What an entry is; shown and stored as `file`, `dir` or `symlink`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
     /// A regular file.

@@ -178,3 +178,23 @@ impl std::hash::Hasher for RandomKeyHasher {
 pub type RandomKeyMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<RandomKeyHasher>>;
 /// A set of random keys (see [`RandomKeyHasher`]).
 pub type RandomKeySet<K> = std::collections::HashSet<K, std::hash::BuildHasherDefault<RandomKeyHasher>>;
+
+impl schemars::JsonSchema for ObjectId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ObjectId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "A BLAKE3 hash in hex."})
+    }
+}
+
+impl schemars::JsonSchema for Sha256 {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sha256".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "A SHA-256 in hex."})
+    }
+}

@@ -33,6 +33,66 @@ fn is_finding(e: &Error) -> bool {
     matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound | ErrorKind::Io)
 }
 
+/// One content's chunk list as `check` reads it row by row: the chunks hashed in order into
+/// the whole, which must be the content; a gap, an overlap or an unreadable chunk breaks it.
+struct Reassembly {
+    content: ObjectId,
+    next_seq: u64,
+    offset: u64,
+    whole: blake3::Hasher,
+    broken: bool,
+}
+
+impl Reassembly {
+    fn new(content: ObjectId) -> Reassembly {
+        Reassembly { content, next_seq: 0, offset: 0, whole: blake3::Hasher::new(), broken: false }
+    }
+
+    /// Row `seq` of the list: chunk `chunk` at `offset`.
+    fn add(&mut self, repo: &Repo, seq: u64, chunk: ObjectId, offset: u64, report: &mut CheckReport) -> Result<()> {
+        if self.broken {
+            return Ok(());
+        }
+        let content = self.content;
+        if seq != self.next_seq || offset != self.offset {
+            report.problems.push(format!(
+                "the chunk list of content {content} is malformed at row {seq} (expected row {} at offset {}, found offset {offset})",
+                self.next_seq, self.offset
+            ));
+            self.broken = true;
+            return Ok(());
+        }
+        match repo.read_object(&chunk) {
+            Ok(bytes) => {
+                self.whole.update(&bytes);
+                self.offset += bytes.len() as u64;
+                self.next_seq += 1;
+            }
+            Err(e) if is_finding(&e) => {
+                report.problems.push(format!("chunk {chunk} of content {content}: {}", e.message()));
+                self.broken = true;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// The list is whole: it reassembles to its content, or a finding says it does not.
+    fn finish(self, report: &mut CheckReport) {
+        if self.broken {
+            return;
+        }
+        if ObjectId(*self.whole.finalize().as_bytes()) == self.content {
+            report.chunked += 1;
+        } else {
+            report.problems.push(format!(
+                "the chunk list of content {} does not reassemble to it: its chunks hash to another content",
+                self.content
+            ));
+        }
+    }
+}
+
 impl Repo {
     /// Verifies every object and reference; see the module docs.
     pub fn check(&self) -> Result<CheckReport> {
@@ -83,26 +143,7 @@ impl Repo {
     /// Every chunk list: rows numbered 0, 1, ... with offsets that add up, each chunk stored,
     /// and the chunks' bytes in order hashing to the content id.
     fn check_chunk_lists(&self, report: &mut CheckReport) -> Result<()> {
-        struct Open {
-            content: ObjectId,
-            next_seq: u64,
-            offset: u64,
-            whole: blake3::Hasher,
-            broken: bool,
-        }
-        let mut open: Option<Open> = None;
-        let finish = |o: Open, report: &mut CheckReport| {
-            if !o.broken {
-                if ObjectId(*o.whole.finalize().as_bytes()) == o.content {
-                    report.chunked += 1;
-                } else {
-                    report.problems.push(format!(
-                        "the chunk list of content {} does not reassemble to it: its chunks hash to another content",
-                        o.content
-                    ));
-                }
-            }
-        };
+        let mut open: Option<Reassembly> = None;
         objects::for_each_chunk_row(self.manifest.conn(), |row| {
             let (content, seq, chunk, offset) = match row {
                 Ok(r) => r,
@@ -114,38 +155,17 @@ impl Repo {
             };
             if open.as_ref().is_none_or(|o| o.content != content) {
                 if let Some(done) = open.take() {
-                    finish(done, report);
+                    done.finish(report);
                 }
-                open = Some(Open { content, next_seq: 0, offset: 0, whole: blake3::Hasher::new(), broken: false });
+                open = Some(Reassembly::new(content));
             }
-            let Some(o) = open.as_mut() else { return Ok(()) };
-            if o.broken {
-                return Ok(());
+            match open.as_mut() {
+                Some(o) => o.add(self, seq, chunk, offset, report),
+                None => Ok(()),
             }
-            if seq != o.next_seq || offset != o.offset {
-                report.problems.push(format!(
-                    "the chunk list of content {content} is malformed at row {seq} (expected row {} at offset {}, found offset {offset})",
-                    o.next_seq, o.offset
-                ));
-                o.broken = true;
-                return Ok(());
-            }
-            match self.read_object(&chunk) {
-                Ok(bytes) => {
-                    o.whole.update(&bytes);
-                    o.offset += bytes.len() as u64;
-                    o.next_seq += 1;
-                }
-                Err(e) if is_finding(&e) => {
-                    report.problems.push(format!("chunk {chunk} of content {content}: {}", e.message()));
-                    o.broken = true;
-                }
-                Err(e) => return Err(e),
-            }
-            Ok(())
         })?;
         if let Some(done) = open.take() {
-            finish(done, report);
+            done.finish(report);
         }
         Ok(())
     }

@@ -228,6 +228,42 @@ fn new_restore_id() -> Result<String> {
     Ok(format!("rst_{}", hex::encode(bytes)))
 }
 
+/// Whether the restore target is new or empty: then nothing can be in the way, and the checks
+/// for what is are skipped. A target with entries needs `overwrite`.
+fn fresh_target(target: &Path, overwrite: bool) -> Result<bool> {
+    match std::fs::read_dir(target) {
+        Ok(mut it) => {
+            let fresh = it.next().is_none();
+            if !fresh && !overwrite {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "restore target {} is not empty: choose an empty directory or pass --overwrite",
+                        target.display()
+                    ),
+                ));
+            }
+            Ok(fresh)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::io("open restore target", target, e)),
+    }
+}
+
+/// The audit record of a finished restore of `snap` into `abs`.
+fn restore_record(snap: &SnapshotInfo, abs: &Path, opts: &RestoreOptions<'_>, report: &RestoreReport) -> AuditRecord {
+    let mut record = AuditRecord::ok(now_ns(), &opts.actor, "restore");
+    record.workspace = Some(snap.workspace.clone());
+    record.dest_path = Some(abs.as_os_str().as_bytes().to_vec());
+    record.details = serde_json::json!({
+        "snapshot": snap.id,
+        "paths": opts.paths.iter().map(|p| path::display(p).into_owned()).collect::<Vec<_>>(),
+        "files": report.files,
+        "bytes": report.bytes,
+    });
+    record
+}
+
 impl Repo {
     fn restore_lock_path(&self, id: &str) -> std::path::PathBuf {
         let dir = match self.root() {
@@ -261,25 +297,7 @@ impl Repo {
     /// Restores snapshot `snap` (or `opts.paths` of it) into `target`, durably: files are staged
     /// beside their place, synced, then renamed; nothing outside `target` is touched.
     pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
-        // Whether the target is new or empty: then nothing can be in the way, and the checks
-        // for what is are skipped.
-        let mut fresh = true;
-        match std::fs::read_dir(target) {
-            Ok(mut it) => {
-                fresh = it.next().is_none();
-                if !fresh && !opts.overwrite {
-                    return Err(Error::new(
-                        ErrorKind::AlreadyExists,
-                        format!(
-                            "restore target {} is not empty: choose an empty directory or pass --overwrite",
-                            target.display()
-                        ),
-                    ));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("open restore target", target, e)),
-        }
+        let fresh = fresh_target(target, opts.overwrite)?;
 
         // 1. Plan: every entry to create, resolved before anything is written.
         let plan = self.manifest.read(|| self.plan(snap, opts))?;
@@ -310,15 +328,7 @@ impl Repo {
         };
         failpoint("restore:renamed");
 
-        let mut record = AuditRecord::ok(now_ns(), &opts.actor, "restore");
-        record.workspace = Some(snap.workspace.clone());
-        record.dest_path = Some(abs.as_os_str().as_bytes().to_vec());
-        record.details = serde_json::json!({
-            "snapshot": snap.id,
-            "paths": opts.paths.iter().map(|p| path::display(p).into_owned()).collect::<Vec<_>>(),
-            "files": report.files,
-            "bytes": report.bytes,
-        });
+        let record = restore_record(snap, &abs, opts, &report);
         self.manifest.write(|tx| {
             restores::remove(tx, &id)?;
             crate::manifest::audit::append(tx, &record)

@@ -14,7 +14,7 @@ use crate::fs::lock::Locked;
 use crate::manifest;
 use crate::model::audit::AuditRecord;
 use crate::model::scope::Scope;
-use crate::model::session::{check_workspace_name, EndReason, Session, SessionSpec, Status, DEFAULT_TTL_S};
+use crate::model::session::{check_workspace_name, EndReason, Session, SessionSpec, Status, DEFAULT_TTL_S, MAX_TTL_S};
 use crate::model::snapshot::SnapshotInfo;
 use crate::ops::snapshot::SnapshotOptions;
 use crate::repo::Repo;
@@ -45,11 +45,21 @@ impl Repo {
         live_dir: impl FnOnce(&str) -> Result<PathBuf>,
         actor: &str,
     ) -> Result<Session> {
-        let ttl_s = spec.ttl.unwrap_or(DEFAULT_TTL_S);
-        if ttl_s <= 0 {
-            return Err(Error::invalid_argument(format!("ttl {ttl_s} is not a positive number of seconds")));
-        }
+        let ttl_s = match spec.ttl {
+            None => DEFAULT_TTL_S,
+            Some(t) if (1..=MAX_TTL_S).contains(&t) => t as i64,
+            Some(t) => {
+                return Err(Error::invalid_argument(format!(
+                    "ttl {t} is not a number of seconds from 1 to {MAX_TTL_S} (100 years)"
+                )))
+            }
+        };
         let id = new_session_id()?;
+        // A backslash is refused as in every other path a request gives.
+        for entry in spec.file_access.read.iter().chain(&spec.file_access.write) {
+            crate::base::path::from_text(entry)
+                .map_err(|e| Error::invalid_argument(format!("file_access entry '{entry}': {}", e.message())))?;
+        }
         Scope::new(id.as_str(), &spec.file_access)?;
         let workspace = spec.workspace.clone().unwrap_or_else(|| id.to_string());
         check_workspace_name(&workspace)?;

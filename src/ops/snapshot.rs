@@ -183,6 +183,38 @@ impl Writer<'_> {
         }
     }
 
+    /// Opens a file to read, beneath the root, no symlink followed in any component: if the
+    /// file or a directory above it was replaced by a symlink since the walk, it is not read.
+    /// `None`: it could not be opened, and a warning says why.
+    fn open_file(&self, root: &OwnedFd, rel: &[u8]) -> Option<std::fs::File> {
+        match walk::open_beneath(root, rel) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.warn(rel, "vanished before it could be read; not in this snapshot".into());
+                None
+            }
+            Err(e) => {
+                self.warn(rel, format!("cannot be read ({e}); not in this snapshot"));
+                None
+            }
+        }
+    }
+
+    /// The file's status once read, if it is still a regular file; `None` with a warning if not.
+    fn stat_after(&self, file: &std::fs::File, rel: &[u8]) -> Option<Stat> {
+        match file.metadata() {
+            Ok(m) if m.is_file() => Some(Stat::of(&m)),
+            Ok(_) => {
+                self.warn(rel, "is no longer a regular file; not in this snapshot".into());
+                None
+            }
+            Err(e) => {
+                self.warn(rel, format!("cannot be read ({e}); not in this snapshot"));
+                None
+            }
+        }
+    }
+
     /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
     /// `Err` is a repository failure that must abort the snapshot.
     fn read_file(
@@ -193,19 +225,7 @@ impl Writer<'_> {
         racy_ns: i64,
         bundle: &mut BundleBuilder,
     ) -> Result<Option<Content>> {
-        // Beneath the root, no symlink followed in any component: if the file or a directory
-        // above it was replaced by a symlink since the walk, it is not read.
-        let file = match walk::open_beneath(root, job.rel) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.warn(job.rel, "vanished before it could be read; not in this snapshot".into());
-                return Ok(None);
-            }
-            Err(e) => {
-                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
-                return Ok(None);
-            }
-        };
+        let Some(file) = self.open_file(root, job.rel) else { return Ok(None) };
         // The walk's lstat is the "before"; one fstat after reading tells whether the file
         // changed in between (or was replaced: the inode differs).
         let before = job.stat;
@@ -229,17 +249,7 @@ impl Writer<'_> {
             }
             Err(e) => return Err(e),
         };
-        let after = match file.metadata() {
-            Ok(m) if m.is_file() => Stat::of(&m),
-            Ok(_) => {
-                self.warn(job.rel, "is no longer a regular file; not in this snapshot".into());
-                return Ok(None);
-            }
-            Err(e) => {
-                self.warn(job.rel, format!("cannot be read ({e}); not in this snapshot"));
-                return Ok(None);
-            }
-        };
+        let Some(after) = self.stat_after(&file, job.rel) else { return Ok(None) };
         let changed = after.size != before.size
             || after.mtime_ns != before.mtime_ns
             || after.ctime_ns != before.ctime_ns
@@ -355,6 +365,48 @@ fn classify(walked: &Walked, cache: &mut CacheMap, use_cache: bool, outcomes: &m
     starts
 }
 
+/// A file's tree entry: its content as read, with the mode the walk saw.
+fn file_entry(name: &[u8], stat: &Stat, c: &Content) -> Entry {
+    Entry {
+        name: name.to_vec(),
+        kind: EntryKind::File,
+        mode: stat.perm(),
+        size: c.size,
+        mtime_ns: c.stat.mtime_ns,
+        content: Some(c.id),
+        sha256: Some(c.sha256),
+        target: None,
+    }
+}
+
+/// A symlink's tree entry: its target kept, never followed.
+fn symlink_entry(name: &[u8], target: &[u8], stat: &Stat) -> Entry {
+    Entry {
+        name: name.to_vec(),
+        kind: EntryKind::Symlink,
+        mode: stat.perm(),
+        size: target.len() as u64,
+        mtime_ns: stat.mtime_ns,
+        content: None,
+        sha256: None,
+        target: Some(target.to_vec()),
+    }
+}
+
+/// A subdirectory's tree entry, naming its tree.
+fn dir_entry(name: &[u8], stat: &Stat, tree: ObjectId) -> Entry {
+    Entry {
+        name: name.to_vec(),
+        kind: EntryKind::Dir,
+        mode: stat.perm(),
+        size: 0,
+        mtime_ns: stat.mtime_ns,
+        content: Some(tree),
+        sha256: None,
+        target: None,
+    }
+}
+
 /// Builds every directory's tree, deepest first (the walk lists parents before children), and
 /// returns the root's id; fills `trees` and `counts`. `starts` is what `classify` returned.
 fn build(
@@ -374,45 +426,17 @@ fn build(
                     if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
                         counts.files += 1;
                         counts.bytes += c.size;
-                        entries.push(Entry {
-                            name: name.clone(),
-                            kind: EntryKind::File,
-                            mode: stat.perm(),
-                            size: c.size,
-                            mtime_ns: c.stat.mtime_ns,
-                            content: Some(c.id),
-                            sha256: Some(c.sha256),
-                            target: None,
-                        });
+                        entries.push(file_entry(name, stat, c));
                     }
                 }
                 Node::Symlink { name, target, stat } => {
                     counts.symlinks += 1;
-                    entries.push(Entry {
-                        name: name.clone(),
-                        kind: EntryKind::Symlink,
-                        mode: stat.perm(),
-                        size: target.len() as u64,
-                        mtime_ns: stat.mtime_ns,
-                        content: None,
-                        sha256: None,
-                        target: Some(target.clone()),
-                    });
+                    entries.push(symlink_entry(name, target, stat));
                 }
                 Node::Dir { name, index } => {
                     counts.dirs += 1;
-                    let sub = &walked.dirs[*index];
                     let id = ids[*index].ok_or_else(|| Error::internal("a subdirectory came before its parent"))?;
-                    entries.push(Entry {
-                        name: name.clone(),
-                        kind: EntryKind::Dir,
-                        mode: sub.stat.perm(),
-                        size: 0,
-                        mtime_ns: sub.stat.mtime_ns,
-                        content: Some(id),
-                        sha256: None,
-                        target: None,
-                    });
+                    entries.push(dir_entry(name, &walked.dirs[*index].stat, id));
                 }
             }
         }

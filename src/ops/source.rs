@@ -370,21 +370,50 @@ fn origin_of(chosen: Option<SnapshotInfo>) -> Origin {
     chosen.map_or(Origin::Sandbox, |s| Origin::Snapshot(s.id))
 }
 
+/// What answered a read: the live tree, or a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The session's live tree.
+    Sandbox,
+    /// A snapshot, named beside it.
+    Snapshot,
+}
+
+/// The `source` and `snapshot` fields of every read.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct Answered {
+    /// What answered.
+    pub source: SourceKind,
+    /// The snapshot that answered, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotId>,
+}
+
+impl From<&Origin> for Answered {
+    fn from(origin: &Origin) -> Answered {
+        match origin {
+            Origin::Sandbox => Answered { source: SourceKind::Sandbox, snapshot: None },
+            Origin::Snapshot(id) => Answered { source: SourceKind::Snapshot, snapshot: Some(id.clone()) },
+        }
+    }
+}
+
 /// A listing of files as the Files API (`files-api.md`) and `trove session files --json` show
 /// it: `{"files": [{path, pathBase64?, size, modifiedAt}], "source", "snapshot"?}`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct FileListing<'a> {
     /// The files, in path order.
     pub files: Vec<ListedFile<'a>>,
-    /// `sandbox` or `snapshot`: what answered.
-    pub source: &'static str,
+    /// What answered.
+    pub source: SourceKind,
     /// The snapshot that answered, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<&'a SnapshotId>,
 }
 
 /// One file of a [`FileListing`].
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListedFile<'a> {
     /// The workspace-relative path, with U+FFFD for bytes that are not UTF-8.
@@ -401,18 +430,27 @@ pub struct ListedFile<'a> {
 impl<'a> FileListing<'a> {
     /// The listing of `files`, as `origin` answered them.
     pub fn of(files: &'a [LiveFile], origin: &'a Origin) -> FileListing<'a> {
+        let files = files.iter().map(ListedFile::of).collect();
+        FileListing { files, source: Answered::from(origin).source, snapshot: origin.snapshot_id() }
+    }
+}
+
+impl<'a> ListedFile<'a> {
+    /// How `f` is listed.
+    pub fn of(f: &'a LiveFile) -> ListedFile<'a> {
         use base64::Engine;
-        let files = files
-            .iter()
-            .map(|f| ListedFile {
-                path: String::from_utf8_lossy(&f.path),
-                path_base64: std::str::from_utf8(&f.path)
-                    .is_err()
-                    .then(|| base64::engine::general_purpose::STANDARD.encode(&f.path)),
-                size: f.size,
-                modified_at: crate::base::time::iso_time(f.mtime_ns),
-            })
-            .collect();
-        FileListing { files, source: origin.as_str(), snapshot: origin.snapshot_id() }
+        ListedFile {
+            path: String::from_utf8_lossy(&f.path),
+            path_base64: std::str::from_utf8(&f.path)
+                .is_err()
+                .then(|| base64::engine::general_purpose::STANDARD.encode(&f.path)),
+            size: f.size,
+            modified_at: crate::base::time::iso_time(f.mtime_ns),
+        }
+    }
+
+    /// The same entry, owning its path.
+    pub fn into_owned(self) -> ListedFile<'static> {
+        ListedFile { path: std::borrow::Cow::Owned(self.path.into_owned()), ..self }
     }
 }

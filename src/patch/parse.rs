@@ -300,28 +300,7 @@ impl<'a> Parser<'_, 'a> {
             if line.is_header() || line.text.starts_with("@@") {
                 break;
             }
-            match line.text.as_bytes().first() {
-                // Agents drop the single space of an empty context line.
-                None => {
-                    chunk.old_lines.push(String::new());
-                    chunk.new_lines.push(String::new());
-                }
-                Some(b' ') => {
-                    chunk.old_lines.push(line.text[1..].to_string());
-                    chunk.new_lines.push(line.text[1..].to_string());
-                }
-                Some(b'-') => chunk.old_lines.push(line.text[1..].to_string()),
-                Some(b'+') => chunk.new_lines.push(line.text[1..].to_string()),
-                Some(_) => {
-                    return Err(bad(
-                        line.no,
-                        format!(
-                            "expected a line starting with ' ', '+' or '-' in the chunk for '{path}', found {}",
-                            found(line.text)
-                        ),
-                    ))
-                }
-            }
+            add_body_line(&mut chunk, line.text, line.no, path)?;
             body += 1;
             self.pos += 1;
         }
@@ -333,6 +312,33 @@ impl<'a> Parser<'_, 'a> {
         }
         Ok(chunk)
     }
+}
+
+/// One line of a chunk's body: context (`' '`, or an empty line, as agents drop the single
+/// space of an empty context line), removed (`-`) or added (`+`).
+fn add_body_line(chunk: &mut Chunk, text: &str, no: usize, path: &str) -> Result<()> {
+    match text.as_bytes().first() {
+        None => {
+            chunk.old_lines.push(String::new());
+            chunk.new_lines.push(String::new());
+        }
+        Some(b' ') => {
+            chunk.old_lines.push(text[1..].to_string());
+            chunk.new_lines.push(text[1..].to_string());
+        }
+        Some(b'-') => chunk.old_lines.push(text[1..].to_string()),
+        Some(b'+') => chunk.new_lines.push(text[1..].to_string()),
+        Some(_) => {
+            return Err(bad(
+                no,
+                format!(
+                    "expected a line starting with ' ', '+' or '-' in the chunk for '{path}', found {}",
+                    found(text)
+                ),
+            ))
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -196,49 +196,61 @@ pub async fn serve(
             tokio::spawn(refuse(stream));
             continue;
         }
-        let id = registry.next.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::new(Conn {
-            in_flight: AtomicUsize::new(0),
-            last_active: AtomicU64::new(registry.now()),
-            head_started: AtomicU64::new(0),
-            close: tokio::sync::Notify::new(),
-        });
-        registry.lock().insert(id, conn.clone());
-        let io = TokioIo::new(Tracked { inner: stream, conn: conn.clone(), registry: registry.clone() });
-        let (app, seen) = (app.clone(), conn.clone());
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            seen.in_flight.fetch_add(1, Ordering::Relaxed);
-            seen.head_started.store(0, Ordering::Relaxed);
-            let in_flight = InFlight(seen.clone());
-            let mut app = app.clone();
-            async move {
-                let resp = app.call(req.map(axum::body::Body::new)).await;
-                drop(in_flight);
-                resp
-            }
-        });
-        let served = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            // The watchdog times headers and idleness itself (hyper's header clock would also
-            // start on an idle keep-alive connection).
-            .header_read_timeout(None)
-            .serve_connection(io, service);
-        let served = graceful.watch(served);
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                r = served => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "a connection ended with an error");
-                    }
-                }
-                () = conn.close.notified() => tracing::debug!("closed an idle connection to make room"),
-                () = watchdog(&conn, &registry, limits) => {}
-            }
-            registry.lock().remove(&id);
-        });
+        tokio::spawn(connection(stream, &app, &registry, &graceful, limits));
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// One accepted connection, registered and served until it ends, is closed to make room, or
+/// its watchdog stops it; the returned future runs it.
+fn connection(
+    stream: TcpStream,
+    app: &Router,
+    registry: &Arc<Registry>,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    limits: Limits,
+) -> impl Future<Output = ()> + Send + 'static {
+    let id = registry.next.fetch_add(1, Ordering::Relaxed);
+    let conn = Arc::new(Conn {
+        in_flight: AtomicUsize::new(0),
+        last_active: AtomicU64::new(registry.now()),
+        head_started: AtomicU64::new(0),
+        close: tokio::sync::Notify::new(),
+    });
+    registry.lock().insert(id, conn.clone());
+    let io = TokioIo::new(Tracked { inner: stream, conn: conn.clone(), registry: registry.clone() });
+    let (app, seen) = (app.clone(), conn.clone());
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        seen.in_flight.fetch_add(1, Ordering::Relaxed);
+        seen.head_started.store(0, Ordering::Relaxed);
+        let in_flight = InFlight(seen.clone());
+        let mut app = app.clone();
+        async move {
+            let resp = app.call(req.map(axum::body::Body::new)).await;
+            drop(in_flight);
+            resp
+        }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        // The watchdog times headers and idleness itself (hyper's header clock would also
+        // start on an idle keep-alive connection).
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    let served = graceful.watch(served);
+    let registry = registry.clone();
+    async move {
+        tokio::select! {
+            r = served => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "a connection ended with an error");
+                }
+            }
+            () = conn.close.notified() => tracing::debug!("closed an idle connection to make room"),
+            () = watchdog(&conn, &registry, limits) => {}
+        }
+        registry.lock().remove(&id);
+    }
 }

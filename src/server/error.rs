@@ -6,7 +6,6 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::base::error::{Error, ErrorKind};
 
@@ -110,20 +109,21 @@ pub(crate) fn hide_paths(paths: &[&std::path::Path]) {
 /// A tool's result as the tools endpoint answers it (`tools::envelope`), with the same care
 /// as error bodies: a failure of the server itself is named by the request's id, its details
 /// logged; no server path is shown.
-pub(crate) fn tool_envelope(result: &crate::base::error::Result<serde_json::Value>) -> serde_json::Value {
-    let mut v = crate::tools::envelope(result);
-    if let (Err(e), Some(err)) = (result, v.get_mut("error").and_then(|e| e.as_object_mut())) {
-        let message = if matches!(e.kind(), ErrorKind::Io | ErrorKind::Internal) {
+pub(crate) fn tool_envelope(
+    result: crate::base::error::Result<crate::tools::ToolOutput>,
+) -> crate::tools::ToolReply<crate::tools::ToolOutput> {
+    let mut reply = crate::tools::envelope(result);
+    if let Some(err) = &mut reply.error {
+        if matches!(err.kind, ErrorKind::Io | ErrorKind::Internal) {
             let id = super::request::current().map(|r| r.id).unwrap_or_default();
-            tracing::error!(request = %id, kind = %e.kind(), error = %e.message(), "tool failed");
-            err.insert("requestId".into(), json!(id));
-            format!("{} error: the server logged the details under request id {id}", e.kind())
+            tracing::error!(request = %id, kind = %err.kind, error = %err.message, "tool failed");
+            err.message = format!("{} error: the server logged the details under request id {id}", err.kind);
+            err.request_id = Some(id);
         } else {
-            redact(e.message())
-        };
-        err.insert("message".into(), json!(message));
+            err.message = redact(&err.message);
+        }
     }
-    v
+    reply
 }
 
 /// `text` with every server path replaced by a placeholder.
@@ -137,16 +137,22 @@ fn redact(text: &str) -> String {
 
 /// The body of every error answer (`files-api.md`'s `error` and `statusCode`, plus trove's
 /// `kind`, and the error's structured details such as `currentSha256`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct ErrorBody {
+pub(super) struct ErrorBody {
+    /// What went wrong, for people (`files-api.md`'s `error`).
     error: String,
-    kind: &'static str,
+    /// What went wrong, for programs.
+    kind: ErrorKind,
+    /// The HTTP status, repeated.
     status_code: u16,
+    /// More for people, when there is more.
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    /// A failure of the server: the id its log names the details under.
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
+    /// The error's structured details (`currentSha256`, `path`...).
     #[serde(flatten)]
     details: serde_json::Map<String, serde_json::Value>,
 }
@@ -178,7 +184,7 @@ impl IntoResponse for ApiError {
             .collect();
         let body = ErrorBody {
             error,
-            kind: self.kind.as_str(),
+            kind: self.kind,
             status_code: self.status.as_u16(),
             message: self.message.filter(|_| !internal).map(|m| redact(&m)),
             request_id: request.filter(|_| self.status.is_server_error()),

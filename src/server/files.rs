@@ -77,17 +77,23 @@ pub(super) fn wants_download(download: Option<Flag>, headers: &HeaderMap) -> boo
 use crate::base::time::iso_time as iso;
 
 /// A file read as JSON, in the Files API's shape (`files-api.md`).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct FileRead<'a> {
+pub(super) struct FileRead<'a> {
+    /// The file's workspace-relative path.
     path: String,
+    /// The whole file, as UTF-8 text.
     content: String,
+    /// Its size in bytes.
     size: usize,
-    /// `sandbox` or `snapshot`.
-    source: &'static str,
+    /// What answered.
+    source: crate::ops::source::SourceKind,
+    /// The snapshot that answered, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     snapshot: Option<&'a crate::base::id::SnapshotId>,
+    /// The sha256 of the content (also the ETag).
     sha256: crate::object::Sha256,
+    /// Its modification time, RFC 3339 UTC.
     modified_at: String,
 }
 
@@ -120,7 +126,7 @@ pub(super) fn read_response(read: LiveRead, origin: &Origin) -> Response {
         path: shown,
         content,
         size,
-        source: origin.as_str(),
+        source: crate::ops::source::Answered::from(origin).source,
         snapshot: origin.snapshot_id(),
         sha256: read.sha256,
         modified_at: iso(read.mtime_ns),

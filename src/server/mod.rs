@@ -15,6 +15,7 @@ mod files;
 mod guard;
 pub mod openapi;
 mod options;
+mod public;
 mod request;
 mod sessions;
 mod snapshots;
@@ -33,6 +34,7 @@ use axum::{Json, Router};
 
 pub use error::{status_of, ApiError};
 pub use options::ServeOptions;
+use public::{Health, PUBLIC};
 use state::AppState;
 
 use crate::base::error::{Error, ErrorKind, Result};
@@ -94,9 +96,6 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-/// Routes that need no token: liveness and the API description.
-const PUBLIC: &[(&str, &str)] = &[("GET", "/healthz"), ("GET", "/openapi.json")];
-
 fn app(state: Arc<AppState>) -> Router {
     let mut api: Router<Arc<AppState>> = Router::new();
     for (_, path, handler) in routes() {
@@ -104,7 +103,7 @@ fn app(state: Arc<AppState>) -> Router {
     }
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
     let public = Router::new()
-        .route("/healthz", on(MethodFilter::GET, || async { Json(serde_json::json!({"ok": true})) }))
+        .route("/healthz", on(MethodFilter::GET, || async { Json(Health { ok: true }) }))
         .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));
     api.merge(public)
         .fallback(|| async { ApiError::from(Error::not_found("no such route: see /openapi.json")) })

@@ -1,27 +1,98 @@
-//! The OpenAPI 3.1 document served at `/openapi.json`, built from one table of operations.
-//! A test checks the table against the routes the server registers, both ways.
+//! The OpenAPI 3.1 document served at `/openapi.json`, built from one table of operations
+//! whose parameters, bodies and answers are the schemas of the handlers' own types (derived
+//! with schemars), so the document cannot drift from the code. A test checks the table against
+//! the routes the server registers, both ways.
 
-use schemars::Schema;
+use schemars::{JsonSchema, Schema};
 use serde_json::{json, Map, Value};
 
+use super::error::ErrorBody;
+use crate::model::session::{SessionRecord, SessionSpec};
+use crate::model::snapshot::SnapshotRecord;
+use crate::ops::source::FileListing;
+use crate::tools::output::{self as out, ToolReply};
+
+/// What an operation takes as its body.
+#[derive(Clone, Copy)]
+enum Body {
+    /// Nothing.
+    None,
+    /// JSON of this schema (an empty body stands for `{}`).
+    Json(fn() -> Schema),
+    /// The bytes of a file.
+    Bytes,
+    /// The tool's parameters: one documented path per tool.
+    Tool,
+}
+
+/// What an operation answers when it succeeds.
+#[derive(Clone, Copy)]
+enum Reply {
+    /// JSON of this schema, with this status.
+    Json(u16, fn() -> Schema),
+    /// 200 or 201 (created) with JSON of this schema.
+    Written(fn() -> Schema),
+    /// Nothing, with this status.
+    Empty(u16),
+    /// A file: JSON of this schema, or its bytes with `download`; 304 for a matching ETag.
+    File(fn() -> Schema),
+    /// A tar archive, plain or in one zstd frame.
+    Tar,
+    /// The tool's answer in its envelope: one documented path per tool.
+    Tool,
+}
+
 /// One documented operation: method, path (axum syntax), summary, the query struct its handler
-/// deserializes (whose derived schema gives the query parameters, so they cannot drift from
-/// what the server accepts), and the statuses it answers with.
+/// deserializes, the headers it reads, its body, its answer and the error statuses it can give.
 struct Op {
     method: &'static str,
     path: &'static str,
     summary: &'static str,
     query: Option<fn() -> Schema>,
-    statuses: &'static [u16],
+    headers: &'static [Header],
+    body: Body,
+    reply: Reply,
+    errors: &'static [u16],
 }
+
+/// A request header an operation reads.
+struct Header {
+    name: &'static str,
+    description: &'static str,
+    pattern: Option<&'static str>,
+}
+
+const IF_MATCH: Header = Header {
+    name: "If-Match",
+    description:
+        "`*` (anything there) or the file's sha256, as its ETag gives it: the change happens only if the file is that",
+    pattern: Some(super::tools::IF_MATCH_PATTERN),
+};
+const IF_NONE_MATCH_CREATE: Header = Header {
+    name: "If-None-Match",
+    description: "`*`: create only, if nothing is there",
+    pattern: Some(super::tools::IF_NONE_MATCH_PATTERN),
+};
+const IF_NONE_MATCH_READ: Header = Header {
+    name: "If-None-Match",
+    description: "ETags (or `*`): 304 without a body if the file's matches one",
+    pattern: None,
+};
 
 /// The schema of `T` with every subschema inlined: the document has no `$defs` for a `$ref`
 /// to point into.
-fn schema_of<T: schemars::JsonSchema>() -> Schema {
+fn schema_of<T: JsonSchema>() -> Schema {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
-    settings.into_generator().into_root_schema_for::<T>()
+    let mut schema = settings.into_generator().into_root_schema_for::<T>();
+    if let Some(o) = schema.as_object_mut() {
+        o.remove("$schema");
+    }
+    schema
 }
+
+/// The error statuses every file read can give.
+const READ_ERRORS: &[u16] = &[400, 401, 403, 404, 409];
 
 const OPS: &[Op] = &[
     Op {
@@ -29,155 +100,230 @@ const OPS: &[Op] = &[
         path: "/api/sessions/{id}/files",
         summary: "List a session's files (live tree, else its latest snapshot)",
         query: Some(schema_of::<super::files::FilesQuery>),
-        statuses: &[200, 400, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/api/sessions/{id}/files/{*path}",
         summary: "Read one file of a session (1 MiB limit as JSON)",
         query: Some(schema_of::<super::files::FilesQuery>),
-        statuses: &[200, 304, 400, 401, 403, 404, 409],
+        headers: &[IF_NONE_MATCH_READ],
+        body: Body::None,
+        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        errors: READ_ERRORS,
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/files",
         summary: "Same as /api/sessions/{id}/files",
         query: Some(schema_of::<super::files::FilesQuery>),
-        statuses: &[200, 400, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Same as /api/sessions/{id}/files/{path}",
         query: Some(schema_of::<super::files::FilesQuery>),
-        statuses: &[200, 304, 400, 401, 403, 404, 409],
+        headers: &[IF_NONE_MATCH_READ],
+        body: Body::None,
+        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        errors: READ_ERRORS,
     },
     Op {
         method: "PUT",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Write the body to the file: `If-Match: <sha256>` overwrites that content only, `If-None-Match: *` creates only; 412 otherwise",
         query: None,
-        statuses: &[200, 201, 400, 401, 403, 404, 409, 412, 413],
+        headers: &[IF_MATCH, IF_NONE_MATCH_CREATE],
+        body: Body::Bytes,
+        reply: Reply::Written(schema_of::<out::WriteResult>),
+        errors: &[400, 401, 403, 404, 409, 412, 413],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions/{id}/files/{*path}",
         summary: "Move the file or directory to the trash; `If-Match: <sha256>` makes it conditional",
         query: None,
-        statuses: &[200, 400, 401, 403, 404, 409, 412],
+        headers: &[IF_MATCH],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<out::DeleteResult>),
+        errors: &[400, 401, 403, 404, 409, 412],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/tools/{tool}",
-        summary: "Run an agent file tool (read_file, list_directory, search_files, glob, create_file, write_file, edit_file, delete_file, restore_file, move_file, apply_patch); answers 200 with {ok, data | error}",
+        summary: "Run an agent file tool; answers 200 with {ok, data | error}",
         query: None,
-        statuses: &[200, 400, 401, 404, 413],
+        headers: &[],
+        body: Body::Tool,
+        reply: Reply::Tool,
+        errors: &[400, 401, 404, 413],
     },
     Op {
         method: "POST",
         path: "/v1/sessions",
         summary: "Create a session (persistent, ttl, metadata, file_access, workspace)",
         query: None,
-        statuses: &[201, 400, 401],
+        headers: &[],
+        body: Body::Json(schema_of::<SessionSpec>),
+        reply: Reply::Json(201, schema_of::<SessionRecord>),
+        errors: &[400, 401, 413],
     },
     Op {
         method: "GET",
         path: "/v1/sessions",
         summary: "List sessions",
         query: Some(schema_of::<super::sessions::ListQuery>),
-        statuses: &[200, 401],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<Vec<SessionRecord>>),
+        errors: &[401],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions",
-        summary: "End sessions in bulk; answers {\"deleted\": n}",
+        summary: "End sessions in bulk: at least one filter, or all=true",
         query: Some(schema_of::<super::sessions::BulkQuery>),
-        statuses: &[200, 400, 401],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::sessions::BulkDeleted>),
+        errors: &[400, 401],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}",
         summary: "Get a session record (404 once ended)",
         query: None,
-        statuses: &[200, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        errors: &[401, 404],
     },
     Op {
         method: "DELETE",
         path: "/v1/sessions/{id}",
         summary: "End a session: final snapshot, data kept",
         query: None,
-        statuses: &[204, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Empty(204),
+        errors: &[401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/pause",
         summary: "Snapshot a session and stop serving its live tree",
         query: None,
-        statuses: &[200, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        errors: &[401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/resume",
         summary: "Serve a paused session's live tree again",
         query: None,
-        statuses: &[200, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        errors: &[401, 404],
     },
     Op {
         method: "POST",
         path: "/v1/sessions/{id}/snapshots",
         summary: "Take a snapshot of a session's live tree",
         query: None,
-        statuses: &[201, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(201, schema_of::<SnapshotRecord<'static>>),
+        errors: &[401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/sessions/{id}/snapshots",
         summary: "List the snapshots of a session's workspace",
         query: None,
-        statuses: &[200, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<Vec<SnapshotRecord<'static>>>),
+        errors: &[401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots",
         summary: "List snapshots",
         query: Some(schema_of::<super::snapshots::ListQuery>),
-        statuses: &[200, 401],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<Vec<SnapshotRecord<'static>>>),
+        errors: &[401],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}",
         summary: "Get one snapshot (id, unique prefix, or `latest`)",
         query: None,
-        statuses: &[200, 400, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SnapshotRecord<'static>>),
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/files",
         summary: "List the files of a snapshot",
         query: Some(schema_of::<super::snapshots::FilesQuery>),
-        statuses: &[200, 400, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/files/{*path}",
         summary: "Read one file of a snapshot",
         query: Some(schema_of::<super::snapshots::ReadQuery>),
-        statuses: &[200, 304, 400, 401, 404],
+        headers: &[IF_NONE_MATCH_READ],
+        body: Body::None,
+        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/snapshots/{snap}/export",
         summary: "Export a snapshot (or a path in it) as a tar stream",
         query: Some(schema_of::<super::snapshots::ExportQuery>),
-        statuses: &[200, 400, 401, 404],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Tar,
+        errors: &[400, 401, 404],
     },
-    Op { method: "GET", path: "/healthz", summary: "Liveness; no token needed", query: None, statuses: &[200] },
+    Op {
+        method: "GET",
+        path: "/healthz",
+        summary: "Liveness; no token needed",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::public::Health>),
+        errors: &[],
+    },
     Op {
         method: "GET",
         path: "/openapi.json",
         summary: "This document; no token needed",
         query: None,
-        statuses: &[200],
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, || schemars::json_schema!({"type": "object"})),
+        errors: &[],
     },
 ];
 
@@ -192,7 +338,7 @@ fn description(status: u16) -> &'static str {
         201 => "Created",
         204 => "No Content",
         304 => "Not Modified (If-None-Match matched the ETag)",
-        400 => "invalid_path, invalid_argument, too_large, is_directory or not_text",
+        400 => "invalid_path, invalid_argument, too_large, too_deep, name_too_long, is_directory or not_text",
         401 => "unauthorized: missing or unknown bearer token",
         403 => "permission_denied: outside the session's scope",
         404 => "not_found",
@@ -210,6 +356,8 @@ fn path_schema(name: &str) -> Value {
         "id" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // A snapshot reference: `latest`, or an id or a prefix of one.
         "snap" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
+        // `path::from_url`, after percent-decoding.
+        "path" => json!({"type": "string", "pattern": crate::base::path::pattern_nonempty()}),
         _ => json!({"type": "string"}),
     }
 }
@@ -257,8 +405,63 @@ fn query_params(schema: &Schema) -> Vec<Value> {
         .collect()
 }
 
-/// One operation of the document at `path`, with `body` as its JSON request body's schema.
-fn operation(op: &Op, path: &str, body: Option<Schema>) -> Value {
+/// The parameters of tool `name`, and the schema of its answer in its envelope.
+fn tool_schemas(name: &str) -> (Schema, Schema) {
+    use crate::tools::{mutate, read};
+    match name {
+        "read_file" => (schema_of::<read::ReadFile>(), schema_of::<ToolReply<out::ReadFileResult>>()),
+        "list_directory" => (schema_of::<read::ListDirectory>(), schema_of::<ToolReply<out::ListDirectoryResult>>()),
+        "search_files" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::SearchAnswer>>()),
+        "glob" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::GlobResult>>()),
+        "create_file" => (schema_of::<mutate::CreateFile>(), schema_of::<ToolReply<out::WriteResult>>()),
+        "write_file" => (schema_of::<mutate::WriteFile>(), schema_of::<ToolReply<out::WriteResult>>()),
+        "edit_file" => (schema_of::<mutate::EditFile>(), schema_of::<ToolReply<out::EditResult>>()),
+        "delete_file" => (schema_of::<mutate::DeleteFile>(), schema_of::<ToolReply<out::DeleteResult>>()),
+        "restore_file" => (schema_of::<mutate::RestoreFile>(), schema_of::<ToolReply<out::RestoreResult>>()),
+        "move_file" => (schema_of::<mutate::MoveFile>(), schema_of::<ToolReply<out::MoveResult>>()),
+        _ => (schema_of::<mutate::ApplyPatch>(), schema_of::<ToolReply<out::ApplyPatchResult>>()),
+    }
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({"application/json": {"schema": schema}})
+}
+
+/// The success answers of `reply`; `tool_answer` is the tool's envelope for `Reply::Tool`.
+fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
+    let mut r = Map::new();
+    let mut put = |status: u16, content: Option<Value>| {
+        let mut answer = json!({"description": description(status)});
+        if let Some(c) = content {
+            answer["content"] = c;
+        }
+        r.insert(status.to_string(), answer);
+    };
+    let bytes = json!({"type": "string", "format": "binary"});
+    match reply {
+        Reply::Json(status, schema) => put(status, Some(json_content(schema().into()))),
+        Reply::Written(schema) => {
+            put(200, Some(json_content(schema().into())));
+            put(201, Some(json_content(schema().into())));
+        }
+        Reply::Empty(status) => put(status, None),
+        Reply::File(schema) => {
+            let mut content = json_content(schema().into());
+            content["application/octet-stream"] = json!({"schema": bytes});
+            put(200, Some(content));
+            put(304, None);
+        }
+        Reply::Tar => {
+            put(200, Some(json!({"application/x-tar": {"schema": bytes}, "application/zstd": {"schema": bytes}})))
+        }
+        Reply::Tool => put(200, tool_answer.map(|s| json_content(s.into()))),
+    }
+    r
+}
+
+/// One operation of the document at `path`; for a tool, `tool` holds its parameters' and its
+/// answer's schemas.
+fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
     let mut params: Vec<Value> = path
         .split('/')
         .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
@@ -267,47 +470,47 @@ fn operation(op: &Op, path: &str, body: Option<Schema>) -> Value {
     if let Some(query) = op.query {
         params.extend(query_params(&query()));
     }
-    // A malformed path parameter, or an unknown or malformed query parameter, is a 400.
-    let mut statuses = op.statuses.to_vec();
-    if (op.query.is_some() || path.contains('{')) && !statuses.contains(&400) {
-        statuses.push(400);
-        statuses.sort_unstable();
-    }
-    let mut responses = Map::new();
-    for s in &statuses {
-        let mut r = json!({"description": description(*s)});
-        if *s >= 400 {
-            r["content"] = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
+    for h in op.headers {
+        let mut schema = json!({"type": "string"});
+        if let Some(p) = h.pattern {
+            schema["pattern"] = json!(p);
         }
-        responses.insert(s.to_string(), r);
+        params.push(
+            json!({"name": h.name, "in": "header", "required": false, "description": h.description, "schema": schema}),
+        );
+    }
+    let (tool_body, tool_answer) = tool.unzip();
+    let mut responses = success(op.reply, tool_answer);
+    // A malformed path parameter, or an unknown or malformed query parameter, is a 400.
+    let mut errors = op.errors.to_vec();
+    if (op.query.is_some() || path.contains('{')) && !errors.contains(&400) {
+        errors.push(400);
+        errors.sort_unstable();
+    }
+    for s in errors {
+        let error = json!({"$ref": "#/components/schemas/Error"});
+        responses.insert(s.to_string(), json!({"description": description(s), "content": json_content(error)}));
     }
     let mut operation = json!({"summary": op.summary, "parameters": params, "responses": responses});
-    if !op.path.starts_with("/healthz") && !op.path.starts_with("/openapi") {
+    if !super::public::PUBLIC.contains(&(op.method, op.path)) {
         operation["security"] = json!([{"bearer": []}]);
     }
+    let body = match op.body {
+        Body::None => None,
+        Body::Json(schema) => Some(schema()),
+        Body::Tool => tool_body,
+        Body::Bytes => {
+            let bytes = json!({"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}});
+            operation["requestBody"] = json!({"required": false, "content": bytes});
+            None
+        }
+    };
     if let Some(body) = body {
         // A missing body is the empty object: required only when some field is.
         let required = body.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
-        operation["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+        operation["requestBody"] = json!({"required": required, "content": json_content(body.into())});
     }
     operation
-}
-
-/// The parameters of tool `name`, as its request body.
-fn tool_body(name: &str) -> Schema {
-    use crate::tools::{mutate, read};
-    match name {
-        "read_file" => schema_of::<read::ReadFile>(),
-        "list_directory" => schema_of::<read::ListDirectory>(),
-        "search_files" | "glob" => schema_of::<read::Search>(),
-        "create_file" => schema_of::<mutate::CreateFile>(),
-        "write_file" => schema_of::<mutate::WriteFile>(),
-        "edit_file" => schema_of::<mutate::EditFile>(),
-        "delete_file" => schema_of::<mutate::DeleteFile>(),
-        "restore_file" => schema_of::<mutate::RestoreFile>(),
-        "move_file" => schema_of::<mutate::MoveFile>(),
-        _ => schema_of::<mutate::ApplyPatch>(),
-    }
 }
 
 /// The whole document.
@@ -315,14 +518,14 @@ pub fn document() -> Value {
     let mut paths = Map::new();
     for op in OPS {
         // One route runs every tool; each is documented on its own path, with its parameters
-        // as the body's schema.
-        let expanded: Vec<(String, Option<Schema>)> = if op.path.ends_with("/tools/{tool}") {
-            crate::tools::TOOLS.iter().map(|t| (op.path.replace("{tool}", t), Some(tool_body(t)))).collect()
+        // as the body's schema and its answer as the response's.
+        let expanded: Vec<(String, Option<(Schema, Schema)>)> = if matches!(op.body, Body::Tool) {
+            crate::tools::TOOLS.iter().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
         } else {
             vec![(op.path.replace("{*", "{"), None)]
         };
-        for (path, body) in expanded {
-            let operation = operation(op, &path, body);
+        for (path, tool) in expanded {
+            let operation = operation(op, &path, tool);
             let entry = paths.entry(path).or_insert_with(|| json!({}));
             entry[op.method.to_ascii_lowercase()] = operation;
         }
@@ -334,16 +537,7 @@ pub fn document() -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": {
-                "type": "object",
-                "required": ["error", "kind", "statusCode"],
-                "properties": {
-                    "error": {"type": "string"},
-                    "message": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "statusCode": {"type": "integer"}
-                }
-            }}
+            "schemas": {"Error": Value::from(schema_of::<ErrorBody>())}
         }
     })
 }

@@ -29,8 +29,13 @@ pub(super) async fn create(
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| Error::invalid_argument(format!("the session body is not valid: {e}")))?
+        let invalid =
+            |e: &dyn std::fmt::Display| Error::invalid_argument(format!("the session body is not valid: {e}"));
+        // An object only: serde would also take an array of the fields in order.
+        match serde_json::from_slice::<serde_json::Value>(&body).map_err(|e| invalid(&e))? {
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v).map_err(|e| invalid(&e))?,
+            _ => return Err(invalid(&"give the fields as a JSON object").into()),
+        }
     };
     let record = st
         .blocking(move |st, repo| {
@@ -147,7 +152,8 @@ pub(super) async fn resume(State(st): State<Arc<AppState>>, P(id): P<SessionId>)
 }
 
 /// The answer to `DELETE /v1/sessions?...`: how many sessions ended.
-#[derive(serde::Serialize)]
-struct BulkDeleted {
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub(super) struct BulkDeleted {
+    /// How many sessions ended.
     deleted: usize,
 }

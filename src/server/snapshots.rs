@@ -13,7 +13,7 @@ use super::extract::{P, Q};
 use super::files::{listing, read_response, wants_download};
 use super::state::AppState;
 use super::ApiError;
-use crate::base::error::{Error, ErrorKind};
+use crate::base::error::Error;
 use crate::base::id::SessionId;
 use crate::base::progress::NoProgress;
 use crate::fs::live::{ChangePolicy, READ_LIMIT};
@@ -78,6 +78,8 @@ pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) ->
 #[serde(deny_unknown_fields)]
 pub(super) struct FilesQuery {
     /// Only files under this directory.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::base::path::rooted_schema")]
     prefix: Option<String>,
 }
 
@@ -92,8 +94,8 @@ pub(super) async fn files(
             let info = repo.resolve_snapshot(&snap, None)?;
             let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
             let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.to_string()))?;
-            if let Some(p) = q.prefix.as_deref().map(str::as_bytes).filter(|p| !p.is_empty()) {
-                let p = crate::base::path::normalize_nonempty(p)?;
+            let prefix = q.prefix.as_deref().map(crate::base::path::from_text).transpose()?;
+            if let Some(p) = prefix.filter(|p| !p.is_empty()) {
                 files.retain(|f| f.path.starts_with(&p) && f.path.get(p.len()).is_none_or(|&c| c == b'/'));
             }
             Ok::<_, Error>((files, origin))
@@ -140,6 +142,8 @@ pub(super) async fn read(
 #[serde(deny_unknown_fields)]
 pub(super) struct ExportQuery {
     /// A file or directory inside the snapshot; the whole snapshot when absent.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::base::path::rooted_schema")]
     path: Option<String>,
     /// `tar` (default) or `tar.zst`.
     format: Option<ExportFormat>,
@@ -167,14 +171,7 @@ pub(super) async fn export(
         None | Some(ExportFormat::Tar) => None,
         Some(ExportFormat::TarZst) => Some(3),
     };
-    let path = q.path.unwrap_or_default();
-    if path.contains('\\') {
-        return Err(ApiError::new(
-            ErrorKind::InvalidPath,
-            "the path contains a backslash: separate components with '/'",
-        ));
-    }
-    let rel = if path.is_empty() { Vec::new() } else { crate::base::path::normalize_nonempty(path.as_bytes())? };
+    let rel = crate::base::path::from_text(q.path.as_deref().unwrap_or_default())?;
     let (info, rel) = st
         .blocking(move |_, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
@@ -191,7 +188,8 @@ pub(super) async fn export(
         super::stream::body(&st, move |_, repo, out| repo.export(&info, &rel, out, zstd, &NoProgress).map(|_| ()));
     let mut resp = body.into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-tar"));
+    let media = if zstd.is_some() { "application/zstd" } else { "application/x-tar" };
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }

@@ -15,6 +15,7 @@ use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
 use crate::fs::live::ChangePolicy;
+use crate::object::Sha256;
 use crate::ops::source::{stream_hashed, Opened, Origin};
 use crate::repo::Repo;
 
@@ -104,6 +105,47 @@ where
     f
 }
 
+/// The first look at a file to download: its sha256 (stored for a snapshot file, hashed for a
+/// live one), tried again while the file changes under the hashing, unless the policy aborts.
+fn first_pass<F>(st: &AppState, repo: &Repo, open: &F, policy: ChangePolicy) -> Result<Found, ApiError>
+where
+    F: for<'r> Fn(&AppState, &'r Repo) -> Result<(Opened<'r>, Origin), ApiError>,
+{
+    let attempts = if policy == ChangePolicy::Abort { 1 } else { crate::fs::live::READ_ATTEMPTS };
+    for _ in 0..attempts {
+        let (mut opened, origin) = open(st, repo)?;
+        let size = opened.size;
+        let sha256 = match opened.sha256 {
+            Some(s) => Some(s),
+            None => hash_all(&mut opened)?,
+        };
+        if let Some(sha256) = sha256 {
+            return Ok(Found { sha256, size, origin });
+        }
+    }
+    Err(ApiError::from(Error::new(
+        ErrorKind::Conflict,
+        "the file changed while it was read: download it again when its writer is done",
+    )))
+}
+
+/// Sends the first `size` bytes of `opened` to `out`, holding the last buffer back until the
+/// whole was checked against `expected`: a file that changed makes the body short of its
+/// Content-Length, which every client sees as an error, and a torn body never arrives complete.
+fn send_verified(opened: &mut Opened<'_>, size: u64, expected: Sha256, out: &mut dyn Write) -> Result<(), Error> {
+    let mut held: Vec<u8> = Vec::new();
+    let whole = stream_hashed(&mut std::io::Read::take(&mut *opened, size), |bytes| {
+        out.write_all(&held).map_err(crate::base::error::from_io)?;
+        held.clear();
+        held.extend_from_slice(bytes);
+        Ok(())
+    })?;
+    if whole != expected || !opened.unchanged()? {
+        return Err(Error::new(ErrorKind::Conflict, "the file changed during the download; the body was cut"));
+    }
+    out.write_all(&held).map_err(crate::base::error::from_io)
+}
+
 /// A file's raw bytes, streamed, any size: the sha256 as `ETag` (known for a snapshot file;
 /// for a live one, from a first pass that also tells a file changing now, answered 409 with
 /// `change_policy=abort` or tried again with `retry`), then the bytes, hashed again as they go:
@@ -119,26 +161,7 @@ where
     F: for<'r> Fn(&AppState, &'r Repo) -> Result<(Opened<'r>, Origin), ApiError> + Clone + Send + Sync + 'static,
 {
     let first = open.clone();
-    let found = st
-        .blocking(move |st, repo| {
-            let attempts = if policy == ChangePolicy::Abort { 1 } else { crate::fs::live::READ_ATTEMPTS };
-            for _ in 0..attempts {
-                let (mut opened, origin) = first(st, repo)?;
-                let size = opened.size;
-                let sha256 = match opened.sha256 {
-                    Some(s) => Some(s),
-                    None => hash_all(&mut opened)?,
-                };
-                if let Some(sha256) = sha256 {
-                    return Ok(Found { sha256, size, origin });
-                }
-            }
-            Err(ApiError::from(Error::new(
-                ErrorKind::Conflict,
-                "the file changed while it was read: download it again when its writer is done",
-            )))
-        })
-        .await?;
+    let found = st.blocking(move |st, repo| first_pass(st, repo, &first, policy)).await?;
     let tag = format!("\"{}\"", hex::encode(found.sha256));
     let mut resp = if matches(headers, &tag) {
         StatusCode::NOT_MODIFIED.into_response()
@@ -146,20 +169,7 @@ where
         let (expected, size) = (found.sha256, found.size);
         let body = body(st, move |st, repo, out| {
             let (mut opened, _) = open(st, repo).map_err(|e| Error::new(e.kind(), e.message()))?;
-            // The last buffer is held back until the whole was checked: a file that changed
-            // makes the body short of its Content-Length, which every client sees as an error,
-            // and a torn body never arrives complete. Reading stops at the announced size.
-            let mut held: Vec<u8> = Vec::new();
-            let whole = stream_hashed(&mut std::io::Read::take(&mut opened, size), |bytes| {
-                out.write_all(&held).map_err(crate::base::error::from_io)?;
-                held.clear();
-                held.extend_from_slice(bytes);
-                Ok(())
-            })?;
-            if whole != expected || !opened.unchanged()? {
-                return Err(Error::new(ErrorKind::Conflict, "the file changed during the download; the body was cut"));
-            }
-            out.write_all(&held).map_err(crate::base::error::from_io)
+            send_verified(&mut opened, size, expected, out)
         });
         let mut r = body.into_response();
         let h = r.headers_mut();

@@ -48,7 +48,7 @@ pub(super) async fn call(
                 // Out of time is the request's fate, not the tool's answer: a status, saying
                 // nothing changed.
                 Err(e) if e.kind() == ErrorKind::Timeout => Err(ApiError::from(e)),
-                result => Ok::<_, ApiError>(tool_envelope(&result)),
+                result => Ok::<_, ApiError>(tool_envelope(result)),
             }
         })
         .await?;
@@ -66,10 +66,35 @@ fn utf8_path(path: Vec<u8>) -> Result<String, ApiError> {
     })
 }
 
-/// An entity tag as sent: quotes and a weak prefix are dropped.
+/// What `If-Match` may hold: `*`, an entity tag (`"..."`, weak or not: the file's ETag is its
+/// sha256 in quotes), or a bare sha256. An empty value is no precondition, as if it were absent.
+pub(super) const IF_MATCH_PATTERN: &str = r#"^\s*(\*|(W/)?"[\x21\x23-\x7e]*"|[0-9a-fA-F]{64})?\s*$"#;
+
+/// What `If-None-Match` may hold on a write: `*` (create only), or nothing.
+pub(super) const IF_NONE_MATCH_PATTERN: &str = r"^\s*\*?\s*$";
+
+/// A precondition header, `None` when absent or empty.
+fn precondition(headers: &HeaderMap, name: header::HeaderName) -> Option<&HeaderValue> {
+    headers.get(name).filter(|v| !v.as_bytes().trim_ascii().is_empty())
+}
+
+/// The entity tag (lowercased: a sha256 in hex is what matches) or `*` an `If-Match` header
+/// names. A well-formed tag that is not the file's fails the precondition (412) as HTTP says;
+/// a malformed header is refused (400), never taken for a mismatch.
 fn etag(v: &HeaderValue) -> Result<String, ApiError> {
-    let s = v.to_str().map_err(|_| Error::invalid_argument("If-Match is not ASCII"))?.trim();
-    Ok(s.trim_start_matches("W/").trim_matches('"').to_ascii_lowercase())
+    let refused =
+        || Error::invalid_argument("If-Match must be '*' or an entity tag: the file's ETag, its sha256 in quotes");
+    let s = v.to_str().map_err(|_| refused())?.trim();
+    if s == "*" {
+        return Ok(s.to_string());
+    }
+    let quoted = s.strip_prefix("W/").unwrap_or(s).strip_prefix('"').and_then(|t| t.strip_suffix('"'));
+    let tag = match quoted {
+        Some(inner) if inner.bytes().all(|b| b == 0x21 || (0x23..=0x7e).contains(&b)) => inner,
+        None if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => s,
+        _ => return Err(refused().into()),
+    };
+    Ok(tag.to_ascii_lowercase())
 }
 
 /// `If-Match: *` (RFC 9110: any current representation matches) as the sha256 the file has
@@ -105,8 +130,17 @@ pub(super) async fn put(
     let actor = super::request::actor();
     let path = utf8_path(path)?;
     let body = body_of(body)?;
-    let create = headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == b"*");
-    let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
+    let create = match precondition(&headers, header::IF_NONE_MATCH) {
+        None => false,
+        Some(v) if v.as_bytes().trim_ascii() == b"*" => true,
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "If-None-Match on a write must be '*' (create only); use If-Match to overwrite a known content",
+            )
+            .into())
+        }
+    };
+    let expected = precondition(&headers, header::IF_MATCH).map(etag).transpose()?;
     let content = base64::engine::general_purpose::STANDARD.encode(&body);
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
@@ -138,7 +172,7 @@ pub(super) async fn put(
     st.touch(&id);
     let status = if create { StatusCode::CREATED } else { StatusCode::OK };
     let mut resp = (status, axum::Json(&data)).into_response();
-    if let Some(tag) = data["sha256"].as_str().and_then(|s| HeaderValue::from_str(&format!("\"{s}\"")).ok()) {
+    if let Some(tag) = data.sha256().and_then(|s| HeaderValue::from_str(&format!("\"{s}\"")).ok()) {
         resp.headers_mut().insert(header::ETAG, tag);
     }
     Ok(resp)
@@ -152,7 +186,7 @@ pub(super) async fn delete(
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let path = utf8_path(path)?;
-    let expected = headers.get(header::IF_MATCH).map(etag).transpose()?;
+    let expected = precondition(&headers, header::IF_MATCH).map(etag).transpose()?;
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
     let data = st
@@ -165,4 +199,45 @@ pub(super) async fn delete(
         .await?;
     st.touch(&id);
     Ok(axum::Json(data).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_if_match_pattern_is_what_is_taken() {
+        let pattern = regex::Regex::new(IF_MATCH_PATTERN).expect("pattern");
+        let hex = "0123456789abcdef".repeat(4);
+        let upper = hex.to_ascii_uppercase();
+        let good = [
+            String::new(),
+            " ".to_string(),
+            "*".to_string(),
+            "\"0000\"".to_string(),
+            "W/\"\"".to_string(),
+            hex.clone(),
+            format!("\"{hex}\""),
+            format!("W/\"{upper}\""),
+        ];
+        let bad = [
+            "**".to_string(),
+            format!("W/{hex}"),
+            format!("\"{hex}"),
+            "\"".to_string(),
+            "\"a b\"".to_string(),
+            "0000".to_string(),
+            hex[1..].to_string(),
+            format!("{hex}0"),
+            format!("\"\"{hex}\"\""),
+            "g".repeat(64),
+        ];
+        for v in good.iter().chain(&bad) {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::IF_MATCH, HeaderValue::from_str(v).expect("header"));
+            let taken = precondition(&headers, header::IF_MATCH).map(etag).transpose().ok();
+            assert_eq!(pattern.is_match(v), taken.is_some(), "{v:?}");
+        }
+        assert_eq!(etag(&HeaderValue::from_str(&format!("W/\"{upper}\"")).expect("h")).ok(), Some(hex));
+    }
 }

@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
 use super::caller::Caller;
 use super::mutate::{check_expected, ctx, draft_remove, stale, writable, written, ApplyPatch, EDIT_LIMIT};
+use super::output::{ApplyPatchResult, PatchOp, PatchedFile};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::path;
 use crate::fs::lock::Locked;
@@ -19,7 +20,7 @@ use crate::repo::Repo;
 /// What the patch did to one path: `add`, `delete`, `update` or `move` (with its destination).
 struct Outcome {
     path: Vec<u8>,
-    op: &'static str,
+    op: PatchOp,
     moved_to: Option<Vec<u8>>,
 }
 
@@ -27,7 +28,7 @@ struct Outcome {
 type Checked = BTreeMap<Vec<u8>, Option<Current>>;
 
 impl Repo {
-    pub(crate) fn tool_apply_patch(&self, c: &Caller<'_>, l: &Locked, p: &ApplyPatch) -> Result<Value> {
+    pub(crate) fn tool_apply_patch(&self, c: &Caller<'_>, l: &Locked, p: &ApplyPatch) -> Result<ApplyPatchResult> {
         let patch = crate::patch::parse(&p.patch)?;
         let wd = &l.wd;
         check_paths(c, &patch)?;
@@ -38,8 +39,8 @@ impl Repo {
             draft_op(c, wd, op, &mut checked, &mut drafts, &mut outcomes)?;
         }
         let done = self.execute(wd, ctx(c, "apply_patch", json!({})), drafts)?;
-        let files: Vec<Value> = outcomes.into_iter().map(|o| outcome_json(o, &done)).collect();
-        Ok(json!({"files": files, "plan": done.plan}))
+        let files = outcomes.into_iter().map(|o| patched(o, &done)).collect();
+        Ok(ApplyPatchResult { files, plan: done.plan })
     }
 }
 
@@ -116,14 +117,14 @@ fn draft_op(
             if wd.stat(&rel)?.is_some() {
                 return Err(already_exists(&rel).context(format!("patch line {line}: Add File")));
             }
-            outcomes.push(Outcome { path: rel.clone(), op: "add", moved_to: None });
+            outcomes.push(Outcome { path: rel.clone(), op: PatchOp::Add, moved_to: None });
             let content = NewContent::Bytes(contents.clone().into_bytes());
             drafts.push(Draft::Write { path: rel, content, mode: 0o644, before: None });
         }
         FileOp::Delete { path: pth, line } => {
             let rel = path::normalize_nonempty(pth.as_bytes())?;
             check_deletable(wd, &rel, pth, *line)?;
-            outcomes.push(Outcome { path: rel.clone(), op: "delete", moved_to: None });
+            outcomes.push(Outcome { path: rel.clone(), op: PatchOp::Delete, moved_to: None });
             let expected = checked.get(&rel).and_then(|r| r.as_ref()).map(|c| hex_sha(&c.sha256));
             drafts.push(draft_remove(c, wd, &rel, expected.as_deref(), "apply_patch")?);
         }
@@ -136,13 +137,13 @@ fn draft_op(
                     if wd.stat(&to_rel)?.is_some() {
                         return Err(already_exists(&to_rel).context(format!("patch line {line}: Move to")));
                     }
-                    outcomes.push(Outcome { path: rel.clone(), op: "move", moved_to: Some(to_rel.clone()) });
+                    outcomes.push(Outcome { path: rel.clone(), op: PatchOp::Move, moved_to: Some(to_rel.clone()) });
                     let moved = cur.clone();
                     drafts.push(Draft::Move { from: rel, to: to_rel.clone(), before: Some(cur) });
                     drafts.push(Draft::Write { path: to_rel, content: new, mode: moved.mode, before: Some(moved) });
                 }
                 None => {
-                    outcomes.push(Outcome { path: rel.clone(), op: "update", moved_to: None });
+                    outcomes.push(Outcome { path: rel.clone(), op: PatchOp::Update, moved_to: None });
                     drafts.push(Draft::Write { path: rel, content: new, mode: cur.mode, before: Some(cur) });
                 }
             }
@@ -202,19 +203,17 @@ fn updated(
 
 /// One file of the result: its path and operation, and its new hash (or, deleted, its trash
 /// id).
-fn outcome_json(o: Outcome, done: &Done) -> Value {
-    let mut m = Map::new();
-    m.insert("path".into(), path::display(&o.path).into());
-    m.insert("op".into(), o.op.into());
-    if o.op == "delete" {
-        let id = done.trashed.iter().find(|(p, _)| *p == o.path).map(|(_, id)| id.clone());
-        m.insert("trashId".into(), id.into());
+fn patched(o: Outcome, done: &Done) -> PatchedFile {
+    let (sha256, trash_id) = if o.op == PatchOp::Delete {
+        (None, done.trashed.iter().find(|(p, _)| *p == o.path).map(|(_, id)| id.clone()))
     } else {
-        let at = o.moved_to.as_deref().unwrap_or(&o.path);
-        m.insert("sha256".into(), written(done, at).into());
+        (written(done, o.moved_to.as_deref().unwrap_or(&o.path)), None)
+    };
+    PatchedFile {
+        path: path::display(&o.path).into_owned(),
+        op: o.op,
+        sha256,
+        trash_id,
+        moved_to: o.moved_to.as_deref().map(|to| path::display(to).into_owned()),
     }
-    if let Some(to) = &o.moved_to {
-        m.insert("movedTo".into(), path::display(to).into());
-    }
-    Value::Object(m)
 }

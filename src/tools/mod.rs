@@ -10,12 +10,15 @@ mod apply_patch;
 mod caller;
 pub mod edit;
 pub mod mutate;
+pub mod output;
 pub mod read;
 pub mod slice;
 
 use caller::Caller;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+
+pub use output::{envelope, suggested_action, ToolOutput, ToolReply};
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
@@ -67,7 +70,12 @@ pub enum ToolCall {
     ApplyPatch(mutate::ApplyPatch),
 }
 
+/// The parameters of `tool`: a JSON object (serde would also take an array of the fields in
+/// order, which the API does not document).
 fn params<T: DeserializeOwned>(tool: &str, v: Value) -> Result<T> {
+    if !v.is_object() {
+        return Err(Error::invalid_argument(format!("bad parameters for {tool}: give them as a JSON object")));
+    }
     serde_json::from_value(v).map_err(|e| Error::invalid_argument(format!("bad parameters for {tool}: {e}")))
 }
 
@@ -138,55 +146,17 @@ impl ToolCall {
     }
 }
 
-/// The next step an agent should take after an error of `kind`.
-pub fn suggested_action(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::StaleFile => "Re-read the file to obtain the current sha256 and re-apply your edit.",
-        ErrorKind::AlreadyExists => "Read the existing file and use write_file or edit_file, or choose another path.",
-        ErrorKind::NotFound => "Check the path with list_directory or glob.",
-        ErrorKind::PatchFailed => "Re-read the file and rebuild the edit or chunk from its current lines.",
-        ErrorKind::ReadOnly => "The session is not active: resume it, or start a new session, to change files.",
-        ErrorKind::PermissionDenied => "Stay within the session's file_access scope.",
-        ErrorKind::NotText => "Pass \"encoding\": \"base64\" to read binary content.",
-        ErrorKind::TooLarge => "Read a slice with startLine/endLine or maxBytes.",
-        ErrorKind::IsDirectory => "Use list_directory for a directory.",
-        ErrorKind::InvalidPath | ErrorKind::InvalidArgument => "Fix the parameters as the message says.",
-        ErrorKind::TooDeep | ErrorKind::NameTooLong => "Use a shorter path: the message gives the limit.",
-        ErrorKind::Timeout => "Nothing was changed: retry, or split the work into smaller calls.",
-        ErrorKind::Conflict => "The file changed while it was read: try again.",
-        _ => "Try again later; if it persists, report the message to an operator.",
-    }
-}
-
-/// A tool result as agents receive it: `{"ok": true, "data": ...}` or
-/// `{"ok": false, "error": {"kind", "message", "suggestedAction", ...details}}`.
-pub fn envelope(result: &Result<Value>) -> Value {
-    match result {
-        Ok(data) => json!({"ok": true, "data": data}),
-        Err(e) => {
-            let mut err = serde_json::Map::new();
-            err.insert("kind".into(), e.kind().as_str().into());
-            err.insert("message".into(), e.message().into());
-            if let Some(d) = e.details() {
-                err.extend(d.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-            err.entry("suggestedAction").or_insert_with(|| suggested_action(e.kind()).into());
-            json!({"ok": false, "error": err})
-        }
-    }
-}
-
 impl Repo {
     /// Runs one tool call for session `s` on behalf of `actor`. Mutations and refusals of
     /// mutations are audited; the result goes to agents through [`envelope`].
-    pub fn run_tool(&self, s: &Session, call: ToolCall, actor: &str) -> Result<Value> {
+    pub fn run_tool(&self, s: &Session, call: ToolCall, actor: &str) -> Result<ToolOutput> {
         let caller = Caller { session: s, scope: s.scope()?, actor };
         let name = call.name();
         if !call.mutates() {
             let path = call.path().map(str::to_string);
             let result = match call {
-                ToolCall::ReadFile(p) => self.tool_read_file(&caller, &p),
-                ToolCall::ListDirectory(p) => self.tool_list_directory(&caller, &p),
+                ToolCall::ReadFile(p) => self.tool_read_file(&caller, &p).map(ToolOutput::ReadFile),
+                ToolCall::ListDirectory(p) => self.tool_list_directory(&caller, &p).map(ToolOutput::ListDirectory),
                 ToolCall::Search(p) | ToolCall::Glob(p) => self.tool_search(&caller, &p),
                 _ => Err(Error::internal("a mutating tool took the read path")),
             };
@@ -200,13 +170,13 @@ impl Repo {
         }
         let path = call.path().map(str::to_string);
         let result = self.check_writable(s).and_then(|wd| match call {
-            ToolCall::CreateFile(p) => self.tool_create_file(&caller, &wd, &p),
-            ToolCall::WriteFile(p) => self.tool_write_file(&caller, &wd, &p),
-            ToolCall::EditFile(p) => self.tool_edit_file(&caller, &wd, &p),
-            ToolCall::DeleteFile(p) => self.tool_delete_file(&caller, &wd, &p),
-            ToolCall::RestoreFile(p) => self.tool_restore_file(&caller, &wd, &p),
-            ToolCall::MoveFile(p) => self.tool_move_file(&caller, &wd, &p),
-            ToolCall::ApplyPatch(p) => self.tool_apply_patch(&caller, &wd, &p),
+            ToolCall::CreateFile(p) => self.tool_create_file(&caller, &wd, &p).map(ToolOutput::Write),
+            ToolCall::WriteFile(p) => self.tool_write_file(&caller, &wd, &p).map(ToolOutput::Write),
+            ToolCall::EditFile(p) => self.tool_edit_file(&caller, &wd, &p).map(ToolOutput::Edit),
+            ToolCall::DeleteFile(p) => self.tool_delete_file(&caller, &wd, &p).map(ToolOutput::Delete),
+            ToolCall::RestoreFile(p) => self.tool_restore_file(&caller, &wd, &p).map(ToolOutput::Restore),
+            ToolCall::MoveFile(p) => self.tool_move_file(&caller, &wd, &p).map(ToolOutput::Move),
+            ToolCall::ApplyPatch(p) => self.tool_apply_patch(&caller, &wd, &p).map(ToolOutput::ApplyPatch),
             _ => Err(Error::internal("a reading tool took the write path")),
         });
         if let Err(e) = &result {

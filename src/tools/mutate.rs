@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::caller::Caller;
 use super::edit::{self, Edit};
+use super::output::{DeleteResult, EditResult, MoveResult, RestoreResult, RevertResult, ToolOutput, WriteResult};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::TrashId;
 use crate::base::path;
@@ -18,6 +19,7 @@ use crate::base::time::now_ns;
 use crate::fs::lock::Locked;
 use crate::fs::workdir::{Current, Kind, WorkDir};
 use crate::journal::{self, already_exists, hex_sha, Ctx, Done, Draft, NewContent};
+use crate::model::audit::AuditRecord;
 use crate::model::session::Session;
 use crate::model::trash::{TrashEntry, TrashItem};
 use crate::model::tree::EntryKind;
@@ -309,6 +311,110 @@ pub(super) fn written(done: &Done, rel: &[u8]) -> Option<String> {
     done.written.iter().rev().find(|(p, _)| p == rel).map(|(_, s)| s.clone())
 }
 
+/// The step that puts back the content a write replaced, if the file is still what it wrote.
+fn undo_write(wd: &WorkDir, rec: &AuditRecord, rel: &[u8], after: Option<&str>, seq: i64) -> Result<Vec<Draft>> {
+    let cur = check_expected(rel, wd.current(rel)?, after)?;
+    let obj = rec.before_object.ok_or_else(|| Error::corrupt(format!("audit record {seq} kept no pre-image")))?;
+    let sha = rec.before_sha256.ok_or_else(|| Error::corrupt(format!("audit record {seq} lacks the old sha256")))?;
+    let content = NewContent::Stored { id: obj, sha256: sha };
+    Ok(vec![Draft::Write { path: rel.to_vec(), content, mode: cur.mode, before: Some(cur) }])
+}
+
+/// The step that moves a moved file or directory back, if its old path is free and a file is
+/// still what it was.
+fn undo_move(wd: &WorkDir, rec: &AuditRecord, rel: &[u8], after: Option<&str>, seq: i64) -> Result<Vec<Draft>> {
+    let to =
+        rec.dest_path.clone().ok_or_else(|| Error::corrupt(format!("audit record {seq} lacks its destination")))?;
+    if wd.stat(rel)?.is_some() {
+        return Err(already_exists(rel));
+    }
+    let before = match wd.stat(&to)? {
+        Some(m) if m.kind == Kind::File => Some(check_expected(&to, wd.current(&to)?, after)?),
+        Some(_) => None,
+        None => return Err(stale(&to, None, after)),
+    };
+    Ok(vec![Draft::Move { from: to, to: rel.to_vec(), before }])
+}
+
+/// Where a restore goes when `target` is taken: refused (`fail`), the first free
+/// `(restored)` name (`rename`), or over the file there, which goes to the trash, if it is the
+/// one `expectedSha256` names (`overwrite`, files only).
+fn free_target(
+    c: &Caller<'_>,
+    l: &Locked,
+    p: &RestoreFile,
+    item: &TrashItem,
+    target: Vec<u8>,
+    drafts: &mut Vec<Draft>,
+) -> Result<Vec<u8>> {
+    if l.wd.stat(&target)?.is_none() {
+        return Ok(target);
+    }
+    match p.on_conflict {
+        OnConflict::Fail => Err(already_exists(&target)),
+        OnConflict::Rename => {
+            let free = free_name(&l.wd, &target)?;
+            c.scope.check_write(&free)?;
+            Ok(free)
+        }
+        OnConflict::Overwrite => {
+            if item.kind == EntryKind::Dir {
+                return Err(Error::invalid_argument(
+                    "onConflict overwrite restores files only; restore the directory with rename or to another path",
+                ));
+            }
+            let Some(expected) = p.expected_sha256.as_deref() else {
+                let cur = l.wd.current(&target)?;
+                return Err(stale(&target, cur.as_ref(), None));
+            };
+            drafts.push(draft_remove(c, &l.wd, &target, Some(expected), "restore_file")?);
+            Ok(target)
+        }
+    }
+}
+
+/// The steps that put `item` back at `target`: a file written from its object, or a
+/// directory made with its subdirectories first, then its files and links.
+fn draft_restore(item: &TrashItem, target: &[u8], drafts: &mut Vec<Draft>) -> Result<()> {
+    if item.kind != EntryKind::Dir {
+        let content = stored(&item.id, item.object, item.sha256)?;
+        drafts.push(Draft::Write { path: target.to_vec(), content, mode: item.mode, before: None });
+        return Ok(());
+    }
+    drafts.push(Draft::Mkdir { path: target.to_vec() });
+    let mut members = Vec::new();
+    for e in &item.entries {
+        let rel = crate::fs::walk::join_rel(target, &e.rel);
+        match (e.kind, &e.target) {
+            (EntryKind::File, _) => {
+                let content = stored(&item.id, e.object, e.sha256)?;
+                members.push(Draft::Write { path: rel, content, mode: e.mode, before: None });
+            }
+            (EntryKind::Dir, _) => drafts.push(Draft::Mkdir { path: rel }),
+            (EntryKind::Symlink, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
+            (EntryKind::Symlink, None) => {
+                return Err(Error::corrupt(format!(
+                    "trash item {} records the symlink '{}' without its target",
+                    item.id,
+                    path::display(&e.rel)
+                )))
+            }
+        }
+    }
+    drafts.extend(members);
+    Ok(())
+}
+
+/// What `create_file` and `write_file` answer once `done` wrote `size` bytes at `rel`.
+fn write_result(done: &Done, rel: &[u8], size: usize) -> WriteResult {
+    WriteResult {
+        path: path::display(rel).into_owned(),
+        sha256: written(done, rel),
+        size,
+        audit_seq: done.audit_seqs.first().copied(),
+    }
+}
+
 /// `a/b.txt` -> `a/b (restored).txt`, then `(restored 2)`, ... the first that is free.
 fn free_name(wd: &WorkDir, rel: &[u8]) -> Result<Vec<u8>> {
     let (dir, name) = crate::fs::workdir::split(rel);
@@ -363,7 +469,7 @@ impl Repo {
         Ok(out)
     }
 
-    pub(crate) fn tool_create_file(&self, c: &Caller<'_>, l: &Locked, p: &CreateFile) -> Result<Value> {
+    pub(crate) fn tool_create_file(&self, c: &Caller<'_>, l: &Locked, p: &CreateFile) -> Result<WriteResult> {
         let rel = writable(c, &p.path)?;
         let content = decode(&p.content, p.encoding.as_deref())?;
         if l.wd.stat(&rel)?.is_some() {
@@ -372,11 +478,10 @@ impl Repo {
         let size = content.len();
         let draft = Draft::Write { path: rel.clone(), content: NewContent::Bytes(content), mode: 0o644, before: None };
         let done = self.execute(&l.wd, ctx(c, "create_file", json!({})), vec![draft])?;
-        Ok(json!({"path": path::display(&rel), "sha256": written(&done, &rel), "size": size,
-                  "auditSeq": done.audit_seqs.first()}))
+        Ok(write_result(&done, &rel, size))
     }
 
-    pub(crate) fn tool_write_file(&self, c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<Value> {
+    pub(crate) fn tool_write_file(&self, c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<WriteResult> {
         let rel = writable(c, &p.path)?;
         let content = decode(&p.content, p.encoding.as_deref())?;
         let size = content.len();
@@ -398,11 +503,10 @@ impl Repo {
             }
         };
         let done = self.execute(&l.wd, ctx(c, "write_file", json!({})), vec![draft])?;
-        Ok(json!({"path": path::display(&rel), "sha256": written(&done, &rel), "size": size,
-                  "auditSeq": done.audit_seqs.first()}))
+        Ok(write_result(&done, &rel, size))
     }
 
-    pub(crate) fn tool_edit_file(&self, c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<Value> {
+    pub(crate) fn tool_edit_file(&self, c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<EditResult> {
         let rel = writable(c, &p.path)?;
         let (cur, bytes, _held) = self.read_to_edit(&l.wd, &rel, p.expected_sha256.as_deref())?;
         let shown = path::display(&rel).into_owned();
@@ -414,11 +518,15 @@ impl Repo {
         let content = NewContent::Bytes(new.into_bytes());
         let draft = Draft::Write { path: rel.clone(), content, mode: cur.mode, before: Some(cur) };
         let done = self.execute(&l.wd, ctx(c, "edit_file", json!({})), vec![draft])?;
-        Ok(json!({"path": shown, "sha256": written(&done, &rel), "replacements": replacements,
-                  "auditSeq": done.audit_seqs.first()}))
+        Ok(EditResult {
+            path: shown,
+            sha256: written(&done, &rel),
+            replacements,
+            audit_seq: done.audit_seqs.first().copied(),
+        })
     }
 
-    pub(crate) fn tool_delete_file(&self, c: &Caller<'_>, l: &Locked, p: &DeleteFile) -> Result<Value> {
+    pub(crate) fn tool_delete_file(&self, c: &Caller<'_>, l: &Locked, p: &DeleteFile) -> Result<DeleteResult> {
         let rel = writable(c, &p.path)?;
         let draft = draft_remove(c, &l.wd, &rel, p.expected_sha256.as_deref(), "delete_file")?;
         let (kind, size) = match &draft {
@@ -427,11 +535,16 @@ impl Repo {
         };
         let done = self.execute(&l.wd, ctx(c, "delete_file", json!({})), vec![draft])?;
         let trash_id = done.trashed.first().map(|(_, id)| id.clone());
-        Ok(json!({"path": path::display(&rel), "trashId": trash_id, "kind": kind, "size": size,
-                  "auditSeq": done.audit_seqs.first()}))
+        Ok(DeleteResult {
+            path: path::display(&rel).into_owned(),
+            trash_id,
+            kind,
+            size,
+            audit_seq: done.audit_seqs.first().copied(),
+        })
     }
 
-    pub(crate) fn tool_move_file(&self, c: &Caller<'_>, l: &Locked, p: &MoveFile) -> Result<Value> {
+    pub(crate) fn tool_move_file(&self, c: &Caller<'_>, l: &Locked, p: &MoveFile) -> Result<MoveResult> {
         let from = writable(c, &p.from)?;
         let to = writable(c, &p.to)?;
         if to.starts_with(&from) && (to.len() == from.len() || to[from.len()] == b'/') {
@@ -466,18 +579,49 @@ impl Repo {
         let sha = before.as_ref().map(|b| hex_sha(&b.sha256));
         let draft = Draft::Move { from: from.clone(), to: to.clone(), before };
         let done = self.execute(&l.wd, ctx(c, "move_file", json!({})), vec![draft])?;
-        Ok(json!({"from": path::display(&from), "to": path::display(&to), "sha256": sha,
-                  "auditSeq": done.audit_seqs.first()}))
+        Ok(MoveResult {
+            from: path::display(&from).into_owned(),
+            to: path::display(&to).into_owned(),
+            sha256: sha,
+            audit_seq: done.audit_seqs.first().copied(),
+        })
     }
 
-    pub(crate) fn tool_restore_file(&self, c: &Caller<'_>, l: &Locked, p: &RestoreFile) -> Result<Value> {
-        let item = match (&p.trash_id, &p.path) {
+    pub(crate) fn tool_restore_file(&self, c: &Caller<'_>, l: &Locked, p: &RestoreFile) -> Result<RestoreResult> {
+        let item = self.trash_item_to_restore(c, p)?;
+        // Restoring elsewhere is a read of what was deleted: the session must be able to see it.
+        c.scope.check_read(&item.path)?;
+        let target = match &p.to {
+            Some(to) => writable(c, to)?,
+            None => {
+                c.scope.check_write(&item.path)?;
+                item.path.clone()
+            }
+        };
+        let mut drafts = Vec::new();
+        let target = free_target(c, l, p, &item, target, &mut drafts)?;
+        draft_restore(&item, &target, &mut drafts)?;
+        let done = self.execute(&l.wd, ctx(c, "restore_file", json!({"restoredTrashId": item.id})), drafts)?;
+        Ok(RestoreResult {
+            path: path::display(&target).into_owned(),
+            sha256: if item.kind == EntryKind::File { written(&done, &target) } else { None },
+            trash_id: item.id,
+            kind: item.kind,
+            replaced_trash_id: done.trashed.first().map(|(_, id)| id.clone()),
+            audit_seq: done.audit_seqs.last().copied(),
+        })
+    }
+
+    /// The trash item a `restore_file` call names: by id (in the session's workspace), or the
+    /// newest deletion at a path that is not restored yet.
+    fn trash_item_to_restore(&self, c: &Caller<'_>, p: &RestoreFile) -> Result<TrashItem> {
+        match (&p.trash_id, &p.path) {
             (Some(id), _) => {
                 let item = self.trash_item(id)?;
                 if item.workspace != c.session.workspace {
                     return Err(Error::not_found(format!("trash item '{id}' is not in this session's workspace")));
                 }
-                item
+                Ok(item)
             }
             (None, Some(pth)) => {
                 let rel = path::normalize_nonempty(pth.as_bytes())?;
@@ -489,78 +633,15 @@ impl Repo {
                     .transpose()?
                     .ok_or_else(|| {
                         Error::not_found(format!("nothing deleted at '{}' is in the trash", path::display(&rel)))
-                    })?
+                    })
             }
-            (None, None) => return Err(Error::invalid_argument("give trashId, or the path that was deleted")),
-        };
-        // Restoring elsewhere is a read of what was deleted: the session must be able to see it.
-        c.scope.check_read(&item.path)?;
-        let target = match &p.to {
-            Some(to) => writable(c, to)?,
-            None => {
-                c.scope.check_write(&item.path)?;
-                item.path.clone()
-            }
-        };
-        let mut drafts = Vec::new();
-        let mut target = target;
-        if l.wd.stat(&target)?.is_some() {
-            match p.on_conflict {
-                OnConflict::Fail => return Err(already_exists(&target)),
-                OnConflict::Rename => {
-                    target = free_name(&l.wd, &target)?;
-                    c.scope.check_write(&target)?;
-                }
-                OnConflict::Overwrite => {
-                    if item.kind == EntryKind::Dir {
-                        return Err(Error::invalid_argument(
-                            "onConflict overwrite restores files only; restore the directory with rename or to another path",
-                        ));
-                    }
-                    let Some(expected) = p.expected_sha256.as_deref() else {
-                        let cur = l.wd.current(&target)?;
-                        return Err(stale(&target, cur.as_ref(), None));
-                    };
-                    drafts.push(draft_remove(c, &l.wd, &target, Some(expected), "restore_file")?);
-                }
-            }
+            (None, None) => Err(Error::invalid_argument("give trashId, or the path that was deleted")),
         }
-        if item.kind == EntryKind::Dir {
-            drafts.push(Draft::Mkdir { path: target.clone() });
-            let mut members = Vec::new();
-            for e in &item.entries {
-                let rel = crate::fs::walk::join_rel(&target, &e.rel);
-                match (e.kind, &e.target) {
-                    (EntryKind::File, _) => {
-                        let content = stored(&item.id, e.object, e.sha256)?;
-                        members.push(Draft::Write { path: rel, content, mode: e.mode, before: None });
-                    }
-                    (EntryKind::Dir, _) => drafts.push(Draft::Mkdir { path: rel }),
-                    (EntryKind::Symlink, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
-                    (EntryKind::Symlink, None) => {
-                        return Err(Error::corrupt(format!(
-                            "trash item {} records the symlink '{}' without its target",
-                            item.id,
-                            path::display(&e.rel)
-                        )))
-                    }
-                }
-            }
-            drafts.extend(members);
-        } else {
-            let content = stored(&item.id, item.object, item.sha256)?;
-            drafts.push(Draft::Write { path: target.clone(), content, mode: item.mode, before: None });
-        }
-        let done = self.execute(&l.wd, ctx(c, "restore_file", json!({"restoredTrashId": item.id})), drafts)?;
-        Ok(json!({"path": path::display(&target), "trashId": item.id, "kind": item.kind,
-                  "sha256": if item.kind == EntryKind::File { written(&done, &target) } else { None },
-                  "replacedTrashId": done.trashed.first().map(|(_, id)| id.clone()),
-                  "auditSeq": done.audit_seqs.last()}))
     }
 
     /// Undoes the change audit record `seq` made, through the stale-file protocol: refused
     /// (`stale_file`) if the file changed since. The revert is itself a mutation, audited.
-    pub fn revert(&self, seq: i64, actor: &str) -> Result<Value> {
+    pub fn revert(&self, seq: i64, actor: &str) -> Result<ToolOutput> {
         let rec = self
             .audit_record(seq)?
             .ok_or_else(|| Error::not_found(format!("audit record {seq} not found: list them with `trove audit log`")))?
@@ -583,46 +664,16 @@ impl Repo {
         result
     }
 
-    fn revert_record(
-        &self,
-        s: &Session,
-        rec: &crate::model::audit::AuditRecord,
-        change: &str,
-        seq: i64,
-        actor: &str,
-    ) -> Result<Value> {
+    fn revert_record(&self, s: &Session, rec: &AuditRecord, change: &str, seq: i64, actor: &str) -> Result<ToolOutput> {
         let l = self.check_writable(s)?;
         let c = Caller { session: s, scope: s.scope()?, actor };
         let rel =
             rec.path.clone().ok_or_else(|| Error::invalid_argument(format!("audit record {seq} names no path")))?;
         let after = rec.after_sha256.map(hex::encode);
         let drafts = match change {
-            "write" => {
-                let cur = check_expected(&rel, l.wd.current(&rel)?, after.as_deref())?;
-                let obj =
-                    rec.before_object.ok_or_else(|| Error::corrupt(format!("audit record {seq} kept no pre-image")))?;
-                let sha = rec
-                    .before_sha256
-                    .ok_or_else(|| Error::corrupt(format!("audit record {seq} lacks the old sha256")))?;
-                let content = NewContent::Stored { id: obj, sha256: sha };
-                vec![Draft::Write { path: rel.clone(), content, mode: cur.mode, before: Some(cur) }]
-            }
+            "write" => undo_write(&l.wd, rec, &rel, after.as_deref(), seq)?,
             "create" | "mkdir" | "symlink" => vec![draft_remove(&c, &l.wd, &rel, after.as_deref(), "revert")?],
-            "move" => {
-                let to = rec
-                    .dest_path
-                    .clone()
-                    .ok_or_else(|| Error::corrupt(format!("audit record {seq} lacks its destination")))?;
-                if l.wd.stat(&rel)?.is_some() {
-                    return Err(already_exists(&rel));
-                }
-                let before = match l.wd.stat(&to)? {
-                    Some(m) if m.kind == Kind::File => Some(check_expected(&to, l.wd.current(&to)?, after.as_deref())?),
-                    Some(_) => None,
-                    None => return Err(stale(&to, None, after.as_deref())),
-                };
-                vec![Draft::Move { from: to, to: rel.clone(), before }]
-            }
+            "move" => undo_move(&l.wd, rec, &rel, after.as_deref(), seq)?,
             "delete" => {
                 let named = rec.details.get("trashId").and_then(Value::as_str);
                 let trash_id = named.map(TrashId::parse).transpose()?.ok_or_else(|| {
@@ -637,14 +688,19 @@ impl Repo {
                     expected_sha256: None,
                 };
                 let l = self.check_writable(s)?;
-                return self.tool_restore_file(&c, &l, &call);
+                return self.tool_restore_file(&c, &l, &call).map(ToolOutput::Restore);
             }
             other => {
                 return Err(Error::invalid_argument(format!("audit record {seq}: a '{other}' cannot be reverted")))
             }
         };
         let done = self.execute(&l.wd, ctx(&c, "revert", json!({"reverts": seq})), drafts)?;
-        Ok(json!({"reverted": seq, "path": path::display(&rel), "sha256": written(&done, &rel),
-                  "trashId": done.trashed.first().map(|(_, id)| id.clone()), "auditSeq": done.audit_seqs.last()}))
+        Ok(ToolOutput::Revert(RevertResult {
+            reverted: seq,
+            path: path::display(&rel).into_owned(),
+            sha256: written(&done, &rel),
+            trash_id: done.trashed.first().map(|(_, id)| id.clone()),
+            audit_seq: done.audit_seqs.last().copied(),
+        }))
     }
 }

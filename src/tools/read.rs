@@ -4,9 +4,11 @@
 use base64::Engine;
 use globset::{GlobSet, GlobSetBuilder};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
 use super::caller::Caller;
+use super::output::{
+    Answered, DirEntry, Encoding, GlobResult, LineMatch, ListDirectoryResult, ReadFileResult, SearchResult, ToolOutput,
+};
 use super::slice::Slicer;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::path;
@@ -16,48 +18,12 @@ use crate::fs::walk::Excludes;
 use crate::fs::workdir::{Kind, WorkDir};
 use crate::model::scope::Scope;
 use crate::model::snapshot::SnapshotInfo;
+use crate::model::tree::EntryKind;
 use crate::object::Sha256;
-use crate::ops::source::{stream_hashed, Opened, Origin, Source, WorkspaceView};
+use crate::ops::source::{stream_hashed, ListedFile, Opened, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
 
-/// Counts in tool parameters (lines, bytes, results): any JSON integer from 0 to 2^64 - 1, or a
-/// number with an integral value that a double holds exactly, so `303.0` is 303, as JSON
-/// Schema's `integer` says; `2.5`, `-1` or `1e300` are refused by name.
-mod count {
-    use serde::{Deserialize, Deserializer};
-
-    /// The largest integral double taken: every integer up to it is exact.
-    const EXACT: f64 = 9_007_199_254_740_992.0;
-
-    /// The schema of a count.
-    #[derive(schemars::JsonSchema)]
-    #[schemars(transform = range)]
-    pub struct Count(#[allow(dead_code)] u64);
-
-    fn range(schema: &mut schemars::Schema) {
-        schema.insert("minimum".into(), 0.into());
-        schema.insert("maximum".into(), u64::MAX.into());
-    }
-
-    fn of<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-        let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
-        match (n.as_u64(), n.as_f64()) {
-            (Some(v), _) => Ok(Some(v)),
-            (None, Some(f)) if f.fract() == 0.0 && (0.0..=EXACT).contains(&f) => Ok(Some(f as u64)),
-            _ => Err(serde::de::Error::custom(format!("{n} is not a count: give a whole number of at least 0"))),
-        }
-    }
-
-    /// An optional count (one past `usize::MAX` cannot be asked for on a 64-bit machine).
-    pub fn de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-        of(d).map(|v| v.map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
-    }
-
-    /// An optional count, as a `u64`.
-    pub fn de_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-        of(d)
-    }
-}
+use crate::base::count;
 
 /// Lines and characters per line `read_file` returns unless asked otherwise.
 pub const MAX_LINES: usize = 2000;
@@ -177,13 +143,6 @@ fn source_of(s: &Option<String>) -> Source {
     s.as_deref().map_or(Source::Auto, Source::parse)
 }
 
-fn put_origin(m: &mut Map<String, Value>, origin: &Origin) {
-    m.insert("source".into(), origin.as_str().into());
-    if let Some(id) = origin.snapshot_id() {
-        m.insert("snapshot".into(), id.as_str().into());
-    }
-}
-
 fn not_text(p: &str) -> Error {
     Error::new(ErrorKind::NotText, format!("'{p}' is not UTF-8 text: read it with \"encoding\": \"base64\""))
         .with_detail("path", p)
@@ -237,7 +196,7 @@ impl Repo {
         WorkspaceView::of_session(c.session, excludes, &c.scope)
     }
 
-    pub(crate) fn tool_read_file(&self, c: &Caller<'_>, p: &ReadFile) -> Result<Value> {
+    pub(crate) fn tool_read_file(&self, c: &Caller<'_>, p: &ReadFile) -> Result<ReadFileResult> {
         let base64 = match p.encoding.as_deref() {
             None | Some("utf-8") | Some("utf8") => false,
             Some("base64") => true,
@@ -259,20 +218,31 @@ impl Repo {
         for _ in 0..crate::fs::live::READ_ATTEMPTS {
             let (mut opened, origin) = self.open_file_from(&view, &want, p.path.as_bytes())?;
             let shown = path::display(&opened.path).into_owned();
-            let mut m = Map::new();
-            m.insert("path".into(), shown.clone().into());
-            m.insert("size".into(), opened.size.into());
-            m.insert("modifiedAt".into(), iso_time(opened.mtime_ns).into());
-            put_origin(&mut m, &origin);
+            let mut out = ReadFileResult {
+                path: shown.clone(),
+                size: opened.size,
+                modified_at: iso_time(opened.mtime_ns),
+                answered: Answered::from(&origin),
+                encoding: Encoding::Utf8,
+                content: String::new(),
+                truncated: false,
+                next_offset: None,
+                total_lines: None,
+                start_line: None,
+                end_line: None,
+                next_start_line: None,
+                truncated_lines: None,
+                sha256: String::new(),
+            };
             let read = if base64 {
-                self.read_base64(&mut opened, p, &mut m)
+                self.read_base64(&mut opened, p, &mut out)
             } else {
-                self.read_text(&mut opened, p, start, &shown, &mut m)
+                self.read_text(&mut opened, p, start, &shown, &mut out)
             };
             let sha256 = read?;
             if opened.unchanged()? {
-                m.insert("sha256".into(), hex::encode(opened.sha256.unwrap_or(sha256)).into());
-                return Ok(Value::Object(m));
+                out.sha256 = hex::encode(opened.sha256.unwrap_or(sha256));
+                return Ok(out);
             }
         }
         Err(Error::new(
@@ -283,7 +253,7 @@ impl Repo {
 
     /// Streams `opened` once: the requested bytes as base64 (at most `BASE64_MAX` a call, from
     /// `offset`), and the sha256 of the whole file.
-    fn read_base64(&self, opened: &mut Opened<'_>, p: &ReadFile, m: &mut Map<String, Value>) -> Result<Sha256> {
+    fn read_base64(&self, opened: &mut Opened<'_>, p: &ReadFile, out: &mut ReadFileResult) -> Result<Sha256> {
         let offset = p.offset.unwrap_or(0);
         let cap = p.max_bytes.map_or(BASE64_MAX, |b| (b as u64).min(BASE64_MAX));
         let _held = self.hold(cap.min(opened.size) * 7 / 3)?;
@@ -297,12 +267,10 @@ impl Repo {
             Ok(())
         })?;
         let next = offset + kept.len() as u64;
-        m.insert("encoding".into(), "base64".into());
-        m.insert("content".into(), base64::engine::general_purpose::STANDARD.encode(&kept).into());
-        m.insert("truncated".into(), (next < opened.size || offset > 0).into());
-        if next < opened.size {
-            m.insert("nextOffset".into(), next.into());
-        }
+        out.encoding = Encoding::Base64;
+        out.content = base64::engine::general_purpose::STANDARD.encode(&kept);
+        out.truncated = next < opened.size || offset > 0;
+        out.next_offset = (next < opened.size).then_some(next);
         Ok(sha)
     }
 
@@ -314,13 +282,14 @@ impl Repo {
         p: &ReadFile,
         start: usize,
         shown: &str,
-        m: &mut Map<String, Value>,
+        out: &mut ReadFileResult,
     ) -> Result<Sha256> {
         let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
         let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
         let last_kept = p.end_line.unwrap_or(usize::MAX).min(start.saturating_add(max_lines - 1));
         // What the kept lines can take at most: four bytes a character, and the markers.
-        let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(max_chars as u64 * 4 + 64);
+        let per_line = (max_chars as u64).saturating_mul(4).saturating_add(64);
+        let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(per_line);
         let _held = self.hold(bound.min(opened.size.saturating_mul(2)))?;
         let mut slicer = Slicer::new(start, last_kept, max_chars);
         let sha = stream_hashed(opened, |bytes| {
@@ -335,35 +304,12 @@ impl Repo {
         }
         let end = p.end_line.unwrap_or(total).min(total);
         let shown_end = end.min(start.saturating_add(max_lines - 1));
-        let mut content = String::new();
-        let mut cut_lines = 0usize;
-        for line in lines.iter().take(shown_end.saturating_sub(start - 1)) {
-            content.push_str(&line.text);
-            if line.more > 0 {
-                cut_lines += 1;
-                content.push_str(&format!("… [line truncated: {} more characters]", line.more));
-            }
-            if line.eol {
-                content.push('\n');
-            }
-        }
+        let (mut content, cut_lines) = join_lines(&lines[..shown_end.saturating_sub(start - 1).min(lines.len())]);
         let mut last = shown_end;
         let mut truncated = shown_end < end || cut_lines > 0;
-        if let Some(max) = p.max_bytes {
-            if content.len() > max {
-                // Whole lines only, so nextStartLine resumes exactly where this read stopped.
-                let kept = prefix_bytes(&content, max);
-                let whole = kept.rfind('\n').map_or(0, |i| i + 1);
-                if whole == 0 {
-                    return Err(Error::new(
-                        ErrorKind::TooLarge,
-                        format!("line {start} of '{shown}' is longer than maxBytes {max}: raise maxBytes or lower maxLineLength"),
-                    ));
-                }
-                last = start - 1 + content[..whole].matches('\n').count();
-                content.truncate(whole);
-                truncated = true;
-            }
+        if let Some(max) = p.max_bytes.filter(|&max| content.len() > max) {
+            last = cut_to_whole_lines(&mut content, max, start, shown)?;
+            truncated = true;
         }
         if last < end {
             if !content.is_empty() && !content.ends_with('\n') {
@@ -373,21 +319,19 @@ impl Repo {
                 "[… truncated: showing lines {start}-{last} of {total}; call read_file with startLine={} to continue]",
                 last + 1
             ));
-            m.insert("nextStartLine".into(), (last + 1).into());
+            out.next_start_line = Some(last + 1);
         }
-        m.insert("encoding".into(), "utf-8".into());
-        m.insert("content".into(), content.into());
-        m.insert("totalLines".into(), total.into());
-        m.insert("startLine".into(), start.into());
-        m.insert("endLine".into(), last.into());
-        m.insert("truncated".into(), truncated.into());
-        if cut_lines > 0 {
-            m.insert("truncatedLines".into(), cut_lines.into());
-        }
+        out.encoding = Encoding::Utf8;
+        out.content = content;
+        out.total_lines = Some(total);
+        out.start_line = Some(start);
+        out.end_line = Some(last);
+        out.truncated = truncated;
+        out.truncated_lines = (cut_lines > 0).then_some(cut_lines);
         Ok(sha)
     }
 
-    pub(crate) fn tool_list_directory(&self, c: &Caller<'_>, p: &ListDirectory) -> Result<Value> {
+    pub(crate) fn tool_list_directory(&self, c: &Caller<'_>, p: &ListDirectory) -> Result<ListDirectoryResult> {
         let dir = path::components(p.path.as_bytes())?.join(&b'/');
         if !dir.is_empty() && !c.scope.dir_visible(&dir) {
             c.scope.check_read(&dir)?;
@@ -413,12 +357,14 @@ impl Repo {
                 Origin::Snapshot(snap.id)
             }
         };
-        let mut m = Map::new();
-        path::put_json(&mut m, "path", &dir);
-        m.insert("entries".into(), out.entries.into());
-        m.insert("truncated".into(), out.truncated.into());
-        put_origin(&mut m, &origin);
-        Ok(Value::Object(m))
+        let (path, path_base64) = path::for_json(&dir);
+        Ok(ListDirectoryResult {
+            path,
+            path_base64,
+            entries: out.entries,
+            truncated: out.truncated,
+            answered: Answered::from(&origin),
+        })
     }
 
     /// `list_directory` of the live tree, walked with an explicit stack in path order; only
@@ -445,9 +391,9 @@ impl Repo {
             for (name, meta) in children {
                 let rel = crate::fs::walk::join_rel(&d, &name);
                 let kind = match meta.kind {
-                    Kind::File => "file",
-                    Kind::Dir => "dir",
-                    Kind::Symlink => "symlink",
+                    Kind::File => EntryKind::File,
+                    Kind::Dir => EntryKind::Dir,
+                    Kind::Symlink => EntryKind::Symlink,
                     Kind::Other => continue,
                 };
                 if !out.push(&rel, kind, meta.size, meta.mtime_ns) {
@@ -474,7 +420,7 @@ impl Repo {
             if stop || rel == dir || out.depth_of(rel) > out.depth {
                 return Ok(());
             }
-            stop = !out.push(rel, e.kind.as_str(), e.size, e.mtime_ns);
+            stop = !out.push(rel, e.kind, e.size, e.mtime_ns);
             Ok(())
         })
         .map_err(|e| match e.kind() {
@@ -483,30 +429,26 @@ impl Repo {
         })
     }
 
-    pub(crate) fn tool_search(&self, c: &Caller<'_>, p: &Search) -> Result<Value> {
+    pub(crate) fn tool_search(&self, c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
         let m = SearchMatcher::new(p)?;
         let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
         let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
         let view = self.session_view(c, &excludes);
         let want = source_of(&p.source);
         let (files, origin) = self.list_files(&view, &want)?;
-        let mut results = Vec::new();
+        let (mut found, mut matches) = (Vec::new(), Vec::new());
         let mut truncated = false;
         let mut searched = 0usize;
         for f in &files {
             self.check_deadline("searching files")?;
             let Some(rel_in) = m.selects(&f.path) else { continue };
-            if results.len() >= max {
+            if found.len() + matches.len() >= max {
                 truncated = true;
                 break;
             }
             if let Some(g) = &m.name_glob {
                 if g.is_match(rel_in.as_ref()) {
-                    let mut found = Map::new();
-                    path::put_json(&mut found, "path", &f.path);
-                    found.insert("size".into(), f.size.into());
-                    found.insert("modifiedAt".into(), iso_time(f.mtime_ns).into());
-                    results.push(Value::Object(found));
+                    found.push(ListedFile::of(f).into_owned());
                 }
                 continue;
             }
@@ -521,22 +463,53 @@ impl Repo {
             };
             searched += 1;
             if let Some(text) = as_text(&read.bytes) {
-                truncated = match_lines(&f.path, text, re, max, &mut results);
+                truncated = match_lines(&f.path, text, re, max, &mut matches);
                 if truncated {
                     break;
                 }
             }
         }
-        let mut out = Map::new();
-        let key = if p.mode == SearchMode::Glob { "files" } else { "matches" };
-        out.insert(key.into(), results.into());
-        if p.mode != SearchMode::Glob {
-            out.insert("filesSearched".into(), searched.into());
-        }
-        out.insert("truncated".into(), truncated.into());
-        put_origin(&mut out, &origin);
-        Ok(Value::Object(out))
+        let answered = Answered::from(&origin);
+        Ok(if p.mode == SearchMode::Glob {
+            ToolOutput::Glob(GlobResult { files: found, truncated, answered })
+        } else {
+            ToolOutput::Search(SearchResult { matches, files_searched: searched, truncated, answered })
+        })
     }
+}
+
+/// The kept lines as one text, each cut line marked; and how many were cut.
+fn join_lines(lines: &[super::slice::Line]) -> (String, usize) {
+    let mut content = String::new();
+    let mut cut_lines = 0usize;
+    for line in lines {
+        content.push_str(&line.text);
+        if line.more > 0 {
+            cut_lines += 1;
+            content.push_str(&format!("… [line truncated: {} more characters]", line.more));
+        }
+        if line.eol {
+            content.push('\n');
+        }
+    }
+    (content, cut_lines)
+}
+
+/// Cuts `content` (lines from `start`) to at most `max` bytes of whole lines, so
+/// `nextStartLine` resumes exactly where the read stopped; returns the last line kept. A first
+/// line longer than `max` is `too_large`.
+fn cut_to_whole_lines(content: &mut String, max: usize, start: usize, shown: &str) -> Result<usize> {
+    let kept = prefix_bytes(content, max);
+    let whole = kept.rfind('\n').map_or(0, |i| i + 1);
+    if whole == 0 {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("line {start} of '{shown}' is longer than maxBytes {max}: raise maxBytes or lower maxLineLength"),
+        ));
+    }
+    let last = start - 1 + content[..whole].matches('\n').count();
+    content.truncate(whole);
+    Ok(last)
 }
 
 /// The entries a `list_directory` call gathers: only what the scope shows, at most `limit`.
@@ -545,14 +518,14 @@ struct Listing<'a> {
     dir: &'a [u8],
     depth: usize,
     limit: usize,
-    entries: Vec<Value>,
+    entries: Vec<DirEntry>,
     truncated: bool,
 }
 
 impl Listing<'_> {
     /// Adds an entry the scope shows; returns false once the limit is reached (`truncated`).
-    fn push(&mut self, rel: &[u8], kind: &str, size: u64, mtime_ns: i64) -> bool {
-        let visible = if kind == "dir" { self.scope.dir_visible(rel) } else { self.scope.can_read(rel) };
+    fn push(&mut self, rel: &[u8], kind: EntryKind, size: u64, mtime_ns: i64) -> bool {
+        let visible = if kind == EntryKind::Dir { self.scope.dir_visible(rel) } else { self.scope.can_read(rel) };
         if !visible {
             return true;
         }
@@ -560,13 +533,10 @@ impl Listing<'_> {
             self.truncated = true;
             return false;
         }
-        let mut m = Map::new();
-        path::put_json(&mut m, "path", rel);
-        path::put_json(&mut m, "name", crate::fs::workdir::split(rel).1);
-        m.insert("kind".into(), kind.into());
-        m.insert("size".into(), size.into());
-        m.insert("modifiedAt".into(), iso_time(mtime_ns).into());
-        self.entries.push(Value::Object(m));
+        let (path, path_base64) = path::for_json(rel);
+        let (name, name_base64) = path::for_json(crate::fs::workdir::split(rel).1);
+        let modified_at = iso_time(mtime_ns);
+        self.entries.push(DirEntry { path, path_base64, name, name_base64, kind, size, modified_at });
         true
     }
 
@@ -641,18 +611,20 @@ impl SearchMatcher {
 
 /// Adds the lines of `text` (the file at `rel`) that `re` matches to `results`, up to `max`
 /// results in all; returns whether it stopped at `max` with matches left.
-fn match_lines(rel: &[u8], text: &str, re: &regex::Regex, max: usize, results: &mut Vec<Value>) -> bool {
+fn match_lines(rel: &[u8], text: &str, re: &regex::Regex, max: usize, results: &mut Vec<LineMatch>) -> bool {
     for (n, line) in text.lines().enumerate() {
         if let Some(found) = re.find(line) {
             if results.len() >= max {
                 return true;
             }
-            let mut m = Map::new();
-            path::put_json(&mut m, "path", rel);
-            m.insert("line".into(), (n + 1).into());
-            m.insert("column".into(), (line[..found.start()].chars().count() + 1).into());
-            m.insert("text".into(), prefix_chars(line, MATCH_TEXT_CHARS).0.into());
-            results.push(Value::Object(m));
+            let (path, path_base64) = path::for_json(rel);
+            results.push(LineMatch {
+                path,
+                path_base64,
+                line: n + 1,
+                column: line[..found.start()].chars().count() + 1,
+                text: prefix_chars(line, MATCH_TEXT_CHARS).0.to_string(),
+            });
         }
     }
     false

@@ -5,7 +5,6 @@ use std::io::{self};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use serde_json::{json, Value};
 use trove::{Error, ErrorKind, Repo};
 
 use crate::cli::format;
@@ -41,18 +40,17 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     }
     if json {
         let bytes = repo.read_content(&entry)?;
-        let mut v = format::entry_json(&path, &entry);
-        if let Value::Object(m) = &mut v {
-            m.insert("snapshot".into(), json!(snap.id));
-            match std::str::from_utf8(&bytes) {
-                Ok(s) => m.insert("content".into(), json!(s)),
-                Err(_) => {
-                    use base64::Engine;
-                    m.insert("contentBase64".into(), json!(base64::engine::general_purpose::STANDARD.encode(&bytes)))
-                }
-            };
-        }
-        print_json(out, &v)?;
+        let (text, text_base64) = match String::from_utf8(bytes) {
+            Ok(s) => (Some(s), None),
+            Err(e) => {
+                use base64::Engine;
+                (None, Some(base64::engine::general_purpose::STANDARD.encode(e.as_bytes())))
+            }
+        };
+        // `content` is the file's content here, not its object id.
+        let entry = format::EntryRecord { content: None, ..format::EntryRecord::of(&path, &entry) };
+        let record = CatRecord { entry, snapshot: &snap.id, text, text_base64 };
+        print_json(out, &record)?;
     } else {
         let mut reader = repo.open_content(&entry)?;
         io::copy(&mut reader, out).map_err(|e| match e.kind() {
@@ -61,4 +59,19 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         })?;
     }
     Ok(0)
+}
+
+/// `trove cat --json`: the entry, the snapshot it is from, and its content (as text when it is
+/// UTF-8, else in base64).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CatRecord<'a> {
+    #[serde(flatten)]
+    entry: format::EntryRecord,
+    snapshot: &'a trove::SnapshotId,
+    /// The file's text, in place of the entry's `content` (its object id).
+    #[serde(rename = "content", skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(rename = "contentBase64", skip_serializing_if = "Option::is_none")]
+    text_base64: Option<String>,
 }

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
 use trove::{Error, ErrorKind, Repo, SnapshotOptions};
 
 use super::snapshot::report_snapshot;
@@ -71,8 +70,8 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
     }
     let second = repo.snapshot(&dir, &opts)?;
     if json {
-        let v = json!({"repository": repo_path, "workspace": dir, "snapshots": [first.record(), second.record()]});
-        return print_json(out, &v);
+        let shown = Demo { repository: repo_path, workspace: &dir, snapshots: [first.record(), second.record()] };
+        return print_json(out, &shown);
     }
     report_snapshot(out, &second, false)?;
     writeln!(out)?;
@@ -81,4 +80,12 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
     super::ls::list(out, &repo, &second, b"", false, false)?;
     writeln!(out, "\nnext: trove --repo {} ls latest --recursive | head", repo_path.display())?;
     Ok(())
+}
+
+/// `trove demo --json`: the repository, the directory snapshotted, and its two snapshots.
+#[derive(serde::Serialize)]
+struct Demo<'a> {
+    repository: &'a Path,
+    workspace: &'a Path,
+    snapshots: [trove::SnapshotRecord<'a>; 2],
 }

@@ -50,8 +50,9 @@ pub(crate) fn list(
     let mut each = |p: &[u8], e: &trove::Entry| -> trove::Result<()> {
         let r = if json {
             let sep: &[u8] = if first { b"\n  " } else { b",\n  " };
-            out.write_all(sep)
-                .and_then(|_| serde_json::to_writer(&mut *out, &format::entry_json(p, e)).map_err(io::Error::other))
+            out.write_all(sep).and_then(|_| {
+                serde_json::to_writer(&mut *out, &format::EntryRecord::of(p, e)).map_err(io::Error::other)
+            })
         } else {
             let mut line = format!("{} {:>10} {} ", format::mode(e), e.size, format::time(e.mtime_ns)).into_bytes();
             line.extend_from_slice(p);

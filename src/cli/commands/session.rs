@@ -25,7 +25,7 @@ pub enum Command {
         persistent: bool,
         /// Hard lifetime in seconds [default: 14400]
         #[arg(long)]
-        ttl: Option<i64>,
+        ttl: Option<u64>,
         /// Readable path prefix (repeatable); with neither --read nor --write, the whole workspace
         #[arg(long, value_name = "PATH")]
         read: Vec<String>,
@@ -116,26 +116,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
         Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),
         Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
         Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
-        Command::Files { id, source } => {
-            let s = repo.session(&id)?;
-            let scope = s.scope()?;
-            let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
-            let view = WorkspaceView::of_session(&s, &ex, &scope);
-            let (files, origin) = repo.list_files(&view, &Source::parse(source.as_deref().unwrap_or("")))?;
-            if json {
-                return print_json(out, &trove::FileListing::of(&files, &origin));
-            }
-            for f in &files {
-                writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;
-            }
-            writeln!(
-                out,
-                "{} files from {}",
-                files.len(),
-                origin.snapshot_id().map_or("the live tree", |id| id.as_str())
-            )?;
-            Ok(())
-        }
+        Command::Files { id, source } => files(out, repo, &id, source.as_deref(), json),
         Command::Cat { id, path, source } => {
             let s = repo.session(&id)?;
             let scope = s.scope()?;
@@ -148,4 +129,22 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
             Ok(())
         }
     }
+}
+
+/// `trove session files`: the Files API's listing, as a table or as its JSON.
+fn files(out: &mut Out, repo: &Repo, id: &SessionId, source: Option<&str>, json: bool) -> Result<(), Failure> {
+    let s = repo.session(id)?;
+    let scope = s.scope()?;
+    let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;
+    let view = WorkspaceView::of_session(&s, &ex, &scope);
+    let (files, origin) = repo.list_files(&view, &Source::parse(source.unwrap_or("")))?;
+    if json {
+        return print_json(out, &trove::FileListing::of(&files, &origin));
+    }
+    for f in &files {
+        writeln!(out, "{:>10}  {}", f.size, trove::path::display(&f.path))?;
+    }
+    let from = origin.snapshot_id().map_or("the live tree", |id| id.as_str());
+    writeln!(out, "{} files from {from}", files.len())?;
+    Ok(())
 }

@@ -44,6 +44,7 @@ fn tool(
     let s = repo.session(session)?;
     let call = trove::tools::ToolCall::parse(name, v)?;
     let result = repo.run_tool(&s, call, &actor());
-    print_json(out, &trove::tools::envelope(&result))?;
-    Ok(result.err().map_or(0, |e| crate::exit_code(e.kind())))
+    let code = result.as_ref().err().map_or(0, |e| crate::exit_code(e.kind()));
+    print_json(out, &trove::tools::envelope(result))?;
+    Ok(code)
 }

@@ -3,8 +3,7 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use serde_json::json;
-use trove::{Error, Repo};
+use trove::Repo;
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -35,7 +34,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
         Command::List => {
             let list = repo.workspaces()?;
             if json {
-                print_json(out, &serde_json::to_value(&list).map_err(|e| Error::internal(e.to_string()))?)?;
+                print_json(out, &list)?;
             } else {
                 for w in list {
                     let ex = trove::Excludes::effective(w.excludes.as_deref(), &w.extra_excludes)?;
@@ -46,11 +45,18 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
         Command::Excludes { name, add, remove, no_defaults, defaults } => {
             let list = repo.set_workspace_excludes(&name, &add, &remove, no_defaults, defaults, &actor())?;
             if json {
-                print_json(out, &json!({"workspace": name, "excludes": list}))?;
+                print_json(out, &Excludes { workspace: &name, excludes: &list })?;
             } else {
                 writeln!(out, "{name}: excludes {}", list.join(" "))?;
             }
         }
     }
     Ok(())
+}
+
+/// `trove workspace excludes --json`: the workspace's exclusion list now.
+#[derive(serde::Serialize)]
+struct Excludes<'a> {
+    workspace: &'a str,
+    excludes: &'a [String],
 }
