@@ -1,4 +1,4 @@
-//! Criterion benchmarks of the agent file tools (issue 4), through `Repo::run_tool` as the CLI
+//! Criterion benchmarks of the agent file tools (issue 4), through `trove::tools::run` as the CLI
 //! and the server call it: `read_file` of a 100 KB file, `write_file` of a 10 KB file (every
 //! write fsynced: the temporary file, the directory, the journal commit) and an `apply_patch`
 //! touching 20 files. The repository and workspace live in a temporary directory on the disk
@@ -32,7 +32,7 @@ fn bench(c: &mut Criterion) {
     let root = ws.clone();
     let s = repo.create_session(&SessionSpec::default(), move |_| Ok(root), "bench").expect("session");
     let run = |tool: &str, p: Value| -> trove::tools::ToolOutput {
-        repo.run_tool(&s, ToolCall::parse(tool, p).expect("params"), "bench").expect(tool)
+        trove::tools::run(&repo, &s, ToolCall::parse(tool, p).expect("params"), "bench").expect(tool)
     };
     let mut g = c.benchmark_group("tools");
     g.measurement_time(Duration::from_secs(10));

@@ -15,7 +15,6 @@
 // The layers, lowest first (ARCHITECTURE.md, "Layers"; `tests/layers.rs` keeps them one-way).
 mod base;
 mod fs;
-mod journal;
 mod manifest;
 mod model;
 pub mod object;
@@ -44,11 +43,12 @@ pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
 pub use model::token::{Token, TokenRecord};
-pub use model::trash::{TrashEntry, TrashItem};
+pub use model::trash::{OnConflict, RestoreResult, TrashEntry, TrashItem};
 pub use model::tree::{Entry, EntryKind};
 pub use model::workspace::Workspace;
 pub use ops::check::CheckReport;
 pub use ops::restore::{RestoreOptions, RestoreReport};
+pub use ops::revert::RevertResult;
 pub use ops::snapshot::SnapshotOptions;
 pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;

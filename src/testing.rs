@@ -5,9 +5,9 @@
 pub use crate::fs::live::READ_LIMIT;
 pub use crate::fs::lock::Locked;
 pub use crate::fs::workdir::WorkDir;
-pub use crate::journal::{Plan, Step};
 pub use crate::manifest::{journal, loose, objects, workspaces};
 pub use crate::model::tree;
+pub use crate::ops::journal::{Plan, Step};
 pub use crate::tools::read::sha256_hex;
 
 use crate::repo::Repo;
@@ -18,6 +18,6 @@ pub fn conn(repo: &Repo) -> &rusqlite::Connection {
 }
 
 /// Takes the workspace lock of `live_dir` as a change through `repo` would.
-pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::Result<Locked> {
+pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::base::error::Result<Locked> {
     repo.lock_live(live_dir)
 }

@@ -107,13 +107,13 @@ fn tool_written(dir: &Path) -> (std::path::PathBuf, Repo, [String; 2]) {
         let content = base64::engine::general_purpose::STANDARD.encode(&bytes);
         let call = ToolCall::parse("create_file", json!({"path": name, "content": content, "encoding": "base64"}))
             .expect("parse");
-        repo.run_tool(&s, call, "agent").expect("create a 3 MiB file");
+        trove::tools::run(&repo, &s, call, "agent").expect("create a 3 MiB file");
     }
     // An edit of a file over 1 MiB stores its pre-image loose too.
     let sha = common::http::sha256_hex(&fs::read(ws.join("one.bin")).expect("read"));
     let call = ToolCall::parse("write_file", json!({"path": "one.bin", "content": "small now", "expectedSha256": sha}))
         .expect("parse");
-    repo.run_tool(&s, call, "agent").expect("overwrite");
+    trove::tools::run(&repo, &s, call, "agent").expect("overwrite");
     (root, repo, [ids[0].clone(), ids[1].clone()])
 }
 
@@ -170,7 +170,7 @@ fn a_malformed_id_or_kind_in_a_row_is_corrupt() {
     let s = &repo.sessions(true).expect("sessions")[0];
     let sha = common::http::sha256_hex(&fs::read(s.live_dir.join("two.bin")).expect("read"));
     let call = ToolCall::parse("delete_file", json!({"path": "two.bin", "expectedSha256": sha})).expect("parse");
-    let data = repo.run_tool(s, call, "agent").expect("delete").to_json();
+    let data = trove::tools::run(&repo, s, call, "agent").expect("delete").to_json();
     let trash_id = trove::TrashId::parse(data["trashId"].as_str().expect("trash id")).expect("id");
     drop(repo);
 

@@ -46,7 +46,7 @@ fn a_change_past_its_deadline_is_refused_and_never_lands() {
     let lock = hold_workspace_lock(&root, &ws);
     repo.set_deadline(Some(Instant::now() + Duration::from_millis(300)));
     let call = ToolCall::parse("apply_patch", json!({"patch": PATCH})).expect("parse");
-    let e = repo.run_tool(&s, call, "agent").expect_err("the lock is not free in time");
+    let e = trove::tools::run(&repo, &s, call, "agent").expect_err("the lock is not free in time");
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.details().and_then(|d| d.get("changed")), Some(&json!(false)));
     drop(lock);
@@ -67,7 +67,7 @@ fn a_change_past_its_deadline_is_refused_and_never_lands() {
     assert!(repo.snapshots(None).expect("list").is_empty());
     // And without one, the same patch applies.
     let call = ToolCall::parse("apply_patch", json!({"patch": PATCH})).expect("parse");
-    repo.run_tool(&s, call, "agent").expect("applies");
+    trove::tools::run(&repo, &s, call, "agent").expect("applies");
     assert_eq!(fs::read_to_string(ws.join("a.txt")).expect("read"), "ONE\ntwo\n");
 }
 

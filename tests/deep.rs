@@ -132,7 +132,7 @@ fn the_file_tools_list_delete_and_restore_a_deep_directory() {
         let s = repo.create_session(&SessionSpec::default(), move |_| Ok(root), "test").expect("session");
         let call = |tool: &str, params: serde_json::Value| {
             let s = repo.session(&s.id).expect("session");
-            repo.run_tool(&s, ToolCall::parse(tool, params).expect("parse"), "agent").map(|o| o.to_json())
+            trove::tools::run(&repo, &s, ToolCall::parse(tool, params).expect("parse"), "agent").map(|o| o.to_json())
         };
         let listed = call("list_directory", json!({"path": "a", "recursive": true, "limit": 5000})).expect("list");
         assert_eq!(listed["entries"].as_array().expect("entries").len(), 1200);

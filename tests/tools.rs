@@ -37,7 +37,7 @@ fn ws() -> Ws {
 impl Ws {
     fn call(&self, tool: &str, params: Value) -> trove::Result<Value> {
         let s = self.repo.session(&self.s.id).expect("session");
-        self.repo.run_tool(&s, ToolCall::parse(tool, params)?, "agent").map(|o| o.to_json())
+        trove::tools::run(&self.repo, &s, ToolCall::parse(tool, params)?, "agent").map(|o| o.to_json())
     }
 
     fn ok(&self, tool: &str, params: Value) -> Value {
@@ -385,7 +385,7 @@ fn writes_outside_the_scope_or_through_symlinks_are_refused() {
         serde_json::from_value(json!({"file_access": {"read": [""], "write": ["out"]}})).expect("spec");
     let r = root.clone();
     let s = repo.create_session(&spec, move |_| Ok(r), "t").expect("session");
-    let call = |tool: &str, p: Value| repo.run_tool(&s, ToolCall::parse(tool, p).expect("parse"), "a");
+    let call = |tool: &str, p: Value| trove::tools::run(&repo, &s, ToolCall::parse(tool, p).expect("parse"), "a");
     let e = call("create_file", json!({"path": "top.txt", "content": "x"})).expect_err("scope");
     assert_eq!(e.kind(), ErrorKind::PermissionDenied);
     call("create_file", json!({"path": "out/ok.txt", "content": "x"})).expect("in scope");
@@ -416,7 +416,7 @@ fn of_two_racing_writes_with_the_same_expected_hash_exactly_one_wins() {
                         let repo = Repo::open(&repo_path).expect("open");
                         let s = repo.session(&id).expect("session");
                         let p = json!({"path": "README.md", "content": format!("round {round} writer {i}\n"), "expectedSha256": sha});
-                        repo.run_tool(&s, ToolCall::parse("write_file", p).expect("parse"), "agent").map(|o| o.to_json()).map_err(|e| e.kind())
+                        trove::tools::run(&repo, &s, ToolCall::parse("write_file", p).expect("parse"), "agent").map(|o| o.to_json()).map_err(|e| e.kind())
                     })
                 })
                 .collect();
@@ -785,21 +785,21 @@ fn restoring_elsewhere_needs_read_access_to_what_was_deleted() {
     let a = repo
         .create_session(&SessionSpec { workspace: Some("w".into()), ..Default::default() }, move |_| Ok(r), "t")
         .expect("a");
-    let d = repo
-        .run_tool(&a, ToolCall::parse("delete_file", json!({"path": "secrets/key"})).expect("p"), "a")
-        .expect("del")
-        .to_json();
+    let d =
+        trove::tools::run(&repo, &a, ToolCall::parse("delete_file", json!({"path": "secrets/key"})).expect("p"), "a")
+            .expect("del")
+            .to_json();
     repo.end_session(&a.id, trove::EndReason::Deleted, "t").expect("end");
     let spec: SessionSpec =
         serde_json::from_value(json!({"workspace": "w", "file_access": {"read": [], "write": ["src"]}})).expect("spec");
     let r = root.clone();
     let b = repo.create_session(&spec, move |_| Ok(r), "t").expect("b");
     for p in [json!({"trashId": d["trashId"], "to": "src/leak"}), json!({"path": "secrets/key", "to": "src/leak"})] {
-        let e = repo.run_tool(&b, ToolCall::parse("restore_file", p).expect("p"), "b").expect_err("leak");
+        let e = trove::tools::run(&repo, &b, ToolCall::parse("restore_file", p).expect("p"), "b").expect_err("leak");
         assert_eq!(e.kind(), ErrorKind::PermissionDenied);
     }
-    let e = repo
-        .run_tool(
+    let e = trove::tools::run(
+            &repo,
             &b,
             ToolCall::parse(
                 "apply_patch",

@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(b.used(), 700 << 10);
         let soon = Instant::now() + Duration::from_millis(50);
         let e = b.acquire(700 << 10, Some(soon)).expect_err("does not fit before the deadline");
-        assert_eq!(e.kind(), crate::ErrorKind::Timeout);
+        assert_eq!(e.kind(), crate::base::error::ErrorKind::Timeout);
         let small = b.acquire(1000, None).expect("small reads are not counted");
         assert_eq!(small.bytes(), 0);
         let waiter = {

@@ -116,12 +116,6 @@ impl WorkDir {
         Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf() })
     }
 
-    /// A work directory over an already open root (`root` only names it in messages).
-    pub fn from_fd(fd: &OwnedFd, root: &Path) -> Result<WorkDir> {
-        let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| Error::io("open", root, e.into()))?;
-        Ok(WorkDir { fd, root: root.to_path_buf() })
-    }
-
     /// The root's path, as opened.
     pub fn root(&self) -> &Path {
         &self.root

@@ -73,6 +73,11 @@ impl Scope {
         Ok(Scope { read: normalize(&access.read)?, write: normalize(&access.write)?, own })
     }
 
+    /// The whole workspace, read and write: an operator's scope.
+    pub fn whole() -> Scope {
+        Scope { read: vec![Vec::new()], write: vec![Vec::new()], own: Vec::new() }
+    }
+
     /// Whether the session may change `path` (workspace-relative).
     pub fn can_write(&self, path: &[u8]) -> bool {
         covers(&self.own, path) || self.write.iter().any(|p| covers(p, path))

@@ -61,6 +61,37 @@ pub struct TrashEntry {
     pub target: Option<Vec<u8>>,
 }
 
+/// What a restore does when something is at the target path.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnConflict {
+    /// Refuse with `already_exists`.
+    #[default]
+    Fail,
+    /// Restore beside it, as `name (restored).ext`.
+    Rename,
+    /// Replace it (a file, whose sha256 must be given), sending it to the trash.
+    Overwrite,
+}
+
+/// A trash item brought back (`restore_file`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreResult {
+    /// Where it now is.
+    pub path: String,
+    /// The trash item restored.
+    pub trash_id: TrashId,
+    /// What it is.
+    pub kind: EntryKind,
+    /// A file's sha256.
+    pub sha256: Option<String>,
+    /// The trash item that keeps the file it replaced (`onConflict: overwrite`).
+    pub replaced_trash_id: Option<TrashId>,
+    /// The audit record of the change.
+    pub audit_seq: Option<i64>,
+}
+
 impl TrashItem {
     /// The JSON the tools and the CLI show.
     pub fn record(&self) -> serde_json::Value {

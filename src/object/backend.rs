@@ -22,7 +22,7 @@ pub trait Backend: Send + Sync {
 /// The contract every backend passes; run by each implementation's tests.
 #[cfg(test)]
 pub(crate) fn contract(b: &dyn Backend) {
-    use crate::ErrorKind;
+    use crate::base::error::ErrorKind;
     b.put("packs/aa/one.pack", b"hello world").expect("put");
     b.put("packs/bb/two.pack", b"0123456789").expect("put");
     b.put("packs/aa/one.pack", b"hello world").expect("same put again is success");

@@ -65,14 +65,15 @@ fn compress_into(raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.as_ref().map(|(l, _)| *l) != Some(level) {
-            let c = zstd::bulk::Compressor::new(level)
-                .map_err(|e| Error::with_source(crate::ErrorKind::Internal, "cannot create a zstd compressor", e))?;
+            let c = zstd::bulk::Compressor::new(level).map_err(|e| {
+                Error::with_source(crate::base::error::ErrorKind::Internal, "cannot create a zstd compressor", e)
+            })?;
             *slot = Some((level, c));
         }
         let (_, c) = slot.as_mut().ok_or_else(|| Error::internal("zstd compressor missing"))?;
         c.compress_to_buffer(raw, out)
             .map(|_| ())
-            .map_err(|e| Error::with_source(crate::ErrorKind::Internal, "zstd compression failed", e))
+            .map_err(|e| Error::with_source(crate::base::error::ErrorKind::Internal, "zstd compression failed", e))
     })
 }
 
@@ -303,7 +304,7 @@ mod tests {
         // Found by the `blob_decode` fuzz target: a count of 2^31 sized a 34 GB table.
         let mut raw = 0x8000_0003u32.to_le_bytes().to_vec();
         raw.extend_from_slice(b"firsts\0\0");
-        assert_eq!(bundle_members(&raw).expect_err("malformed").kind(), crate::ErrorKind::Corrupt);
+        assert_eq!(bundle_members(&raw).expect_err("malformed").kind(), crate::base::error::ErrorKind::Corrupt);
         assert!(bundle_members(&[0, 0, 0]).is_err());
         assert_eq!(bundle_members(&0u32.to_le_bytes()).expect("empty bundle"), vec![]);
     }
@@ -316,7 +317,7 @@ mod tests {
         let last = blob.len() - 1;
         blob[last] ^= 1;
         let err = decode(&id, &blob).expect_err("must fail");
-        assert_eq!(err.kind(), crate::ErrorKind::Corrupt);
+        assert_eq!(err.kind(), crate::base::error::ErrorKind::Corrupt);
         assert!(err.message().contains(&id.to_hex()));
     }
 }

@@ -128,7 +128,7 @@ impl PackWriter {
     }
 
     fn send(&self, pack: Open) -> Result<()> {
-        self.full.send(pack).map_err(|_| Error::new(crate::ErrorKind::Io, "the pack sealer stopped"))
+        self.full.send(pack).map_err(|_| Error::new(crate::base::error::ErrorKind::Io, "the pack sealer stopped"))
     }
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.

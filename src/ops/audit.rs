@@ -1,8 +1,13 @@
 //! The audit log of a repository: appending a record, and reading records back.
 
-use crate::base::error::Result;
+use serde_json::{json, Value};
+
+use crate::base::error::{Error, Result};
+use crate::base::time::now_ns;
 use crate::manifest;
 use crate::model::audit::{AuditRecord, FullRecord};
+use crate::model::session::Session;
+use crate::object::Sha256;
 use crate::repo::Repo;
 
 impl Repo {
@@ -26,5 +31,32 @@ impl Repo {
     /// The last `limit` records (of `session`, if given), oldest first.
     pub fn audit_log(&self, session: Option<&str>, limit: i64) -> Result<Vec<FullRecord>> {
         manifest::audit::tail(self.manifest.conn(), session, limit)
+    }
+
+    /// Appends the record of a change `operation` refused with `e`, in session `s` for
+    /// `actor`: the path the error names (or `path`), the file's sha256 when the error gives
+    /// it (a stale file), and the message.
+    pub(crate) fn audit_refusal(
+        &self,
+        s: &Session,
+        actor: &str,
+        operation: &str,
+        path: Option<&str>,
+        e: &Error,
+    ) -> Result<i64> {
+        let mut rec = AuditRecord::ok(now_ns(), actor, operation);
+        rec.outcome = e.kind().as_str().to_string();
+        rec.workspace = Some(s.workspace.clone());
+        rec.session = Some(s.id.clone());
+        let detail_path = e.details().and_then(|d| d.get("path")).and_then(Value::as_str);
+        rec.path = detail_path.or(path).map(|p| p.as_bytes().to_vec());
+        rec.before_sha256 = e
+            .details()
+            .and_then(|d| d.get("currentSha256"))
+            .and_then(Value::as_str)
+            .map(Sha256::from_hex)
+            .transpose()?;
+        rec.details = json!({"message": e.message()});
+        self.audit(rec)
     }
 }

@@ -1,11 +1,14 @@
-//! The operations layer: one file per operation on a [`crate::Repo`] (snapshot, restore,
-//! export, check, views, sources, sessions, trash, workspaces). Together with `repo.rs`, the
-//! only place with `impl Repo`.
+//! The operations layer: one file (or folder) per operation on a [`crate::Repo`]: snapshot,
+//! restore, export, check, views, sources, sessions, trash, revert, workspaces, tokens, the
+//! audit log, and the journal that carries out multi-file changes of a live tree. Together
+//! with `repo.rs`, the only place with `impl Repo` (`tests/layers.rs` checks it).
 
 pub mod audit;
 pub mod check;
 pub mod export;
+pub mod journal;
 pub mod restore;
+pub mod revert;
 pub mod session;
 pub mod snapshot;
 pub mod source;

@@ -214,6 +214,27 @@ impl Repo {
         self.session(&s.id)
     }
 
+    /// The live tree of `s`, locked for a change, if `s` may change files at all: it is
+    /// active and its directory exists; `read_only` otherwise.
+    pub(crate) fn lock_writable(&self, s: &Session) -> Result<Locked> {
+        let read_only = |why: &str| {
+            Error::new(ErrorKind::ReadOnly, format!("session '{}' is {why}: its files are read-only", s.id))
+        };
+        let status = |s: &Session| match s.status {
+            Status::Ready => Ok(()),
+            Status::Paused => Err(read_only("paused")),
+            Status::Ended => Err(read_only("ended")),
+        };
+        status(s)?;
+        if !s.live_dir.is_dir() {
+            return Err(read_only("without its workspace directory"));
+        }
+        let locked = self.lock_live(&s.live_dir)?;
+        // Ending and pausing hold the same lock: read the status again now that it is ours.
+        status(&self.session(&s.id)?)?;
+        Ok(locked)
+    }
+
     /// The newest snapshot session `id` took, if any.
     pub fn session_snapshot(&self, id: &SessionId) -> Result<Option<SnapshotId>> {
         manifest::sessions::latest_snapshot(self.manifest.conn(), id)

@@ -166,6 +166,23 @@ impl Repo {
         })
     }
 
+    /// The bytes of a file content object (loose or packed, whole or chunked), verified.
+    pub fn content_bytes(&self, hex_id: &str) -> Result<Vec<u8>> {
+        let id = ObjectId::from_hex(hex_id)?;
+        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
+        if chunks.is_empty() {
+            return self.read_object(&id);
+        }
+        let mut out = Vec::new();
+        for (_, c) in chunks {
+            out.extend_from_slice(&self.read_object(&c)?);
+        }
+        if ObjectId::of(&out) != id {
+            return Err(Error::corrupt(format!("the chunks of {id} do not add up to it; run `trove check`")));
+        }
+        Ok(out)
+    }
+
     /// The whole content of a file entry, verified.
     pub fn read_content(&self, entry: &Entry) -> Result<Vec<u8>> {
         // The entry's size is only a hint: a damaged or huge one must not size an allocation.

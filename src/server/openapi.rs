@@ -574,12 +574,14 @@ mod tests {
         for name in crate::tools::TOOLS {
             let parsed = crate::tools::ToolCall::parse(name, json!({}));
             assert!(
-                parsed.as_ref().map_or_else(|e| e.kind() != crate::ErrorKind::NotFound, |c| c.name() == *name),
+                parsed
+                    .as_ref()
+                    .map_or_else(|e| e.kind() != crate::base::error::ErrorKind::NotFound, |c| c.name() == *name),
                 "{name}"
             );
         }
         let unknown = crate::tools::ToolCall::parse("rm_rf", json!({})).expect_err("unknown");
-        assert_eq!(unknown.kind(), crate::ErrorKind::NotFound);
+        assert_eq!(unknown.kind(), crate::base::error::ErrorKind::NotFound);
     }
 
     #[test]
@@ -621,7 +623,7 @@ mod tests {
         assert!(parse(json!({"path": "a", "maxLines": 3.0, "offset": 0})).is_ok());
         for bad in [json!(1e300), json!(2.5), json!(-1)] {
             let e = parse(json!({"path": "a", "maxLines": bad})).expect_err("refused");
-            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+            assert_eq!(e.kind(), crate::base::error::ErrorKind::InvalidArgument, "{e}");
         }
         let doc = document();
         let body = &doc["paths"]["/v1/sessions/{id}/tools/read_file"]["post"]["requestBody"];

@@ -208,7 +208,7 @@ impl AppState {
                         ended.push((s.id, reason));
                     }
                     // Ended meanwhile by a DELETE: nothing left to do.
-                    Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
+                    Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {}
                     // One session that cannot end now (its final snapshot failed) does not keep
                     // the others from ending; it is tried again at the next tick.
                     Err(e) => {

@@ -44,7 +44,7 @@ pub(super) async fn call(
     let result = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
-            match repo.run_tool(&s, call, &actor) {
+            match crate::tools::run(repo, &s, call, &actor) {
                 // Out of time is the request's fate, not the tool's answer: a status, saying
                 // nothing changed.
                 Err(e) if e.kind() == ErrorKind::Timeout => Err(ApiError::from(e)),
@@ -113,7 +113,7 @@ fn any_current(
     let cur = crate::fs::workdir::WorkDir::open(&s.live_dir)?.current(&rel)?;
     match cur {
         Some(c) => Ok(Some(hex::encode(c.sha256))),
-        None => Err(ApiError::from(crate::journal::stale(&rel, None, Some("*")))),
+        None => Err(ApiError::from(crate::ops::journal::stale(&rel, None, Some("*")))),
     }
 }
 
@@ -158,7 +158,7 @@ pub(super) async fn put(
                     expected_sha256,
                 })
             };
-            repo.run_tool(&s, call, &actor).map_err(|e| {
+            crate::tools::run(repo, &s, call, &actor).map_err(|e| {
                 let conditional = create && e.kind() == ErrorKind::AlreadyExists;
                 let api = ApiError::from(e);
                 if conditional {
@@ -194,7 +194,7 @@ pub(super) async fn delete(
             let s = session_of(repo, &sid)?;
             let expected_sha256 = any_current(&s, &path, expected)?;
             let call = ToolCall::DeleteFile(mutate::DeleteFile { path, expected_sha256 });
-            repo.run_tool(&s, call, &actor).map_err(ApiError::from)
+            crate::tools::run(repo, &s, call, &actor).map_err(ApiError::from)
         })
         .await?;
     st.touch(&id);

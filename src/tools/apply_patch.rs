@@ -7,15 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::json;
 
 use super::caller::Caller;
-use super::mutate::{check_expected, ctx, draft_remove, stale, writable, written, ApplyPatch, EDIT_LIMIT};
+use super::mutate::{check_expected, stale, written, ApplyPatch, EDIT_LIMIT};
 use super::output::{ApplyPatchResult, PatchOp, PatchedFile};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::path;
 use crate::fs::lock::Locked;
 use crate::fs::workdir::{Current, Kind, WorkDir};
-use crate::journal::{already_exists, hex_sha, Done, Draft, NewContent};
+use crate::ops::journal::{already_exists, hex_sha, Done, Draft, NewContent};
+use crate::ops::trash::remove::draft_remove;
 use crate::patch::{FileOp, Patch};
-use crate::repo::Repo;
 
 /// What the patch did to one path: `add`, `delete`, `update` or `move` (with its destination).
 struct Outcome {
@@ -27,21 +27,20 @@ struct Outcome {
 /// The files checked against `expectedSha256ByPath`, as they were then (`None`: absent).
 type Checked = BTreeMap<Vec<u8>, Option<Current>>;
 
-impl Repo {
-    pub(crate) fn tool_apply_patch(&self, c: &Caller<'_>, l: &Locked, p: &ApplyPatch) -> Result<ApplyPatchResult> {
-        let patch = crate::patch::parse(&p.patch)?;
-        let wd = &l.wd;
-        check_paths(c, &patch)?;
-        let _held = self.hold(2 * update_bytes(wd, &patch)?)?;
-        let mut checked = check_expected_map(c, wd, &p.expected_sha256_by_path)?;
-        let (mut drafts, mut outcomes) = (Vec::new(), Vec::new());
-        for op in &patch.ops {
-            draft_op(c, wd, op, &mut checked, &mut drafts, &mut outcomes)?;
-        }
-        let done = self.execute(wd, ctx(c, "apply_patch", json!({})), drafts)?;
-        let files = outcomes.into_iter().map(|o| patched(o, &done)).collect();
-        Ok(ApplyPatchResult { files, plan: done.plan })
+/// `apply_patch`.
+pub(super) fn apply_patch(c: &Caller<'_>, l: &Locked, p: &ApplyPatch) -> Result<ApplyPatchResult> {
+    let patch = crate::patch::parse(&p.patch)?;
+    let wd = &l.wd;
+    check_paths(c, &patch)?;
+    let _held = c.repo.hold(2 * update_bytes(wd, &patch)?)?;
+    let mut checked = check_expected_map(c, wd, &p.expected_sha256_by_path)?;
+    let (mut drafts, mut outcomes) = (Vec::new(), Vec::new());
+    for op in &patch.ops {
+        draft_op(c, wd, op, &mut checked, &mut drafts, &mut outcomes)?;
     }
+    let done = c.repo.execute(wd, c.author().ctx("apply_patch", json!({})), drafts)?;
+    let files = outcomes.into_iter().map(|o| patched(o, &done)).collect();
+    Ok(ApplyPatchResult { files, plan: done.plan })
 }
 
 /// Every path the patch names is writable, and named once: two operations on one path are
@@ -54,7 +53,7 @@ fn check_paths(c: &Caller<'_>, patch: &Patch) -> Result<()> {
             names.push(to.clone());
         }
         for n in names {
-            let rel = writable(c, &n).map_err(|e| e.context(format!("patch line {}", op.line())))?;
+            let rel = c.author().writable(&n).map_err(|e| e.context(format!("patch line {}", op.line())))?;
             if !seen.insert(rel) {
                 return Err(Error::invalid_argument(format!(
                     "patch line {}: '{n}' appears in more than one operation of the patch; make one operation per file",
@@ -126,7 +125,7 @@ fn draft_op(
             check_deletable(wd, &rel, pth, *line)?;
             outcomes.push(Outcome { path: rel.clone(), op: PatchOp::Delete, moved_to: None });
             let expected = checked.get(&rel).and_then(|r| r.as_ref()).map(|c| hex_sha(&c.sha256));
-            drafts.push(draft_remove(c, wd, &rel, expected.as_deref(), "apply_patch")?);
+            drafts.push(draft_remove(&c.author(), wd, &rel, expected.as_deref(), "apply_patch")?);
         }
         FileOp::Update { path: pth, move_to, chunks, line } => {
             let rel = path::normalize_nonempty(pth.as_bytes())?;

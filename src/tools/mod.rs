@@ -1,10 +1,10 @@
 //! The agent file tools (DESIGN.md, "Agent file tools and the stale-file protocol"): one
-//! entry point, [`Repo::run_tool`], used alike by the library, `trove tool` and
+//! entry point, [`run`], used alike by the library, `trove tool` and
 //! `POST /v1/sessions/{id}/tools/{tool}`.
 //!
 //! Reads come from the live tree while the session is active and from its latest snapshot
 //! after (as the Files API does). Writes need an active session, go through the stale-file
-//! protocol (`mutate.rs`) and the journal (`journal.rs`), and every refusal is audited.
+//! protocol (`mutate.rs`) and the journal (`ops/journal/`), and every refusal is audited.
 
 mod apply_patch;
 mod caller;
@@ -16,16 +16,12 @@ pub mod slice;
 
 use caller::Caller;
 use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use output::{envelope, suggested_action, ToolOutput, ToolReply};
 
 use crate::base::error::{Error, ErrorKind, Result};
-use crate::base::time::now_ns;
-use crate::fs::lock::Locked;
-use crate::model::audit::AuditRecord;
-use crate::model::session::{Session, Status};
-use crate::object::Sha256;
+use crate::model::session::Session;
 use crate::repo::Repo;
 
 /// Every tool, by name.
@@ -146,87 +142,39 @@ impl ToolCall {
     }
 }
 
-impl Repo {
-    /// Runs one tool call for session `s` on behalf of `actor`. Mutations and refusals of
-    /// mutations are audited; the result goes to agents through [`envelope`].
-    pub fn run_tool(&self, s: &Session, call: ToolCall, actor: &str) -> Result<ToolOutput> {
-        let caller = Caller { session: s, scope: s.scope()?, actor };
-        let name = call.name();
-        if !call.mutates() {
-            let path = call.path().map(str::to_string);
-            let result = match call {
-                ToolCall::ReadFile(p) => self.tool_read_file(&caller, &p).map(ToolOutput::ReadFile),
-                ToolCall::ListDirectory(p) => self.tool_list_directory(&caller, &p).map(ToolOutput::ListDirectory),
-                ToolCall::Search(p) | ToolCall::Glob(p) => self.tool_search(&caller, &p),
-                _ => Err(Error::internal("a mutating tool took the read path")),
-            };
-            // A read outside the scope is a refusal like any other: audited.
-            if let Err(e) = &result {
-                if e.kind() == ErrorKind::PermissionDenied {
-                    self.audit_refusal(s, actor, name, path.as_deref(), e)?;
-                }
-            }
-            return result;
-        }
-        let path = call.path().map(str::to_string);
-        let result = self.check_writable(s).and_then(|wd| match call {
-            ToolCall::CreateFile(p) => self.tool_create_file(&caller, &wd, &p).map(ToolOutput::Write),
-            ToolCall::WriteFile(p) => self.tool_write_file(&caller, &wd, &p).map(ToolOutput::Write),
-            ToolCall::EditFile(p) => self.tool_edit_file(&caller, &wd, &p).map(ToolOutput::Edit),
-            ToolCall::DeleteFile(p) => self.tool_delete_file(&caller, &wd, &p).map(ToolOutput::Delete),
-            ToolCall::RestoreFile(p) => self.tool_restore_file(&caller, &wd, &p).map(ToolOutput::Restore),
-            ToolCall::MoveFile(p) => self.tool_move_file(&caller, &wd, &p).map(ToolOutput::Move),
-            ToolCall::ApplyPatch(p) => self.tool_apply_patch(&caller, &wd, &p).map(ToolOutput::ApplyPatch),
-            _ => Err(Error::internal("a reading tool took the write path")),
-        });
+/// Runs one tool call for session `s` of `repo` on behalf of `actor`. Mutations and refusals
+/// of mutations are audited; the result goes to agents through [`envelope`].
+pub fn run(repo: &Repo, s: &Session, call: ToolCall, actor: &str) -> Result<ToolOutput> {
+    let caller = Caller { repo, session: s, scope: s.scope()?, actor };
+    let name = call.name();
+    let path = call.path().map(str::to_string);
+    if !call.mutates() {
+        let result = match call {
+            ToolCall::ReadFile(p) => read::read_file(&caller, &p).map(ToolOutput::ReadFile),
+            ToolCall::ListDirectory(p) => read::list_directory(&caller, &p).map(ToolOutput::ListDirectory),
+            ToolCall::Search(p) | ToolCall::Glob(p) => read::search(&caller, &p),
+            _ => Err(Error::internal("a mutating tool took the read path")),
+        };
+        // A read outside the scope is a refusal like any other: audited.
         if let Err(e) = &result {
-            self.audit_refusal(s, actor, name, path.as_deref(), e)?;
+            if e.kind() == ErrorKind::PermissionDenied {
+                repo.audit_refusal(s, actor, name, path.as_deref(), e)?;
+            }
         }
-        result
+        return result;
     }
-
-    /// The live tree of `s`, locked for writing, if `s` may write at all.
-    fn check_writable(&self, s: &Session) -> Result<Locked> {
-        let read_only = |why: &str| {
-            Error::new(ErrorKind::ReadOnly, format!("session '{}' is {why}: its files are read-only", s.id))
-        };
-        let status = |s: &Session| match s.status {
-            Status::Ready => Ok(()),
-            Status::Paused => Err(read_only("paused")),
-            Status::Ended => Err(read_only("ended")),
-        };
-        status(s)?;
-        if !s.live_dir.is_dir() {
-            return Err(read_only("without its workspace directory"));
-        }
-        let locked = self.lock_live(&s.live_dir)?;
-        // Ending and pausing hold the same lock: read the status again now that it is ours.
-        status(&self.session(&s.id)?)?;
-        Ok(locked)
+    let result = repo.lock_writable(s).and_then(|l| match call {
+        ToolCall::CreateFile(p) => mutate::create_file(&caller, &l, &p).map(ToolOutput::Write),
+        ToolCall::WriteFile(p) => mutate::write_file(&caller, &l, &p).map(ToolOutput::Write),
+        ToolCall::EditFile(p) => mutate::edit_file(&caller, &l, &p).map(ToolOutput::Edit),
+        ToolCall::DeleteFile(p) => mutate::delete_file(&caller, &l, &p).map(ToolOutput::Delete),
+        ToolCall::RestoreFile(p) => mutate::restore_file(&caller, &l, &p).map(ToolOutput::Restore),
+        ToolCall::MoveFile(p) => mutate::move_file(&caller, &l, &p).map(ToolOutput::Move),
+        ToolCall::ApplyPatch(p) => apply_patch::apply_patch(&caller, &l, &p).map(ToolOutput::ApplyPatch),
+        _ => Err(Error::internal("a reading tool took the write path")),
+    });
+    if let Err(e) = &result {
+        repo.audit_refusal(s, actor, name, path.as_deref(), e)?;
     }
-
-    /// Appends the audit record of a refused mutation.
-    pub(crate) fn audit_refusal(
-        &self,
-        s: &Session,
-        actor: &str,
-        tool: &str,
-        path: Option<&str>,
-        e: &Error,
-    ) -> Result<i64> {
-        let mut rec = AuditRecord::ok(now_ns(), actor, tool);
-        rec.outcome = e.kind().as_str().to_string();
-        rec.workspace = Some(s.workspace.clone());
-        rec.session = Some(s.id.clone());
-        let detail_path = e.details().and_then(|d| d.get("path")).and_then(Value::as_str);
-        rec.path = detail_path.or(path).map(|p| p.as_bytes().to_vec());
-        rec.before_sha256 = e
-            .details()
-            .and_then(|d| d.get("currentSha256"))
-            .and_then(Value::as_str)
-            .map(Sha256::from_hex)
-            .transpose()?;
-        rec.details = json!({"message": e.message()});
-        self.audit(rec)
-    }
+    result
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::{PlanId, TrashId};
+pub use crate::model::trash::RestoreResult;
 use crate::model::tree::EntryKind;
 use crate::ops::source::ListedFile;
 pub use crate::ops::source::{Answered, SourceKind};
@@ -216,40 +217,6 @@ pub struct MoveResult {
     pub audit_seq: Option<i64>,
 }
 
-/// `restore_file`: the trash item brought back.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RestoreResult {
-    /// Where it now is.
-    pub path: String,
-    /// The trash item restored.
-    pub trash_id: TrashId,
-    /// What it is.
-    pub kind: EntryKind,
-    /// A file's sha256.
-    pub sha256: Option<String>,
-    /// The trash item that keeps the file it replaced (`onConflict: overwrite`).
-    pub replaced_trash_id: Option<TrashId>,
-    /// The audit record of the change.
-    pub audit_seq: Option<i64>,
-}
-
-/// `revert`: the change undone.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RevertResult {
-    /// The audit record whose change was undone.
-    pub reverted: i64,
-    /// The path it changed.
-    pub path: String,
-    /// The file's sha256 now, if it exists.
-    pub sha256: Option<String>,
-    /// The trash item that keeps what the revert removed, if it removed something.
-    pub trash_id: Option<TrashId>,
-    /// The audit record of the revert.
-    pub audit_seq: Option<i64>,
-}
-
 /// What `apply_patch` did to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -315,8 +282,6 @@ pub enum ToolOutput {
     Move(MoveResult),
     /// `restore_file`
     Restore(RestoreResult),
-    /// `revert`
-    Revert(RevertResult),
     /// `apply_patch`
     ApplyPatch(ApplyPatchResult),
 }
@@ -337,7 +302,6 @@ impl ToolOutput {
             ToolOutput::Delete(r) => Some(&r.path),
             ToolOutput::Move(r) => Some(&r.to),
             ToolOutput::Restore(r) => Some(&r.path),
-            ToolOutput::Revert(r) => Some(&r.path),
             _ => None,
         }
     }
@@ -350,7 +314,6 @@ impl ToolOutput {
             ToolOutput::Edit(r) => r.sha256.as_deref(),
             ToolOutput::Move(r) => r.sha256.as_deref(),
             ToolOutput::Restore(r) => r.sha256.as_deref(),
-            ToolOutput::Revert(r) => r.sha256.as_deref(),
             _ => None,
         }
     }

@@ -191,291 +191,285 @@ impl Search {
     }
 }
 
-impl Repo {
-    fn session_view<'a>(&self, c: &'a Caller<'a>, excludes: &'a Excludes) -> WorkspaceView<'a> {
-        WorkspaceView::of_session(c.session, excludes, &c.scope)
-    }
+fn session_view<'a>(c: &'a Caller<'a>, excludes: &'a Excludes) -> WorkspaceView<'a> {
+    WorkspaceView::of_session(c.session, excludes, &c.scope)
+}
 
-    pub(crate) fn tool_read_file(&self, c: &Caller<'_>, p: &ReadFile) -> Result<ReadFileResult> {
-        let base64 = match p.encoding.as_deref() {
-            None | Some("utf-8") | Some("utf8") => false,
-            Some("base64") => true,
-            Some(other) => {
-                return Err(Error::invalid_argument(format!("encoding '{other}' is not one of: utf-8, base64")))
-            }
-        };
-        let start = p.start_line.unwrap_or(1);
-        if start == 0 {
-            return Err(Error::invalid_argument("startLine is 1-based: the first line is 1"));
-        }
-        if let Some(e) = p.end_line.filter(|&e| e < start) {
-            return Err(Error::invalid_argument(format!("endLine {e} is before startLine {start}")));
-        }
-        let none = Excludes::none();
-        let view = self.session_view(c, &none);
-        let want = source_of(&p.source);
-        // A live file that changes while it streams by is read again, as whole reads are.
-        for _ in 0..crate::fs::live::READ_ATTEMPTS {
-            let (mut opened, origin) = self.open_file_from(&view, &want, p.path.as_bytes())?;
-            let shown = path::display(&opened.path).into_owned();
-            let mut out = ReadFileResult {
-                path: shown.clone(),
-                size: opened.size,
-                modified_at: iso_time(opened.mtime_ns),
-                answered: Answered::from(&origin),
-                encoding: Encoding::Utf8,
-                content: String::new(),
-                truncated: false,
-                next_offset: None,
-                total_lines: None,
-                start_line: None,
-                end_line: None,
-                next_start_line: None,
-                truncated_lines: None,
-                sha256: String::new(),
-            };
-            let read = if base64 {
-                self.read_base64(&mut opened, p, &mut out)
-            } else {
-                self.read_text(&mut opened, p, start, &shown, &mut out)
-            };
-            let sha256 = read?;
-            if opened.unchanged()? {
-                out.sha256 = hex::encode(opened.sha256.unwrap_or(sha256));
-                return Ok(out);
-            }
-        }
-        Err(Error::new(
-            ErrorKind::Conflict,
-            format!("'{}' changed while it was read: read it again when its writer is done", p.path),
-        ))
+/// `read_file`.
+pub(super) fn read_file(c: &Caller<'_>, p: &ReadFile) -> Result<ReadFileResult> {
+    let base64 = match p.encoding.as_deref() {
+        None | Some("utf-8") | Some("utf8") => false,
+        Some("base64") => true,
+        Some(other) => return Err(Error::invalid_argument(format!("encoding '{other}' is not one of: utf-8, base64"))),
+    };
+    let start = p.start_line.unwrap_or(1);
+    if start == 0 {
+        return Err(Error::invalid_argument("startLine is 1-based: the first line is 1"));
     }
-
-    /// Streams `opened` once: the requested bytes as base64 (at most `BASE64_MAX` a call, from
-    /// `offset`), and the sha256 of the whole file.
-    fn read_base64(&self, opened: &mut Opened<'_>, p: &ReadFile, out: &mut ReadFileResult) -> Result<Sha256> {
-        let offset = p.offset.unwrap_or(0);
-        let cap = p.max_bytes.map_or(BASE64_MAX, |b| (b as u64).min(BASE64_MAX));
-        let _held = self.hold(cap.min(opened.size) * 7 / 3)?;
-        let (mut kept, mut at) = (Vec::new(), 0u64);
-        let sha = stream_hashed(opened, |bytes| {
-            let end = at + bytes.len() as u64;
-            let from = offset.clamp(at, end);
-            let to = offset.saturating_add(cap).clamp(at, end);
-            kept.extend_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
-            at = end;
-            Ok(())
-        })?;
-        let next = offset + kept.len() as u64;
-        out.encoding = Encoding::Base64;
-        out.content = base64::engine::general_purpose::STANDARD.encode(&kept);
-        out.truncated = next < opened.size || offset > 0;
-        out.next_offset = (next < opened.size).then_some(next);
-        Ok(sha)
+    if let Some(e) = p.end_line.filter(|&e| e < start) {
+        return Err(Error::invalid_argument(format!("endLine {e} is before startLine {start}")));
     }
-
-    /// Streams `opened` once: the requested lines (caps, markers) and the sha256 of the whole
-    /// file. Binary content is `not_text`.
-    fn read_text(
-        &self,
-        opened: &mut Opened<'_>,
-        p: &ReadFile,
-        start: usize,
-        shown: &str,
-        out: &mut ReadFileResult,
-    ) -> Result<Sha256> {
-        let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
-        let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
-        let last_kept = p.end_line.unwrap_or(usize::MAX).min(start.saturating_add(max_lines - 1));
-        // What the kept lines can take at most: four bytes a character, and the markers.
-        let per_line = (max_chars as u64).saturating_mul(4).saturating_add(64);
-        let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(per_line);
-        let _held = self.hold(bound.min(opened.size.saturating_mul(2)))?;
-        let mut slicer = Slicer::new(start, last_kept, max_chars);
-        let sha = stream_hashed(opened, |bytes| {
-            slicer.feed(bytes);
-            Ok(())
-        })?;
-        let (lines, total) = slicer.finish().ok_or_else(|| not_text(shown))?;
-        if start > total.max(1) {
-            return Err(Error::invalid_argument(format!(
-                "startLine {start} is past the end of '{shown}', which has {total} lines"
-            )));
-        }
-        let end = p.end_line.unwrap_or(total).min(total);
-        let shown_end = end.min(start.saturating_add(max_lines - 1));
-        let (mut content, cut_lines) = join_lines(&lines[..shown_end.saturating_sub(start - 1).min(lines.len())]);
-        let mut last = shown_end;
-        let mut truncated = shown_end < end || cut_lines > 0;
-        if let Some(max) = p.max_bytes.filter(|&max| content.len() > max) {
-            last = cut_to_whole_lines(&mut content, max, start, shown)?;
-            truncated = true;
-        }
-        if last < end {
-            if !content.is_empty() && !content.ends_with('\n') {
-                content.push('\n');
-            }
-            content.push_str(&format!(
-                "[… truncated: showing lines {start}-{last} of {total}; call read_file with startLine={} to continue]",
-                last + 1
-            ));
-            out.next_start_line = Some(last + 1);
-        }
-        out.encoding = Encoding::Utf8;
-        out.content = content;
-        out.total_lines = Some(total);
-        out.start_line = Some(start);
-        out.end_line = Some(last);
-        out.truncated = truncated;
-        out.truncated_lines = (cut_lines > 0).then_some(cut_lines);
-        Ok(sha)
-    }
-
-    pub(crate) fn tool_list_directory(&self, c: &Caller<'_>, p: &ListDirectory) -> Result<ListDirectoryResult> {
-        let dir = path::components(p.path.as_bytes())?.join(&b'/');
-        if !dir.is_empty() && !c.scope.dir_visible(&dir) {
-            c.scope.check_read(&dir)?;
-        }
-        let depth = if p.recursive { p.max_depth.unwrap_or(usize::MAX) } else { 1 };
-        let mut out = Listing {
-            scope: &c.scope,
-            dir: &dir,
-            depth,
-            limit: p.limit.unwrap_or(DEFAULT_LIST_LIMIT),
-            entries: Vec::new(),
-            truncated: false,
-        };
-        let none = Excludes::none();
-        let view = self.session_view(c, &none);
-        let origin = match self.choose_source(&view, &source_of(&p.source))? {
-            None => {
-                self.list_live_dir(c, &mut out)?;
-                Origin::Sandbox
-            }
-            Some(snap) => {
-                self.list_snapshot_dir(&snap, &mut out)?;
-                Origin::Snapshot(snap.id)
-            }
-        };
-        let (path, path_base64) = path::for_json(&dir);
-        Ok(ListDirectoryResult {
-            path,
-            path_base64,
-            entries: out.entries,
-            truncated: out.truncated,
+    let none = Excludes::none();
+    let view = session_view(c, &none);
+    let want = source_of(&p.source);
+    // A live file that changes while it streams by is read again, as whole reads are.
+    for _ in 0..crate::fs::live::READ_ATTEMPTS {
+        let (mut opened, origin) = c.repo.open_file_from(&view, &want, p.path.as_bytes())?;
+        let shown = path::display(&opened.path).into_owned();
+        let mut out = ReadFileResult {
+            path: shown.clone(),
+            size: opened.size,
+            modified_at: iso_time(opened.mtime_ns),
             answered: Answered::from(&origin),
-        })
+            encoding: Encoding::Utf8,
+            content: String::new(),
+            truncated: false,
+            next_offset: None,
+            total_lines: None,
+            start_line: None,
+            end_line: None,
+            next_start_line: None,
+            truncated_lines: None,
+            sha256: String::new(),
+        };
+        let read = if base64 {
+            read_base64(c.repo, &mut opened, p, &mut out)
+        } else {
+            read_text(c.repo, &mut opened, p, start, &shown, &mut out)
+        };
+        let sha256 = read?;
+        if opened.unchanged()? {
+            out.sha256 = hex::encode(opened.sha256.unwrap_or(sha256));
+            return Ok(out);
+        }
     }
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!("'{}' changed while it was read: read it again when its writer is done", p.path),
+    ))
+}
 
-    /// `list_directory` of the live tree, walked with an explicit stack in path order; only
-    /// this walk skips excluded directories (a snapshot never holds them).
-    fn list_live_dir(&self, c: &Caller<'_>, out: &mut Listing<'_>) -> Result<()> {
-        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
-        let wd = WorkDir::open(&c.session.live_dir)?;
-        let dir = out.dir;
-        match wd.stat(dir)? {
-            Some(m) if m.kind == Kind::Dir => {}
-            Some(_) => {
-                return Err(Error::invalid_argument(format!(
-                    "'{}' is a file: read it with read_file",
-                    path::display(dir)
-                )))
-            }
-            None => return Err(Error::not_found(format!("directory '{}' not found", path::display(dir)))),
-        }
-        let mut stack = vec![dir.to_vec()];
-        while let Some(d) = stack.pop() {
-            let mut children = wd.list(&d)?;
-            children.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut subdirs = Vec::new();
-            for (name, meta) in children {
-                let rel = crate::fs::walk::join_rel(&d, &name);
-                let kind = match meta.kind {
-                    Kind::File => EntryKind::File,
-                    Kind::Dir => EntryKind::Dir,
-                    Kind::Symlink => EntryKind::Symlink,
-                    Kind::Other => continue,
-                };
-                if !out.push(&rel, kind, meta.size, meta.mtime_ns) {
-                    return Ok(());
-                }
-                let descend = meta.kind == Kind::Dir
-                    && out.depth_of(&rel) < out.depth
-                    && !excludes.is_excluded(&rel, &name, true)
-                    && c.scope.dir_visible(&rel);
-                if descend {
-                    subdirs.push(rel);
-                }
-            }
-            stack.extend(subdirs.into_iter().rev());
-        }
+/// Streams `opened` once: the requested bytes as base64 (at most `BASE64_MAX` a call, from
+/// `offset`), and the sha256 of the whole file.
+fn read_base64(repo: &Repo, opened: &mut Opened<'_>, p: &ReadFile, out: &mut ReadFileResult) -> Result<Sha256> {
+    let offset = p.offset.unwrap_or(0);
+    let cap = p.max_bytes.map_or(BASE64_MAX, |b| (b as u64).min(BASE64_MAX));
+    let _held = repo.hold(cap.min(opened.size) * 7 / 3)?;
+    let (mut kept, mut at) = (Vec::new(), 0u64);
+    let sha = stream_hashed(opened, |bytes| {
+        let end = at + bytes.len() as u64;
+        let from = offset.clamp(at, end);
+        let to = offset.saturating_add(cap).clamp(at, end);
+        kept.extend_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+        at = end;
         Ok(())
-    }
+    })?;
+    let next = offset + kept.len() as u64;
+    out.encoding = Encoding::Base64;
+    out.content = base64::engine::general_purpose::STANDARD.encode(&kept);
+    out.truncated = next < opened.size || offset > 0;
+    out.next_offset = (next < opened.size).then_some(next);
+    Ok(sha)
+}
 
-    /// `list_directory` of a snapshot.
-    fn list_snapshot_dir(&self, snap: &SnapshotInfo, out: &mut Listing<'_>) -> Result<()> {
-        let dir = out.dir;
-        let mut stop = false;
-        self.list(snap, dir, true, &mut |rel, e| {
-            if stop || rel == dir || out.depth_of(rel) > out.depth {
+/// Streams `opened` once: the requested lines (caps, markers) and the sha256 of the whole
+/// file. Binary content is `not_text`.
+fn read_text(
+    repo: &Repo,
+    opened: &mut Opened<'_>,
+    p: &ReadFile,
+    start: usize,
+    shown: &str,
+    out: &mut ReadFileResult,
+) -> Result<Sha256> {
+    let max_lines = p.max_lines.unwrap_or(MAX_LINES).max(1);
+    let max_chars = p.max_line_length.unwrap_or(MAX_LINE_CHARS).max(1);
+    let last_kept = p.end_line.unwrap_or(usize::MAX).min(start.saturating_add(max_lines - 1));
+    // What the kept lines can take at most: four bytes a character, and the markers.
+    let per_line = (max_chars as u64).saturating_mul(4).saturating_add(64);
+    let bound = (max_lines.min(last_kept - start + 1) as u64).saturating_mul(per_line);
+    let _held = repo.hold(bound.min(opened.size.saturating_mul(2)))?;
+    let mut slicer = Slicer::new(start, last_kept, max_chars);
+    let sha = stream_hashed(opened, |bytes| {
+        slicer.feed(bytes);
+        Ok(())
+    })?;
+    let (lines, total) = slicer.finish().ok_or_else(|| not_text(shown))?;
+    if start > total.max(1) {
+        return Err(Error::invalid_argument(format!(
+            "startLine {start} is past the end of '{shown}', which has {total} lines"
+        )));
+    }
+    let end = p.end_line.unwrap_or(total).min(total);
+    let shown_end = end.min(start.saturating_add(max_lines - 1));
+    let (mut content, cut_lines) = join_lines(&lines[..shown_end.saturating_sub(start - 1).min(lines.len())]);
+    let mut last = shown_end;
+    let mut truncated = shown_end < end || cut_lines > 0;
+    if let Some(max) = p.max_bytes.filter(|&max| content.len() > max) {
+        last = cut_to_whole_lines(&mut content, max, start, shown)?;
+        truncated = true;
+    }
+    if last < end {
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&format!(
+            "[… truncated: showing lines {start}-{last} of {total}; call read_file with startLine={} to continue]",
+            last + 1
+        ));
+        out.next_start_line = Some(last + 1);
+    }
+    out.encoding = Encoding::Utf8;
+    out.content = content;
+    out.total_lines = Some(total);
+    out.start_line = Some(start);
+    out.end_line = Some(last);
+    out.truncated = truncated;
+    out.truncated_lines = (cut_lines > 0).then_some(cut_lines);
+    Ok(sha)
+}
+
+/// `list_directory`.
+pub(super) fn list_directory(c: &Caller<'_>, p: &ListDirectory) -> Result<ListDirectoryResult> {
+    let dir = path::components(p.path.as_bytes())?.join(&b'/');
+    if !dir.is_empty() && !c.scope.dir_visible(&dir) {
+        c.scope.check_read(&dir)?;
+    }
+    let depth = if p.recursive { p.max_depth.unwrap_or(usize::MAX) } else { 1 };
+    let mut out = Listing {
+        scope: &c.scope,
+        dir: &dir,
+        depth,
+        limit: p.limit.unwrap_or(DEFAULT_LIST_LIMIT),
+        entries: Vec::new(),
+        truncated: false,
+    };
+    let none = Excludes::none();
+    let view = session_view(c, &none);
+    let origin = match c.repo.choose_source(&view, &source_of(&p.source))? {
+        None => {
+            list_live_dir(c, &mut out)?;
+            Origin::Sandbox
+        }
+        Some(snap) => {
+            list_snapshot_dir(c.repo, &snap, &mut out)?;
+            Origin::Snapshot(snap.id)
+        }
+    };
+    let (path, path_base64) = path::for_json(&dir);
+    Ok(ListDirectoryResult {
+        path,
+        path_base64,
+        entries: out.entries,
+        truncated: out.truncated,
+        answered: Answered::from(&origin),
+    })
+}
+
+/// `list_directory` of the live tree, walked with an explicit stack in path order; only
+/// this walk skips excluded directories (a snapshot never holds them).
+fn list_live_dir(c: &Caller<'_>, out: &mut Listing<'_>) -> Result<()> {
+    let excludes = c.repo.effective_excludes(&c.session.workspace, &Default::default())?;
+    let wd = WorkDir::open(&c.session.live_dir)?;
+    let dir = out.dir;
+    match wd.stat(dir)? {
+        Some(m) if m.kind == Kind::Dir => {}
+        Some(_) => {
+            return Err(Error::invalid_argument(format!("'{}' is a file: read it with read_file", path::display(dir))))
+        }
+        None => return Err(Error::not_found(format!("directory '{}' not found", path::display(dir)))),
+    }
+    let mut stack = vec![dir.to_vec()];
+    while let Some(d) = stack.pop() {
+        let mut children = wd.list(&d)?;
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut subdirs = Vec::new();
+        for (name, meta) in children {
+            let rel = crate::fs::walk::join_rel(&d, &name);
+            let kind = match meta.kind {
+                Kind::File => EntryKind::File,
+                Kind::Dir => EntryKind::Dir,
+                Kind::Symlink => EntryKind::Symlink,
+                Kind::Other => continue,
+            };
+            if !out.push(&rel, kind, meta.size, meta.mtime_ns) {
                 return Ok(());
             }
-            stop = !out.push(rel, e.kind, e.size, e.mtime_ns);
-            Ok(())
-        })
-        .map_err(|e| match e.kind() {
-            ErrorKind::NotFound => Error::not_found(format!("directory '{}' not found", path::display(dir))),
-            _ => e,
-        })
-    }
-
-    pub(crate) fn tool_search(&self, c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
-        let m = SearchMatcher::new(p)?;
-        let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
-        let excludes = self.effective_excludes(&c.session.workspace, &Default::default())?;
-        let view = self.session_view(c, &excludes);
-        let want = source_of(&p.source);
-        let (files, origin) = self.list_files(&view, &want)?;
-        let (mut found, mut matches) = (Vec::new(), Vec::new());
-        let mut truncated = false;
-        let mut searched = 0usize;
-        for f in &files {
-            self.check_deadline("searching files")?;
-            let Some(rel_in) = m.selects(&f.path) else { continue };
-            if found.len() + matches.len() >= max {
-                truncated = true;
-                break;
-            }
-            if let Some(g) = &m.name_glob {
-                if g.is_match(rel_in.as_ref()) {
-                    found.push(ListedFile::of(f).into_owned());
-                }
-                continue;
-            }
-            let Some(re) = &m.regex else { continue };
-            let read = match self.read_file_from(&view, &want, &f.path, READ_LIMIT, ChangePolicy::Retry) {
-                Ok((r, _)) => r,
-                // Files that vanished or grew past the limit since the listing are skipped.
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TooLarge | ErrorKind::Conflict) => {
-                    continue
-                }
-                Err(e) => return Err(e),
-            };
-            searched += 1;
-            if let Some(text) = as_text(&read.bytes) {
-                truncated = match_lines(&f.path, text, re, max, &mut matches);
-                if truncated {
-                    break;
-                }
+            let descend = meta.kind == Kind::Dir
+                && out.depth_of(&rel) < out.depth
+                && !excludes.is_excluded(&rel, &name, true)
+                && c.scope.dir_visible(&rel);
+            if descend {
+                subdirs.push(rel);
             }
         }
-        let answered = Answered::from(&origin);
-        Ok(if p.mode == SearchMode::Glob {
-            ToolOutput::Glob(GlobResult { files: found, truncated, answered })
-        } else {
-            ToolOutput::Search(SearchResult { matches, files_searched: searched, truncated, answered })
-        })
+        stack.extend(subdirs.into_iter().rev());
     }
+    Ok(())
+}
+
+/// `list_directory` of a snapshot.
+fn list_snapshot_dir(repo: &Repo, snap: &SnapshotInfo, out: &mut Listing<'_>) -> Result<()> {
+    let dir = out.dir;
+    let mut stop = false;
+    repo.list(snap, dir, true, &mut |rel, e| {
+        if stop || rel == dir || out.depth_of(rel) > out.depth {
+            return Ok(());
+        }
+        stop = !out.push(rel, e.kind, e.size, e.mtime_ns);
+        Ok(())
+    })
+    .map_err(|e| match e.kind() {
+        ErrorKind::NotFound => Error::not_found(format!("directory '{}' not found", path::display(dir))),
+        _ => e,
+    })
+}
+
+/// `search_files` and `glob`.
+pub(super) fn search(c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
+    let m = SearchMatcher::new(p)?;
+    let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+    let excludes = c.repo.effective_excludes(&c.session.workspace, &Default::default())?;
+    let view = session_view(c, &excludes);
+    let want = source_of(&p.source);
+    let (files, origin) = c.repo.list_files(&view, &want)?;
+    let (mut found, mut matches) = (Vec::new(), Vec::new());
+    let mut truncated = false;
+    let mut searched = 0usize;
+    for f in &files {
+        c.repo.check_deadline("searching files")?;
+        let Some(rel_in) = m.selects(&f.path) else { continue };
+        if found.len() + matches.len() >= max {
+            truncated = true;
+            break;
+        }
+        if let Some(g) = &m.name_glob {
+            if g.is_match(rel_in.as_ref()) {
+                found.push(ListedFile::of(f).into_owned());
+            }
+            continue;
+        }
+        let Some(re) = &m.regex else { continue };
+        let read = match c.repo.read_file_from(&view, &want, &f.path, READ_LIMIT, ChangePolicy::Retry) {
+            Ok((r, _)) => r,
+            // Files that vanished or grew past the limit since the listing are skipped.
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TooLarge | ErrorKind::Conflict) => continue,
+            Err(e) => return Err(e),
+        };
+        searched += 1;
+        if let Some(text) = as_text(&read.bytes) {
+            truncated = match_lines(&f.path, text, re, max, &mut matches);
+            if truncated {
+                break;
+            }
+        }
+    }
+    let answered = Answered::from(&origin);
+    Ok(if p.mode == SearchMode::Glob {
+        ToolOutput::Glob(GlobResult { files: found, truncated, answered })
+    } else {
+        ToolOutput::Search(SearchResult { matches, files_searched: searched, truncated, answered })
+    })
 }
 
 /// The kept lines as one text, each cut line marked; and how many were cut.

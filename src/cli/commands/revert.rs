@@ -19,7 +19,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     if json {
         print_json(out, &result)?;
     } else {
-        writeln!(out, "reverted audit record {seq}: {}", result.path().unwrap_or(""))?;
+        writeln!(out, "reverted audit record {seq}: {}", result.path)?;
     }
     Ok(0)
 }

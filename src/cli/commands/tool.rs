@@ -43,7 +43,7 @@ fn tool(
     let repo = Repo::open(repo_path)?;
     let s = repo.session(session)?;
     let call = trove::tools::ToolCall::parse(name, v)?;
-    let result = repo.run_tool(&s, call, &actor());
+    let result = trove::tools::run(&repo, &s, call, &actor());
     let code = result.as_ref().err().map_or(0, |e| crate::exit_code(e.kind()));
     print_json(out, &trove::tools::envelope(result))?;
     Ok(code)

@@ -24,7 +24,7 @@ use super::plan::{
 
 impl Repo {
     /// Carries out `drafts` on the tree in `wd` as one journaled plan.
-    pub fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
+    pub(crate) fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
         let (plan, contents, store) = draft_plan(wd, ctx, drafts)?;
         failpoint(&format!("{}:drafted", plan.tool));
         self.journal(wd, &plan, &contents, &store)?;

@@ -25,7 +25,7 @@ impl Repo {
     /// pre-images, so the tree is fully old or fully new, and the audit log says which. A plan
     /// that cannot be settled now (an I/O error) stays for the next open: opening never fails
     /// on recovery. Returns how many plans were settled.
-    pub fn recover_journal(&self) -> Result<usize> {
+    pub(crate) fn recover_journal(&self) -> Result<usize> {
         let pending = manifest::journal::pending(self.manifest.conn())?;
         let mut settled = 0;
         for (id, encoded) in &pending {

@@ -1,5 +1,5 @@
 //! Mutations of the live tree as journaled plans: every file tool that changes files builds a
-//! [`Plan`] of steps, and [`Repo::execute`] carries it out so that it lands whole or not at all,
+//! [`Plan`] of steps, and `Repo::execute` carries it out so that it lands whole or not at all,
 //! even across a crash (ARCHITECTURE.md, "Tool journal").
 //!
 //! The order of work:
@@ -20,7 +20,7 @@ mod plan;
 mod recover;
 
 pub use apply::{already_exists, stale};
-pub use plan::{hex_sha, Ctx, Done, Draft, NewContent};
+pub use plan::{hex_sha, Author, Done, Draft, NewContent};
 // Only tests build plans by hand (`trove::testing`).
 #[cfg(feature = "testing")]
 pub use plan::{Plan, Step};

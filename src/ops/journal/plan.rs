@@ -10,6 +10,7 @@ use crate::base::id::{PlanId, SessionId, TrashId};
 use crate::fs::walk;
 use crate::fs::workdir;
 use crate::model::audit::AuditRecord;
+use crate::model::scope::Scope;
 use crate::model::trash::TrashItem;
 use crate::object::{ObjectId, Sha256};
 
@@ -198,6 +199,29 @@ pub struct Ctx<'a> {
     pub workspace: &'a str,
     pub session: Option<&'a SessionId>,
     pub details: serde_json::Value,
+}
+
+/// Who drafts a change, and where: a session's agent (within the session's scope) or an
+/// operator (the whole workspace, no session).
+pub struct Author<'a> {
+    pub workspace: &'a str,
+    pub session: Option<&'a SessionId>,
+    pub actor: &'a str,
+    pub scope: &'a Scope,
+}
+
+impl<'a> Author<'a> {
+    /// The context of a plan `tool` drafts for this author, with the tool's own `details`.
+    pub fn ctx(&self, tool: &'a str, details: serde_json::Value) -> Ctx<'a> {
+        Ctx { tool, actor: self.actor, workspace: self.workspace, session: self.session, details }
+    }
+
+    /// `p` as a path this author may change: normalized, inside the scope.
+    pub fn writable(&self, p: &str) -> Result<Vec<u8>> {
+        let rel = crate::base::path::normalize_nonempty(p.as_bytes())?;
+        self.scope.check_write(&rel)?;
+        Ok(rel)
+    }
 }
 
 impl Step {
