@@ -222,3 +222,17 @@ CREATE TABLE restores (
     staging     BLOB NOT NULL,               -- the prefix of its temporary file names
     created_ns  INTEGER NOT NULL
 );
+
+-- schema-version: 5
+-- The trash as a product (issue 13). Each item keeps its mtime (a directory member's too) for
+-- restore and export, a directory's number of files (so a listing need not count members), and
+-- the listing's order has an index: newest first, by deletion time then row. Workspaces get a
+-- trash retention: an age past which items expire (NULL: 30 days) and a byte quota (NULL: none).
+ALTER TABLE trash ADD COLUMN mtime_ns INTEGER;
+ALTER TABLE trash ADD COLUMN files INTEGER;
+ALTER TABLE trash_entries ADD COLUMN mtime_ns INTEGER;
+UPDATE trash SET files = (SELECT count(*) FROM trash_entries e WHERE e.trash_id = trash.id AND e.kind = 'file')
+WHERE kind = 'dir';
+CREATE INDEX trash_by_time ON trash(deleted_ns);
+ALTER TABLE workspaces ADD COLUMN trash_age_s INTEGER;
+ALTER TABLE workspaces ADD COLUMN trash_quota INTEGER;

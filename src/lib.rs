@@ -34,7 +34,7 @@ pub use base::id::{PlanId, SessionId, SnapshotId, TokenId, TrashId};
 pub use base::path;
 pub use base::pattern;
 pub use base::progress::{NoProgress, Progress};
-pub use base::time::{iso_time, now_ns};
+pub use base::time::{iso_time, now_ns, parse_rfc3339};
 pub use fs::live::{ChangePolicy, LiveFile, READ_LIMIT as FILES_READ_LIMIT};
 pub use fs::sample;
 pub use fs::walk::Excludes;
@@ -43,14 +43,19 @@ pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
 pub use model::token::{Token, TokenRecord};
-pub use model::trash::{OnConflict, RestoreResult, TrashEntry, TrashItem};
+pub use model::trash::{
+    BulkRestore, ItemError, OnConflict, PurgeReport, PurgedItem, RestoreOutcome, RestoreResult, RestoredFilter,
+    Retention, TrashCursor, TrashEntry, TrashFilter, TrashItem, TrashMember, TrashPage, TrashRecord,
+};
 pub use model::tree::{Entry, EntryKind};
-pub use model::workspace::Workspace;
+pub use model::workspace::{Workspace, DEFAULT_TRASH_AGE_S};
 pub use ops::check::CheckReport;
 pub use ops::restore::{RestoreOptions, RestoreReport};
 pub use ops::revert::RevertResult;
 pub use ops::snapshot::SnapshotOptions;
 pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;
+pub use ops::trash::purge::{PurgeReason, TrashSet};
+pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};
 pub use repo::{Config, Repo, CONFIG_FILE};

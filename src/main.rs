@@ -57,6 +57,11 @@ pub enum Command {
     /// Run an agent file tool (read_file, write_file, apply_patch, ...) on a session; prints
     /// the tool result `{"ok": ..., "data" | "error": ...}`
     Tool(commands::tool::Args),
+    /// What was deleted: list, show, restore, purge, expire and export trash items
+    #[command(subcommand)]
+    Trash(commands::trash::Command),
+    /// Delete files or directories of a workspace into its trash, as an operator
+    Rm(commands::rm::Args),
     /// Read the audit log
     #[command(subcommand)]
     Audit(commands::audit::Command),

@@ -128,6 +128,11 @@ pub fn rooted_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": ["string", "null"], "pattern": pattern_rooted()})
 }
 
+/// The schema of an optional request field holding a path below the root.
+pub fn nonempty_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "pattern": pattern_nonempty()})
+}
+
 /// The bytes a percent-encoded URL component stands for; a '%' not followed by two hex digits
 /// is `invalid_path`.
 pub fn percent_decode(encoded: &str) -> Result<Vec<u8>> {

@@ -15,3 +15,100 @@ pub fn iso_time(ns: i64) -> String {
     };
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+/// Parses an RFC 3339 date-time (`2026-11-24T10:00:00Z`, `2026-11-24t10:00:00.5+01:00`), as
+/// JSON Schema's `date-time` format has it: any offset, any number of fraction digits (past
+/// nanoseconds ignored), a leap second read as the last nanosecond of its minute. Times outside
+/// what `i64` nanoseconds hold (before 1677 or after 2262) are clamped to its ends.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let digits = b.get(from..from + len)?;
+        digits.iter().try_fold(0i64, |n, d| d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0')))
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    let seps = [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')];
+    if seps.iter().any(|&(i, c)| b.get(i) != Some(&c)) || !matches!(b.get(10), Some(b'T' | b't')) {
+        return None;
+    }
+    let leap_year = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap_year => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        for k in 0..9 {
+            nanos = nanos * 10 + if k < digits { i64::from(b[i + 1 + k] - b'0') } else { 0 };
+        }
+        i += 1 + digits;
+    }
+    let offset_s = match b.get(i..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let (h, m) = (num(i + 1, 2)?, num(i + 4, 2)?);
+            if h > 23 || m > 59 || ![h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            (h * 60 + m) * 60 * if *sign == b'-' { -1 } else { 1 }
+        }
+        _ => return None,
+    };
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let (second, nanos) = if second == 60 { (59, 999_999_999) } else { (second, nanos) };
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
+    Some(
+        i128::from(secs)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i128::from(nanos))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_parse_as_json_schema_has_them() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("1970-01-01t01:00:00+01:00"), Some(0));
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59.5z"), Some(-500_000_000));
+        assert_eq!(parse_rfc3339("2026-11-24T10:00:00.123456789123Z"), Some(1_795_514_400_123_456_789));
+        assert_eq!(parse_rfc3339(&iso_time(1_795_514_400_123_000_000)), Some(1_795_514_400_123_000_000));
+        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(|n| n > 0), Some(true));
+        assert_eq!(parse_rfc3339("2016-12-31T23:59:60Z"), parse_rfc3339("2016-12-31T23:59:59.999999999Z"));
+        assert_eq!(parse_rfc3339("0001-01-01T00:00:00Z"), Some(i64::MIN));
+        for bad in [
+            "2023-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-24 10:00:00Z",
+            "2026-11-24T10:00:00",
+            "2026-11-24T10:00:00.Z",
+            "2026-11-24T24:00:00Z",
+            "2026-11-24T10:00:00+1:00",
+            "2026-11-24",
+            "",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+}

@@ -403,6 +403,13 @@ impl WorkDir {
         self.dir(rel, true, made).map(|_| ())
     }
 
+    /// Gives directory `rel` permission bits `mode` (no setuid, setgid or sticky bit: the
+    /// directory belongs to trove's user); a symlink on the way is not followed.
+    pub fn set_dir_mode(&self, rel: &[u8], mode: u32) -> Result<()> {
+        let dir = self.dir(rel, false, &mut Vec::new())?.ok_or_else(|| self.vanished(rel))?;
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode & 0o777)).map_err(|e| self.io("chmod", rel, e))
+    }
+
     /// Creates symlink `rel` pointing at `target`.
     pub fn symlink(&self, rel: &[u8], target: &[u8], made: &mut Vec<Vec<u8>>) -> Result<()> {
         let (parent, name) = split(rel);

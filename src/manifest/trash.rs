@@ -5,12 +5,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::db;
 use crate::base::error::{Error, Result};
 use crate::base::id::TrashId;
-use crate::model::trash::{TrashEntry, TrashItem};
+use crate::model::trash::{RestoredFilter, TrashEntry, TrashFilter, TrashItem};
 use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
 
 const COLUMNS: &str = "id, workspace, session, path, kind, size, sha256, mode, object, deleted_by, deleted_ns, \
-                       reason, audit_seq, restored_ns";
+                       reason, audit_seq, restored_ns, mtime_ns, files";
 
 /// A kind column; other text is a conversion failure, which `db` reports as `corrupt`.
 fn kind(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<EntryKind> {
@@ -45,13 +45,17 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashItem> {
         reason: r.get(11)?,
         audit_seq: r.get(12)?,
         restored_ns: r.get(13)?,
+        mtime_ns: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
+        files: r.get::<_, Option<i64>>(15)?.unwrap_or(0) as u64,
         entries: Vec::new(),
     })
 }
 
 pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
     conn.execute(
-        &format!("INSERT INTO trash ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
+        &format!(
+            "INSERT INTO trash ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+        ),
         params![
             t.id,
             t.workspace,
@@ -67,13 +71,15 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
             t.reason,
             t.audit_seq,
             t.restored_ns,
+            t.mtime_ns,
+            (t.kind == EntryKind::Dir).then_some(t.files as i64),
         ],
     )
     .map_err(db("recording a trash item"))?;
     let mut st = conn
         .prepare_cached(
-            "INSERT INTO trash_entries (trash_id, rel, kind, size, sha256, mode, object, target)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO trash_entries (trash_id, rel, kind, size, sha256, mode, object, target, mtime_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(db("recording a trash item"))?;
     for e in &t.entries {
@@ -85,7 +91,8 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
             e.sha256.as_ref().map(Sha256::as_bytes),
             e.mode,
             e.object.as_ref().map(ObjectId::as_bytes),
-            e.target
+            e.target,
+            e.mtime_ns
         ])
         .map_err(db("recording a trash item"))?;
     }
@@ -95,7 +102,8 @@ pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
 fn entries(conn: &Connection, id: &TrashId) -> Result<Vec<TrashEntry>> {
     let mut st = conn
         .prepare_cached(
-            "SELECT rel, kind, size, sha256, mode, object, target FROM trash_entries WHERE trash_id = ?1 ORDER BY rel",
+            "SELECT rel, kind, size, sha256, mode, object, target, mtime_ns FROM trash_entries
+             WHERE trash_id = ?1 ORDER BY rel",
         )
         .map_err(db("reading a trash item"))?;
     let rows = st
@@ -108,6 +116,7 @@ fn entries(conn: &Connection, id: &TrashId) -> Result<Vec<TrashEntry>> {
                 mode: r.get(4)?,
                 object: object(r, 5)?,
                 target: r.get(6)?,
+                mtime_ns: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
             })
         })
         .map_err(db("reading a trash item"))?;
@@ -144,4 +153,70 @@ pub fn mark_restored(conn: &Connection, id: &TrashId, at_ns: i64) -> Result<()> 
     conn.execute("UPDATE trash SET restored_ns = ?2 WHERE id = ?1", params![id, at_ns])
         .map_err(db("marking a trash item restored"))?;
     Ok(())
+}
+
+/// A page of items `filter` selects, newest first (by deletion time, then row), each with its
+/// row: the cursor's tiebreak. Only the filters given become conditions, so SQLite can choose
+/// the index that fits (`trash_by_path` for a workspace and prefix, `trash_by_time` otherwise).
+pub fn page(conn: &Connection, filter: &TrashFilter) -> Result<Vec<(TrashItem, i64)>> {
+    use rusqlite::types::Value as V;
+    let mut conds: Vec<&str> = Vec::new();
+    let mut args: Vec<V> = Vec::new();
+    if let Some(w) = &filter.workspace {
+        conds.push("workspace = ?");
+        args.push(V::Text(w.clone()));
+    }
+    if let Some(s) = &filter.session {
+        conds.push("session = ?");
+        args.push(V::Text(s.to_string()));
+    }
+    if !filter.prefix.is_empty() {
+        // A prefix P selects P itself and what lies below it: paths from "P/" up to, not
+        // including, "P0" ('0' follows '/' in byte order).
+        let below = |last: u8| {
+            let mut b = filter.prefix.clone();
+            b.push(last);
+            V::Blob(b)
+        };
+        conds.push("(path = ? OR (path >= ? AND path < ?))");
+        args.extend([V::Blob(filter.prefix.clone()), below(b'/'), below(b'0')]);
+    }
+    if let Some(t) = filter.since_ns {
+        conds.push("deleted_ns >= ?");
+        args.push(V::Integer(t));
+    }
+    if let Some(t) = filter.until_ns {
+        conds.push("deleted_ns < ?");
+        args.push(V::Integer(t));
+    }
+    if let Some(k) = filter.kind {
+        conds.push("kind = ?");
+        args.push(V::Text(k.as_str().to_string()));
+    }
+    match filter.restored {
+        RestoredFilter::No => conds.push("restored_ns IS NULL"),
+        RestoredFilter::Yes => conds.push("restored_ns IS NOT NULL"),
+        RestoredFilter::All => {}
+    }
+    if let Some(c) = filter.after {
+        conds.push("(deleted_ns < ? OR (deleted_ns = ? AND rowid < ?))");
+        args.extend([V::Integer(c.deleted_ns), V::Integer(c.deleted_ns), V::Integer(c.row)]);
+    }
+    let limit = if filter.limit == 0 { -1 } else { i64::try_from(filter.limit).unwrap_or(i64::MAX) };
+    args.push(V::Integer(limit));
+    let clause = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
+    let sql = format!("SELECT {COLUMNS}, rowid FROM trash {clause} ORDER BY deleted_ns DESC, rowid DESC LIMIT ?");
+    let mut st = conn.prepare_cached(&sql).map_err(db("listing the trash"))?;
+    let rows = st
+        .query_map(rusqlite::params_from_iter(args), |r| Ok((row(r)?, r.get::<_, i64>(16)?)))
+        .map_err(db("listing the trash"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("listing the trash"))
+}
+
+/// Deletes item `id` and its members; whether it was there. Its objects stay: a snapshot, an
+/// audit pre-image or another item may share them, and garbage collection decides.
+pub fn delete(conn: &Connection, id: &TrashId) -> Result<bool> {
+    conn.execute("DELETE FROM trash_entries WHERE trash_id = ?1", [id]).map_err(db("purging a trash item"))?;
+    let n = conn.execute("DELETE FROM trash WHERE id = ?1", [id]).map_err(db("purging a trash item"))?;
+    Ok(n == 1)
 }

@@ -20,6 +20,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Workspace, Option<String>, St
         excludes: None,
         extra_excludes: Vec::new(),
         created_ns: r.get(5)?,
+        trash_age_s: r.get(6)?,
+        trash_quota: r.get::<_, Option<i64>>(7)?.map(|q| q.max(0) as u64),
     };
     Ok((ws, r.get(3)?, r.get(4)?))
 }
@@ -31,7 +33,7 @@ fn to_row(raw: (Workspace, Option<String>, String)) -> Result<Workspace> {
     Ok(ws)
 }
 
-const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns";
+const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns, trash_age_s, trash_quota";
 
 /// Workspace `name`, if the manifest has it.
 pub fn get(conn: &Connection, name: &str) -> Result<Option<Workspace>> {
@@ -77,5 +79,14 @@ pub fn set_excludes(conn: &Connection, id: i64, excludes: Option<&[String]>, ext
         params![excludes, extra, id],
     )
     .map_err(db("updating a workspace"))?;
+    Ok(())
+}
+
+/// Sets workspace `id`'s trash retention: the age past which items expire and the byte quota
+/// (`None`: the default age, no quota).
+pub fn set_retention(conn: &Connection, id: i64, age_s: Option<i64>, quota: Option<u64>) -> Result<()> {
+    let quota = quota.map(|q| i64::try_from(q).unwrap_or(i64::MAX));
+    conn.execute("UPDATE workspaces SET trash_age_s = ?1, trash_quota = ?2 WHERE id = ?3", params![age_s, quota, id])
+        .map_err(db("updating a workspace"))?;
     Ok(())
 }

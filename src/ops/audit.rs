@@ -3,10 +3,10 @@
 use serde_json::{json, Value};
 
 use crate::base::error::{Error, Result};
+use crate::base::id::SessionId;
 use crate::base::time::now_ns;
 use crate::manifest;
 use crate::model::audit::{AuditRecord, FullRecord};
-use crate::model::session::Session;
 use crate::object::Sha256;
 use crate::repo::Repo;
 
@@ -33,12 +33,13 @@ impl Repo {
         manifest::audit::tail(self.manifest.conn(), session, limit)
     }
 
-    /// Appends the record of a change `operation` refused with `e`, in session `s` for
-    /// `actor`: the path the error names (or `path`), the file's sha256 when the error gives
-    /// it (a stale file), and the message.
+    /// Appends the record of a change `operation` refused with `e`, in `workspace` (and
+    /// `session`) for `actor`: the path the error names (or `path`), the file's sha256 when
+    /// the error gives it (a stale file), and the message.
     pub(crate) fn audit_refusal(
         &self,
-        s: &Session,
+        workspace: &str,
+        session: Option<&SessionId>,
         actor: &str,
         operation: &str,
         path: Option<&str>,
@@ -46,8 +47,8 @@ impl Repo {
     ) -> Result<i64> {
         let mut rec = AuditRecord::ok(now_ns(), actor, operation);
         rec.outcome = e.kind().as_str().to_string();
-        rec.workspace = Some(s.workspace.clone());
-        rec.session = Some(s.id.clone());
+        rec.workspace = Some(workspace.to_string());
+        rec.session = session.cloned();
         let detail_path = e.details().and_then(|d| d.get("path")).and_then(Value::as_str);
         rec.path = detail_path.or(path).map(|p| p.as_bytes().to_vec());
         rec.before_sha256 = e

@@ -1,7 +1,8 @@
-//! Exporting a snapshot as a tar archive, optionally zstd-compressed, to any writer.
+//! Exporting as a tar archive, optionally zstd-compressed, to any writer: a snapshot (or a
+//! path of it) here, trash items in `trash/export.rs`, both through [`Archive`].
 
 use std::ffi::OsStr;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::base::error::{Error, ErrorKind, Result};
@@ -13,6 +14,80 @@ use crate::repo::Repo;
 
 fn tar_err(p: &[u8]) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::with_source(ErrorKind::Io, format!("cannot write '{}' to the archive: {e}", path::display(p)), e)
+}
+
+/// A tar stream being written: directories, symlinks and files with their modes and mtimes.
+pub(crate) struct Archive<'w> {
+    tar: tar::Builder<&'w mut dyn Write>,
+    /// Entries written so far.
+    pub count: u64,
+}
+
+impl<'w> Archive<'w> {
+    fn header(kind: tar::EntryType, mode: u32, mtime_ns: i64, size: u64) -> tar::Header {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_mtime(mtime_ns.div_euclid(1_000_000_000).max(0) as u64);
+        h.set_size(size);
+        h
+    }
+
+    /// Directory `rel`.
+    pub fn dir(&mut self, rel: &[u8], mode: u32, mtime_ns: i64) -> Result<()> {
+        let mut h = Archive::header(tar::EntryType::Directory, mode, mtime_ns, 0);
+        let mut dir = rel.to_vec();
+        dir.push(b'/');
+        self.tar.append_data(&mut h, OsStr::from_bytes(&dir), std::io::empty()).map_err(tar_err(rel))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Symlink `rel` to `target`.
+    pub fn symlink(&mut self, rel: &[u8], target: &[u8], mode: u32, mtime_ns: i64) -> Result<()> {
+        let mut h = Archive::header(tar::EntryType::Symlink, mode, mtime_ns, 0);
+        self.tar.append_link(&mut h, OsStr::from_bytes(rel), OsStr::from_bytes(target)).map_err(tar_err(rel))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// File `rel` of `size` bytes, streamed from `content`; an error `content` raises (a
+    /// damaged object) comes back as itself, not as a write failure.
+    pub fn file(&mut self, rel: &[u8], mode: u32, mtime_ns: i64, size: u64, content: impl Read) -> Result<()> {
+        let mut h = Archive::header(tar::EntryType::Regular, mode, mtime_ns, size);
+        self.tar.append_data(&mut h, OsStr::from_bytes(rel), content).map_err(|err| match err.get_ref() {
+            Some(inner) if inner.is::<Error>() => crate::base::error::from_io(err),
+            _ => tar_err(rel)(err),
+        })?;
+        self.count += 1;
+        Ok(())
+    }
+}
+
+/// Writes an archive to `out` (zstd-compressed at `zstd_level` when given) with what `fill`
+/// puts in it; returns the number of entries.
+pub(crate) fn write_archive(
+    out: &mut dyn Write,
+    zstd_level: Option<i32>,
+    fill: impl FnOnce(&mut Archive<'_>) -> Result<()>,
+) -> Result<u64> {
+    match zstd_level {
+        Some(level) => {
+            let mut enc = zstd::stream::Encoder::new(out, level)
+                .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start zstd", e))?;
+            let n = fill_tar(&mut enc, fill)?;
+            enc.finish().map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot finish zstd: {e}"), e))?;
+            Ok(n)
+        }
+        None => fill_tar(out, fill),
+    }
+}
+
+fn fill_tar(out: &mut dyn Write, fill: impl FnOnce(&mut Archive<'_>) -> Result<()>) -> Result<u64> {
+    let mut a = Archive { tar: tar::Builder::new(out), count: 0 };
+    fill(&mut a)?;
+    a.tar.finish().map_err(tar_err(b"(end)"))?;
+    Ok(a.count)
 }
 
 impl Repo {
@@ -27,71 +102,29 @@ impl Repo {
         progress: &dyn Progress,
     ) -> Result<u64> {
         progress.start("exporting", 0);
-        let n = match zstd_level {
-            Some(level) => {
-                let mut enc = zstd::stream::Encoder::new(out, level)
-                    .map_err(|e| Error::with_source(ErrorKind::Io, "cannot start zstd", e))?;
-                let n = self.export_tar(snap, path, &mut enc, progress)?;
-                enc.finish().map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot finish zstd: {e}"), e))?;
-                n
+        let root = path::components(path)?.join(&b'/');
+        let n = write_archive(out, zstd_level, |a| {
+            let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
+                match e.kind {
+                    EntryKind::Dir => a.dir(rel, e.mode, e.mtime_ns),
+                    EntryKind::Symlink => a.symlink(rel, e.target.as_deref().unwrap_or(b""), e.mode, e.mtime_ns),
+                    EntryKind::File => {
+                        a.file(rel, e.mode, e.mtime_ns, e.size, self.open_content(e)?)?;
+                        progress.advance(e.size);
+                        Ok(())
+                    }
+                }
+            };
+            let entry = self.lookup(snap, &root)?;
+            if !root.is_empty() {
+                add(&root, &entry)?;
             }
-            None => self.export_tar(snap, path, out, progress)?,
-        };
+            if entry.kind == EntryKind::Dir {
+                self.list(snap, &root, true, &mut add)?;
+            }
+            Ok(())
+        })?;
         progress.finish();
         Ok(n)
-    }
-
-    fn export_tar(
-        &self,
-        snap: &SnapshotInfo,
-        path: &[u8],
-        out: &mut dyn Write,
-        progress: &dyn Progress,
-    ) -> Result<u64> {
-        let mut tar = tar::Builder::new(out);
-        let mut count = 0u64;
-        let root = path::components(path)?.join(&b'/');
-        let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
-            let mut h = tar::Header::new_gnu();
-            h.set_mode(e.mode);
-            h.set_mtime(e.mtime_ns.div_euclid(1_000_000_000).max(0) as u64);
-            let name = OsStr::from_bytes(rel);
-            match e.kind {
-                EntryKind::Dir => {
-                    h.set_entry_type(tar::EntryType::Directory);
-                    h.set_size(0);
-                    let mut dir = rel.to_vec();
-                    dir.push(b'/');
-                    tar.append_data(&mut h, OsStr::from_bytes(&dir), std::io::empty()).map_err(tar_err(rel))?;
-                }
-                EntryKind::Symlink => {
-                    h.set_entry_type(tar::EntryType::Symlink);
-                    h.set_size(0);
-                    let target = OsStr::from_bytes(e.target.as_deref().unwrap_or(b""));
-                    tar.append_link(&mut h, name, target).map_err(tar_err(rel))?;
-                }
-                EntryKind::File => {
-                    h.set_entry_type(tar::EntryType::Regular);
-                    h.set_size(e.size);
-                    let reader = self.open_content(e)?;
-                    tar.append_data(&mut h, name, reader).map_err(|err| match err.get_ref() {
-                        Some(inner) if inner.is::<Error>() => crate::base::error::from_io(err),
-                        _ => tar_err(rel)(err),
-                    })?;
-                    progress.advance(e.size);
-                }
-            }
-            count += 1;
-            Ok(())
-        };
-        let entry = self.lookup(snap, &root)?;
-        if !root.is_empty() {
-            add(&root, &entry)?;
-        }
-        if entry.kind == EntryKind::Dir {
-            self.list(snap, &root, true, &mut add)?;
-        }
-        tar.finish().map_err(tar_err(b"(end)"))?;
-        Ok(count)
     }
 }

@@ -56,7 +56,7 @@ impl Repo {
         let result = self.revert_record(&s, &rec, change, seq, actor);
         if let Err(e) = &result {
             let p = rec.path.as_deref().map(path::display);
-            self.audit_refusal(&s, actor, "revert", p.as_deref(), e)?;
+            self.audit_refusal(&s.workspace, Some(&s.id), actor, "revert", p.as_deref(), e)?;
         }
         result
     }

@@ -1,6 +1,6 @@
 //! Workspaces: named live trees, and their exclusion settings.
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::time::now_ns;
 use crate::fs::walk::{Excludes, DEFAULT_EXCLUDES};
 use crate::manifest::{self, workspaces};
@@ -13,6 +13,25 @@ impl Repo {
     /// Every workspace the manifest records, by name.
     pub fn workspaces(&self) -> Result<Vec<Workspace>> {
         workspaces::list(self.manifest.conn())
+    }
+
+    /// The live directory of workspace `name` as far as the repository knows it: the directory
+    /// it was last snapshotted from, else that of its newest session.
+    pub fn workspace_dir(&self, name: &str) -> Result<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        check_workspace_name(name)?;
+        let ws = workspaces::get(self.manifest.conn(), name)?.ok_or_else(|| {
+            Error::not_found(format!("workspace '{name}' not found: list them with `trove workspace list`"))
+        })?;
+        if let Some(root) = ws.root {
+            return Ok(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&root)));
+        }
+        let newest = self.sessions(true)?.into_iter().filter(|s| s.workspace == name).max_by_key(|s| s.created_ns);
+        newest.map(|s| s.live_dir).ok_or_else(|| {
+            Error::not_found(format!(
+                "workspace '{name}' has no known directory: snapshot it once (`trove snapshot DIR --workspace {name}`)"
+            ))
+        })
     }
 
     /// Changes the exclusion list of workspace `name` (created if missing) and returns the

@@ -47,6 +47,18 @@ pub(crate) fn body_of(
     })
 }
 
+/// A JSON object body of `what` as `T`: an array of the fields in order (which serde would
+/// take) or anything else is refused, naming what was wrong.
+pub(crate) fn json_object<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        ApiError::new(ErrorKind::InvalidArgument, format!("the {what} body is not valid: {e}"))
+    };
+    match serde_json::from_slice::<serde_json::Value>(body).map_err(|e| invalid(&e))? {
+        v @ serde_json::Value::Object(_) => serde_json::from_value(v).map_err(|e| invalid(&e)),
+        _ => Err(invalid(&"give the fields as a JSON object")),
+    }
+}
+
 /// The owner (session or snapshot) and the file of a `/…/{owner}/files/{*path}` route, read from
 /// the raw request target with `path::from_url`: the file path is decoded to bytes (a name that
 /// is not UTF-8 can be asked for), and a backslash or a malformed escape is refused, in one

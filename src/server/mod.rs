@@ -22,6 +22,7 @@ mod snapshots;
 mod state;
 mod stream;
 mod tools;
+mod trash;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -86,6 +87,12 @@ fn routes() -> Routes {
         route("GET", "/v1/snapshots/{snap}/files", snapshots::files),
         route("GET", "/v1/snapshots/{snap}/files/{*path}", snapshots::read),
         route("GET", "/v1/snapshots/{snap}/export", snapshots::export),
+        route("GET", "/v1/trash", trash::list),
+        route("GET", "/v1/trash/export", trash::export),
+        route("POST", "/v1/trash/restore", trash::restore),
+        route("GET", "/v1/trash/{trash}", trash::show),
+        route("GET", "/v1/sessions/{id}/trash", trash::session_list),
+        route("POST", "/v1/sessions/{id}/trash/restore", trash::session_restore),
     ]
 }
 

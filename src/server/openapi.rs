@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use super::error::ErrorBody;
 use crate::model::session::{SessionRecord, SessionSpec};
 use crate::model::snapshot::SnapshotRecord;
+use crate::model::trash::{BulkRestore, TrashPage};
 use crate::ops::source::FileListing;
 use crate::tools::output::{self as out, ToolReply};
 
@@ -307,6 +308,66 @@ const OPS: &[Op] = &[
     },
     Op {
         method: "GET",
+        path: "/v1/trash",
+        summary: "List the trash of every workspace, newest first, filtered and paged",
+        query: Some(schema_of::<super::trash::TrashQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<TrashPage>),
+        errors: &[400, 401],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/trash",
+        summary: "List the trash of a session's workspace that its scope can read, newest first",
+        query: Some(schema_of::<super::trash::SessionTrashQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<TrashPage>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/trash/{trash}",
+        summary: "Show one trash item, with a directory's members",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::trash::ShownItem>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/trash/restore",
+        summary: "Restore trash items (ids, the newest deletion of a path, or a prefix) into their workspaces; every item's outcome",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<super::trash::RestoreBody>),
+        reply: Reply::Json(200, schema_of::<BulkRestore>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/trash/restore",
+        summary: "Restore trash items of a session's workspace into its live tree, within its scope; every item's outcome",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<super::trash::RestoreBody>),
+        reply: Reply::Json(200, schema_of::<BulkRestore>),
+        errors: &[400, 401, 403, 404, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/trash/export",
+        summary: "Export trash items (by ids, or the listing's filters) as a tar archive, plain or zstd",
+        query: Some(schema_of::<super::trash::ExportQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Tar,
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
         path: "/healthz",
         summary: "Liveness; no token needed",
         query: None,
@@ -356,6 +417,8 @@ fn path_schema(name: &str) -> Value {
         "id" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // A snapshot reference: `latest`, or an id or a prefix of one.
         "snap" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
+        // `TrashId::parse`.
+        "trash" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // `path::from_url`, after percent-decoding.
         "path" => json!({"type": "string", "pattern": crate::base::path::pattern_nonempty()}),
         _ => json!({"type": "string"}),

@@ -29,13 +29,7 @@ pub(super) async fn create(
     let spec: SessionSpec = if body.iter().all(u8::is_ascii_whitespace) {
         SessionSpec::default()
     } else {
-        let invalid =
-            |e: &dyn std::fmt::Display| Error::invalid_argument(format!("the session body is not valid: {e}"));
-        // An object only: serde would also take an array of the fields in order.
-        match serde_json::from_slice::<serde_json::Value>(&body).map_err(|e| invalid(&e))? {
-            v @ serde_json::Value::Object(_) => serde_json::from_value(v).map_err(|e| invalid(&e))?,
-            _ => return Err(invalid(&"give the fields as a JSON object").into()),
-        }
+        super::extract::json_object(&body, "session")?
     };
     let record = st
         .blocking(move |st, repo| {

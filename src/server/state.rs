@@ -191,7 +191,21 @@ impl AppState {
         Ok(ex)
     }
 
-    /// Writes gathered activity, then ends every session whose ttl or idle time ran out.
+    /// Purges what each workspace's trash retention expires; a failure is logged and tried
+    /// again at the next tick.
+    fn expire_trash(&self, repo: &Repo) {
+        let expired = repo.expired_trash(None).and_then(|items| repo.purge_trash(&items, false, "trove-serve"));
+        match expired {
+            Ok(r) if r.purged > 0 => {
+                tracing::info!(items = r.purged, bytes = r.bytes, "expired trash items purged")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot expire trash items now; retried at the next tick"),
+        }
+    }
+
+    /// Writes gathered activity, ends every session whose ttl or idle time ran out, and
+    /// expires trash items.
     fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
         let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
@@ -217,6 +231,7 @@ impl AppState {
                 }
             }
         }
+        self.expire_trash(repo);
         Ok(ended)
     }
 }

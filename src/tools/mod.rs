@@ -158,7 +158,7 @@ pub fn run(repo: &Repo, s: &Session, call: ToolCall, actor: &str) -> Result<Tool
         // A read outside the scope is a refusal like any other: audited.
         if let Err(e) = &result {
             if e.kind() == ErrorKind::PermissionDenied {
-                repo.audit_refusal(s, actor, name, path.as_deref(), e)?;
+                repo.audit_refusal(&s.workspace, Some(&s.id), actor, name, path.as_deref(), e)?;
             }
         }
         return result;
@@ -174,7 +174,7 @@ pub fn run(repo: &Repo, s: &Session, call: ToolCall, actor: &str) -> Result<Tool
         _ => Err(Error::internal("a reading tool took the write path")),
     });
     if let Err(e) = &result {
-        repo.audit_refusal(s, actor, name, path.as_deref(), e)?;
+        repo.audit_refusal(&s.workspace, Some(&s.id), actor, name, path.as_deref(), e)?;
     }
     result
 }

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use trove::{Error, Repo, SnapshotInfo};
+use trove::{Error, Repo};
 
 use crate::cli::bar;
 use crate::cli::output::{print_json, Failure, Out};
@@ -31,12 +31,12 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let repo = Repo::open(repo_path)?;
     let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
     let path = path.map(|p| p.into_vec()).unwrap_or_default();
-    let zstd = zstd || output.as_ref().and_then(|o| o.extension()).is_some_and(|e| e == "zst" || e == "tzst");
+    let zstd = wants_zstd(zstd, output.as_deref());
     let level = zstd.then_some(3);
     let bar = bar::Bar::new();
     match &output {
         Some(file) => {
-            let entries = export_to_file(&repo, &snap, &path, file, level, &bar)?;
+            let entries = to_file(file, |w| repo.export(&snap, &path, w, level, &bar))?;
             if json {
                 print_json(out, &Exported { snapshot: &snap.id, output: file, entries, zstd })?;
             } else {
@@ -49,32 +49,38 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
             }
         }
         None => {
-            if io::stdout().is_terminal() {
-                return Err(Error::invalid_argument(
-                    "refusing to write a tar archive to a terminal: pass -o FILE or redirect stdout",
-                )
-                .into());
-            }
+            refuse_terminal()?;
             repo.export(&snap, &path, out, level, &bar)?;
         }
     }
     Ok(0)
 }
 
-fn export_to_file(
-    repo: &Repo,
-    snap: &SnapshotInfo,
-    path: &[u8],
-    file: &Path,
-    level: Option<i32>,
-    bar: &bar::Bar,
-) -> Result<u64, Failure> {
-    // Written beside the destination and renamed, so a failed export leaves no half archive.
+/// Whether an archive for `output` is zstd-compressed: asked, or implied by a name ending in
+/// `.zst` or `.tzst`.
+pub fn wants_zstd(zstd: bool, output: Option<&Path>) -> bool {
+    zstd || output.and_then(|o| o.extension()).is_some_and(|e| e == "zst" || e == "tzst")
+}
+
+/// An archive is not written to a terminal.
+pub fn refuse_terminal() -> Result<(), Failure> {
+    if io::stdout().is_terminal() {
+        return Err(Error::invalid_argument(
+            "refusing to write a tar archive to a terminal: pass -o FILE or redirect stdout",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Writes `file` with what `write` produces: beside the destination, synced and renamed, so a
+/// failed export leaves no half archive. Returns what `write` returns (an entry count).
+pub fn to_file(file: &Path, write: impl FnOnce(&mut dyn Write) -> Result<u64, Error>) -> Result<u64, Failure> {
     let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("create a file in", dir, e))?;
     let entries = {
         let mut w = BufWriter::new(tmp.as_file());
-        let n = repo.export(snap, path, &mut w, level, bar)?;
+        let n = write(&mut w)?;
         w.flush().map_err(|e| Error::io("write", file, e))?;
         n
     };

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use trove::Repo;
+use trove::{Error, Repo};
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -26,6 +26,16 @@ pub enum Command {
         /// Go back to the default list with nothing added
         #[arg(long)]
         defaults: bool,
+    },
+    /// Show or set how long the workspace's trash keeps items, and how many bytes at most
+    Retention {
+        name: String,
+        /// Items older than D expire (30d, 12h; `default` for 30 days)
+        #[arg(long, value_name = "D")]
+        trash_age: Option<String>,
+        /// The oldest items expire past this many bytes (`none` for no quota)
+        #[arg(long, value_name = "BYTES")]
+        trash_quota: Option<String>,
     },
 }
 
@@ -50,8 +60,41 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
                 writeln!(out, "{name}: excludes {}", list.join(" "))?;
             }
         }
+        Command::Retention { name, trash_age, trash_quota } => {
+            let age = trash_age.as_deref().map(parse_age).transpose()?;
+            let quota = trash_quota.as_deref().map(parse_quota).transpose()?;
+            let r = repo.trash_retention(&name, age, quota, &actor())?;
+            if json {
+                print_json(out, &r)?;
+            } else {
+                let quota = r.trash_quota.map_or("no quota".to_string(), |q| format!("quota {q} bytes"));
+                let default = if r.default_age { " (default)" } else { "" };
+                writeln!(out, "{}: trash kept {}{default}, {quota}", r.workspace, r.trash_age)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// `--trash-age`: a duration, or `default`.
+fn parse_age(text: &str) -> Result<Option<i64>, Error> {
+    if text == "default" {
+        return Ok(None);
+    }
+    let d = humantime::parse_duration(text).map_err(|_| {
+        Error::invalid_argument(format!("--trash-age '{text}' is not a duration (30d, 12h) or `default`"))
+    })?;
+    Ok(Some(i64::try_from(d.as_secs()).unwrap_or(i64::MAX)))
+}
+
+/// `--trash-quota`: a number of bytes, or `none`.
+fn parse_quota(text: &str) -> Result<Option<u64>, Error> {
+    if text == "none" {
+        return Ok(None);
+    }
+    text.parse::<u64>()
+        .map(Some)
+        .map_err(|_| Error::invalid_argument(format!("--trash-quota '{text}' is not a number of bytes or `none`")))
 }
 
 /// `trove workspace excludes --json`: the workspace's exclusion list now.

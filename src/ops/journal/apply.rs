@@ -113,12 +113,18 @@ pub(super) fn apply(wd: &WorkDir, s: &Step) -> Result<()> {
             }
             wd.rename(from, to, true, &mut made)
         }
-        // Staging a restored directory's files already made it and its parents.
-        Step::Mkdir { path } => match wd.stat(path)? {
-            Some(m) if m.kind == Kind::Dir => Ok(()),
-            Some(_) => Err(already_exists(path)),
-            None => wd.mkdirs(path, &mut made),
-        },
+        // Staging a restored directory's files may have made it and its parents already.
+        Step::Mkdir { path, mode } => {
+            match wd.stat(path)? {
+                Some(m) if m.kind == Kind::Dir => {}
+                Some(_) => return Err(already_exists(path)),
+                None => wd.mkdirs(path, &mut made)?,
+            }
+            match mode {
+                Some(mode) => wd.set_dir_mode(path, mode | 0o700),
+                None => Ok(()),
+            }
+        }
         Step::Symlink { path, target } => wd.symlink(path, target, &mut made).map_err(|e| match e.kind() {
             ErrorKind::AlreadyExists => already_exists(path),
             _ => e,

@@ -190,7 +190,7 @@ impl Repo {
             }
             Step::Remove { path, grave, .. } => wd.rename(grave, path, true, &mut made),
             Step::Move { from, to, .. } => wd.rename(to, from, true, &mut made),
-            Step::Mkdir { path } => wd.rmdir(path),
+            Step::Mkdir { path, .. } => wd.rmdir(path),
             Step::Symlink { path, .. } => match wd.stat(path)? {
                 Some(m) if m.kind == Kind::Symlink => wd.remove(path),
                 _ => Ok(()),
@@ -303,7 +303,7 @@ fn draft_step(id: &PlanId, i: usize, d: Draft, store: &mut Vec<ToStore>) -> (Ste
             let pre = before.map(|c| (from.clone(), c.sha256));
             (Step::Move { from, to, sha256: sha, object: obj }, None, pre)
         }
-        Draft::Mkdir { path } => (Step::Mkdir { path }, None, None),
+        Draft::Mkdir { path, mode } => (Step::Mkdir { path, mode }, None, None),
         Draft::Symlink { path, target } => (Step::Symlink { path, target }, None, None),
     }
 }
@@ -340,7 +340,7 @@ fn step_record(plan: &Plan, i: usize, s: &Step, now: i64, recovered: bool, done:
             rec.before_object = object.as_deref().map(|h| plan_object(plan, h)).transpose()?;
             details["change"] = json!("move");
         }
-        Step::Mkdir { path } => {
+        Step::Mkdir { path, .. } => {
             rec.path = Some(path.clone());
             details["change"] = json!("mkdir");
         }

@@ -58,10 +58,14 @@ pub enum Step {
         /// A file's content id (hex).
         object: Option<String>,
     },
-    /// Creates an empty directory (a restored directory's).
+    /// Creates a directory (a restored directory, or a missing parent of what is restored),
+    /// or finds it there.
     Mkdir {
         /// The directory.
         path: Vec<u8>,
+        /// Permission bits to give it (owner rwx always kept, so the plan can fill it).
+        #[serde(default)]
+        mode: Option<u32>,
     },
     /// Creates a symlink (a restored directory's).
     Symlink {
@@ -120,6 +124,7 @@ pub enum Draft {
     },
     Mkdir {
         path: Vec<u8>,
+        mode: Option<u32>,
     },
     Symlink {
         path: Vec<u8>,
@@ -230,7 +235,7 @@ impl Step {
         match self {
             Step::Write { path, .. }
             | Step::Remove { path, .. }
-            | Step::Mkdir { path }
+            | Step::Mkdir { path, .. }
             | Step::Symlink { path, .. } => path,
             Step::Move { from, .. } => from,
         }

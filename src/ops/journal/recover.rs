@@ -202,7 +202,7 @@ fn state(wd: &WorkDir, s: &Step, predicted: &HashMap<Vec<u8>, Option<String>>) -
                 _ => State::Conflict,
             }
         }
-        Step::Mkdir { path } => match wd.stat(path)? {
+        Step::Mkdir { path, .. } => match wd.stat(path)? {
             Some(m) if m.kind == Kind::Dir => State::Done,
             Some(_) => State::Conflict,
             None => State::Pending,

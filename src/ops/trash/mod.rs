@@ -1,6 +1,9 @@
-//! The trash of a repository (DESIGN.md, "Trash"): reading items back, deleting into it
-//! (`remove.rs`) and restoring from it (`restore.rs`).
+//! The trash of a repository (DESIGN.md, "Trash"): reading items back and listing them here;
+//! deleting into it (`remove.rs`), restoring from it (`restore.rs`), purging and expiring items
+//! (`purge.rs`) and exporting them as a tar archive (`export.rs`).
 
+pub mod export;
+pub mod purge;
 pub mod remove;
 pub mod restore;
 
@@ -9,20 +12,50 @@ use crate::base::id::TrashId;
 use crate::base::path;
 use crate::manifest;
 use crate::model::scope::Scope;
-use crate::model::trash::TrashItem;
+use crate::model::trash::{TrashCursor, TrashFilter, TrashItem, TrashPage};
 use crate::repo::Repo;
 
 impl Repo {
     /// One trash item by id.
     pub fn trash_item(&self, id: &TrashId) -> Result<TrashItem> {
         manifest::trash::get(self.manifest.conn(), id)?.ok_or_else(|| {
-            Error::not_found(format!("trash item '{id}' not found: list the trash with `trove trash list`"))
+            Error::not_found(format!("trash item '{id}' not found: list the trash with `trove trash ls`"))
         })
     }
 
     /// Trash items of `workspace`, newest first, optionally only those at `path`.
     pub fn trash(&self, workspace: &str, path: Option<&[u8]>) -> Result<Vec<TrashItem>> {
         manifest::trash::list(self.manifest.conn(), workspace, path)
+    }
+
+    /// The items `filter` selects, newest first, `filter.limit` at most (0: all), with the
+    /// cursor of the next page when there is one; `keep` drops items (a session's scope).
+    pub fn trash_page(&self, filter: &TrashFilter, keep: impl Fn(&TrashItem) -> bool) -> Result<TrashPage> {
+        let mut items = Vec::new();
+        // One row more than a page tells whether another page follows; a `keep` that drops
+        // rows makes this read more rows, a page at a time, until the page is full.
+        let batch = if filter.limit == 0 { 0 } else { filter.limit.saturating_add(1).clamp(2, 1000) };
+        let mut next = TrashFilter { limit: batch, ..filter.clone() };
+        loop {
+            let rows = manifest::trash::page(self.manifest.conn(), &next)?;
+            let exhausted = batch == 0 || rows.len() < batch;
+            for (item, row) in rows {
+                let cursor = TrashCursor { deleted_ns: item.deleted_ns, row };
+                next.after = Some(cursor);
+                if !keep(&item) {
+                    continue;
+                }
+                if filter.limit != 0 && items.len() == filter.limit {
+                    let last: Option<&(_, TrashCursor)> = items.last();
+                    let next_cursor = last.map(|(_, c)| c.to_string());
+                    return Ok(TrashPage { items: items.into_iter().map(|(r, _)| r).collect(), next_cursor });
+                }
+                items.push((item.record(), cursor));
+            }
+            if exhausted {
+                return Ok(TrashPage { items: items.into_iter().map(|(r, _)| r).collect(), next_cursor: None });
+            }
+        }
     }
 
     /// The trash item of `workspace` a restore names: `id`, or the newest deletion at `path`

@@ -9,15 +9,56 @@ use crate::base::random::new_trash_id;
 use crate::base::time::now_ns;
 use crate::fs::workdir::{Current, Kind, Meta, WorkDir};
 use crate::model::scope::Scope;
-use crate::model::trash::{TrashEntry, TrashItem};
+use crate::model::trash::{TrashEntry, TrashItem, TrashRecord};
 use crate::model::tree::EntryKind;
 use crate::ops::journal::{hex_sha, stale, Author, Draft};
+use crate::repo::Repo;
 
 /// The most one deletion of a directory may take into the trash: every file is read and
 /// stored before the plan commits, so one call is bounded.
 pub const DELETE_DIR_ENTRIES: usize = 20_000;
 /// The most bytes one deletion of a directory may take into the trash.
 pub const DELETE_DIR_BYTES: u64 = 256 << 20;
+
+impl Repo {
+    /// Deletes `paths` (files or whole directories) of workspace `workspace`, whose live tree
+    /// is `dir`, into the trash as an operator (`trove rm`): one journaled change, so every path
+    /// goes or none does, each only once its content is durable in the store; audited with
+    /// `actor`. Returns the new trash items.
+    pub fn remove_into_trash(
+        &self,
+        workspace: &str,
+        dir: &std::path::Path,
+        paths: &[String],
+        actor: &str,
+    ) -> Result<Vec<TrashRecord>> {
+        crate::model::session::check_workspace_name(workspace)?;
+        if paths.is_empty() {
+            return Err(Error::invalid_argument("name at least one path to delete"));
+        }
+        let scope = Scope::whole();
+        let by = Author { workspace, session: None, actor, scope: &scope };
+        let locked = self.lock_live(dir)?;
+        let mut drafts = Vec::with_capacity(paths.len());
+        let mut seen = Vec::<Vec<u8>>::new();
+        for p in paths {
+            let rel = by.writable(p)?;
+            // One path inside another would be deleted twice: name each once.
+            let nested = |a: &[u8], b: &[u8]| a == b || (b.starts_with(a) && b.get(a.len()) == Some(&b'/'));
+            if let Some(other) = seen.iter().find(|s| nested(s, &rel) || nested(&rel, s)) {
+                return Err(Error::invalid_argument(format!(
+                    "'{}' and '{}' overlap: name each thing to delete once",
+                    path::display(other),
+                    path::display(&rel)
+                )));
+            }
+            drafts.push(draft_remove(&by, &locked.wd, &rel, None, "rm")?);
+            seen.push(rel);
+        }
+        let done = self.execute(&locked.wd, by.ctx("rm", serde_json::json!({})), drafts)?;
+        done.trashed.iter().map(|(_, id)| self.trash_item(id).map(|t| t.record())).collect()
+    }
+}
 
 /// The stale-file protocol for a file that must exist: `expected` must be its sha256.
 pub fn check_expected(rel: &[u8], cur: Option<Current>, expected: Option<&str>) -> Result<Current> {
@@ -49,6 +90,7 @@ pub fn draft_remove(by: &Author<'_>, wd: &WorkDir, rel: &[u8], expected: Option<
                 sha256: Some(cur.sha256),
                 mode: cur.mode,
                 object: Some(cur.content),
+                mtime_ns: meta.mtime_ns,
                 ..blank_item(by, rel, EntryKind::File, reason)?
             };
             Ok(Draft::Remove { path: rel.to_vec(), before: Some(cur), trash: Box::new(trash), members: Vec::new() })
@@ -60,7 +102,7 @@ pub fn draft_remove(by: &Author<'_>, wd: &WorkDir, rel: &[u8], expected: Option<
                     path::display(rel)
                 )));
             }
-            draft_remove_dir(by, wd, rel, meta.mode, reason)
+            draft_remove_dir(by, wd, rel, &meta, reason)
         }
         Kind::Symlink | Kind::Other => Err(Error::invalid_argument(format!(
             "'{}' is a symlink or special file: only files and directories are deleted into the trash",
@@ -86,12 +128,14 @@ fn blank_item(by: &Author<'_>, rel: &[u8], kind: EntryKind, reason: &str) -> Res
         reason: reason.into(),
         audit_seq: None,
         restored_ns: None,
+        mtime_ns: 0,
+        files: 0,
         entries: Vec::new(),
     })
 }
 
-/// The removal of directory `rel` (permission bits `mode`) with everything in it.
-fn draft_remove_dir(by: &Author<'_>, wd: &WorkDir, rel: &[u8], mode: u32, reason: &str) -> Result<Draft> {
+/// The removal of directory `rel` (as `meta` found it) with everything in it.
+fn draft_remove_dir(by: &Author<'_>, wd: &WorkDir, rel: &[u8], meta: &Meta, reason: &str) -> Result<Draft> {
     let mut walked = Vec::new();
     wd.walk(rel, &mut walked)?;
     let total: u64 = walked.iter().filter(|(_, m)| m.kind == Kind::File).map(|(_, m)| m.size).sum();
@@ -117,7 +161,14 @@ fn draft_remove_dir(by: &Author<'_>, wd: &WorkDir, rel: &[u8], mode: u32, reason
         }
         entries.push(e);
     }
-    let trash = TrashItem { size, mode, entries, ..blank_item(by, rel, EntryKind::Dir, reason)? };
+    let trash = TrashItem {
+        size,
+        mode: meta.mode,
+        mtime_ns: meta.mtime_ns,
+        files: members.len() as u64,
+        entries,
+        ..blank_item(by, rel, EntryKind::Dir, reason)?
+    };
     Ok(Draft::Remove { path: rel.to_vec(), before: None, trash: Box::new(trash), members })
 }
 
@@ -125,8 +176,16 @@ fn draft_remove_dir(by: &Author<'_>, wd: &WorkDir, rel: &[u8], mode: u32, reason
 /// device, which is not kept).
 fn trash_entry(wd: &WorkDir, dir: &[u8], child: &[u8], m: &Meta) -> Result<Option<TrashEntry>> {
     let rel = child[dir.len() + 1..].to_vec();
-    let blank =
-        |kind| TrashEntry { rel: rel.clone(), kind, size: 0, sha256: None, mode: m.mode, object: None, target: None };
+    let blank = |kind| TrashEntry {
+        rel: rel.clone(),
+        kind,
+        size: 0,
+        sha256: None,
+        mode: m.mode,
+        object: None,
+        target: None,
+        mtime_ns: m.mtime_ns,
+    };
     Ok(Some(match m.kind {
         Kind::File => {
             let cur = wd.current(child)?.ok_or_else(|| Error::not_found(path::display(child)))?;

@@ -1,22 +1,82 @@
-//! Restoring a trash item into the live tree: choosing where it goes (its original path,
-//! another one, or a free `(restored)` name beside a taken one), drafting the steps that put it
-//! back, and carrying them out through the journal, so a directory comes back whole or not at
-//! all, and the trash row is marked restored in the same transaction.
+//! Restoring from the trash into the live tree: choosing the items (by id, the newest deletion
+//! of a path, or every path under a prefix), where each goes (its original path, another one,
+//! or a free `(restored)` name beside a taken one, or merged into a directory there), making
+//! missing parent directories, and carrying each item out through the journal, so a directory
+//! comes back whole or not at all and its trash row is marked restored in the same transaction.
+//! A bulk restore reports every item's outcome; one refusal never stops the others.
 
-use crate::base::error::{Error, Result};
+use std::path::PathBuf;
+
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::TrashId;
 use crate::base::path;
 use crate::fs::walk::join_rel;
-use crate::fs::workdir::{split, WorkDir};
-use crate::model::trash::{OnConflict, RestoreResult, TrashItem};
+use crate::fs::workdir::{split, Kind, WorkDir};
+use crate::model::scope::Scope;
+use crate::model::session::Session;
+use crate::model::trash::{
+    BulkRestore, OnConflict, RestoreOutcome, RestoreResult, RestoredFilter, TrashFilter, TrashItem,
+};
 use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
-use crate::ops::journal::{already_exists, stale, Author, Draft, NewContent};
+use crate::ops::journal::{already_exists, hex_sha, stale, Author, Draft, NewContent};
 use crate::repo::Repo;
 
 use super::remove::draft_remove;
 
-/// Where and how to restore a trash item.
+/// Which trash items a restore takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrashSelection {
+    /// These items, by id (any version of a path).
+    Ids(Vec<TrashId>),
+    /// The newest deletion of this path not restored yet, or the newest before `before_ns`.
+    Path {
+        /// The path, workspace-relative.
+        path: Vec<u8>,
+        /// Only deletions before this time (ns).
+        before_ns: Option<i64>,
+    },
+    /// For every path at or below this one, its newest deletion not restored yet.
+    Prefix(Vec<u8>),
+}
+
+/// A restore as asked: which items, of which workspace, where to, and what to do when a
+/// target is taken.
+#[derive(Debug, Clone)]
+pub struct RestoreRequest {
+    /// The workspace a path or prefix is in (a session's own is implied).
+    pub workspace: Option<String>,
+    /// The items.
+    pub selection: TrashSelection,
+    /// Another workspace-relative path: for one item its new path; for a prefix, what the
+    /// prefix becomes.
+    pub to: Option<String>,
+    /// What to do when a target is taken.
+    pub on_conflict: OnConflict,
+    /// The sha256 a target must have to be overwritten (`on_conflict: overwrite`).
+    pub expected_sha256: Option<String>,
+}
+
+/// Who restores: an operator, into each workspace's live directory with the whole workspace in
+/// scope, or a session, into its own live tree within its scope.
+pub enum Restorer<'a> {
+    /// An operator (`trove trash restore`, `POST /v1/trash/restore`).
+    Operator {
+        /// Who, as the audit log names them.
+        actor: &'a str,
+        /// The live directory of a workspace, by name.
+        live_dir: &'a dyn Fn(&str) -> Result<PathBuf>,
+    },
+    /// A session (`POST /v1/sessions/{id}/trash/restore`).
+    Session {
+        /// The session.
+        session: &'a Session,
+        /// Who, as the audit log names them.
+        actor: &'a str,
+    },
+}
+
+/// Where and how to restore one trash item.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RestoreTo<'a> {
     /// Another workspace-relative path; the item's own by default.
@@ -27,9 +87,161 @@ pub struct RestoreTo<'a> {
     pub expected_sha256: Option<&'a str>,
 }
 
+/// An item picked for a restore, or the id that could not be.
+type Picked = std::result::Result<TrashItem, (TrashId, Error)>;
+
 impl Repo {
+    /// Restores the items `req` selects, as `who`, each through the journal on its own: every
+    /// item's outcome is reported, and a refusal (audited) never stops the others. A request
+    /// that cannot be understood (a path without a workspace, `to` with several ids) fails whole
+    /// and changes nothing.
+    pub fn restore_trash(&self, req: &RestoreRequest, who: &Restorer<'_>) -> Result<BulkRestore> {
+        let (workspace, scope) = match who {
+            Restorer::Operator { .. } => (req.workspace.clone(), Scope::whole()),
+            Restorer::Session { session, .. } => {
+                if req.workspace.as_deref().is_some_and(|w| w != session.workspace) {
+                    return Err(Error::invalid_argument(format!(
+                        "session '{}' restores into its own workspace '{}' only",
+                        session.id, session.workspace
+                    )));
+                }
+                (Some(session.workspace.clone()), session.scope()?)
+            }
+        };
+        if let (TrashSelection::Ids(ids), Some(_)) = (&req.selection, &req.to) {
+            if ids.len() > 1 {
+                return Err(Error::invalid_argument(
+                    "`to` names one new path: give one id with it, or a prefix to move a whole set",
+                ));
+            }
+        }
+        let mut picked = self.pick_for_restore(&req.selection, workspace.as_deref(), &scope)?;
+        // Parents before children (a directory restored before what is restored into it); the
+        // newest version of a path first.
+        picked.sort_by(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) => a.path.cmp(&b.path).then(b.deleted_ns.cmp(&a.deleted_ns)),
+            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+            (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+        });
+        let mut out = BulkRestore { restored: 0, failed: 0, items: Vec::with_capacity(picked.len()) };
+        for p in picked {
+            let outcome = match p {
+                Ok(item) => {
+                    let to = target_of(req, &item);
+                    let how = RestoreTo {
+                        to: to.as_deref(),
+                        on_conflict: req.on_conflict,
+                        expected_sha256: req.expected_sha256.as_deref(),
+                    };
+                    let shown = path::display(&item.path).into_owned();
+                    match self.restore_one(who, &scope, &item, how) {
+                        Ok(r) => RestoreOutcome::done(item.id.clone(), shown, r),
+                        Err(e) => RestoreOutcome::failed(item.id.clone(), Some(shown), &e),
+                    }
+                }
+                Err((id, e)) => RestoreOutcome::failed(id, None, &e),
+            };
+            if outcome.ok {
+                out.restored += 1;
+            } else {
+                out.failed += 1;
+            }
+            out.items.push(outcome);
+        }
+        Ok(out)
+    }
+
+    /// The items `sel` names in `workspace` (when given) that `scope` can read.
+    fn pick_for_restore(&self, sel: &TrashSelection, workspace: Option<&str>, scope: &Scope) -> Result<Vec<Picked>> {
+        let need_workspace = || {
+            workspace.ok_or_else(|| {
+                Error::invalid_argument("a path or prefix names items of one workspace: give the workspace too")
+            })
+        };
+        match sel {
+            TrashSelection::Ids(ids) => Ok(ids
+                .iter()
+                .map(|id| {
+                    let item = self.trash_item(id).and_then(|item| match workspace {
+                        Some(w) if item.workspace != w => {
+                            Err(Error::not_found(format!("trash item '{id}' is not in workspace '{w}'")))
+                        }
+                        _ => Ok(item),
+                    });
+                    item.map_err(|e| (id.clone(), e))
+                })
+                .collect()),
+            TrashSelection::Path { path: rel, before_ns } => {
+                let rel = path::components(rel)?.join(&b'/');
+                scope.check_read(&rel)?;
+                let w = need_workspace()?;
+                let found = self
+                    .trash(w, Some(&rel))?
+                    .into_iter()
+                    .find(|t| t.restored_ns.is_none() && before_ns.is_none_or(|b| t.deleted_ns < b));
+                let item = found.ok_or_else(|| {
+                    let when = before_ns.map(|b| format!(" before {}", crate::base::time::iso_time(b)));
+                    Error::not_found(format!(
+                        "nothing deleted at '{}'{} is in the trash of '{w}': list it with `trove trash ls --prefix`",
+                        path::display(&rel),
+                        when.unwrap_or_default()
+                    ))
+                })?;
+                Ok(vec![Ok(self.trash_item(&item.id)?)])
+            }
+            TrashSelection::Prefix(prefix) => {
+                let prefix = path::components(prefix)?.join(&b'/');
+                let w = need_workspace()?;
+                let filter = TrashFilter {
+                    workspace: Some(w.to_string()),
+                    prefix,
+                    restored: RestoredFilter::No,
+                    ..Default::default()
+                };
+                // Newest first, so the first item of each path is the one to restore.
+                let mut seen = std::collections::HashSet::new();
+                let mut out = Vec::new();
+                for (item, _) in crate::manifest::trash::page(self.manifest.conn(), &filter)? {
+                    if scope.can_read(&item.path) && seen.insert(item.path.clone()) {
+                        out.push(Ok(self.trash_item(&item.id)?));
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// One item of a bulk restore, as `who`; a refusal is audited.
+    fn restore_one(
+        &self,
+        who: &Restorer<'_>,
+        scope: &Scope,
+        item: &TrashItem,
+        how: RestoreTo<'_>,
+    ) -> Result<RestoreResult> {
+        let (actor, session) = match who {
+            Restorer::Operator { actor, .. } => (*actor, None),
+            Restorer::Session { session, actor } => (*actor, Some(&session.id)),
+        };
+        let result = (|| {
+            let locked = match who {
+                Restorer::Operator { live_dir, .. } => self.lock_live(&live_dir(&item.workspace)?)?,
+                Restorer::Session { session, .. } => self.lock_writable(session)?,
+            };
+            let by = Author { workspace: &item.workspace, session, actor, scope };
+            self.restore_trash_item(&locked.wd, &by, "trash_restore", item, how)
+        })();
+        if let Err(e) = &result {
+            let p = path::display(&item.path);
+            self.audit_refusal(&item.workspace, session, actor, "trash_restore", Some(&p), e)?;
+        }
+        result
+    }
+
     /// Restores `item` into the tree of `wd` as `by`, through the journal under operation
-    /// `tool`. The item must be readable in `by`'s scope and its target writable.
+    /// `tool`. The item must be readable in `by`'s scope and its target writable; missing
+    /// parent directories are made first (with the mode of a trashed directory at their path).
     pub(crate) fn restore_trash_item(
         &self,
         wd: &WorkDir,
@@ -48,8 +260,15 @@ impl Repo {
             }
         };
         let mut drafts = Vec::new();
-        let target = free_target(by, wd, tool, &how, item, target, &mut drafts)?;
-        draft_restore(item, &target, &mut drafts)?;
+        let (target, merge) = free_target(by, wd, tool, &how, item, target, &mut drafts)?;
+        let made_parents = self.draft_parents(wd, by.workspace, &target, &mut drafts)?;
+        let collisions = draft_restore(wd, item, &target, merge, &mut drafts)?;
+        if merge && !drafts.iter().any(|d| !matches!(d, Draft::Remove { .. })) {
+            return Err(already_exists(&target).context(format!(
+                "every member of trash item {} is already at its place under it; nothing to merge",
+                item.id
+            )));
+        }
         let details = serde_json::json!({"restoredTrashId": item.id});
         let done = self.execute(wd, by.ctx(tool, details), drafts)?;
         let sha256 = match item.kind {
@@ -63,13 +282,66 @@ impl Repo {
             kind: item.kind,
             replaced_trash_id: done.trashed.first().map(|(_, id)| id.clone()),
             audit_seq: done.audit_seqs.last().copied(),
+            made_parents: made_parents.iter().map(|p| path::display(p).into_owned()).collect(),
+            collisions: collisions.iter().map(|p| path::display(p).into_owned()).collect(),
         })
+    }
+
+    /// `Mkdir` steps for the missing ancestors of `target`, outermost first; each gets the
+    /// mode of the newest trashed directory at its path, if one is in the trash.
+    fn draft_parents(
+        &self,
+        wd: &WorkDir,
+        workspace: &str,
+        target: &[u8],
+        drafts: &mut Vec<Draft>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let mut made = Vec::new();
+        let mut missing = false;
+        let ancestors = target.iter().enumerate().filter(|(_, b)| **b == b'/').map(|(i, _)| &target[..i]);
+        for dir in ancestors {
+            if !missing {
+                match wd.stat(dir)? {
+                    Some(m) if m.kind == Kind::Dir => continue,
+                    Some(_) => {
+                        return Err(Error::new(
+                            ErrorKind::AlreadyExists,
+                            format!(
+                                "'{}' is not a directory, so '{}' cannot be restored under it: restore it elsewhere with `to`",
+                                path::display(dir),
+                                path::display(target)
+                            ),
+                        )
+                        .with_detail("path", path::display(dir).as_ref()))
+                    }
+                    None => missing = true,
+                }
+            }
+            let trashed = self.trash(workspace, Some(dir))?.into_iter().find(|t| t.kind == EntryKind::Dir);
+            drafts.push(Draft::Mkdir { path: dir.to_vec(), mode: trashed.map(|t| t.mode) });
+            made.push(dir.to_vec());
+        }
+        Ok(made)
+    }
+}
+
+/// What a prefix restore with `to` makes of an item's path: the prefix replaced by `to`.
+fn target_of(req: &RestoreRequest, item: &TrashItem) -> Option<String> {
+    let to = req.to.as_ref()?;
+    match &req.selection {
+        TrashSelection::Prefix(prefix) => {
+            let prefix = path::components(prefix).ok()?.join(&b'/');
+            let rest = item.path.get(prefix.len()..).unwrap_or(b"");
+            Some(format!("{}{}", to.trim_end_matches('/'), path::display(rest)))
+        }
+        _ => Some(to.clone()),
     }
 }
 
 /// Where a restore goes when `target` is taken: refused (`fail`), the first free
-/// `(restored)` name (`rename`), or over the file there, which goes to the trash, if it is the
-/// one `expectedSha256` names (`overwrite`, files only).
+/// `(restored)` name (`rename`), over the file there, which goes to the trash, if it is the one
+/// `expectedSha256` names (`overwrite`, files only), or into the directory there (`merge`,
+/// directories only). Returns the target and whether it merges.
 fn free_target(
     by: &Author<'_>,
     wd: &WorkDir,
@@ -78,30 +350,31 @@ fn free_target(
     item: &TrashItem,
     target: Vec<u8>,
     drafts: &mut Vec<Draft>,
-) -> Result<Vec<u8>> {
-    if wd.stat(&target)?.is_none() {
-        return Ok(target);
-    }
+) -> Result<(Vec<u8>, bool)> {
+    let Some(there) = wd.stat(&target)? else { return Ok((target, false)) };
     match how.on_conflict {
         OnConflict::Fail => Err(already_exists(&target)),
         OnConflict::Rename => {
             let free = free_name(wd, &target)?;
             by.scope.check_write(&free)?;
-            Ok(free)
+            Ok((free, false))
         }
         OnConflict::Overwrite => {
             if item.kind == EntryKind::Dir {
                 return Err(Error::invalid_argument(
-                    "onConflict overwrite restores files only; restore the directory with rename or to another path",
+                    "onConflict overwrite restores files only; restore a directory with merge, rename or to another path",
                 ));
             }
             let Some(expected) = how.expected_sha256 else {
                 let cur = wd.current(&target)?;
-                return Err(stale(&target, cur.map(|c| crate::ops::journal::hex_sha(&c.sha256)), None));
+                return Err(stale(&target, cur.map(|c| hex_sha(&c.sha256)), None));
             };
             drafts.push(draft_remove(by, wd, &target, Some(expected), tool)?);
-            Ok(target)
+            Ok((target, false))
         }
+        OnConflict::Merge if item.kind == EntryKind::Dir && there.kind == Kind::Dir => Ok((target, true)),
+        OnConflict::Merge => Err(already_exists(&target)
+            .context("onConflict merge restores a directory into a directory; use rename or overwrite for a file")),
     }
 }
 
@@ -114,23 +387,46 @@ fn stored(item: &TrashId, object: Option<ObjectId>, sha256: Option<Sha256>) -> R
 }
 
 /// The steps that put `item` back at `target`: a file written from its object, or a
-/// directory made with its subdirectories first, then its files and links.
-fn draft_restore(item: &TrashItem, target: &[u8], drafts: &mut Vec<Draft>) -> Result<()> {
+/// directory made with its subdirectories first, then its files and links. Merging into an
+/// existing directory, a member whose path is taken is left out (with everything under it) and
+/// returned as a collision.
+fn draft_restore(
+    wd: &WorkDir,
+    item: &TrashItem,
+    target: &[u8],
+    merge: bool,
+    drafts: &mut Vec<Draft>,
+) -> Result<Vec<Vec<u8>>> {
     if item.kind != EntryKind::Dir {
         let content = stored(&item.id, item.object, item.sha256)?;
         drafts.push(Draft::Write { path: target.to_vec(), content, mode: item.mode, before: None });
-        return Ok(());
+        return Ok(Vec::new());
     }
-    drafts.push(Draft::Mkdir { path: target.to_vec() });
-    let mut members = Vec::new();
+    if !merge {
+        drafts.push(Draft::Mkdir { path: target.to_vec(), mode: Some(item.mode) });
+    }
+    let (mut members, mut collisions) = (Vec::new(), Vec::<Vec<u8>>::new());
     for e in &item.entries {
         let rel = join_rel(target, &e.rel);
+        if merge {
+            if collisions.iter().any(|c| rel.starts_with(c) && rel.get(c.len()) == Some(&b'/')) {
+                continue;
+            }
+            match (wd.stat(&rel)?, e.kind) {
+                (None, _) => {}
+                (Some(m), EntryKind::Dir) if m.kind == Kind::Dir => continue,
+                (Some(_), _) => {
+                    collisions.push(rel);
+                    continue;
+                }
+            }
+        }
         match (e.kind, &e.target) {
             (EntryKind::File, _) => {
                 let content = stored(&item.id, e.object, e.sha256)?;
                 members.push(Draft::Write { path: rel, content, mode: e.mode, before: None });
             }
-            (EntryKind::Dir, _) => drafts.push(Draft::Mkdir { path: rel }),
+            (EntryKind::Dir, _) => drafts.push(Draft::Mkdir { path: rel, mode: Some(e.mode) }),
             (EntryKind::Symlink, Some(t)) => members.push(Draft::Symlink { path: rel, target: t.clone() }),
             (EntryKind::Symlink, None) => {
                 return Err(Error::corrupt(format!(
@@ -142,7 +438,7 @@ fn draft_restore(item: &TrashItem, target: &[u8], drafts: &mut Vec<Draft>) -> Re
         }
     }
     drafts.extend(members);
-    Ok(())
+    Ok(collisions)
 }
 
 /// `a/b.txt` -> `a/b (restored).txt`, then `(restored 2)`, ... the first that is free.
