@@ -228,11 +228,17 @@ CREATE TABLE restores (
 -- restore and export, a directory's number of files (so a listing need not count members), and
 -- the listing's order has an index: newest first, by deletion time then row. Workspaces get a
 -- trash retention: an age past which items expire (NULL: 30 days) and a byte quota (NULL: none).
+-- A listing is ordered by time within what its filters select: a workspace's or a session's
+-- items in time order come from their own indexes; a path prefix from `trash_by_path_only` when
+-- it selects few items (ARCHITECTURE.md, "Trash").
 ALTER TABLE trash ADD COLUMN mtime_ns INTEGER;
 ALTER TABLE trash ADD COLUMN files INTEGER;
 ALTER TABLE trash_entries ADD COLUMN mtime_ns INTEGER;
 UPDATE trash SET files = (SELECT count(*) FROM trash_entries e WHERE e.trash_id = trash.id AND e.kind = 'file')
 WHERE kind = 'dir';
 CREATE INDEX trash_by_time ON trash(deleted_ns);
+CREATE INDEX trash_by_workspace_time ON trash(workspace, deleted_ns);
+CREATE INDEX trash_by_session_time ON trash(session, deleted_ns);
+CREATE INDEX trash_by_path_only ON trash(path);
 ALTER TABLE workspaces ADD COLUMN trash_age_s INTEGER;
 ALTER TABLE workspaces ADD COLUMN trash_quota INTEGER;

@@ -168,3 +168,54 @@ fn trash_restore_of_a_directory_killed_at_each_step_is_all_or_nothing() {
         assert_eq!(restores > 0, *point != "drafted", "{point}: {}", stdout(&item));
     }
 }
+
+/// A directory of 24 files (a plan of more than 16 steps, synced as a whole) deleted with
+/// `trove rm`, for `trove trash restore`.
+fn deleted_big_dir(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    // The session's workspace is named after it.
+    let (repo, ws, workspace) = setup(dir);
+    for i in 0..24 {
+        let sub = ws.join(format!("big/d{}", i % 3));
+        fs::create_dir_all(&sub).expect("mkdir");
+        fs::write(sub.join(format!("f{i}.txt")), format!("file {i}\n")).expect("write");
+    }
+    let out = trove(&repo, &["--json", "rm", "--workspace", &workspace, "big"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    (repo, ws, v[0]["id"].as_str().expect("trash id").to_string())
+}
+
+#[test]
+fn trash_restore_of_a_big_directory_killed_at_each_step_is_all_or_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (old, new) = {
+        let (repo, ws, trash) = deleted_big_dir(&tmp.path().join("clean"));
+        let old = files(&ws);
+        let out = trove(&repo, &["trash", "restore", &trash]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        (old, files(&ws))
+    };
+    assert_ne!(old, new);
+    // Steps: mkdir big, three subdirectories, then 24 files: 28 in all.
+    let points = ["drafted", "journaled", "temp-written", "staged", "step:0", "step:3", "step:10", "step:27", "buried"];
+    for (i, point) in points.iter().enumerate() {
+        let (repo, ws, trash) = deleted_big_dir(&tmp.path().join(format!("crash{i}")));
+        let out = Command::new(trove_bin())
+            .arg("--repo")
+            .arg(&repo)
+            .args(["trash", "restore", &trash])
+            .env("TROVE_FAILPOINT", format!("trash_restore:{point}"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{point}: the process must die there: {}", stderr(&out));
+        // Opening the repository settles the journal.
+        let out = trove(&repo, &["--json", "trash", "ls", "--all"]);
+        assert!(out.status.success(), "{point}: {}", stderr(&out));
+        let now = files(&ws);
+        let expected = if *point == "drafted" { &old } else { &new };
+        assert_eq!(&now, expected, "{point}: half a directory came back");
+        assert!(now.iter().all(|(p, _)| !p.contains(".trove-")), "{point}: leftovers {now:?}");
+        let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(listed["items"][0]["restored"], serde_json::json!(*point != "drafted"), "{point}");
+    }
+}

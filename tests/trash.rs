@@ -165,3 +165,86 @@ fn over_http_operators_see_every_workspace_and_sessions_only_their_scope() {
     assert_eq!(s.get("/v1/sessions/sess_000000000000/trash").status, 404);
     assert_eq!(s.get(&format!("/v1/sessions/{narrow}/trash?workspace=shared")).status, 400);
 }
+
+#[test]
+fn over_http_items_are_shown_restored_in_bulk_exported_and_expired() {
+    let s = http::start(Some(TOKEN), &["--reap-interval", "200ms"]);
+    let wide = s.session(r#"{"workspace": "shared", "persistent": true}"#);
+    let ws = s.workspace("shared");
+    for (p, text) in [("src/a.rs", "a\n"), ("src/b.rs", "b\n"), ("secret/key", "k\n"), ("docs/x.md", "x\n")] {
+        http::write(&ws.join(p), text.as_bytes());
+    }
+    let mut ids = Vec::new();
+    for path in ["src", "secret/key", "docs/x.md"] {
+        let r = s.call("POST", &format!("/v1/sessions/{wide}/tools/delete_file"), &json!({ "path": path }).to_string());
+        assert_eq!(r.json()["ok"], json!(true), "{}", r.text());
+        ids.push(r.json()["data"]["trashId"].as_str().expect("id").to_string());
+    }
+    // One item with its members.
+    let shown = s.get(&format!("/v1/trash/{}", ids[0])).json();
+    assert_eq!((shown["kind"].clone(), shown["files"].clone()), (json!("dir"), json!(2)));
+    let members: Vec<&str> =
+        shown["members"].as_array().expect("m").iter().filter_map(|m| m["path"].as_str()).collect();
+    assert_eq!(members, ["a.rs", "b.rs"]);
+    assert_eq!(s.get("/v1/trash/trash_000000000000").status, 404);
+    assert_eq!(s.get("/v1/trash/not%20an%20id").status, 400);
+
+    // A session restores what its scope reaches; the rest is refused item by item.
+    let narrow =
+        s.session(r#"{"workspace": "shared", "file_access": {"read": ["src", "docs"], "write": ["src", "docs"]}}"#);
+    let body = json!({"ids": [ids[0], ids[1]]}).to_string();
+    let r = s.call("POST", &format!("/v1/sessions/{narrow}/trash/restore"), &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let done = r.json();
+    assert_eq!((done["restored"].clone(), done["failed"].clone()), (json!(1), json!(1)), "{done}");
+    let refused = done["items"].as_array().expect("items").iter().find(|o| o["ok"] == json!(false)).cloned();
+    assert_eq!(refused.map(|o| o["error"]["kind"].clone()), Some(json!("permission_denied")));
+    assert_eq!(std::fs::read_to_string(ws.join("src/b.rs")).expect("back"), "b\n");
+    // An operator restores by path into the workspace's directory, here with a new name.
+    let body = json!({"workspace": "shared", "path": "docs/x.md", "to": "docs/y.md"}).to_string();
+    let r = s.call("POST", "/v1/trash/restore", &body);
+    assert_eq!(r.json()["restored"], json!(1), "{}", r.text());
+    assert_eq!(std::fs::read_to_string(ws.join("docs/y.md")).expect("back"), "x\n");
+    for bad in [
+        json!({}),
+        json!({"ids": [ids[0]], "path": "src"}),
+        json!({"path": "src"}),
+        json!({"ids": [ids[0], ids[1]], "to": "x"}),
+        json!({"prefix": "src", "workspace": "shared", "before": "2026-01-01T00:00:00Z"}),
+        json!({"ids": ["bad id"]}),
+        json!({"ids": [ids[0]], "onConflict": "clobber"}),
+        json!([ids[0]]),
+    ] {
+        let r = s.call("POST", "/v1/trash/restore", &bad.to_string());
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+    let r = s.call(
+        "POST",
+        &format!("/v1/sessions/{narrow}/trash/restore"),
+        &json!({"workspace": "other", "prefix": "src"}).to_string(),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+
+    // Export: the content type says what it is, and the archive holds the item at its path.
+    let r = s.get(&format!("/v1/trash/export?ids={}&format=tar.zst", ids[1]));
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/zstd")));
+    let tar = zstd::decode_all(&r.body[..]).expect("zstd");
+    let mut archive = tar::Archive::new(&tar[..]);
+    let mut entries = archive.entries().expect("entries");
+    let mut e = entries.next().expect("one").expect("entry");
+    assert_eq!(e.path().expect("path").to_string_lossy(), "secret/key");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut e, &mut text).expect("read");
+    assert_eq!(text, "k\n");
+    let r = s.get("/v1/trash/export?workspace=shared&restored=all");
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/x-tar")));
+    assert_eq!(s.get(&format!("/v1/trash/export?ids={}&workspace=shared", ids[1])).status, 400);
+    assert_eq!(s.get("/v1/trash/export?ids=trash_000000000000").status, 404);
+
+    // The reaper expires what retention says, and audits it.
+    let repo = trove::Repo::open(&s.repo).expect("open");
+    repo.trash_retention("shared", Some(Some(1)), None, "t").expect("retention");
+    assert!(http::eventually(10, || s.get("/v1/trash?workspace=shared&restored=all").json()["items"] == json!([])));
+    let log = repo.audit_log(None, 1000).expect("log");
+    assert!(log.iter().any(|r| r.record.operation == "trash_expire" && r.record.actor == "trove-serve"));
+}

@@ -74,6 +74,10 @@ pub fn hash_stream(mut reader: impl Read) -> std::io::Result<(Sha256, ObjectId, 
 pub struct WorkDir {
     fd: OwnedFd,
     root: PathBuf,
+    /// Whether each write, rename and new directory is synced as it happens (the default), or
+    /// left for one [`WorkDir::sync_all`]: a change of thousands of files would otherwise cost
+    /// thousands of fsyncs.
+    sync_each: std::cell::Cell<bool>,
 }
 
 fn shown(rel: &[u8]) -> String {
@@ -113,7 +117,30 @@ pub fn split(rel: &[u8]) -> (&[u8], &[u8]) {
 impl WorkDir {
     /// Opens the tree at `root`.
     pub fn open(root: &Path) -> Result<WorkDir> {
-        Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf() })
+        Ok(WorkDir { fd: walk::open_root(root)?, root: root.to_path_buf(), sync_each: std::cell::Cell::new(true) })
+    }
+
+    /// From now on, writes, renames and new directories are not synced one by one: the caller
+    /// makes them durable with [`WorkDir::sync_all`] before it relies on them.
+    pub fn defer_syncs(&self) {
+        self.sync_each.set(false);
+    }
+
+    /// Back to syncing each write, rename and new directory as it happens.
+    pub fn resume_syncs(&self) {
+        self.sync_each.set(true);
+    }
+
+    /// Makes everything written to the tree's filesystem durable (one `syncfs`).
+    pub fn sync_all(&self) -> Result<()> {
+        rustix::fs::syncfs(&self.fd).map_err(|e| self.io("sync", b"", e))
+    }
+
+    fn fsync(&self, fd: &OwnedFd, rel: &[u8]) -> Result<()> {
+        if self.sync_each.get() {
+            rustix::fs::fsync(fd).map_err(|e| self.io("sync", rel, e))?;
+        }
+        Ok(())
     }
 
     /// The root's path, as opened.
@@ -160,7 +187,7 @@ impl WorkDir {
                     match rustix::fs::mkdirat(&fd, part, Mode::from_raw_mode(0o755)) {
                         Ok(()) => {
                             // The new entry is durable once its parent is.
-                            rustix::fs::fsync(&fd).map_err(|e| self.io("sync", &so_far, e))?;
+                            self.fsync(&fd, &so_far)?;
                             made.push(so_far.clone())
                         }
                         Err(Errno::EXIST) => {}
@@ -307,7 +334,9 @@ impl WorkDir {
             Copy::Read(e) => e,
             Copy::Write(e) => self.io("write", rel, e),
         })?;
-        file.sync_all().map_err(|e| self.io("sync", rel, e))?;
+        if self.sync_each.get() {
+            file.sync_all().map_err(|e| self.io("sync", rel, e))?;
+        }
         Ok(())
     }
 
@@ -329,9 +358,9 @@ impl WorkDir {
             e => self.io("rename", from, e),
         })?;
         // The rename is durable once both directories are.
-        rustix::fs::fsync(&tdir).map_err(|e| self.io("sync", tparent, e))?;
+        self.fsync(&tdir, tparent)?;
         if fparent != tparent {
-            rustix::fs::fsync(&fdir).map_err(|e| self.io("sync", fparent, e))?;
+            self.fsync(&fdir, fparent)?;
         }
         Ok(())
     }

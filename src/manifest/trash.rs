@@ -51,6 +51,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashItem> {
     })
 }
 
+/// Records item `t` and a directory's members.
 pub fn insert(conn: &Connection, t: &TrashItem) -> Result<()> {
     conn.execute(
         &format!(
@@ -123,6 +124,7 @@ fn entries(conn: &Connection, id: &TrashId) -> Result<Vec<TrashEntry>> {
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading a trash item"))
 }
 
+/// Item `id` with a directory's members, if it is in the trash.
 pub fn get(conn: &Connection, id: &TrashId) -> Result<Option<TrashItem>> {
     let item = conn
         .query_row(&format!("SELECT {COLUMNS} FROM trash WHERE id = ?1"), [id], row)
@@ -149,6 +151,7 @@ pub fn list(conn: &Connection, workspace: &str, path: Option<&[u8]>) -> Result<V
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("listing the trash"))
 }
 
+/// Records that item `id` was restored at `at_ns`; the row stays.
 pub fn mark_restored(conn: &Connection, id: &TrashId, at_ns: i64) -> Result<()> {
     conn.execute("UPDATE trash SET restored_ns = ?2 WHERE id = ?1", params![id, at_ns])
         .map_err(db("marking a trash item restored"))?;
@@ -171,15 +174,17 @@ pub fn page(conn: &Connection, filter: &TrashFilter) -> Result<Vec<(TrashItem, i
         args.push(V::Text(s.to_string()));
     }
     if !filter.prefix.is_empty() {
-        // A prefix P selects P itself and what lies below it: paths from "P/" up to, not
-        // including, "P0" ('0' follows '/' in byte order).
-        let below = |last: u8| {
-            let mut b = filter.prefix.clone();
+        // A prefix P selects P itself and what lies below it. As one index range: from P up to,
+        // not including, "P0" ('0' follows '/' in byte order), less the siblings sorting in
+        // between ("P-x", "P.txt"), which are below "P/".
+        let p = filter.prefix.clone();
+        let with = |last: u8| {
+            let mut b = p.clone();
             b.push(last);
             V::Blob(b)
         };
-        conds.push("(path = ? OR (path >= ? AND path < ?))");
-        args.extend([V::Blob(filter.prefix.clone()), below(b'/'), below(b'0')]);
+        conds.push("(path >= ? AND path < ? AND (path = ? OR path >= ?))");
+        args.extend([V::Blob(p.clone()), with(b'0'), V::Blob(p.clone()), with(b'/')]);
     }
     if let Some(t) = filter.since_ns {
         conds.push("deleted_ns >= ?");
@@ -203,14 +208,54 @@ pub fn page(conn: &Connection, filter: &TrashFilter) -> Result<Vec<(TrashItem, i
         args.extend([V::Integer(c.deleted_ns), V::Integer(c.deleted_ns), V::Integer(c.row)]);
     }
     let limit = if filter.limit == 0 { -1 } else { i64::try_from(filter.limit).unwrap_or(i64::MAX) };
+    let index = index_for(conn, filter)?;
     args.push(V::Integer(limit));
     let clause = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
-    let sql = format!("SELECT {COLUMNS}, rowid FROM trash {clause} ORDER BY deleted_ns DESC, rowid DESC LIMIT ?");
+    let sql =
+        format!("SELECT {COLUMNS}, rowid FROM trash {index} {clause} ORDER BY deleted_ns DESC, rowid DESC LIMIT ?");
     let mut st = conn.prepare_cached(&sql).map_err(db("listing the trash"))?;
     let rows = st
         .query_map(rusqlite::params_from_iter(args), |r| Ok((row(r)?, r.get::<_, i64>(16)?)))
         .map_err(db("listing the trash"))?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("listing the trash"))
+}
+
+/// Items a prefix may select for the listing to read them through the path index and sort
+/// them; past this, walking the time index until a page is full is cheaper.
+const FEW: i64 = 5_000;
+
+/// The index a listing by `filter` should walk: with a path prefix, the path index when the
+/// prefix selects few items (counted, up to `FEW`, on that index), else the time index of the
+/// workspace or of everything. Without a prefix SQLite's own choice is right (an equality on
+/// workspace or session, then time order). SQLite cannot tell a prefix of 1% from one of 100%
+/// without statistics, which is why this counts.
+fn index_for(conn: &Connection, filter: &TrashFilter) -> Result<&'static str> {
+    if filter.prefix.is_empty() {
+        return Ok("");
+    }
+    let mut hi = filter.prefix.clone();
+    hi.push(b'0');
+    let mut lo = filter.prefix.clone();
+    lo.push(b'/');
+    let (sql, index_few, index_many) = match &filter.workspace {
+        Some(_) => (
+            "SELECT count(*) FROM (SELECT 1 FROM trash INDEXED BY trash_by_path
+             WHERE workspace = ?4 AND path >= ?1 AND path < ?3 AND (path = ?1 OR path >= ?2) LIMIT ?5)",
+            "INDEXED BY trash_by_path",
+            "INDEXED BY trash_by_workspace_time",
+        ),
+        None => (
+            "SELECT count(*) FROM (SELECT 1 FROM trash INDEXED BY trash_by_path_only
+             WHERE path >= ?1 AND path < ?3 AND (path = ?1 OR path >= ?2) AND ?4 IS NULL LIMIT ?5)",
+            "INDEXED BY trash_by_path_only",
+            "INDEXED BY trash_by_time",
+        ),
+    };
+    let n: i64 = conn
+        .prepare_cached(sql)
+        .and_then(|mut st| st.query_row(params![filter.prefix, lo, hi, filter.workspace, FEW + 1], |r| r.get(0)))
+        .map_err(db("listing the trash"))?;
+    Ok(if n <= FEW { index_few } else { index_many })
 }
 
 /// Deletes item `id` and its members; whether it was there. Its objects stay: a snapshot, an

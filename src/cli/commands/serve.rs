@@ -22,7 +22,7 @@ pub struct Args {
     /// A non-persistent session ends after this long without activity
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub idle_timeout: std::time::Duration,
-    /// How often activity is recorded and expired sessions are ended
+    /// How often activity is recorded, expired sessions are ended and expired trash purged
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub reap_interval: std::time::Duration,
     /// The longest a request may take: work still running then stops before it changes

@@ -29,9 +29,17 @@ impl Repo {
         failpoint(&format!("{}:drafted", plan.tool));
         self.journal(wd, &plan, &contents, &store)?;
         failpoint(&format!("{}:journaled", plan.tool));
-        let made = self.stage(wd, &plan, &contents)?;
-        failpoint(&format!("{}:staged", plan.tool));
-        self.apply_all(wd, &plan, &made)?;
+        // A big plan (a directory restored) is synced once after staging and once after its
+        // renames instead of file by file: thousands of fsyncs would take seconds. Recovery
+        // needs no more: the plan is journaled before either, and a rename lost in a crash
+        // leaves its temporary, which recovery stages again from the store.
+        let bulk = plan.steps.len() > BULK_STEPS;
+        if bulk {
+            wd.defer_syncs();
+        }
+        let applied = self.stage_and_apply(wd, &plan, &contents, bulk);
+        wd.resume_syncs();
+        applied?;
         // 4. Bury: every change has landed, so a grave that cannot be removed is only litter.
         if let Err(e) = bury(wd, &plan) {
             tracing::warn!(plan = %plan.id, error = %e, "a deleted path's grave could not be removed; left beside it");
@@ -39,6 +47,20 @@ impl Repo {
         failpoint(&format!("{}:buried", plan.tool));
         // 5. Finish.
         self.finish(&plan, false)
+    }
+
+    /// Steps 2 and 3, stage and apply; with `bulk`, each followed by one sync of the tree.
+    fn stage_and_apply(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged], bulk: bool) -> Result<()> {
+        let made = self.stage(wd, plan, contents)?;
+        if bulk {
+            wd.sync_all()?;
+        }
+        failpoint(&format!("{}:staged", plan.tool));
+        self.apply_all(wd, plan, &made)?;
+        if bulk {
+            wd.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Step 1, journal: every object the plan needs, then the plan, before the tree is touched.
@@ -232,6 +254,9 @@ impl Repo {
         Ok(done)
     }
 }
+
+/// Plans of more steps than this are synced as a whole (see `execute`).
+const BULK_STEPS: usize = 16;
 
 /// A write's new content and mode, by step (`None` for the other steps).
 type Staged = Option<(NewContent, u32)>;
