@@ -94,21 +94,25 @@ impl Repo {
     /// directories staging created; on failure nothing staged is left and the plan is dropped.
     fn stage(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged]) -> Result<Vec<Vec<u8>>> {
         let mut made = Vec::new();
-        let staged = plan.steps.iter().zip(contents).try_for_each(|(s, c)| match (s, c) {
-            (Step::Write { path, tmp, .. }, Some((content, mode))) => {
-                self.check_deadline("writing the new contents")?;
-                let name = workdir::split(tmp).1;
-                match content {
-                    NewContent::Bytes(b) => wd.write_temp(path, name, &mut &b[..], *mode, &mut made)?,
-                    NewContent::Stored { id, .. } => {
-                        let mut reader = self.open_object(*id, None)?;
-                        wd.write_temp(path, name, &mut reader, *mode, &mut made)?
+        // One read transaction for the objects' lookups: a lock per query would cost more than
+        // the copying for a directory of small files.
+        let staged = self.manifest.read(|| {
+            plan.steps.iter().zip(contents).try_for_each(|(s, c)| match (s, c) {
+                (Step::Write { path, tmp, .. }, Some((content, mode))) => {
+                    self.check_deadline("writing the new contents")?;
+                    let name = workdir::split(tmp).1;
+                    match content {
+                        NewContent::Bytes(b) => wd.write_temp(path, name, &mut &b[..], *mode, &mut made)?,
+                        NewContent::Stored { id, .. } => {
+                            let mut reader = self.open_object(*id, None)?;
+                            wd.write_temp(path, name, &mut reader, *mode, &mut made)?
+                        }
                     }
+                    failpoint(&format!("{}:temp-written", plan.tool));
+                    Ok(())
                 }
-                failpoint(&format!("{}:temp-written", plan.tool));
-                Ok(())
-            }
-            _ => Ok(()),
+                _ => Ok(()),
+            })
         });
         if let Err(e) = staged {
             self.discard_staged(wd, plan, &made);

@@ -34,50 +34,54 @@ impl Repo {
         let mut order: Vec<&TrashItem> = items.iter().collect();
         order.sort_by_key(|t| t.deleted_ns);
         progress.start("exporting", order.iter().map(|t| t.size).sum());
-        let n = write_archive(out, zstd_level, |a| {
-            for item in order {
-                // Members come with the item only when it was read whole.
-                let entries = match (item.kind, item.entries.is_empty()) {
-                    (EntryKind::Dir, true) => self.trash_item(&item.id)?.entries,
-                    _ => Vec::new(),
-                };
-                let entries = if entries.is_empty() { &item.entries } else { &entries };
-                let when = mtime(item.mtime_ns, item.deleted_ns);
-                match item.kind {
-                    EntryKind::File => {
-                        let id = item.object.ok_or_else(|| {
-                            crate::base::error::Error::corrupt(format!("trash item {} has no content", item.id))
-                        })?;
-                        a.file(&item.path, item.mode, when, item.size, self.open_object(id, Some(item.size))?)?;
-                        progress.advance(item.size);
-                    }
-                    EntryKind::Symlink => a.symlink(&item.path, b"", item.mode, when)?,
-                    EntryKind::Dir => {
-                        a.dir(&item.path, item.mode, when)?;
-                        for e in entries {
-                            let rel = join_rel(&item.path, &e.rel);
-                            let at = mtime(e.mtime_ns, item.deleted_ns);
-                            match (e.kind, e.object, &e.target) {
-                                (EntryKind::Dir, _, _) => a.dir(&rel, e.mode, at)?,
-                                (EntryKind::Symlink, _, t) => {
-                                    a.symlink(&rel, t.as_deref().unwrap_or(b""), e.mode, at)?
-                                }
-                                (EntryKind::File, Some(id), _) => {
-                                    a.file(&rel, e.mode, at, e.size, self.open_object(id, Some(e.size))?)?;
-                                    progress.advance(e.size);
-                                }
-                                (EntryKind::File, None, _) => {
-                                    return Err(crate::base::error::Error::corrupt(format!(
-                                        "trash item {} records a member without its content",
-                                        item.id
-                                    )))
+        // One read transaction for every lookup: a lock per query would cost more than the
+        // copying for a directory of small files.
+        let n = self.manifest.read(|| {
+            write_archive(out, zstd_level, |a| {
+                for item in order {
+                    // Members come with the item only when it was read whole.
+                    let entries = match (item.kind, item.entries.is_empty()) {
+                        (EntryKind::Dir, true) => self.trash_item(&item.id)?.entries,
+                        _ => Vec::new(),
+                    };
+                    let entries = if entries.is_empty() { &item.entries } else { &entries };
+                    let when = mtime(item.mtime_ns, item.deleted_ns);
+                    match item.kind {
+                        EntryKind::File => {
+                            let id = item.object.ok_or_else(|| {
+                                crate::base::error::Error::corrupt(format!("trash item {} has no content", item.id))
+                            })?;
+                            a.file(&item.path, item.mode, when, item.size, self.open_object(id, Some(item.size))?)?;
+                            progress.advance(item.size);
+                        }
+                        EntryKind::Symlink => a.symlink(&item.path, b"", item.mode, when)?,
+                        EntryKind::Dir => {
+                            a.dir(&item.path, item.mode, when)?;
+                            for e in entries {
+                                let rel = join_rel(&item.path, &e.rel);
+                                let at = mtime(e.mtime_ns, item.deleted_ns);
+                                match (e.kind, e.object, &e.target) {
+                                    (EntryKind::Dir, _, _) => a.dir(&rel, e.mode, at)?,
+                                    (EntryKind::Symlink, _, t) => {
+                                        a.symlink(&rel, t.as_deref().unwrap_or(b""), e.mode, at)?
+                                    }
+                                    (EntryKind::File, Some(id), _) => {
+                                        a.file(&rel, e.mode, at, e.size, self.open_object(id, Some(e.size))?)?;
+                                        progress.advance(e.size);
+                                    }
+                                    (EntryKind::File, None, _) => {
+                                        return Err(crate::base::error::Error::corrupt(format!(
+                                            "trash item {} records a member without its content",
+                                            item.id
+                                        )))
+                                    }
                                 }
                             }
                         }
                     }
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         })?;
         progress.finish();
         Ok(n)
