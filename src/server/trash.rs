@@ -315,17 +315,17 @@ impl ExportQuery {
             }
             return ids.split(',').map(TrashId::parse).collect::<Result<Vec<_>>>().map(TrashSet::Ids);
         }
-        Ok(TrashSet::Filter(TrashFilter {
-            workspace: self.workspace,
-            session: self.session,
-            prefix: crate::base::path::from_text(self.prefix.as_deref().unwrap_or(""))?,
-            since_ns: time("since", self.since.as_deref())?,
-            until_ns: time("until", self.until.as_deref())?,
+        let common = SessionTrashQuery {
+            prefix: self.prefix,
+            since: self.since,
+            until: self.until,
             kind: self.kind,
-            restored: self.restored.unwrap_or_default(),
-            limit: 0,
-            after: None,
-        }))
+            restored: self.restored,
+            limit: None,
+            cursor: None,
+        };
+        let filter = TrashFilter { workspace: self.workspace, session: self.session, ..common.filter()? };
+        Ok(TrashSet::Filter(TrashFilter { limit: 0, ..filter }))
     }
 }
 
