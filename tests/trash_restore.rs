@@ -506,3 +506,123 @@ fn the_cli_restores_by_id_path_and_prefix_and_exits_1_on_a_refusal() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("workspace"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_prefix_restore_re_roots_byte_for_byte_even_from_the_root() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    f.write("top.txt", "t");
+    f.write("d/e.txt", "e");
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    fs::write(f.ws.join("d").join(odd), "latin-1").expect("write");
+    f.rm(&["top.txt", "d"]);
+    // The whole workspace (an empty prefix) under `back/`.
+    let done = f.restore(TrashSelection::Prefix(Vec::new()), Some("back"), OnConflict::Fail, None);
+    assert_eq!((done.restored, done.failed), (2, 0), "{done:?}");
+    assert_eq!((f.read("back/top.txt"), f.read("back/d/e.txt")), ("t".into(), "e".into()));
+    assert_eq!(fs::read(f.ws.join("back/d").join(odd)).expect("the name's bytes are kept"), b"latin-1");
+    // `to` follows the request path rules: no backslash, not the root.
+    let item = f.repo.trash("w", Some(b"top.txt")).expect("list")[0].id.clone();
+    for bad in ["a\\b", ".", "../x"] {
+        let req = RestoreRequest {
+            workspace: Some("w".into()),
+            selection: ids(std::slice::from_ref(&item)),
+            to: Some(bad.into()),
+            on_conflict: OnConflict::Fail,
+            expected_sha256: None,
+        };
+        let ws = f.ws.clone();
+        let live_dir = move |_: &str| Ok(ws.clone());
+        let e = f.repo.restore_trash(&req, &Restorer::Operator { actor: "o", live_dir: &live_dir }).expect_err(bad);
+        assert!(matches!(e.kind(), ErrorKind::InvalidPath | ErrorKind::InvalidArgument), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_merge_that_left_members_out_keeps_the_item_in_the_trash() {
+    let f = fixture();
+    f.write("m/a.txt", "a");
+    f.write("m/b.txt", "b");
+    let item = f.rm(&["m"]);
+    f.write("m/a.txt", "mine");
+    let done = f.restore(ids(&item), None, OnConflict::Merge, None);
+    assert_eq!(done.items[0].restored.as_ref().map(|r| r.collisions.clone()), Some(vec!["m/a.txt".into()]));
+    // Not marked restored: the default listing still shows it, ready for another restore.
+    let listed = f.repo.trash_page(&TrashFilter::default(), |_| true).expect("list");
+    assert_eq!(listed.items.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), item);
+    assert!(!listed.items[0].restored);
+    let done = f.restore(ids(&item), Some("elsewhere"), OnConflict::Fail, None);
+    assert!(done.items[0].ok, "{done:?}");
+    assert_eq!(f.read("elsewhere/a.txt"), "a");
+}
+
+#[test]
+fn a_session_is_not_told_where_an_item_it_cannot_read_was() {
+    let f = fixture();
+    f.write("secret/plan.md", "s");
+    let item = f.rm(&["secret/plan.md"]);
+    let spec: trove::SessionSpec =
+        serde_json::from_value(json!({"workspace": "w", "file_access": {"read": ["src"], "write": ["src"]}}))
+            .expect("spec");
+    let ws = f.ws.clone();
+    let narrow = f.repo.create_session(&spec, move |_| Ok(ws), "t").expect("session");
+    let req = RestoreRequest {
+        workspace: None,
+        selection: ids(&item),
+        to: None,
+        on_conflict: OnConflict::Fail,
+        expected_sha256: None,
+    };
+    let done = f.repo.restore_trash(&req, &Restorer::Session { session: &narrow, actor: "agent" }).expect("restore");
+    let o = &done.items[0];
+    assert_eq!((o.path.as_deref(), o.error.as_ref().map(|e| e.kind)), (None, Some(ErrorKind::PermissionDenied)));
+    let text = serde_json::to_string(&done).expect("json");
+    assert!(!text.contains("secret"), "{text}");
+}
+
+#[test]
+fn reverting_a_deletion_names_the_record_it_reverts() {
+    let f = fixture();
+    f.write("r.txt", "r");
+    let s = f.repo.session(&f.session.id).expect("s");
+    let call = trove::tools::ToolCall::parse("delete_file", json!({"path": "r.txt"})).expect("parse");
+    let out = trove::tools::run(&f.repo, &s, call, "agent").expect("delete").to_json();
+    let seq = out["auditSeq"].as_i64().expect("seq");
+    let r = f.repo.revert(seq, "operator").expect("revert");
+    assert_eq!(
+        (r.path.as_str(), r.restored_trash_id.as_ref().map(|t| t.to_string())),
+        ("r.txt", out["trashId"].as_str().map(str::to_string))
+    );
+    let rec = f.repo.audit_record(r.audit_seq.expect("seq")).expect("read").expect("record").record;
+    assert_eq!((rec.operation.as_str(), rec.details["reverts"].as_i64()), ("revert", Some(seq)));
+    assert_eq!(f.read("r.txt"), "r");
+}
+
+#[test]
+fn the_quota_counts_what_is_still_in_the_trash_and_a_purge_needs_a_real_prefix() {
+    let f = fixture();
+    for (i, size) in [(0, 300), (1, 300)] {
+        f.write(&format!("z{i}.bin"), &"z".repeat(size));
+        f.rm(&[&format!("z{i}.bin")]);
+    }
+    let newest = f.repo.trash("w", Some(b"z1.bin")).expect("list")[0].id.clone();
+    assert!(f.restore(ids(&[newest]), None, OnConflict::Fail, None).items[0].ok);
+    // 300 bytes still in the trash under a 400-byte quota: nothing expires.
+    f.repo.trash_retention("w", None, Some(Some(400)), "t").expect("quota");
+    assert!(f.repo.expired_trash(Some("w")).expect("expired").is_empty());
+    assert_eq!(
+        f.repo.trash_retention("w", None, Some(Some(0)), "t").expect_err("0").kind(),
+        ErrorKind::InvalidArgument
+    );
+    for prefix in [".", ""] {
+        let out = trove(&f.repo_path, &["trash", "purge", "--prefix", prefix]);
+        assert_eq!(out.status.code(), Some(2), "{prefix:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        f.repo
+            .trash_set(&TrashSet::Filter(TrashFilter { restored: trove::RestoredFilter::All, ..Default::default() }))
+            .expect("left")
+            .len(),
+        2
+    );
+}

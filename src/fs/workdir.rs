@@ -126,6 +126,11 @@ impl WorkDir {
         self.sync_each.set(false);
     }
 
+    /// Whether syncs are deferred to [`WorkDir::sync_all`].
+    pub fn syncs_deferred(&self) -> bool {
+        !self.sync_each.get()
+    }
+
     /// Back to syncing each write, rename and new directory as it happens.
     pub fn resume_syncs(&self) {
         self.sync_each.set(true);
@@ -133,7 +138,7 @@ impl WorkDir {
 
     /// Makes everything written to the tree's filesystem durable (one `syncfs`).
     pub fn sync_all(&self) -> Result<()> {
-        rustix::fs::syncfs(&self.fd).map_err(|e| self.io("sync", b"", e))
+        rustix::fs::syncfs(&self.fd).map_err(|e| Error::io("sync the filesystem of", &self.root, e.into()))
     }
 
     fn fsync(&self, fd: &OwnedFd, rel: &[u8]) -> Result<()> {
@@ -232,7 +237,7 @@ impl WorkDir {
                     kind,
                     size: st.st_size as u64,
                     mode: st.st_mode & 0o7777,
-                    mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+                    mtime_ns: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec as i64),
                 }))
             }
             Err(Errno::NOENT) => Ok(None),

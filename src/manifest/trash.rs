@@ -124,6 +124,13 @@ fn entries(conn: &Connection, id: &TrashId) -> Result<Vec<TrashEntry>> {
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading a trash item"))
 }
 
+/// Item `id`'s row, without a directory's members, if it is in the trash.
+pub fn row_of(conn: &Connection, id: &TrashId) -> Result<Option<TrashItem>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM trash WHERE id = ?1"))
+        .and_then(|mut st| st.query_row([id], row).optional())
+        .map_err(db("reading a trash item"))
+}
+
 /// Item `id` with a directory's members, if it is in the trash.
 pub fn get(conn: &Connection, id: &TrashId) -> Result<Option<TrashItem>> {
     let item = conn
@@ -162,6 +169,12 @@ pub fn mark_restored(conn: &Connection, id: &TrashId, at_ns: i64) -> Result<()> 
 /// row: the cursor's tiebreak. Only the filters given become conditions, so SQLite can choose
 /// the index that fits (`trash_by_path` for a workspace and prefix, `trash_by_time` otherwise).
 pub fn page(conn: &Connection, filter: &TrashFilter) -> Result<Vec<(TrashItem, i64)>> {
+    page_by(conn, filter, index_for(conn, filter)?)
+}
+
+/// [`page`] through `index` (as [`index_for`] chose it for the same filter): pages of one
+/// listing walk the same index.
+pub fn page_by(conn: &Connection, filter: &TrashFilter, index: &'static str) -> Result<Vec<(TrashItem, i64)>> {
     use rusqlite::types::Value as V;
     let mut conds: Vec<&str> = Vec::new();
     let mut args: Vec<V> = Vec::new();
@@ -208,7 +221,6 @@ pub fn page(conn: &Connection, filter: &TrashFilter) -> Result<Vec<(TrashItem, i
         args.extend([V::Integer(c.deleted_ns), V::Integer(c.deleted_ns), V::Integer(c.row)]);
     }
     let limit = if filter.limit == 0 { -1 } else { i64::try_from(filter.limit).unwrap_or(i64::MAX) };
-    let index = index_for(conn, filter)?;
     args.push(V::Integer(limit));
     let clause = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
     let sql =
@@ -229,7 +241,7 @@ const FEW: i64 = 5_000;
 /// workspace or of everything. Without a prefix SQLite's own choice is right (an equality on
 /// workspace or session, then time order). SQLite cannot tell a prefix of 1% from one of 100%
 /// without statistics, which is why this counts.
-fn index_for(conn: &Connection, filter: &TrashFilter) -> Result<&'static str> {
+pub fn index_for(conn: &Connection, filter: &TrashFilter) -> Result<&'static str> {
     if filter.prefix.is_empty() {
         return Ok("");
     }

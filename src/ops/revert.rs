@@ -85,7 +85,8 @@ impl Repo {
                     Error::corrupt(format!("audit record {seq} deleted a file but names no trash id to restore"))
                 })?;
                 let item = self.trash_item(&trash_id)?;
-                let r = self.restore_trash_item(&l.wd, &by, "revert", &item, RestoreTo::default())?;
+                let details = json!({"reverts": seq});
+                let r = self.restore_trash_item(&l.wd, &by, "revert", &item, RestoreTo::default(), details)?;
                 return Ok(RevertResult {
                     reverted: seq,
                     path: r.path,

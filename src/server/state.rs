@@ -33,7 +33,14 @@ pub(crate) struct AppState {
     budget: Arc<crate::base::budget::Budget>,
     /// The tokens that may call, read again when the manifest changes.
     pub tokens: crate::ops::tokens::Tokens,
+    /// Reaper ticks so far: trash expiry runs on one in `EXPIRE_EVERY`.
+    reaps: std::sync::atomic::AtomicU64,
 }
+
+/// Trash expiry runs on the first reaper tick and every this many after (a minute at the
+/// default 5 s interval): retention is counted in days, and a workspace with a quota is
+/// scanned whole.
+const EXPIRE_EVERY: u64 = 12;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking request cannot leave these maps inconsistent (single inserts and removes).
@@ -76,6 +83,7 @@ impl AppState {
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
             budget,
             tokens,
+            reaps: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -231,7 +239,9 @@ impl AppState {
                 }
             }
         }
-        self.expire_trash(repo);
+        if self.reaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed).is_multiple_of(EXPIRE_EVERY) {
+            self.expire_trash(repo);
+        }
         Ok(ended)
     }
 }

@@ -289,7 +289,10 @@ pub(super) fn move_file(c: &Caller<'_>, l: &Locked, p: &MoveFile) -> Result<Move
 pub(super) fn restore_file(c: &Caller<'_>, l: &Locked, p: &RestoreFile) -> Result<RestoreResult> {
     let by = c.author();
     let item = c.repo.trash_item_to_restore(by.workspace, by.scope, p.trash_id.as_ref(), p.path.as_deref())?;
-    let how =
-        RestoreTo { to: p.to.as_deref(), on_conflict: p.on_conflict, expected_sha256: p.expected_sha256.as_deref() };
-    c.repo.restore_trash_item(&l.wd, &by, "restore_file", &item, how)
+    let how = RestoreTo {
+        to: p.to.as_deref().map(str::as_bytes),
+        on_conflict: p.on_conflict,
+        expected_sha256: p.expected_sha256.as_deref(),
+    };
+    c.repo.restore_trash_item(&l.wd, &by, "restore_file", &item, how, json!({}))
 }

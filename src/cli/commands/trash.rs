@@ -344,9 +344,16 @@ fn purge(out: &mut Out, repo: &Repo, args: PurgeArgs, json: bool) -> Result<(), 
                     .map_err(|_| Error::invalid_argument(format!("--older-than '{d}' is not a duration (30d, 12h)")))
             })
             .transpose()?;
+        let prefix = trove::path::from_text(prefix.as_deref().unwrap_or(""))?;
+        if prefix.is_empty() && older_than.is_none() && !all {
+            return Err(Error::invalid_argument(
+                "--prefix names the workspace's root: purge everything with --all --workspace W",
+            )
+            .into());
+        }
         TrashSet::Filter(TrashFilter {
             workspace,
-            prefix: trove::path::from_text(prefix.as_deref().unwrap_or(""))?,
+            prefix,
             until_ns,
             restored: RestoredFilter::All,
             ..Default::default()

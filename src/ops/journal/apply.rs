@@ -68,7 +68,13 @@ pub(super) fn apply_check_remove(wd: &WorkDir, path: &[u8], before: Option<&str>
     }
     let mut now = Vec::with_capacity(walked.len());
     for (child, m) in walked {
-        let rel = child[path.len() + 1..].to_vec();
+        let Some(rel) = child.get(path.len() + 1..).map(<[u8]>::to_vec) else {
+            return Err(Error::internal(format!(
+                "'{}' was walked under '{}'",
+                path::display(&child),
+                path::display(path)
+            )));
+        };
         let sha = match m.kind {
             Kind::File => wd.current(&child)?.map(|c| c.sha256),
             _ => None,

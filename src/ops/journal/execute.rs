@@ -116,10 +116,20 @@ impl Repo {
         });
         if let Err(e) = staged {
             self.discard_staged(wd, plan, &made);
-            self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?;
+            self.drop_plan(wd, plan)?;
             return Err(e);
         }
         Ok(made)
+    }
+
+    /// Removes the journal row of a plan that was refused and undone. With syncs deferred (a
+    /// bulk plan), the undo is made durable first: the row must outlive anything a power cut
+    /// could still take back, or nothing would settle it.
+    fn drop_plan(&self, wd: &WorkDir, plan: &Plan) -> Result<()> {
+        if wd.syncs_deferred() {
+            wd.sync_all()?;
+        }
+        self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))
     }
 
     /// Step 3, apply, one step after another; a refused step undoes the ones before it and the plan fails.
@@ -130,7 +140,7 @@ impl Repo {
                 self.discard_staged(wd, plan, made);
                 match undone {
                     // The caller records the refusal, as for any refused call.
-                    Ok(()) => self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))?,
+                    Ok(()) => self.drop_plan(wd, plan)?,
                     // The row stays, and recovery settles the tree on the next open.
                     Err(u) => {
                         tracing::error!(plan = %plan.id, error = %u, "a refused change could not be undone; recovery settles it at the next open")

@@ -223,7 +223,12 @@ impl<'a> Author<'a> {
 
     /// `p` as a path this author may change: normalized, inside the scope.
     pub fn writable(&self, p: &str) -> Result<Vec<u8>> {
-        let rel = crate::base::path::normalize_nonempty(p.as_bytes())?;
+        self.writable_bytes(p.as_bytes())
+    }
+
+    /// [`Author::writable`] for a path given as bytes.
+    pub fn writable_bytes(&self, p: &[u8]) -> Result<Vec<u8>> {
+        let rel = crate::base::path::normalize_nonempty(p)?;
         self.scope.check_write(&rel)?;
         Ok(rel)
     }

@@ -202,7 +202,11 @@ fn state(wd: &WorkDir, s: &Step, predicted: &HashMap<Vec<u8>, Option<String>>) -
                 _ => State::Conflict,
             }
         }
-        Step::Mkdir { path, .. } => match wd.stat(path)? {
+        Step::Mkdir { path, mode } => match wd.stat(path)? {
+            // Staging may have made the directory before the step gave it its mode.
+            Some(m) if m.kind == Kind::Dir && mode.is_some_and(|w| m.mode & 0o777 != (w | 0o700) & 0o777) => {
+                State::Pending
+            }
             Some(m) if m.kind == Kind::Dir => State::Done,
             Some(_) => State::Conflict,
             None => State::Pending,

@@ -3,12 +3,12 @@
 
 use std::io::Write;
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::progress::Progress;
 use crate::fs::walk::join_rel;
 use crate::model::trash::TrashItem;
 use crate::model::tree::EntryKind;
-use crate::ops::export::write_archive;
+use crate::ops::export::{write_archive, Archive};
 use crate::repo::Repo;
 
 /// An item's mtime, or its deletion time for one kept before mtimes were.
@@ -19,6 +19,11 @@ fn mtime(mtime_ns: i64, deleted_ns: i64) -> i64 {
         mtime_ns
     }
 }
+
+/// Files whose lookups share one read transaction: one per query would cost more than the
+/// copying for a directory of small files, and one for a whole export would let a slow reader
+/// of the archive keep the WAL from being checkpointed.
+const BATCH: usize = 256;
 
 impl Repo {
     /// Writes `items` (oldest deletion first, so extracting leaves a path's newest version in
@@ -33,57 +38,73 @@ impl Repo {
     ) -> Result<u64> {
         let mut order: Vec<&TrashItem> = items.iter().collect();
         order.sort_by_key(|t| t.deleted_ns);
-        progress.start("exporting", order.iter().map(|t| t.size).sum());
-        // One read transaction for every lookup: a lock per query would cost more than the
-        // copying for a directory of small files.
-        let n = self.manifest.read(|| {
-            write_archive(out, zstd_level, |a| {
-                for item in order {
-                    // Members come with the item only when it was read whole.
-                    let entries = match (item.kind, item.entries.is_empty()) {
-                        (EntryKind::Dir, true) => self.trash_item(&item.id)?.entries,
-                        _ => Vec::new(),
-                    };
-                    let entries = if entries.is_empty() { &item.entries } else { &entries };
-                    let when = mtime(item.mtime_ns, item.deleted_ns);
-                    match item.kind {
-                        EntryKind::File => {
-                            let id = item.object.ok_or_else(|| {
-                                crate::base::error::Error::corrupt(format!("trash item {} has no content", item.id))
-                            })?;
-                            a.file(&item.path, item.mode, when, item.size, self.open_object(id, Some(item.size))?)?;
-                            progress.advance(item.size);
-                        }
-                        EntryKind::Symlink => a.symlink(&item.path, b"", item.mode, when)?,
-                        EntryKind::Dir => {
-                            a.dir(&item.path, item.mode, when)?;
-                            for e in entries {
-                                let rel = join_rel(&item.path, &e.rel);
-                                let at = mtime(e.mtime_ns, item.deleted_ns);
-                                match (e.kind, e.object, &e.target) {
-                                    (EntryKind::Dir, _, _) => a.dir(&rel, e.mode, at)?,
-                                    (EntryKind::Symlink, _, t) => {
-                                        a.symlink(&rel, t.as_deref().unwrap_or(b""), e.mode, at)?
-                                    }
-                                    (EntryKind::File, Some(id), _) => {
-                                        a.file(&rel, e.mode, at, e.size, self.open_object(id, Some(e.size))?)?;
-                                        progress.advance(e.size);
-                                    }
-                                    (EntryKind::File, None, _) => {
-                                        return Err(crate::base::error::Error::corrupt(format!(
-                                            "trash item {} records a member without its content",
-                                            item.id
-                                        )))
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                Ok(())
-            })
-        })?;
+        progress.start("exporting", order.iter().fold(0u64, |n, t| n.saturating_add(t.size)));
+        let n =
+            write_archive(out, zstd_level, |a| order.iter().try_for_each(|item| self.export_item(a, item, progress)))?;
         progress.finish();
         Ok(n)
+    }
+
+    /// One item into the archive: a file, or a directory and its members (read now when the
+    /// item came without them).
+    fn export_item(&self, a: &mut Archive<'_>, item: &TrashItem, progress: &dyn Progress) -> Result<()> {
+        let when = mtime(item.mtime_ns, item.deleted_ns);
+        match item.kind {
+            EntryKind::File => {
+                self.manifest
+                    .read(|| self.export_file(a, &item.path, (item.mode, when), item.size, item.object, item))?;
+                progress.advance(item.size);
+                Ok(())
+            }
+            EntryKind::Symlink => a.symlink(&item.path, b"", item.mode, when),
+            EntryKind::Dir => {
+                a.dir(&item.path, item.mode, when)?;
+                let whole;
+                let entries = if item.entries.is_empty() {
+                    whole = self.trash_item(&item.id)?;
+                    &whole.entries
+                } else {
+                    &item.entries
+                };
+                for batch in entries.chunks(BATCH) {
+                    self.manifest.read(|| {
+                        batch.iter().try_for_each(|e| {
+                            let rel = join_rel(&item.path, &e.rel);
+                            let at = mtime(e.mtime_ns, item.deleted_ns);
+                            match (e.kind, &e.target) {
+                                (EntryKind::Dir, _) => a.dir(&rel, e.mode, at),
+                                (EntryKind::Symlink, t) => a.symlink(&rel, t.as_deref().unwrap_or(b""), e.mode, at),
+                                (EntryKind::File, _) => {
+                                    self.export_file(a, &rel, (e.mode, at), e.size, e.object, item)?;
+                                    progress.advance(e.size);
+                                    Ok(())
+                                }
+                            }
+                        })
+                    })?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A file of `item` at `rel` with (mode, mtime), its content streamed from `object`.
+    fn export_file(
+        &self,
+        a: &mut Archive<'_>,
+        rel: &[u8],
+        (mode, mtime_ns): (u32, i64),
+        size: u64,
+        object: Option<crate::object::ObjectId>,
+        item: &TrashItem,
+    ) -> Result<()> {
+        let id = object.ok_or_else(|| {
+            Error::corrupt(format!(
+                "trash item {} records '{}' without its content",
+                item.id,
+                crate::base::path::display(rel)
+            ))
+        })?;
+        a.file(rel, mode, mtime_ns, size, self.open_object(id, Some(size))?)
     }
 }

@@ -15,12 +15,15 @@ use crate::model::scope::Scope;
 use crate::model::trash::{TrashCursor, TrashFilter, TrashItem, TrashPage};
 use crate::repo::Repo;
 
+/// The `not_found` of a trash item, saying where to look.
+fn no_item(id: &TrashId) -> Error {
+    Error::not_found(format!("trash item '{id}' not found: list the trash with `trove trash ls`"))
+}
+
 impl Repo {
     /// One trash item by id.
     pub fn trash_item(&self, id: &TrashId) -> Result<TrashItem> {
-        manifest::trash::get(self.manifest.conn(), id)?.ok_or_else(|| {
-            Error::not_found(format!("trash item '{id}' not found: list the trash with `trove trash ls`"))
-        })
+        manifest::trash::get(self.manifest.conn(), id)?.ok_or_else(|| no_item(id))
     }
 
     /// Trash items of `workspace`, newest first, optionally only those at `path`.
@@ -33,11 +36,13 @@ impl Repo {
     pub fn trash_page(&self, filter: &TrashFilter, keep: impl Fn(&TrashItem) -> bool) -> Result<TrashPage> {
         let mut items = Vec::new();
         // One row more than a page tells whether another page follows; a `keep` that drops
-        // rows makes this read more rows, a page at a time, until the page is full.
-        let batch = if filter.limit == 0 { 0 } else { filter.limit.saturating_add(1).clamp(2, 1000) };
+        // rows makes this read more rows, in batches of at least 256, until the page is full.
+        let batch = if filter.limit == 0 { 0 } else { filter.limit.saturating_add(1).clamp(256, 1000) };
         let mut next = TrashFilter { limit: batch, ..filter.clone() };
+        let conn = self.manifest.conn();
+        let index = manifest::trash::index_for(conn, filter)?;
         loop {
-            let rows = manifest::trash::page(self.manifest.conn(), &next)?;
+            let rows = manifest::trash::page_by(conn, &next, index)?;
             let exhausted = batch == 0 || rows.len() < batch;
             for (item, row) in rows {
                 let cursor = TrashCursor { deleted_ns: item.deleted_ns, row };
@@ -77,15 +82,13 @@ impl Repo {
             }
             (None, Some(pth)) => {
                 let rel = path::normalize_nonempty(pth.as_bytes())?;
-                scope.check_read(&rel)?;
-                self.trash(workspace, Some(&rel))?
-                    .into_iter()
-                    .find(|t| t.restored_ns.is_none())
-                    .map(|t| self.trash_item(&t.id))
-                    .transpose()?
-                    .ok_or_else(|| {
-                        Error::not_found(format!("nothing deleted at '{}' is in the trash", path::display(&rel)))
-                    })
+                let sel = restore::TrashSelection::Path { path: rel, before_ns: None };
+                let row = self.pick_for_restore(&sel, Some(workspace), scope)?.into_iter().next();
+                match row {
+                    Some(Ok(row)) => self.trash_item(&row.id),
+                    Some(Err((_, e))) => Err(e),
+                    None => Err(Error::internal("a path restore picked nothing without saying why")),
+                }
             }
             (None, None) => Err(Error::invalid_argument("give trashId, or the path that was deleted")),
         }

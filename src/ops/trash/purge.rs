@@ -83,7 +83,7 @@ impl Repo {
             };
             for p in done {
                 report.purged += 1;
-                report.bytes += p.size;
+                report.bytes = report.bytes.saturating_add(p.size);
                 report.items.push(p);
             }
         }
@@ -111,15 +111,17 @@ impl Repo {
                 );
                 continue;
             };
-            // Newest first: an item expires by age, or when the newer ones fill the quota.
+            // Newest first: an item expires by age, or, still in the trash, when the newer ones
+            // fill the quota (a restored item's content is live again: it counts by age only).
             let mut kept = 0u64;
             for (item, _) in manifest::trash::page(self.manifest.conn(), &all)? {
                 if item.deleted_ns < cutoff {
                     out.push((item, PurgeReason::Age));
+                } else if item.restored_ns.is_some() {
                 } else if kept.saturating_add(item.size) > quota {
                     out.push((item, PurgeReason::Quota));
                 } else {
-                    kept += item.size;
+                    kept = kept.saturating_add(item.size);
                 }
             }
         }
@@ -142,6 +144,11 @@ impl Repo {
                     "a trash age of {a} s would expire everything at once: give at least one second"
                 )));
             }
+        }
+        if let Some(Some(0)) = quota {
+            return Err(Error::invalid_argument(
+                "a trash quota of 0 bytes would expire everything: purge with `trove trash purge --all` instead",
+            ));
         }
         let ws = self.manifest.write(|tx| {
             let ws = manifest::workspaces::ensure(tx, name, now_ns())?;

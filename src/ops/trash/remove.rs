@@ -55,6 +55,22 @@ impl Repo {
             drafts.push(draft_remove(&by, &locked.wd, &rel, None, "rm")?);
             seen.push(rel);
         }
+        // The limits of one deletion hold for the whole change, not for each path of it.
+        let (mut entries, mut bytes) = (0usize, 0u64);
+        for d in &drafts {
+            if let Draft::Remove { trash, .. } = d {
+                entries = entries.saturating_add(trash.entries.len().max(1));
+                bytes = bytes.saturating_add(trash.size);
+            }
+        }
+        if entries > DELETE_DIR_ENTRIES || bytes > DELETE_DIR_BYTES {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "these paths hold {entries} entries and {bytes} bytes, over the {DELETE_DIR_ENTRIES}-entry / {DELETE_DIR_BYTES}-byte limit of one delete: delete them in parts"
+                ),
+            ));
+        }
         let done = self.execute(&locked.wd, by.ctx("rm", serde_json::json!({})), drafts)?;
         done.trashed.iter().map(|(_, id)| self.trash_item(id).map(|t| t.record())).collect()
     }
@@ -175,7 +191,9 @@ fn draft_remove_dir(by: &Author<'_>, wd: &WorkDir, rel: &[u8], meta: &Meta, reas
 /// The trash entry of `child`, a member of directory `dir` (`None` for a socket, FIFO or
 /// device, which is not kept).
 fn trash_entry(wd: &WorkDir, dir: &[u8], child: &[u8], m: &Meta) -> Result<Option<TrashEntry>> {
-    let rel = child[dir.len() + 1..].to_vec();
+    let rel = child.get(dir.len() + 1..).map(<[u8]>::to_vec).ok_or_else(|| {
+        Error::internal(format!("'{}' was walked as a member of '{}'", path::display(child), path::display(dir)))
+    })?;
     let blank = |kind| TrashEntry {
         rel: rel.clone(),
         kind,

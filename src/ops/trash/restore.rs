@@ -19,7 +19,7 @@ use crate::model::trash::{
 };
 use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
-use crate::ops::journal::{already_exists, hex_sha, stale, Author, Draft, NewContent};
+use crate::ops::journal::{hex_sha, stale, Author, Draft, NewContent};
 use crate::repo::Repo;
 
 use super::remove::draft_remove;
@@ -80,21 +80,26 @@ pub enum Restorer<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RestoreTo<'a> {
     /// Another workspace-relative path; the item's own by default.
-    pub to: Option<&'a str>,
+    pub to: Option<&'a [u8]>,
     /// What to do when the target is taken.
     pub on_conflict: OnConflict,
     /// The target's sha256, for [`OnConflict::Overwrite`].
     pub expected_sha256: Option<&'a str>,
 }
 
-/// An item picked for a restore, or the id that could not be.
+/// An item picked for a restore (its row, without a directory's members yet), or the id that
+/// could not be.
 type Picked = std::result::Result<TrashItem, (TrashId, Error)>;
+
+/// The most items one restore takes: each is a plan of its own, and the answer lists them all.
+pub const RESTORE_ITEMS: usize = 10_000;
 
 impl Repo {
     /// Restores the items `req` selects, as `who`, each through the journal on its own: every
     /// item's outcome is reported, and a refusal (audited) never stops the others. A request
     /// that cannot be understood (a path without a workspace, `to` with several ids) fails whole
-    /// and changes nothing.
+    /// and changes nothing; past the request's deadline the items not started are reported as
+    /// `timeout` and left as they are.
     pub fn restore_trash(&self, req: &RestoreRequest, who: &Restorer<'_>) -> Result<BulkRestore> {
         let (workspace, scope) = match who {
             Restorer::Operator { .. } => (req.workspace.clone(), Scope::whole()),
@@ -108,7 +113,11 @@ impl Repo {
                 (Some(session.workspace.clone()), session.scope()?)
             }
         };
-        if let (TrashSelection::Ids(ids), Some(_)) = (&req.selection, &req.to) {
+        let to = req.to.as_deref().map(path::from_text).transpose()?;
+        if to.as_ref().is_some_and(|t| t.is_empty()) {
+            return Err(Error::invalid_argument("`to` must name a path below the workspace's root"));
+        }
+        if let (TrashSelection::Ids(ids), Some(_)) = (&req.selection, &to) {
             if ids.len() > 1 {
                 return Err(Error::invalid_argument(
                     "`to` names one new path: give one id with it, or a prefix to move a whole set",
@@ -125,22 +134,19 @@ impl Repo {
             (Err(_), Err(_)) => std::cmp::Ordering::Equal,
         });
         let mut out = BulkRestore { restored: 0, failed: 0, items: Vec::with_capacity(picked.len()) };
+        let mut late = None;
         for p in picked {
-            let outcome = match p {
-                Ok(item) => {
-                    let to = target_of(req, &item);
-                    let how = RestoreTo {
-                        to: to.as_deref(),
-                        on_conflict: req.on_conflict,
-                        expected_sha256: req.expected_sha256.as_deref(),
-                    };
-                    let shown = path::display(&item.path).into_owned();
-                    match self.restore_one(who, &scope, &item, how) {
-                        Ok(r) => RestoreOutcome::done(item.id.clone(), shown, r),
-                        Err(e) => RestoreOutcome::failed(item.id.clone(), Some(shown), &e),
+            let outcome = match (p, &late) {
+                (Ok(item), None) => match self.check_deadline("restoring from the trash") {
+                    Ok(()) => self.restore_picked(who, &scope, item, req, to.as_deref()),
+                    Err(e) => {
+                        let outcome = RestoreOutcome::failed(item.id, None, &e);
+                        late = Some(e);
+                        outcome
                     }
-                }
-                Err((id, e)) => RestoreOutcome::failed(id, None, &e),
+                },
+                (Ok(item), Some(e)) => RestoreOutcome::failed(item.id, None, e),
+                (Err((id, e)), _) => RestoreOutcome::failed(id, None, &e),
             };
             if outcome.ok {
                 out.restored += 1;
@@ -152,34 +158,105 @@ impl Repo {
         Ok(out)
     }
 
-    /// The items `sel` names in `workspace` (when given) that `scope` can read.
-    fn pick_for_restore(&self, sel: &TrashSelection, workspace: Option<&str>, scope: &Scope) -> Result<Vec<Picked>> {
+    /// One picked item restored (its members read now), as its outcome. A session is not told
+    /// where an item it cannot read was.
+    fn restore_picked(
+        &self,
+        who: &Restorer<'_>,
+        scope: &Scope,
+        row: TrashItem,
+        req: &RestoreRequest,
+        to: Option<&[u8]>,
+    ) -> RestoreOutcome {
+        if !scope.can_read(&row.path) {
+            let e = Error::new(
+                ErrorKind::PermissionDenied,
+                format!("trash item '{}' is outside this session's scope", row.id),
+            );
+            self.audit_restore_refusal(who, &row, &e);
+            return RestoreOutcome::failed(row.id, None, &e);
+        }
+        let shown = path::display(&row.path).into_owned();
+        let target = target_of(&req.selection, to, &row);
+        let how = RestoreTo {
+            to: target.as_deref(),
+            on_conflict: req.on_conflict,
+            expected_sha256: req.expected_sha256.as_deref(),
+        };
+        let result = self.trash_item(&row.id).and_then(|item| self.restore_one(who, scope, &item, how));
+        match result {
+            Ok(r) => RestoreOutcome::done(row.id, shown, r),
+            Err(e) => {
+                self.audit_restore_refusal(who, &row, &e);
+                RestoreOutcome::failed(row.id, Some(shown), &e)
+            }
+        }
+    }
+
+    /// The audit record of a refused restore; one that cannot be written is logged, and the
+    /// item's outcome still reported.
+    fn audit_restore_refusal(&self, who: &Restorer<'_>, item: &TrashItem, e: &Error) {
+        let (actor, session) = match who {
+            Restorer::Operator { actor, .. } => (*actor, None),
+            Restorer::Session { session, actor } => (*actor, Some(&session.id)),
+        };
+        let p = path::display(&item.path);
+        if let Err(a) = self.audit_refusal(&item.workspace, session, actor, "trash_restore", Some(&p), e) {
+            tracing::error!(trash = %item.id, error = %a, refused = %e, "a refused restore could not be audited");
+        }
+    }
+
+    /// The rows of the items `sel` names in `workspace` (when given); scopes are checked as
+    /// each item is restored.
+    pub(super) fn pick_for_restore(
+        &self,
+        sel: &TrashSelection,
+        workspace: Option<&str>,
+        scope: &Scope,
+    ) -> Result<Vec<Picked>> {
         let need_workspace = || {
             workspace.ok_or_else(|| {
                 Error::invalid_argument("a path or prefix names items of one workspace: give the workspace too")
             })
         };
+        let too_many = |n: usize| {
+            Error::invalid_argument(format!(
+                "{n} items are more than one restore takes ({RESTORE_ITEMS}): narrow the prefix, or restore in parts"
+            ))
+        };
         match sel {
-            TrashSelection::Ids(ids) => Ok(ids
-                .iter()
-                .map(|id| {
-                    let item = self.trash_item(id).and_then(|item| match workspace {
-                        Some(w) if item.workspace != w => {
-                            Err(Error::not_found(format!("trash item '{id}' is not in workspace '{w}'")))
+            TrashSelection::Ids(ids) => {
+                if ids.len() > RESTORE_ITEMS {
+                    return Err(too_many(ids.len()));
+                }
+                Ok(ids
+                    .iter()
+                    .map(|id| {
+                        let row = match crate::manifest::trash::row_of(self.manifest.conn(), id) {
+                            Ok(Some(row)) => row,
+                            Ok(None) => return Err((id.clone(), super::no_item(id))),
+                            Err(e) => return Err((id.clone(), e)),
+                        };
+                        match workspace {
+                            Some(w) if row.workspace != w => Err((
+                                id.clone(),
+                                Error::not_found(format!("trash item '{id}' is not in workspace '{w}'")),
+                            )),
+                            _ => Ok(row),
                         }
-                        _ => Ok(item),
-                    });
-                    item.map_err(|e| (id.clone(), e))
-                })
-                .collect()),
+                    })
+                    .collect())
+            }
             TrashSelection::Path { path: rel, before_ns } => {
                 let rel = path::components(rel)?.join(&b'/');
                 scope.check_read(&rel)?;
                 let w = need_workspace()?;
-                let found = self
-                    .trash(w, Some(&rel))?
-                    .into_iter()
-                    .find(|t| t.restored_ns.is_none() && before_ns.is_none_or(|b| t.deleted_ns < b));
+                // The newest deletion not restored yet; before a time, the newest then, restored
+                // since or not (a point in time is asked for).
+                let found = self.trash(w, Some(&rel))?.into_iter().find(|t| match before_ns {
+                    None => t.restored_ns.is_none(),
+                    Some(b) => t.deleted_ns < *b,
+                });
                 let item = found.ok_or_else(|| {
                     let when = before_ns.map(|b| format!(" before {}", crate::base::time::iso_time(b)));
                     Error::not_found(format!(
@@ -188,7 +265,7 @@ impl Repo {
                         when.unwrap_or_default()
                     ))
                 })?;
-                Ok(vec![Ok(self.trash_item(&item.id)?)])
+                Ok(vec![Ok(item)])
             }
             TrashSelection::Prefix(prefix) => {
                 let prefix = path::components(prefix)?.join(&b'/');
@@ -197,6 +274,7 @@ impl Repo {
                     workspace: Some(w.to_string()),
                     prefix,
                     restored: RestoredFilter::No,
+                    limit: RESTORE_ITEMS.saturating_mul(4),
                     ..Default::default()
                 };
                 // Newest first, so the first item of each path is the one to restore.
@@ -204,7 +282,10 @@ impl Repo {
                 let mut out = Vec::new();
                 for (item, _) in crate::manifest::trash::page(self.manifest.conn(), &filter)? {
                     if scope.can_read(&item.path) && seen.insert(item.path.clone()) {
-                        out.push(Ok(self.trash_item(&item.id)?));
+                        out.push(Ok(item));
+                        if out.len() > RESTORE_ITEMS {
+                            return Err(too_many(out.len()));
+                        }
                     }
                 }
                 Ok(out)
@@ -212,7 +293,7 @@ impl Repo {
         }
     }
 
-    /// One item of a bulk restore, as `who`; a refusal is audited.
+    /// One item of a bulk restore, as `who`, under the workspace lock.
     fn restore_one(
         &self,
         who: &Restorer<'_>,
@@ -220,28 +301,19 @@ impl Repo {
         item: &TrashItem,
         how: RestoreTo<'_>,
     ) -> Result<RestoreResult> {
-        let (actor, session) = match who {
-            Restorer::Operator { actor, .. } => (*actor, None),
-            Restorer::Session { session, actor } => (*actor, Some(&session.id)),
+        let (actor, session, locked) = match who {
+            Restorer::Operator { actor, live_dir } => (*actor, None, self.lock_live(&live_dir(&item.workspace)?)?),
+            Restorer::Session { session, actor } => (*actor, Some(&session.id), self.lock_writable(session)?),
         };
-        let result = (|| {
-            let locked = match who {
-                Restorer::Operator { live_dir, .. } => self.lock_live(&live_dir(&item.workspace)?)?,
-                Restorer::Session { session, .. } => self.lock_writable(session)?,
-            };
-            let by = Author { workspace: &item.workspace, session, actor, scope };
-            self.restore_trash_item(&locked.wd, &by, "trash_restore", item, how)
-        })();
-        if let Err(e) = &result {
-            let p = path::display(&item.path);
-            self.audit_refusal(&item.workspace, session, actor, "trash_restore", Some(&p), e)?;
-        }
-        result
+        let by = Author { workspace: &item.workspace, session, actor, scope };
+        self.restore_trash_item(&locked.wd, &by, "trash_restore", item, how, serde_json::json!({}))
     }
 
     /// Restores `item` into the tree of `wd` as `by`, through the journal under operation
-    /// `tool`. The item must be readable in `by`'s scope and its target writable; missing
-    /// parent directories are made first (with the mode of a trashed directory at their path).
+    /// `tool`, with `details` added to its audit records. The item must be readable in `by`'s
+    /// scope and its target writable; missing parent directories are made first (with the mode
+    /// of a trashed directory at their path). A merge that left members out does not mark the
+    /// item restored.
     pub(crate) fn restore_trash_item(
         &self,
         wd: &WorkDir,
@@ -249,11 +321,12 @@ impl Repo {
         tool: &str,
         item: &TrashItem,
         how: RestoreTo<'_>,
+        details: serde_json::Value,
     ) -> Result<RestoreResult> {
         // Restoring elsewhere is a read of what was deleted: the caller must be able to see it.
         by.scope.check_read(&item.path)?;
         let target = match how.to {
-            Some(to) => by.writable(to)?,
+            Some(to) => by.writable_bytes(to)?,
             None => {
                 by.scope.check_write(&item.path)?;
                 item.path.clone()
@@ -264,12 +337,21 @@ impl Repo {
         let made_parents = self.draft_parents(wd, by.workspace, &target, &mut drafts)?;
         let collisions = draft_restore(wd, item, &target, merge, &mut drafts)?;
         if merge && !drafts.iter().any(|d| !matches!(d, Draft::Remove { .. })) {
-            return Err(already_exists(&target).context(format!(
-                "every member of trash item {} is already at its place under it; nothing to merge",
-                item.id
-            )));
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "every member of trash item {} collides with something at its path under '{}': nothing to merge",
+                    item.id,
+                    path::display(&target)
+                ),
+            ));
         }
-        let details = serde_json::json!({"restoredTrashId": item.id});
+        let mut details = details;
+        if let Some(d) = details.as_object_mut() {
+            // Only a whole restore marks the row restored (the journal's finish reads this key).
+            let key = if collisions.is_empty() { "restoredTrashId" } else { "partlyRestoredTrashId" };
+            d.insert(key.into(), serde_json::json!(item.id));
+        }
         let done = self.execute(wd, by.ctx(tool, details), drafts)?;
         let sha256 = match item.kind {
             EntryKind::File => done.written.iter().rev().find(|(p, _)| *p == target).map(|(_, s)| s.clone()),
@@ -325,17 +407,33 @@ impl Repo {
     }
 }
 
-/// What a prefix restore with `to` makes of an item's path: the prefix replaced by `to`.
-fn target_of(req: &RestoreRequest, item: &TrashItem) -> Option<String> {
-    let to = req.to.as_ref()?;
-    match &req.selection {
+/// Where `to` (normalized) puts an item: itself for one item; for a prefix, the prefix
+/// replaced by it, byte for byte.
+fn target_of(sel: &TrashSelection, to: Option<&[u8]>, item: &TrashItem) -> Option<Vec<u8>> {
+    let to = to?;
+    match sel {
         TrashSelection::Prefix(prefix) => {
             let prefix = path::components(prefix).ok()?.join(&b'/');
             let rest = item.path.get(prefix.len()..).unwrap_or(b"");
-            Some(format!("{}{}", to.trim_end_matches('/'), path::display(rest)))
+            Some(match rest.strip_prefix(b"/").unwrap_or(rest) {
+                b"" => to.to_vec(),
+                rest => join_rel(to, rest),
+            })
         }
-        _ => Some(to.clone()),
+        _ => Some(to.to_vec()),
     }
+}
+
+/// The refusal of a restore onto a taken path, saying what to do about it.
+fn taken(target: &[u8]) -> Error {
+    let shown = path::display(target);
+    Error::new(
+        ErrorKind::AlreadyExists,
+        format!(
+            "'{shown}' already exists: restore with onConflict rename, merge (a directory) or overwrite (a file, with its expectedSha256), or to another path"
+        ),
+    )
+    .with_detail("path", shown.as_ref())
 }
 
 /// Where a restore goes when `target` is taken: refused (`fail`), the first free
@@ -353,7 +451,7 @@ fn free_target(
 ) -> Result<(Vec<u8>, bool)> {
     let Some(there) = wd.stat(&target)? else { return Ok((target, false)) };
     match how.on_conflict {
-        OnConflict::Fail => Err(already_exists(&target)),
+        OnConflict::Fail => Err(taken(&target)),
         OnConflict::Rename => {
             let free = free_name(wd, &target)?;
             by.scope.check_write(&free)?;
@@ -373,8 +471,13 @@ fn free_target(
             Ok((target, false))
         }
         OnConflict::Merge if item.kind == EntryKind::Dir && there.kind == Kind::Dir => Ok((target, true)),
-        OnConflict::Merge => Err(already_exists(&target)
-            .context("onConflict merge restores a directory into a directory; use rename or overwrite for a file")),
+        OnConflict::Merge => Err(Error::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "'{}' already exists, and onConflict merge restores a directory into a directory: use rename, or overwrite for a file",
+                path::display(&target)
+            ),
+        )),
     }
 }
 
@@ -456,5 +559,5 @@ fn free_name(wd: &WorkDir, rel: &[u8]) -> Result<Vec<u8>> {
             return Ok(candidate);
         }
     }
-    Err(already_exists(rel))
+    Err(taken(rel))
 }
