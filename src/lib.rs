@@ -22,6 +22,7 @@ mod ops;
 pub mod patch;
 mod repo;
 pub mod server;
+pub mod tlog;
 pub mod tools;
 
 #[cfg(feature = "testing")]
