@@ -242,3 +242,29 @@ CREATE INDEX trash_by_session_time ON trash(session, deleted_ns);
 CREATE INDEX trash_by_path_only ON trash(path);
 ALTER TABLE workspaces ADD COLUMN trash_age_s INTEGER;
 ALTER TABLE workspaces ADD COLUMN trash_quota INTEGER;
+
+-- schema-version: 6
+-- The audit log as a transparency log (ARCHITECTURE.md, "Audit log"). `audit_tree` holds the
+-- hash of every perfect subtree of the log's Merkle tree (RFC 6962): level 0 are the records'
+-- leaf hashes, (l, i) covers records i*2^l+1 .. (i+1)*2^l. Appending a record inserts its leaf
+-- and the subtrees it completes; nothing is ever rehashed. The nodes of records appended before
+-- this version are computed when the manifest is opened. `audit_checkpoints` are the signed
+-- notes of the log's size and root. The indexes serve the operators' queries.
+CREATE TABLE audit_tree (
+    level       INTEGER NOT NULL,
+    idx         INTEGER NOT NULL,
+    hash        BLOB NOT NULL,
+    PRIMARY KEY (level, idx)
+) WITHOUT ROWID;
+CREATE TABLE audit_checkpoints (
+    size        INTEGER PRIMARY KEY,         -- records covered
+    time_ns     INTEGER NOT NULL,
+    root        BLOB NOT NULL,               -- the Merkle root of those records
+    note        TEXT NOT NULL                -- the C2SP signed note (cosignatures included)
+);
+CREATE INDEX audit_by_session ON audit(session, seq);
+CREATE INDEX audit_by_path ON audit(path, seq);
+CREATE INDEX audit_by_dest ON audit(dest_path, seq);
+CREATE INDEX audit_by_actor ON audit(actor, seq);
+CREATE INDEX audit_by_operation ON audit(operation, seq);
+CREATE INDEX audit_by_time ON audit(time_ns);

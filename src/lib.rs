@@ -39,7 +39,10 @@ pub use base::time::{iso_time, now_ns, parse_rfc3339};
 pub use fs::live::{ChangePolicy, LiveFile, READ_LIMIT as FILES_READ_LIMIT};
 pub use fs::sample;
 pub use fs::walk::Excludes;
-pub use model::audit::{AuditRecord, FullRecord};
+pub use model::audit::{
+    AuditEntry, AuditQuery, AuditRecord, CheckpointRecord, Checkpointed, ConsistencyProof, FullRecord, HistoryEntry,
+    InclusionProof, Order, VerifyReport,
+};
 pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
@@ -50,6 +53,8 @@ pub use model::trash::{
 };
 pub use model::tree::{Entry, EntryKind};
 pub use model::workspace::{Workspace, DEFAULT_TRASH_AGE_S};
+pub use ops::audit::appender::AuditAppender;
+pub use ops::audit::bundle::{verify_bundle, BundleSummary};
 pub use ops::check::CheckReport;
 pub use ops::restore::{RestoreOptions, RestoreReport};
 pub use ops::revert::RevertResult;
@@ -59,4 +64,4 @@ pub use ops::tokens;
 pub use ops::trash::purge::{PurgeReason, TrashSet};
 pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};
-pub use repo::{Config, Repo, CONFIG_FILE};
+pub use repo::{AuditSettings, Config, Repo, CONFIG_FILE};

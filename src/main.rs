@@ -28,7 +28,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create a new repository
-    Init,
+    Init(commands::init::Args),
     /// Snapshot a directory into the repository
     Snapshot(commands::snapshot::Args),
     /// List snapshots, oldest first

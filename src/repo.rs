@@ -36,6 +36,29 @@ pub struct Config {
     pub chunking: Chunking,
     /// Packs are sealed once they pass this many bytes.
     pub pack_target: u64,
+    /// How the audit log is checkpointed.
+    #[serde(default)]
+    pub audit: AuditSettings,
+}
+
+/// How the audit log is checkpointed (ARCHITECTURE.md, "Audit log").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AuditSettings {
+    /// The checkpoint signing key's file: `audit.key` in the repository unless set. Keep it where
+    /// whoever can write the manifest cannot (README, "Answering audit questions").
+    pub key: Option<PathBuf>,
+    /// A checkpoint is written once this many records have been appended since the last one.
+    pub checkpoint_every: u64,
+    /// A witness: a command given each checkpoint's note on its standard input, which answers
+    /// with the note cosigned (its own signature lines added).
+    pub witness: Option<Vec<String>>,
+}
+
+impl Default for AuditSettings {
+    fn default() -> AuditSettings {
+        AuditSettings { key: None, checkpoint_every: 1000, witness: None }
+    }
 }
 
 impl Config {
@@ -50,6 +73,7 @@ impl Config {
             zstd_level: 3,
             chunking: Chunking::default(),
             pack_target: 16 << 20,
+            audit: AuditSettings::default(),
         }
     }
 }
@@ -70,6 +94,8 @@ pub struct Repo {
     deadline: std::cell::Cell<Option<std::time::Instant>>,
     /// Bytes that reads may hold in memory at once; a server shares one among its handles.
     pub(crate) budget: std::sync::Arc<crate::base::budget::Budget>,
+    /// The checkpoint signing key, read once (an in-memory repository's lives only here).
+    pub(crate) audit_key: std::cell::OnceCell<crate::tlog::note::SignerKey>,
 }
 
 /// The memory budget of a handle nobody shares one with.
@@ -88,6 +114,12 @@ fn not_a_repo(path: &Path, why: &str) -> Error {
 impl Repo {
     /// Creates a repository in `path`, which must not exist or be an empty directory.
     pub fn init(path: &Path, actor: &str) -> Result<Repo> {
+        Repo::init_with(path, actor, AuditSettings::default())
+    }
+
+    /// [`Repo::init`] with the audit log's settings: where its signing key goes (made there,
+    /// or used if one is there already), how often it is checkpointed, a witness.
+    pub fn init_with(path: &Path, actor: &str, audit: AuditSettings) -> Result<Repo> {
         if path.join(CONFIG_FILE).exists() {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,
@@ -106,7 +138,7 @@ impl Repo {
             }
         }
         fs::create_dir_all(path.join("packs")).map_err(|e| Error::io("create repository", path, e))?;
-        let config = Config::new(path.as_os_str().as_encoded_bytes());
+        let config = Config { audit, ..Config::new(path.as_os_str().as_encoded_bytes()) };
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
@@ -119,7 +151,13 @@ impl Repo {
             trees: Default::default(),
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
+            audit_key: Default::default(),
         };
+        // The signing key before anything is recorded: the first checkpoint needs it.
+        if let Some(key) = repo.audit_key_path() {
+            let made = crate::ops::audit::checkpoint::create_key(&key, &format!("trove/{}", repo.config.id))?;
+            let _ = repo.audit_key.set(made);
+        }
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
         let json = serde_json::to_vec_pretty(&repo.config).map_err(|e| Error::internal(e.to_string()))?;
         let cfg = path.join(CONFIG_FILE);
@@ -178,6 +216,7 @@ impl Repo {
             trees: Default::default(),
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
+            audit_key: Default::default(),
         };
         // A file tool mutation a crash interrupted is finished before anything else runs, and a
         // restore's leftovers are cleaned up.
@@ -201,6 +240,7 @@ impl Repo {
             trees: Default::default(),
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
+            audit_key: Default::default(),
         })
     }
 

@@ -99,3 +99,16 @@ impl EntryRecord {
         }
     }
 }
+
+/// A time given on the command line: RFC 3339, or an age (`7d`, `90m`) before `now`.
+pub fn time_arg(flag: &str, text: &str, now: i64) -> Result<i64, trove::Error> {
+    if let Some(ns) = trove::parse_rfc3339(text) {
+        return Ok(ns);
+    }
+    match humantime::parse_duration(text) {
+        Ok(age) => Ok(now.saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX))),
+        Err(_) => Err(trove::Error::invalid_argument(format!(
+            "{flag} '{text}' is neither a time (2026-11-24T10:00:00Z) nor an age (7d, 2h)"
+        ))),
+    }
+}

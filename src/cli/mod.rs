@@ -24,7 +24,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let out = &mut out;
     let open = || trove::Repo::open(path);
     let code = match cli.command {
-        Command::Init => commands::init::run(out, path, json)?,
+        Command::Init(args) => commands::init::run(out, path, json, args)?,
         Command::Snapshot(args) => commands::snapshot::run(out, path, json, args)?,
         Command::Snapshots(args) => commands::snapshots::run(out, path, json, args)?,
         Command::Ls(args) => commands::ls::run(out, path, json, args)?,
@@ -39,7 +39,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Tool(args) => commands::tool::run(out, path, args)?,
         Command::Trash(cmd) => commands::trash::run(out, &open()?, cmd, json)?,
         Command::Rm(args) => commands::rm::run(out, path, json, args)?,
-        Command::Audit(cmd) => commands::audit::run(out, path, json, cmd).map(|()| 0)?,
+        Command::Audit(cmd) => commands::audit::run(out, path, json, cmd)?,
         Command::Revert(args) => commands::revert::run(out, path, json, args)?,
         Command::Demo(args) => commands::demo::run(out, path, json, args)?,
     };

@@ -33,8 +33,14 @@ pub fn out() -> Out {
     BufWriter::with_capacity(1 << 16, io::stdout().lock())
 }
 
+/// Who acts from the command line, as the audit log names them: `cli:` and the OS user (its
+/// name from the environment, else its uid).
 pub fn actor() -> String {
-    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| format!("uid{}", rustix::process::getuid().as_raw()));
     format!("cli:{user}")
 }
 

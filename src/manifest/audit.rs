@@ -1,25 +1,124 @@
-//! Manifest rows of the audit log: appended with the next contiguous sequence number.
+//! Manifest rows of the audit log: records appended with the next contiguous sequence number
+//! and a time that never goes backwards, the hashes of the log's perfect Merkle subtrees kept
+//! as records are appended, the signed checkpoints, and the queries operators run.
 
+use rusqlite::types::Value as V;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
-use crate::base::error::Result;
-use crate::model::audit::{AuditRecord, FullRecord};
+use crate::base::error::{Error, Result};
+use crate::model::audit::{AuditQuery, AuditRecord, Checkpointed, FullRecord, Order};
 use crate::object::Sha256;
+use crate::tlog::merkle::{self, Hash, Nodes};
+
+/// The perfect subtrees of the log's Merkle tree as the manifest holds them.
+pub struct StoredNodes<'c>(pub &'c Connection);
+
+impl Nodes for StoredNodes<'_> {
+    fn node(&self, level: u32, index: u64) -> Result<Hash> {
+        let hash: Option<Vec<u8>> = self
+            .0
+            .prepare_cached("SELECT hash FROM audit_tree WHERE level = ?1 AND idx = ?2")
+            .and_then(|mut st| st.query_row(params![level, index as i64], |r| r.get(0)).optional())
+            .map_err(db("reading the audit log's tree"))?;
+        let hash = hash.ok_or_else(|| {
+            Error::corrupt(format!("the audit log's tree lacks subtree ({level}, {index}): run `trove audit verify`"))
+        })?;
+        hash.try_into().map_err(|_| Error::corrupt(format!("the audit log's subtree ({level}, {index}) is not a hash")))
+    }
+}
+
+/// How many records the stored tree covers.
+pub fn tree_size(conn: &Connection) -> Result<u64> {
+    let last: Option<i64> = conn
+        .prepare_cached("SELECT MAX(idx) FROM audit_tree WHERE level = 0")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .map_err(db("reading the audit log's tree"))?;
+    Ok(last.map_or(0, |i| i as u64 + 1))
+}
+
+/// The last record's seq and time, if there is one.
+fn last(conn: &Connection) -> Result<Option<(i64, i64)>> {
+    conn.prepare_cached("SELECT seq, time_ns FROM audit ORDER BY seq DESC LIMIT 1")
+        .and_then(|mut st| st.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(db("appending to the audit log"))
+}
+
+/// Inserts the leaf of record `seq` (encoded as `encoded`) and every subtree it completes.
+fn add_leaf(conn: &Connection, seq: i64, encoded: &[u8]) -> Result<()> {
+    let index = (seq - 1) as u64;
+    let mut hash = merkle::leaf_hash(encoded);
+    let mut st = conn
+        .prepare_cached("INSERT INTO audit_tree (level, idx, hash) VALUES (?1, ?2, ?3)")
+        .map_err(db("growing the audit log's tree"))?;
+    st.execute(params![0, index as i64, &hash[..]]).map_err(db("growing the audit log's tree"))?;
+    let (mut level, mut i) = (0u32, index);
+    // A right child completes its parent: climb while the node is one.
+    while i & 1 == 1 {
+        let left = StoredNodes(conn).node(level, i - 1)?;
+        hash = merkle::node_hash(&left, &hash);
+        level += 1;
+        i >>= 1;
+        st.execute(params![level, i as i64, &hash[..]]).map_err(db("growing the audit log's tree"))?;
+    }
+    Ok(())
+}
+
+/// Computes the tree of records the stored tree does not cover yet (a log from before schema
+/// 6); returns how many it added.
+pub fn catch_up_tree(conn: &Connection) -> Result<u64> {
+    let from = tree_size(conn)?;
+    let mut st = conn
+        .prepare("SELECT seq, encoded FROM audit WHERE seq > ?1 ORDER BY seq")
+        .map_err(db("growing the audit log's tree"))?;
+    let mut rows = st.query([from as i64]).map_err(db("growing the audit log's tree"))?;
+    let mut added = 0;
+    while let Some(r) = rows.next().map_err(db("growing the audit log's tree"))? {
+        let (seq, encoded): (i64, Vec<u8>) =
+            (r.get(0).map_err(db("reading the audit log"))?, r.get(1).map_err(db("reading the audit log"))?);
+        if seq as u64 != from + added + 1 {
+            return Err(Error::corrupt(format!("audit record {} follows {}: the log has a gap", seq, from + added)));
+        }
+        add_leaf(conn, seq, &encoded)?;
+        added += 1;
+    }
+    Ok(added)
+}
 
 /// Appends `record` in the caller's transaction and returns its sequence number.
+///
+/// Inside the caller's write transaction no other writer can interleave, so MAX + 1 keeps the
+/// sequence contiguous (a trigger refuses anything else). A time before the last record's
+/// (the clock stepped back) is recorded as the last record's time, with the step in
+/// `details.clockStepBackNs`: times never go backwards, and the step is not hidden.
 pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
-    // Inside the caller's write transaction no other writer can interleave, so MAX + 1 keeps the
-    // sequence contiguous, which the Merkle tree over the log relies on.
-    let seq: i64 = conn
-        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit", [], |r| r.get(0))
-        .map_err(db("appending to the audit log"))?;
+    let (seq, last_time) = match last(conn)? {
+        Some((s, t)) => (s + 1, t),
+        None => (1, i64::MIN),
+    };
+    let stepped;
+    let record = if record.time_ns < last_time {
+        let mut r = record.clone();
+        r.time_ns = last_time;
+        if let Some(d) = r.details.as_object_mut() {
+            d.insert("clockStepBackNs".into(), (last_time - record.time_ns).into());
+        }
+        stepped = r;
+        &stepped
+    } else {
+        record
+    };
+    if tree_size(conn)? != (seq - 1) as u64 {
+        catch_up_tree(conn)?;
+    }
     let encoded = record.encode(seq);
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO audit (seq, time_ns, actor, operation, workspace, session, path, dest_path,
                             before_sha256, after_sha256, before_object, after_object, outcome, details, encoded)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             seq,
             record.time_ns,
             record.actor,
@@ -35,9 +134,10 @@ pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
             record.outcome,
             record.details.to_string(),
             encoded,
-        ],
-    )
+        ])
+    })
     .map_err(db("appending to the audit log"))?;
+    add_leaf(conn, seq, &encoded)?;
     Ok(seq)
 }
 
@@ -79,16 +179,176 @@ pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
     raw.map(finish_row).transpose()
 }
 
-/// The last `limit` records (of `session`, if given), oldest first.
-pub fn tail(conn: &Connection, session: Option<&str>, limit: i64) -> Result<Vec<FullRecord>> {
-    let mut st = conn
-        .prepare(&format!("{FULL} WHERE ?1 IS NULL OR session = ?1 ORDER BY seq DESC LIMIT ?2"))
-        .map_err(db("reading the audit log"))?;
-    let rows = st.query_map(params![session, limit], full_row).map_err(db("reading the audit log"))?;
+/// Records a path prefix may select for a query to walk them through the path index and sort
+/// them; past this, walking the log in seq order until the page is full is cheaper.
+const FEW: i64 = 5_000;
+
+/// The records `q` selects, in seq order from `q.after` (or the newest `q.limit`, oldest
+/// first). Only the filters given become conditions, so SQLite uses the index of the one it
+/// can (session, path, actor, operation: each with seq); a path prefix is counted first, as in
+/// the trash's listing, because SQLite cannot tell a prefix of 1% from one of 100%.
+pub fn query(conn: &Connection, q: &AuditQuery) -> Result<Vec<FullRecord>> {
+    let mut conds: Vec<&str> = Vec::new();
+    let mut args: Vec<V> = Vec::new();
+    let text = |cond: &'static str, v: &Option<String>, conds: &mut Vec<&str>, args: &mut Vec<V>| {
+        if let Some(v) = v {
+            conds.push(cond);
+            args.push(V::Text(v.clone()));
+        }
+    };
+    text("actor = ?", &q.actor, &mut conds, &mut args);
+    text("session = ?", &q.session.as_ref().map(|s| s.to_string()), &mut conds, &mut args);
+    text("workspace = ?", &q.workspace, &mut conds, &mut args);
+    text("operation = ?", &q.operation, &mut conds, &mut args);
+    text("outcome = ?", &q.outcome, &mut conds, &mut args);
+    if let Some(p) = &q.path {
+        conds.push("path = ?");
+        args.push(V::Blob(p.clone()));
+    }
+    let mut index = "";
+    if let Some(p) = q.prefix.as_ref().filter(|p| !p.is_empty()) {
+        let with = |last: u8| {
+            let mut b = p.clone();
+            b.push(last);
+            b
+        };
+        conds.push("(path >= ? AND path < ? AND (path = ? OR path >= ?))");
+        args.extend([V::Blob(p.clone()), V::Blob(with(b'0')), V::Blob(p.clone()), V::Blob(with(b'/'))]);
+        let n: i64 = conn
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_by_path
+                 WHERE path >= ?1 AND path < ?2 AND (path = ?1 OR path >= ?3) LIMIT ?4)",
+            )
+            .and_then(|mut st| st.query_row(params![p, with(b'0'), with(b'/'), FEW + 1], |r| r.get(0)))
+            .map_err(db("querying the audit log"))?;
+        // Many: the table itself, in seq order (seq is its rowid), until the page is full.
+        index = if n <= FEW { "INDEXED BY audit_by_path" } else { "NOT INDEXED" };
+    }
+    if let Some(t) = q.since_ns {
+        conds.push("time_ns >= ?");
+        args.push(V::Integer(t));
+    }
+    if let Some(t) = q.until_ns {
+        conds.push("time_ns < ?");
+        args.push(V::Integer(t));
+    }
+    let order = match q.order {
+        Order::After(seq) => {
+            conds.push("seq > ?");
+            args.push(V::Integer(seq));
+            "ASC"
+        }
+        Order::Newest => "DESC",
+    };
+    args.push(V::Integer(i64::try_from(q.limit).unwrap_or(i64::MAX)));
+    let clause = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
+    let sql = format!("{FULL} {index} {clause} ORDER BY seq {order} LIMIT ?");
+    let mut st = conn.prepare_cached(&sql).map_err(db("querying the audit log"))?;
+    let rows = st.query_map(rusqlite::params_from_iter(args), full_row).map_err(db("querying the audit log"))?;
     let mut out = Vec::new();
     for r in rows {
-        out.push(finish_row(r.map_err(db("reading the audit log"))?)?);
+        out.push(finish_row(r.map_err(db("querying the audit log"))?)?);
     }
-    out.reverse();
+    if q.order == Order::Newest {
+        out.reverse();
+    }
     Ok(out)
+}
+
+/// Records of `workspace` that changed `path` (as their path or, for a move, their
+/// destination), newest first, before seq `before`.
+pub fn touching(conn: &Connection, workspace: &str, path: &[u8], before: i64, limit: usize) -> Result<Vec<FullRecord>> {
+    let sql = format!(
+        "SELECT * FROM ({FULL} WHERE path = ?1 AND workspace = ?2 AND seq < ?3
+                         UNION ALL {FULL} WHERE dest_path = ?1 AND workspace = ?2 AND seq < ?3)
+         ORDER BY seq DESC LIMIT ?4"
+    );
+    let mut st = conn.prepare_cached(&sql).map_err(db("reading a path's history"))?;
+    let rows = st
+        .query_map(params![path, workspace, before, i64::try_from(limit).unwrap_or(i64::MAX)], full_row)
+        .map_err(db("reading a path's history"))?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(finish_row(r.map_err(db("reading a path's history"))?)?);
+    }
+    Ok(out)
+}
+
+/// Every record from `from` on, in seq order, with its stored encoding: what verification
+/// re-encodes and compares.
+pub fn each_from(conn: &Connection, from: i64, mut f: impl FnMut(FullRecord, Vec<u8>) -> Result<()>) -> Result<()> {
+    let sql = format!("{}, encoded FROM audit WHERE seq >= ?1 ORDER BY seq", FULL.trim_end_matches(" FROM audit"));
+    let mut st = conn.prepare(&sql).map_err(db("reading the audit log"))?;
+    let mut rows = st.query([from]).map_err(db("reading the audit log"))?;
+    while let Some(r) = rows.next().map_err(db("reading the audit log"))? {
+        let raw = full_row(r).map_err(db("reading the audit log"))?;
+        let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
+        f(finish_row(raw)?, encoded)?;
+    }
+    Ok(())
+}
+
+/// Every record in seq order with its stored encoding and its stored leaf hash (if the tree
+/// has one for it): what verification re-encodes and compares.
+pub fn each_checked(
+    conn: &Connection,
+    mut f: impl FnMut(FullRecord, Vec<u8>, Option<Vec<u8>>) -> Result<()>,
+) -> Result<()> {
+    let sql = "SELECT a.seq, a.time_ns, a.actor, a.operation, a.workspace, a.session, a.path, a.dest_path,
+                      a.before_sha256, a.after_sha256, a.before_object, a.after_object, a.outcome, a.details,
+                      a.encoded, t.hash
+               FROM audit a LEFT JOIN audit_tree t ON t.level = 0 AND t.idx = a.seq - 1
+               ORDER BY a.seq";
+    let mut st = conn.prepare(sql).map_err(db("reading the audit log"))?;
+    let mut rows = st.query([]).map_err(db("reading the audit log"))?;
+    while let Some(r) = rows.next().map_err(db("reading the audit log"))? {
+        let raw = full_row(r).map_err(db("reading the audit log"))?;
+        let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
+        let leaf: Option<Vec<u8>> = r.get(15).map_err(db("reading the audit log"))?;
+        f(finish_row(raw)?, encoded, leaf)?;
+    }
+    Ok(())
+}
+
+/// Stores checkpoint `c` (its note signed); one already stored at that size is kept.
+pub fn insert_checkpoint(conn: &Connection, c: &Checkpointed) -> Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO audit_checkpoints (size, time_ns, root, note) VALUES (?1, ?2, ?3, ?4)")
+        .and_then(|mut st| st.execute(params![c.size as i64, c.time_ns, &c.root[..], c.note]))
+        .map_err(db("storing a checkpoint"))?;
+    Ok(())
+}
+
+fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, Vec<u8>, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn to_checkpoint(raw: (i64, i64, Vec<u8>, String)) -> Result<Checkpointed> {
+    let (size, time_ns, root, note) = raw;
+    let root: Hash = root
+        .try_into()
+        .map_err(|_| Error::corrupt(format!("the checkpoint at {size} has a root that is not a hash")))?;
+    Ok(Checkpointed { size: size.max(0) as u64, time_ns, root, note })
+}
+
+/// The newest checkpoint, if there is one.
+pub fn latest_checkpoint(conn: &Connection) -> Result<Option<Checkpointed>> {
+    conn.prepare_cached("SELECT size, time_ns, root, note FROM audit_checkpoints ORDER BY size DESC LIMIT 1")
+        .and_then(|mut st| st.query_row([], checkpoint_row).optional())
+        .map_err(db("reading checkpoints"))?
+        .map(to_checkpoint)
+        .transpose()
+}
+
+/// Every checkpoint, smallest first.
+pub fn checkpoints(conn: &Connection) -> Result<Vec<Checkpointed>> {
+    let mut st = conn
+        .prepare_cached("SELECT size, time_ns, root, note FROM audit_checkpoints ORDER BY size")
+        .map_err(db("reading checkpoints"))?;
+    let rows = st.query_map([], checkpoint_row).map_err(db("reading checkpoints"))?;
+    rows.map(|r| r.map_err(db("reading checkpoints")).and_then(to_checkpoint)).collect()
+}
+
+/// How many records the log holds.
+pub fn size(conn: &Connection) -> Result<u64> {
+    Ok(last(conn)?.map_or(0, |(s, _)| s.max(0) as u64))
 }

@@ -25,7 +25,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -112,7 +112,12 @@ impl Manifest {
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        Ok(Manifest { conn, memory_uri: None })
+        let m = Manifest { conn, memory_uri: None };
+        if version < 6 {
+            // The Merkle tree of the records appended before it was kept.
+            m.write(|tx| audit::catch_up_tree(tx))?;
+        }
+        Ok(m)
     }
 
     /// A second connection to the same database, for lookups from worker threads while this

@@ -94,6 +94,103 @@ impl AuditRecord {
     }
 }
 
+/// Which records an audit query selects: every filter given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    /// Only this actor's.
+    pub actor: Option<String>,
+    /// Only this session's.
+    pub session: Option<SessionId>,
+    /// Only this workspace's.
+    pub workspace: Option<String>,
+    /// Only this operation's (`write_file`, `trash_purge`, ...).
+    pub operation: Option<String>,
+    /// Only this outcome's (`ok`, or an error kind).
+    pub outcome: Option<String>,
+    /// Only records of exactly this path.
+    pub path: Option<Vec<u8>>,
+    /// Only records of this path or below it.
+    pub prefix: Option<Vec<u8>>,
+    /// Only records at or after this time (ns).
+    pub since_ns: Option<i64>,
+    /// Only records before this time (ns).
+    pub until_ns: Option<i64>,
+    /// Which end of the log to read from.
+    pub order: Order,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Where a query reads: the newest records (shown oldest first), or those after a seq, in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Order {
+    /// The newest `limit` records.
+    #[default]
+    Newest,
+    /// The first `limit` records after this seq: incremental reading.
+    After(i64),
+}
+
+/// A stored checkpoint: the log's size and root then, and the signed note saying so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// Records covered.
+    pub size: u64,
+    /// When it was written (ns).
+    pub time_ns: i64,
+    /// The Merkle root of those records.
+    pub root: [u8; 32],
+    /// The C2SP signed note, cosignatures included.
+    pub note: String,
+}
+
+impl AuditRecord {
+    /// The record and its seq from a canonical encoding: the inverse of [`AuditRecord::encode`].
+    /// Every length is checked against what is left; anything else is `corrupt`.
+    pub fn decode(bytes: &[u8]) -> crate::base::error::Result<(i64, AuditRecord)> {
+        let bad = |what: &str| crate::base::error::Error::corrupt(format!("not an audit record's encoding: {what}"));
+        let rest = bytes.strip_prefix(TAG).ok_or_else(|| bad("no tag"))?;
+        let (head, mut rest) = rest.split_at_checked(16).ok_or_else(|| bad("too short"))?;
+        let seq = u64::from_le_bytes(head[..8].try_into().map_err(|_| bad("seq"))?);
+        let time_ns = i64::from_le_bytes(head[8..].try_into().map_err(|_| bad("time"))?);
+        let mut field = || -> crate::base::error::Result<Option<Vec<u8>>> {
+            let (len, after) = rest.split_at_checked(4).ok_or_else(|| bad("a field's length is cut"))?;
+            let len = u32::from_le_bytes(len.try_into().map_err(|_| bad("length"))?);
+            if len == u32::MAX {
+                rest = after;
+                return Ok(None);
+            }
+            let (value, after) = after.split_at_checked(len as usize).ok_or_else(|| bad("a field is cut"))?;
+            rest = after;
+            Ok(Some(value.to_vec()))
+        };
+        let text =
+            |v: Option<Vec<u8>>| v.map(String::from_utf8).transpose().map_err(|_| bad("a text field is not UTF-8"));
+        let hash = |v: Option<Vec<u8>>| -> crate::base::error::Result<Option<[u8; 32]>> {
+            v.map(|b| b.try_into().map_err(|_| bad("a hash is not 32 bytes"))).transpose()
+        };
+        let actor = text(field()?)?.ok_or_else(|| bad("no actor"))?;
+        let operation = text(field()?)?.ok_or_else(|| bad("no operation"))?;
+        let mut r = AuditRecord::ok(time_ns, &actor, &operation);
+        r.workspace = text(field()?)?;
+        r.session = text(field()?)?.map(|s| SessionId::parse(&s)).transpose().map_err(|_| bad("a session id"))?;
+        r.path = field()?;
+        r.dest_path = field()?;
+        r.before_sha256 = hash(field()?)?.map(Sha256);
+        r.after_sha256 = hash(field()?)?.map(Sha256);
+        r.before_object = hash(field()?)?.map(ObjectId);
+        r.after_object = hash(field()?)?.map(ObjectId);
+        r.outcome = text(field()?)?.ok_or_else(|| bad("no outcome"))?;
+        let details = text(field()?)?.ok_or_else(|| bad("no details"))?;
+        r.details = serde_json::from_str(&details).map_err(|_| bad("the details are not JSON"))?;
+        if !rest.is_empty() {
+            return Err(bad("bytes after the last field"));
+        }
+        let seq = i64::try_from(seq).map_err(|_| bad("seq"))?;
+        Ok((seq, r))
+    }
+}
+
 /// A stored record: its sequence number and the record as it was appended.
 #[derive(Debug, Clone)]
 pub struct FullRecord {
@@ -104,28 +201,177 @@ pub struct FullRecord {
 }
 
 impl FullRecord {
-    /// The record as JSON: hashes and object ids in hex, paths as text.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The record as the CLI's JSON and the HTTP API show it.
+    pub fn entry(&self) -> AuditEntry {
         let r = &self.record;
-        let mut m = serde_json::Map::new();
-        m.insert("seq".into(), self.seq.into());
-        m.insert("time".into(), crate::base::time::iso_time(r.time_ns).into());
-        m.insert("actor".into(), r.actor.clone().into());
-        m.insert("operation".into(), r.operation.clone().into());
-        m.insert("workspace".into(), r.workspace.clone().into());
-        m.insert("session".into(), r.session.clone().into());
-        if let Some(p) = &r.path {
-            crate::base::path::put_json(&mut m, "path", p);
+        let (path, path_base64) = match &r.path {
+            Some(p) => {
+                let (p, b) = crate::base::path::for_json(p);
+                (Some(p), b)
+            }
+            None => (None, None),
+        };
+        AuditEntry {
+            seq: self.seq,
+            time: crate::base::time::iso_time(r.time_ns),
+            actor: r.actor.clone(),
+            operation: r.operation.clone(),
+            workspace: r.workspace.clone(),
+            session: r.session.clone(),
+            path,
+            path_base64,
+            dest_path: r.dest_path.as_deref().map(|d| crate::base::path::for_json(d).0),
+            before_sha256: r.before_sha256,
+            after_sha256: r.after_sha256,
+            before_object: r.before_object,
+            after_object: r.after_object,
+            outcome: r.outcome.clone(),
+            details: r.details.clone(),
+            proof: None,
         }
-        if let Some(p) = &r.dest_path {
-            crate::base::path::put_json(&mut m, "destPath", p);
-        }
-        m.insert("beforeSha256".into(), r.before_sha256.map(hex::encode).into());
-        m.insert("afterSha256".into(), r.after_sha256.map(hex::encode).into());
-        m.insert("beforeObject".into(), r.before_object.map(|o| o.to_hex()).into());
-        m.insert("afterObject".into(), r.after_object.map(|o| o.to_hex()).into());
-        m.insert("outcome".into(), r.outcome.clone().into());
-        m.insert("details".into(), r.details.clone());
-        serde_json::Value::Object(m)
     }
+
+    /// The record as JSON (see [`FullRecord::entry`]).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.entry()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// An audit record as operators read it: `trove audit log --json`, `GET /v1/audit`.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Its position in the log, from 1.
+    pub seq: i64,
+    /// When, RFC 3339 UTC.
+    pub time: String,
+    /// Who: a token id over HTTP, `cli:<user>` from the command line, a session's actor.
+    pub actor: String,
+    /// What: a tool (`write_file`, ...) or an operation (`session_end`, `trash_purge`, ...).
+    pub operation: String,
+    /// The workspace it concerned.
+    pub workspace: Option<String>,
+    /// The session it was done in.
+    pub session: Option<SessionId>,
+    /// The path it concerned, with U+FFFD for bytes that are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The exact path bytes in base64, only when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
+    /// A move's destination.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dest_path: Option<String>,
+    /// The file's sha256 before.
+    pub before_sha256: Option<Sha256>,
+    /// The file's sha256 after.
+    pub after_sha256: Option<Sha256>,
+    /// The stored content before (the pre-image).
+    pub before_object: Option<ObjectId>,
+    /// The stored content after.
+    pub after_object: Option<ObjectId>,
+    /// `ok`, or the error kind of a refusal.
+    pub outcome: String,
+    /// What else the operation recorded.
+    pub details: serde_json::Value,
+    /// Its inclusion proof, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<InclusionProof>,
+}
+
+/// Proof that record `seq` is in the log of `tree_size` records whose root a checkpoint signs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InclusionProof {
+    /// The record's leaf index (`seq - 1`).
+    pub leaf_index: u64,
+    /// The size of the tree the proof is for.
+    pub tree_size: u64,
+    /// The record's leaf hash, base64: SHA-256(0x00 || its canonical encoding).
+    pub leaf_hash: String,
+    /// The hashes, base64, from the leaf's sibling up.
+    pub proof: Vec<String>,
+    /// The root they lead to, base64.
+    pub root: String,
+}
+
+/// Proof that the log of `to` records extends the log of `from` records.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsistencyProof {
+    /// The smaller size.
+    pub from: u64,
+    /// The larger size.
+    pub to: u64,
+    /// The root of the smaller tree, base64.
+    pub from_root: String,
+    /// The root of the larger tree, base64.
+    pub to_root: String,
+    /// The hashes, base64.
+    pub proof: Vec<String>,
+}
+
+/// A checkpoint as shown: its size, root, time and signed note.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRecord {
+    /// Records covered.
+    pub size: u64,
+    /// Their Merkle root, base64.
+    pub root: String,
+    /// When it was written, RFC 3339 UTC.
+    pub time: String,
+    /// The C2SP signed note.
+    pub note: String,
+}
+
+impl Checkpointed {
+    /// The checkpoint as shown.
+    pub fn record(&self) -> CheckpointRecord {
+        use base64::Engine;
+        CheckpointRecord {
+            size: self.size,
+            root: base64::engine::general_purpose::STANDARD.encode(self.root),
+            time: crate::base::time::iso_time(self.time_ns),
+            note: self.note.clone(),
+        }
+    }
+}
+
+/// What `trove audit verify` found: the range verified, or the first thing wrong.
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyReport {
+    /// Records read.
+    pub records: u64,
+    /// Checkpoints whose signature and root were checked.
+    pub checkpoints: u64,
+    /// Records 1 to this are proven by a signed checkpoint.
+    pub verified_to: u64,
+    /// Records after the last checkpoint: intact as stored, but no signature covers them yet.
+    pub unsigned_tail: u64,
+    /// The first record (by seq) found rewritten, missing, out of place or out of time order.
+    pub first_bad_seq: Option<i64>,
+    /// Every problem, in the order found.
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether nothing was found wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// One change of a path's history, newest first (`trove audit history`).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// The record.
+    #[serde(flatten)]
+    pub entry: AuditEntry,
+    /// What the record did to the path (`write`, `create`, `delete`, `move`, `mkdir`, ...).
+    pub change: Option<String>,
+    /// The path's name at that time (it differs from the one asked for before a rename).
+    pub as_path: String,
 }

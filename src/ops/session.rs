@@ -172,6 +172,10 @@ impl Repo {
             rec.details = json!({"reason": reason.as_str(), "final_snapshot": final_snapshot});
             manifest::audit::append(tx, &rec)
         })?;
+        // Every session's end is covered by a signed checkpoint.
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(session = %id, error = %e, "the session ended, but its audit checkpoint could not be written");
+        }
         self.session(id)
     }
 

@@ -648,6 +648,7 @@ impl Repo {
             manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
             Ok(())
         })?;
+        self.checkpoint_if_due();
         Ok(info)
     }
 

@@ -7,6 +7,7 @@
 //! Session activity is kept in memory and written by the reaper once per tick, so a read never
 //! waits on a manifest commit; the reaper also ends sessions whose ttl or idle time ran out.
 
+mod audit;
 mod auth;
 mod connections;
 mod error;
@@ -87,6 +88,12 @@ fn routes() -> Routes {
         route("GET", "/v1/snapshots/{snap}/files", snapshots::files),
         route("GET", "/v1/snapshots/{snap}/files/{*path}", snapshots::read),
         route("GET", "/v1/snapshots/{snap}/export", snapshots::export),
+        route("GET", "/v1/audit", audit::query),
+        route("GET", "/v1/audit/stream", audit::stream),
+        route("GET", "/v1/audit/history", audit::history),
+        route("GET", "/v1/audit/checkpoint", audit::checkpoint),
+        route("GET", "/v1/audit/proof/{seq}", audit::proof),
+        route("GET", "/v1/audit/consistency", audit::consistency),
         route("GET", "/v1/trash", trash::list),
         route("GET", "/v1/trash/export", trash::export),
         route("POST", "/v1/trash/restore", trash::restore),
@@ -108,7 +115,11 @@ fn app(state: Arc<AppState>) -> Router {
     for (_, path, handler) in routes() {
         api = api.route(path, handler);
     }
-    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
+    // Layers run outside in: the token is checked first, then a read is recorded (with
+    // `--audit-reads`) once the handler answered.
+    let api = api
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::record_reads))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
     let public = Router::new()
         .route("/healthz", on(MethodFilter::GET, || async { Json(Health { ok: true }) }))
         .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));

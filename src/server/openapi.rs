@@ -7,6 +7,7 @@ use schemars::{JsonSchema, Schema};
 use serde_json::{json, Map, Value};
 
 use super::error::ErrorBody;
+use crate::model::audit::{CheckpointRecord, ConsistencyProof, HistoryEntry, InclusionProof};
 use crate::model::session::{SessionRecord, SessionSpec};
 use crate::model::snapshot::SnapshotRecord;
 use crate::model::trash::{BulkRestore, TrashPage};
@@ -39,6 +40,8 @@ enum Reply {
     File(fn() -> Schema),
     /// A tar archive, plain or in one zstd frame.
     Tar,
+    /// Server-Sent Events.
+    Events,
     /// The tool's answer in its envelope: one documented path per tool.
     Tool,
 }
@@ -73,6 +76,11 @@ const IF_NONE_MATCH_CREATE: Header = Header {
     name: "If-None-Match",
     description: "`*`: create only, if nothing is there",
     pattern: Some(super::tools::IF_NONE_MATCH_PATTERN),
+};
+const LAST_EVENT_ID: Header = Header {
+    name: "Last-Event-ID",
+    description: "The seq of the last record received: the stream goes on after it",
+    pattern: Some("^[0-9]{1,19}$"),
 };
 const IF_NONE_MATCH_READ: Header = Header {
     name: "If-None-Match",
@@ -368,6 +376,66 @@ const OPS: &[Op] = &[
     },
     Op {
         method: "GET",
+        path: "/v1/audit",
+        summary: "Audit records, oldest first: the newest `limit`, or those after `after`; filtered by time, actor, session, workspace, operation, outcome, path or prefix",
+        query: Some(schema_of::<super::audit::AuditParams>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::audit::AuditPage>),
+        errors: &[400, 401],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/audit/stream",
+        summary: "Audit records as Server-Sent Events (`record`, the seq as the event id), from `after`, `Last-Event-ID` or now, then live",
+        query: Some(schema_of::<super::audit::AuditParams>),
+        headers: &[LAST_EVENT_ID],
+        body: Body::None,
+        reply: Reply::Events,
+        errors: &[400, 401],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/audit/history",
+        summary: "Every recorded change to a path of a workspace, newest first, renames followed",
+        query: Some(schema_of::<super::audit::HistoryParams>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<Vec<HistoryEntry>>),
+        errors: &[400, 401],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/audit/checkpoint",
+        summary: "The latest signed checkpoint of the audit log (C2SP signed note)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<CheckpointRecord>),
+        errors: &[401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/audit/proof/{seq}",
+        summary: "The inclusion proof of an audit record (against the latest checkpoint, or `size`)",
+        query: Some(schema_of::<super::audit::ProofParams>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<InclusionProof>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/audit/consistency",
+        summary: "The proof that the audit log of `to` records extends the log of `from` records",
+        query: Some(schema_of::<super::audit::ConsistencyParams>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<ConsistencyProof>),
+        errors: &[400, 401],
+    },
+    Op {
+        method: "GET",
         path: "/healthz",
         summary: "Liveness; no token needed",
         query: None,
@@ -417,6 +485,8 @@ fn path_schema(name: &str) -> Value {
         "id" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // A snapshot reference: `latest`, or an id or a prefix of one.
         "snap" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
+        // An audit record's seq.
+        "seq" => json!({"type": "integer", "minimum": 1, "maximum": i64::MAX}),
         // `TrashId::parse`.
         "trash" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // `path::from_url`, after percent-decoding.
@@ -517,6 +587,7 @@ fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
         Reply::Tar => {
             put(200, Some(json!({"application/x-tar": {"schema": bytes}, "application/zstd": {"schema": bytes}})))
         }
+        Reply::Events => put(200, Some(json!({"text/event-stream": {"schema": {"type": "string"}}}))),
         Reply::Tool => put(200, tool_answer.map(|s| json_content(s.into()))),
     }
     r

@@ -32,6 +32,10 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// The longest a connection may sit idle between requests.
     pub keepalive_timeout: Duration,
+    /// Whether reads (listings, file reads, downloads, exports, the reading tools) are audited.
+    pub audit_reads: bool,
+    /// An audit checkpoint is written this often while records keep coming.
+    pub checkpoint_interval: Duration,
 }
 
 impl ServeOptions {
@@ -54,6 +58,8 @@ impl ServeOptions {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(60),
+            audit_reads: false,
+            checkpoint_interval: Duration::from_secs(60),
         }
     }
 }

@@ -35,6 +35,10 @@ pub(crate) struct AppState {
     pub tokens: crate::ops::tokens::Tokens,
     /// Reaper ticks so far: trash expiry runs on one in `EXPIRE_EVERY`.
     reaps: std::sync::atomic::AtomicU64,
+    /// Audit records that belong to no other transaction (refusals, reads), group-committed.
+    pub audit: crate::ops::audit::appender::AuditAppender,
+    /// When the last time-driven checkpoint was written.
+    last_checkpoint: Mutex<std::time::Instant>,
 }
 
 /// Trash expiry runs on the first reaper tick and every this many after (a minute at the
@@ -72,6 +76,7 @@ impl AppState {
         let mut first = Repo::open(&opts.repo)?;
         first.set_budget(budget.clone());
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
+        let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
         std::fs::create_dir_all(&opts.workspaces)
             .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
         Ok(AppState {
@@ -84,6 +89,8 @@ impl AppState {
             budget,
             tokens,
             reaps: std::sync::atomic::AtomicU64::new(0),
+            audit,
+            last_checkpoint: Mutex::new(std::time::Instant::now()),
         })
     }
 
@@ -212,6 +219,33 @@ impl AppState {
         }
     }
 
+    /// A checkpoint when `checkpoint_interval` passed since the last one and records came
+    /// since; a failure is logged and tried again at the next tick.
+    fn checkpoint_on_time(&self, repo: &Repo) {
+        let mut last = lock(&self.last_checkpoint);
+        if last.elapsed() < self.opts.checkpoint_interval {
+            return;
+        }
+        let behind = repo.latest_checkpoint().and_then(|c| Ok(repo.audit_size()? > c.map_or(0, |c| c.size)));
+        match behind.and_then(|b| if b { repo.checkpoint().map(Some) } else { Ok(None) }) {
+            Ok(Some(c)) => tracing::debug!(size = c.size, "audit checkpoint written"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot write an audit checkpoint now; tried again at the next tick"),
+        }
+        *last = std::time::Instant::now();
+    }
+
+    /// Appends the record of a read when reads are audited (`--audit-reads`); a failure is
+    /// logged, never the failure of the read.
+    pub fn audit_read(&self, record: impl FnOnce() -> crate::model::audit::AuditRecord) {
+        if !self.opts.audit_reads {
+            return;
+        }
+        if let Err(e) = self.audit.append(record()) {
+            tracing::warn!(error = %e, "a read could not be audited");
+        }
+    }
+
     /// Writes gathered activity, ends every session whose ttl or idle time ran out, and
     /// expires trash items.
     fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
@@ -242,6 +276,7 @@ impl AppState {
         if self.reaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed).is_multiple_of(EXPIRE_EVERY) {
             self.expire_trash(repo);
         }
+        self.checkpoint_on_time(repo);
         Ok(ended)
     }
 }

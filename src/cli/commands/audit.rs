@@ -1,49 +1,367 @@
-//! `trove audit`: read the audit log.
+//! `trove audit`: query the audit log (filters, formats, a cursor, following it live, proofs),
+//! a path's history, checkpoints and the public key, and verification of the log or of an
+//! exported bundle.
 
-use std::io::Write;
-use std::path::Path;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
 
-use clap::Subcommand;
-use serde_json::Value;
-use trove::Repo;
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use trove::tlog::note::VerifierKey;
+use trove::{AuditEntry, AuditQuery, Error, ErrorKind, Order, Repo, SessionId, VerifyReport};
 
-use crate::cli::format;
+use crate::cli::commands::export::to_file;
+use crate::cli::format::{self, time_arg};
 use crate::cli::output::{print_json, Failure, Out};
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// The most recent records, oldest first: seq, time, actor, operation, path, outcome
-    Log {
-        /// Only this session's records
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// How many records
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
+    /// Records, oldest first: the newest --limit, or those after --after SEQ
+    Log(LogArgs),
+    /// Every recorded change to a path of a workspace, newest first, renames followed
+    History {
+        /// The workspace
+        #[arg(long)]
+        workspace: String,
+        /// The path
+        path: String,
+        /// At most N records
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
+    /// Check the log: every record re-encoded, the Merkle tree recomputed, every checkpoint's
+    /// signature and root; exit 3 if anything was rewritten
+    Verify {
+        /// The public key (`trove audit pubkey` prints it), as text or a file holding it
+        /// [default: the repository's own]
+        #[arg(long, value_name = "KEY")]
+        pubkey: Option<String>,
+        /// Verify this exported bundle instead of the repository (no repository needed)
+        #[arg(long, value_name = "FILE", requires = "pubkey")]
+        bundle: Option<PathBuf>,
+    },
+    /// Write records, the checkpoints that sign them and proofs as one bundle file
+    Export {
+        /// The first record [default: 1]
+        #[arg(long, value_name = "SEQ", default_value_t = 1)]
+        from: u64,
+        /// The bundle file
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Write a checkpoint of the log now and print it
+    Checkpoint,
+    /// Every checkpoint, smallest first
+    Checkpoints,
+    /// The public key checkpoints verify with (a C2SP verifier key)
+    Pubkey,
+    /// The proof that record SEQ is in the log (of the latest checkpoint's size, or --size)
+    Proof {
+        seq: i64,
+        #[arg(long)]
+        size: Option<u64>,
+    },
+    /// The proof that the log of TO records extends the log of FROM records
+    Consistency { from: u64, to: u64 },
 }
 
-pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<(), Failure> {
-    let Command::Log { session, limit } = cmd;
+#[derive(ClapArgs, Debug)]
+pub struct LogArgs {
+    /// Only records at or after T: RFC 3339 or an age (7d, 2h)
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Only records before T: RFC 3339 or an age
+    #[arg(long, value_name = "T")]
+    until: Option<String>,
+    /// Only this actor's (`tok_…`, `cli:<user>`, ...)
+    #[arg(long)]
+    actor: Option<String>,
+    /// Only this session's
+    #[arg(long, value_name = "ID")]
+    session: Option<SessionId>,
+    /// Only this workspace's
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Only this operation's (write_file, delete_file, trash_purge, session_end, ...)
+    #[arg(long)]
+    operation: Option<String>,
+    /// Only this outcome's (ok, or an error kind: stale_file, permission_denied, ...)
+    #[arg(long)]
+    outcome: Option<String>,
+    /// Only records of exactly this path
+    #[arg(long, conflicts_with = "prefix")]
+    path: Option<String>,
+    /// Only records of this path or below it
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Only records after this seq, oldest first (the cursor of incremental reading)
+    #[arg(long, value_name = "SEQ")]
+    after: Option<i64>,
+    /// At most N records
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// How to print them
+    #[arg(long, value_enum, default_value = "table")]
+    format: LogFormat,
+    /// Keep printing new records as they are appended
+    #[arg(long, short)]
+    follow: bool,
+    /// Add each record's inclusion proof against the latest checkpoint (written now if needed)
+    #[arg(long)]
+    proof: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Table,
+    Json,
+    Jsonl,
+    Csv,
+}
+
+pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<u8, Failure> {
+    if let Command::Verify { pubkey: Some(key), bundle: Some(file) } = &cmd {
+        let key = read_pubkey(key)?;
+        let f = std::fs::File::open(file).map_err(|e| Error::io("open the bundle", file, e))?;
+        let report = trove::verify_bundle(BufReader::new(f), &key)?;
+        return print_report(out, &report, json);
+    }
     let repo = Repo::open(repo_path)?;
-    let records = repo.audit_log(session.as_deref(), limit)?;
-    if json {
-        print_json(out, &Value::Array(records.iter().map(|r| r.to_json()).collect()))?;
+    match cmd {
+        Command::Log(args) => log(out, &repo, args, json).map(|()| 0),
+        Command::History { workspace, path, limit } => {
+            let rel = trove::path::from_text(&path)?;
+            let entries = repo.path_history(&workspace, &rel, limit)?;
+            if json {
+                print_json(out, &entries)?;
+            } else {
+                for h in &entries {
+                    let change = h.change.as_deref().unwrap_or(&h.entry.operation);
+                    let dest = h.entry.dest_path.as_deref().map(|d| format!(" -> {d}")).unwrap_or_default();
+                    let sha = h.entry.after_sha256.or(h.entry.before_sha256).map(|s| s.to_hex()[..12].to_string());
+                    writeln!(
+                        out,
+                        "{:>7}  {}  {:<16} {:<8} {:<12} {}{dest}  {}",
+                        h.entry.seq,
+                        h.entry.time,
+                        h.entry.actor,
+                        change,
+                        h.entry.outcome,
+                        h.entry.path.as_deref().unwrap_or(""),
+                        sha.unwrap_or_default()
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        Command::Verify { pubkey, .. } => {
+            let key = pubkey.as_deref().map(read_pubkey).transpose()?;
+            let report = repo.verify_audit(key.as_ref())?;
+            print_report(out, &report, json)
+        }
+        Command::Export { from, output } => {
+            let mut summary = None;
+            to_file(&output, |w| {
+                let s = repo.export_audit_bundle(from, w)?;
+                let to = s.to;
+                summary = Some(s);
+                Ok(to)
+            })?;
+            if let Some(s) = summary {
+                if json {
+                    print_json(out, &s)?;
+                } else {
+                    writeln!(
+                        out,
+                        "wrote records {} to {} and {} checkpoints to {}",
+                        s.from,
+                        s.to,
+                        s.checkpoints,
+                        output.display()
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        Command::Checkpoint => {
+            let c = repo.checkpoint()?.record();
+            if json {
+                print_json(out, &c)?;
+            } else {
+                write!(out, "{}", c.note)?;
+            }
+            Ok(0)
+        }
+        Command::Checkpoints => {
+            let all: Vec<_> = repo.checkpoints()?.iter().map(|c| c.record()).collect();
+            if json {
+                print_json(out, &all)?;
+            } else {
+                for c in &all {
+                    writeln!(out, "{:>9}  {}  {}", c.size, c.time, c.root)?;
+                }
+            }
+            Ok(0)
+        }
+        Command::Pubkey => {
+            writeln!(out, "{}", repo.audit_verifier()?)?;
+            Ok(0)
+        }
+        Command::Proof { seq, size } => {
+            print_json(out, &repo.inclusion_proof(seq, size)?)?;
+            Ok(0)
+        }
+        Command::Consistency { from, to } => {
+            print_json(out, &repo.consistency_proof(from, to)?)?;
+            Ok(0)
+        }
+    }
+}
+
+/// A verifier key given as text, or the path of a file holding it.
+fn read_pubkey(given: &str) -> Result<VerifierKey, Error> {
+    let text = if Path::new(given).is_file() {
+        std::fs::read_to_string(given).map_err(|e| Error::io("read the public key", Path::new(given), e))?
     } else {
-        for full in &records {
-            let r = &full.record;
-            let p = r.path.as_deref().map(trove::path::display).unwrap_or_default();
-            let dest = r.dest_path.as_deref().map(|d| format!(" -> {}", trove::path::display(d))).unwrap_or_default();
+        given.to_string()
+    };
+    VerifierKey::parse(&text)
+}
+
+/// The verification report; exit 3 (corruption) when something was found rewritten.
+fn print_report(out: &mut Out, report: &VerifyReport, json: bool) -> Result<u8, Failure> {
+    if json {
+        print_json(out, report)?;
+    } else if report.ok() {
+        writeln!(
+            out,
+            "verified: {} records; records 1 to {} are signed by a checkpoint ({} checkpoints), {} after it await the next",
+            report.records, report.verified_to, report.checkpoints, report.unsigned_tail
+        )?;
+    } else {
+        if let Some(seq) = report.first_bad_seq {
+            writeln!(out, "TAMPERED: the first divergent record is {seq}; records 1 to {} verify", report.verified_to)?;
+        } else {
+            writeln!(out, "TAMPERED: records 1 to {} verify", report.verified_to)?;
+        }
+        for p in &report.problems {
+            writeln!(out, "  {p}")?;
+        }
+    }
+    out.flush()?;
+    if report.ok() {
+        Ok(0)
+    } else {
+        Err(Error::new(ErrorKind::Corrupt, "the audit log does not verify: see above").into())
+    }
+}
+
+fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Failure> {
+    let now = trove::now_ns();
+    let format = if json && args.format == LogFormat::Table { LogFormat::Json } else { args.format };
+    let mut q = AuditQuery {
+        actor: args.actor,
+        session: args.session,
+        workspace: args.workspace,
+        operation: args.operation,
+        outcome: args.outcome,
+        path: args.path.as_deref().map(trove::path::from_text).transpose()?,
+        prefix: args.prefix.as_deref().map(trove::path::from_text).transpose()?,
+        since_ns: args.since.as_deref().map(|t| time_arg("--since", t, now)).transpose()?,
+        until_ns: args.until.as_deref().map(|t| time_arg("--until", t, now)).transpose()?,
+        order: args.after.map_or(Order::Newest, Order::After),
+        limit: args.limit.clamp(1, 100_000),
+    };
+    if format == LogFormat::Csv {
+        writeln!(out, "seq,time,actor,operation,workspace,session,path,destPath,beforeSha256,afterSha256,outcome")?;
+    }
+    let mut first = true;
+    loop {
+        let records = repo.audit_query(&q)?;
+        let mut entries: Vec<AuditEntry> = records.iter().map(|r| r.entry()).collect();
+        if args.proof && !entries.is_empty() {
+            add_proofs(repo, &mut entries)?;
+        }
+        if format == LogFormat::Json && !args.follow {
+            return print_json(out, &entries);
+        }
+        for e in &entries {
+            print_entry(out, e, format)?;
+        }
+        out.flush()?;
+        if !args.follow {
+            return Ok(());
+        }
+        if let Some(last) = entries.last() {
+            q.order = Order::After(last.seq);
+        } else if first {
+            q.order = Order::After(repo.audit_size()? as i64);
+        }
+        first = false;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// Each entry's inclusion proof against the latest checkpoint, written first if it does not
+/// cover them all.
+fn add_proofs(repo: &Repo, entries: &mut [AuditEntry]) -> Result<(), Failure> {
+    let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0) as u64;
+    let size = match repo.latest_checkpoint()? {
+        Some(c) if c.size >= newest => c.size,
+        _ => repo.checkpoint()?.size,
+    };
+    for e in entries {
+        e.proof = Some(repo.inclusion_proof(e.seq, Some(size))?);
+    }
+    Ok(())
+}
+
+fn print_entry(out: &mut Out, e: &AuditEntry, format: LogFormat) -> Result<(), Failure> {
+    match format {
+        LogFormat::Jsonl | LogFormat::Json => {
+            serde_json::to_writer(&mut *out, e).map_err(|err| Error::internal(err.to_string()))?;
+            writeln!(out)?;
+        }
+        LogFormat::Csv => {
+            let sha = |s: Option<trove::object::Sha256>| s.map(|s| s.to_hex()).unwrap_or_default();
+            let fields = [
+                e.seq.to_string(),
+                e.time.clone(),
+                e.actor.clone(),
+                e.operation.clone(),
+                e.workspace.clone().unwrap_or_default(),
+                e.session.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+                e.path.clone().unwrap_or_default(),
+                e.dest_path.clone().unwrap_or_default(),
+                sha(e.before_sha256),
+                sha(e.after_sha256),
+                e.outcome.clone(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            writeln!(out, "{}", line.join(","))?;
+        }
+        LogFormat::Table => {
+            let dest = e.dest_path.as_deref().map(|d| format!(" -> {d}")).unwrap_or_default();
+            let time = trove::parse_rfc3339(&e.time).map(format::time).unwrap_or_else(|| e.time.clone());
             writeln!(
                 out,
-                "{:>6}  {}  {:<14} {:<16} {:<12} {p}{dest}",
-                full.seq,
-                format::time(r.time_ns),
-                r.actor,
-                r.operation,
-                r.outcome
+                "{:>6}  {}  {:<14} {:<16} {:<12} {}{dest}",
+                e.seq,
+                time,
+                e.actor,
+                e.operation,
+                e.outcome,
+                e.path.as_deref().unwrap_or("")
             )?;
         }
     }
     Ok(())
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+fn csv_field(f: &str) -> String {
+    if f.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f.to_string()
+    }
 }

@@ -1,25 +1,43 @@
-//! `trove init`: Create a new repository.
+//! `trove init`: Create a new repository, with the key that signs its audit checkpoints.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use trove::Repo;
+use trove::{AuditSettings, Repo};
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
-pub fn run(out: &mut Out, repo_path: &Path, json: bool) -> Result<u8, Failure> {
-    let repo = Repo::init(repo_path, &actor())?;
+/// The arguments of `trove init`.
+#[derive(clap::Args, Debug, Default)]
+pub struct Args {
+    /// Where the audit log's signing key goes (made there, or used if one is there) [default:
+    /// audit.key in the repository]; keep it where whoever can write the manifest cannot
+    #[arg(long, value_name = "PATH")]
+    pub audit_key: Option<PathBuf>,
+    /// Write an audit checkpoint every N records
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub checkpoint_every: u64,
+}
+
+pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
+    let key = args.audit_key.map(|k| std::path::absolute(&k).unwrap_or(k));
+    let settings = AuditSettings { key, checkpoint_every: args.checkpoint_every.max(1), witness: None };
+    let repo = Repo::init_with(repo_path, &actor(), settings)?;
+    let pubkey = repo.audit_verifier()?.to_string();
     if json {
-        print_json(out, &Created { repository: repo_path, id: &repo.config().id })?;
+        print_json(out, &Created { repository: repo_path, id: &repo.config().id, audit_public_key: &pubkey })?;
     } else {
         writeln!(out, "created trove repository {} at {}", repo.config().id, repo_path.display())?;
+        writeln!(out, "audit public key (keep a copy to verify with): {pubkey}")?;
     }
     Ok(0)
 }
 
-/// `trove init --json`: where the repository is and its id.
+/// `trove init --json`: where the repository is, its id and the audit log's public key.
 #[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Created<'a> {
     repository: &'a Path,
     id: &'a str,
+    audit_public_key: &'a str,
 }

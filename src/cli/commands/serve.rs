@@ -22,6 +22,12 @@ pub struct Args {
     /// A non-persistent session ends after this long without activity
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub idle_timeout: std::time::Duration,
+    /// Audit reads too (listings, file reads, downloads, exports, the reading tools)
+    #[arg(long)]
+    pub audit_reads: bool,
+    /// Write an audit checkpoint this often while records keep coming
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub checkpoint_interval: std::time::Duration,
     /// How often activity is recorded, expired sessions are ended and expired trash purged
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub reap_interval: std::time::Duration,
@@ -129,6 +135,8 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.max_connections = opts.max_connections;
     options.header_timeout = opts.header_timeout;
     options.keepalive_timeout = opts.keepalive_timeout;
+    options.audit_reads = opts.audit_reads;
+    options.checkpoint_interval = opts.checkpoint_interval;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

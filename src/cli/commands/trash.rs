@@ -12,7 +12,7 @@ use trove::{
 };
 
 use crate::cli::commands::export::{refuse_terminal, to_file, wants_zstd};
-use crate::cli::format;
+use crate::cli::format::{self, time_arg};
 use crate::cli::output::{actor, print_json, Failure, Out};
 
 #[derive(Subcommand, Debug)]
@@ -190,19 +190,6 @@ impl Filter {
             limit: 0,
             after: None,
         })
-    }
-}
-
-/// A time given on the command line: RFC 3339, or an age (`7d`, `90m`) before `now`.
-fn time_arg(flag: &str, text: &str, now: i64) -> Result<i64, Error> {
-    if let Some(ns) = trove::parse_rfc3339(text) {
-        return Ok(ns);
-    }
-    match humantime::parse_duration(text) {
-        Ok(age) => Ok(now.saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX))),
-        Err(_) => Err(Error::invalid_argument(format!(
-            "{flag} '{text}' is neither a time (2026-11-24T10:00:00Z) nor an age (7d, 2h)"
-        ))),
     }
 }
 

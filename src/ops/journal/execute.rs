@@ -265,6 +265,7 @@ impl Repo {
             manifest::journal::remove(tx, &plan.id)?;
             Ok(seqs)
         })?;
+        self.checkpoint_if_due();
         Ok(done)
     }
 }

@@ -87,6 +87,9 @@ impl Repo {
                 report.items.push(p);
             }
         }
+        if !dry_run && report.purged > 0 {
+            self.checkpoint_if_due();
+        }
         Ok(report)
     }
 

@@ -1,4 +1,14 @@
-//! The audit log of a repository: appending a record, and reading records back.
+//! The audit log of a repository (DESIGN.md, "Audit log"): appending records (one at a time
+//! here, many threads' at once through `appender.rs`), reading and querying them, proofs
+//! (`proof.rs`), checkpoints (`checkpoint.rs`), verification and bundles (`verify.rs`,
+//! `bundle.rs`) and a path's history (`history.rs`).
+
+pub mod appender;
+pub mod bundle;
+pub mod checkpoint;
+pub mod history;
+pub mod proof;
+pub mod verify;
 
 use serde_json::{json, Value};
 
@@ -6,21 +16,35 @@ use crate::base::error::{Error, Result};
 use crate::base::id::SessionId;
 use crate::base::time::now_ns;
 use crate::manifest;
-use crate::model::audit::{AuditRecord, FullRecord};
+use crate::model::audit::{AuditQuery, AuditRecord, FullRecord, Order};
 use crate::object::Sha256;
 use crate::repo::Repo;
 
 impl Repo {
     /// Appends one audit record in a transaction of its own and returns its sequence number.
     pub fn audit(&self, record: AuditRecord) -> Result<i64> {
-        self.manifest.write(|tx| manifest::audit::append(tx, &record))
+        let seq = self.manifest.write(|tx| manifest::audit::append(tx, &record))?;
+        self.checkpoint_if_due();
+        Ok(seq)
     }
 
     /// Appends one audit record without waiting for it to reach the disk: for records a flood
     /// of bad requests could otherwise make expensive (refusals), where losing the last few in
     /// a power cut is acceptable.
     pub fn audit_relaxed(&self, record: AuditRecord) -> Result<i64> {
-        self.manifest.write_relaxed(|tx| manifest::audit::append(tx, &record))
+        let seq = self.manifest.write_relaxed(|tx| manifest::audit::append(tx, &record))?;
+        self.checkpoint_if_due();
+        Ok(seq)
+    }
+
+    /// The records `q` selects (see [`AuditQuery`]), oldest first.
+    pub fn audit_query(&self, q: &AuditQuery) -> Result<Vec<FullRecord>> {
+        self.manifest.read(|| manifest::audit::query(self.manifest.conn(), q))
+    }
+
+    /// How many records the log holds.
+    pub fn audit_size(&self) -> Result<u64> {
+        manifest::audit::size(self.manifest.conn())
     }
 
     /// Record `seq`, if there is one.
@@ -30,7 +54,9 @@ impl Repo {
 
     /// The last `limit` records (of `session`, if given), oldest first.
     pub fn audit_log(&self, session: Option<&str>, limit: i64) -> Result<Vec<FullRecord>> {
-        manifest::audit::tail(self.manifest.conn(), session, limit)
+        let session = session.map(SessionId::parse).transpose()?;
+        let q = AuditQuery { session, order: Order::Newest, limit: limit.max(0) as usize, ..Default::default() };
+        self.audit_query(&q)
     }
 
     /// Appends the record of a change `operation` refused with `e`, in `workspace` (and

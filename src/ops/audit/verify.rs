@@ -1,0 +1,216 @@
+//! Verifying the audit log (`trove audit verify`): every record re-encoded from its columns,
+//! the Merkle tree recomputed from those encodings, every checkpoint's signature checked and its
+//! root compared, seq contiguity and time order checked, and the stored tree asked for the
+//! consistency proofs between checkpoints. The same checker runs over an exported bundle, with
+//! only the public key (`bundle.rs`).
+
+use std::collections::VecDeque;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::manifest;
+use crate::manifest::audit::StoredNodes;
+use crate::model::audit::{Checkpointed, VerifyReport};
+use crate::repo::Repo;
+use crate::tlog::merkle::{self, Frontier, Hash};
+use crate::tlog::note::{Checkpoint, VerifierKey};
+
+/// The checkpoint a note signs, if `key` signed it and it names `key`'s log.
+pub(crate) fn open_checkpoint(key: &VerifierKey, note: &str) -> Result<Checkpoint> {
+    let c = Checkpoint::parse(key.open(note)?)?;
+    if c.origin != key.name() {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("the checkpoint is of log '{}', not '{}'", c.origin, key.name()),
+        ));
+    }
+    Ok(c)
+}
+
+/// Records checked one after another against the signed checkpoints.
+pub(crate) struct Checker {
+    frontier: Frontier,
+    prev_time: i64,
+    /// Signed checkpoints not reached yet: (size, root), smallest first.
+    ahead: VecDeque<(u64, Hash)>,
+    /// The last signed checkpoint reached and matched.
+    matched: u64,
+    pub report: VerifyReport,
+    stopped: bool,
+}
+
+impl Checker {
+    /// A checker starting after the records `frontier` covers, against `signed` checkpoints.
+    pub fn new(frontier: Frontier, mut signed: Vec<(u64, Hash)>, checkpoints: u64) -> Checker {
+        signed.sort_by_key(|(s, _)| *s);
+        let start = frontier.size();
+        let ahead: VecDeque<_> = signed.into_iter().filter(|(s, _)| *s > start).collect();
+        let report = VerifyReport { checkpoints, ..Default::default() };
+        Checker { frontier, prev_time: i64::MIN, ahead, matched: start, report, stopped: false }
+    }
+
+    fn problem(&mut self, seq: Option<i64>, what: String) {
+        if self.report.first_bad_seq.is_none() {
+            self.report.first_bad_seq = seq;
+        }
+        self.report.problems.push(what);
+    }
+
+    /// Record `seq` (expected: the next), its encoding recomputed from its fields, the encoding
+    /// as stored (when there is one to compare) and its leaf as stored (likewise). Returns
+    /// whether checking goes on: after a gap or a rewritten record nothing later can be proven.
+    pub fn record(
+        &mut self,
+        seq: i64,
+        encoded: &[u8],
+        stored: Option<&[u8]>,
+        leaf: Option<&[u8]>,
+        time_ns: i64,
+    ) -> bool {
+        if self.stopped {
+            return false;
+        }
+        let want = self.frontier.size() as i64 + 1;
+        if seq != want {
+            let what = if seq > want {
+                format!("record {want} is missing: the log goes from {} to {seq}", want - 1)
+            } else {
+                format!("record {seq} appears again after record {}", want - 1)
+            };
+            self.problem(Some(want), what);
+            self.stopped = true;
+            return false;
+        }
+        if stored.is_some_and(|s| s != encoded) {
+            self.problem(Some(seq), format!("record {seq} was edited: its columns do not match its stored encoding"));
+            self.stopped = true;
+            return false;
+        }
+        if time_ns < self.prev_time {
+            self.problem(Some(seq), format!("record {seq} is dated before record {}: time went backwards", seq - 1));
+        }
+        self.prev_time = time_ns;
+        let hash = merkle::leaf_hash(encoded);
+        if leaf.is_some_and(|l| l != hash) {
+            self.problem(Some(seq), format!("record {seq}'s leaf in the stored tree is not the hash of the record"));
+        }
+        self.frontier.push(hash);
+        self.report.records += 1;
+        while let Some(&(size, root)) = self.ahead.front() {
+            if size != self.frontier.size() {
+                break;
+            }
+            self.ahead.pop_front();
+            if self.frontier.root() == root {
+                self.matched = size;
+            } else {
+                let from = self.matched + 1;
+                self.problem(
+                    Some(from as i64),
+                    format!("records {from} to {size} do not hash to the root checkpoint {size} signs: one of them was rewritten, removed or inserted"),
+                );
+                self.stopped = true;
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The report, with the checkpoints the records never reached (a truncated log).
+    pub fn finish(mut self) -> VerifyReport {
+        let size = self.frontier.size();
+        if !self.stopped {
+            if let Some(&(cp, _)) = self.ahead.back() {
+                self.problem(
+                    Some(size as i64 + 1),
+                    format!(
+                        "checkpoint {cp} signs {cp} records but the log has {size}: records {} on were removed",
+                        size + 1
+                    ),
+                );
+            }
+        }
+        self.report.verified_to = self.matched;
+        self.report.unsigned_tail = size.saturating_sub(self.matched);
+        self.report
+    }
+}
+
+impl Repo {
+    /// The key checkpoints verify with when none is given: the repository's own, if its file
+    /// is there (verification never makes one).
+    fn own_verifier(&self) -> Result<VerifierKey> {
+        if let Some(k) = self.audit_key.get() {
+            return Ok(k.verifier());
+        }
+        match self.audit_key_path() {
+            Some(p) if p.exists() => self.audit_verifier(),
+            Some(p) => {
+                Err(Error::not_found(format!("no audit key at {}: give the public key with --pubkey", p.display())))
+            }
+            None => self.audit_verifier(),
+        }
+    }
+
+    /// Verifies the whole audit log (see the module's documentation) with `key`, or the
+    /// repository's own public key. Problems are in the report, not errors.
+    pub fn verify_audit(&self, key: Option<&VerifierKey>) -> Result<VerifyReport> {
+        let own;
+        let key = match key {
+            Some(k) => k,
+            None => {
+                own = self.own_verifier()?;
+                &own
+            }
+        };
+        self.manifest.read(|| {
+            let conn = self.manifest.conn();
+            let stored = manifest::audit::checkpoints(conn)?;
+            let (signed, mut problems) = signed_checkpoints(key, &stored);
+            let mut check = Checker::new(Frontier::new(), signed.clone(), stored.len() as u64);
+            check.report.problems.append(&mut problems);
+            manifest::audit::each_checked(conn, |full, stored, leaf| {
+                let encoded = full.record.encode(full.seq);
+                check.record(full.seq, &encoded, Some(&stored), leaf.as_deref(), full.record.time_ns);
+                Ok(())
+            })?;
+            let mut report = check.finish();
+            consistency_between(conn, &signed, report.verified_to, &mut report);
+            Ok(report)
+        })
+    }
+}
+
+/// The checkpoints `key` signed, as (size, root); each one whose signature or content does not
+/// hold is a problem.
+pub(crate) fn signed_checkpoints(key: &VerifierKey, stored: &[Checkpointed]) -> (Vec<(u64, Hash)>, Vec<String>) {
+    let (mut signed, mut problems) = (Vec::new(), Vec::new());
+    for c in stored {
+        match open_checkpoint(key, &c.note) {
+            Ok(cp) if cp.size == c.size && cp.root == c.root => signed.push((cp.size, cp.root)),
+            Ok(cp) => problems.push(format!(
+                "checkpoint {}: its row says size {} and another root than its signed note (size {})",
+                c.size, c.size, cp.size
+            )),
+            Err(e) => problems.push(format!("checkpoint {}: {}", c.size, e.message())),
+        }
+    }
+    (signed, problems)
+}
+
+/// Checks the stored tree's consistency proofs between consecutive signed checkpoints up to
+/// `upto` (whose roots the records were found to hash to).
+fn consistency_between(conn: &rusqlite::Connection, signed: &[(u64, Hash)], upto: u64, report: &mut VerifyReport) {
+    let good: Vec<_> = signed.iter().filter(|(s, _)| *s <= upto).collect();
+    for pair in good.windows(2) {
+        let (&(a, ra), &(b, rb)) = (pair[0], pair[1]);
+        let proved = merkle::consistency_proof(&StoredNodes(conn), a, b).and_then(|p| {
+            let p: Vec<Vec<u8>> = p.iter().map(|h| h.to_vec()).collect();
+            merkle::verify_consistency(a, b, &p, &ra, &rb)
+        });
+        if let Err(e) = proved {
+            report
+                .problems
+                .push(format!("the stored tree cannot prove checkpoint {b} extends checkpoint {a}: {}", e.message()));
+        }
+    }
+}

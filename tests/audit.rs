@@ -1,0 +1,497 @@
+//! The audit log an operator can trust (issue 14): every way of rewriting it directly in SQLite
+//! (triggers dropped) is caught and named by `trove audit verify`; checkpoints are signed and
+//! written when due; time never goes back; queries, history, bundles verified offline, and
+//! group-committed appends from many threads.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{stdout, trove};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use trove::tlog::note::{SignerKey, VerifierKey};
+use trove::{AuditAppender, AuditQuery, AuditRecord, Order, Repo};
+
+/// A repository whose log holds `n` records past `init`, checkpointed every 4.
+fn log_of(dir: &Path, n: usize) -> (PathBuf, Repo) {
+    let path = dir.join("repo");
+    let settings = trove::AuditSettings { checkpoint_every: 4, ..Default::default() };
+    let repo = Repo::init_with(&path, "t", settings).expect("init");
+    for i in 0..n {
+        let mut r = AuditRecord::ok(trove::now_ns(), if i % 2 == 0 { "alice" } else { "bob" }, "write_file");
+        r.workspace = Some("w".into());
+        r.path = Some(format!("src/f{}.rs", i % 3).into_bytes());
+        r.details = json!({"i": i});
+        repo.audit(r).expect("append");
+    }
+    (path, repo)
+}
+
+/// The manifest with its audit triggers dropped: what someone with write access can do.
+fn raw(path: &Path) -> Connection {
+    let c = Connection::open(path.join("manifest.db")).expect("open");
+    c.execute_batch(
+        "DROP TRIGGER IF EXISTS audit_no_update; DROP TRIGGER IF EXISTS audit_no_delete;
+         DROP TRIGGER IF EXISTS audit_append_only;",
+    )
+    .expect("drop triggers");
+    c
+}
+
+fn verify(path: &Path) -> trove::VerifyReport {
+    Repo::open(path).expect("open").verify_audit(None).expect("verify")
+}
+
+#[test]
+fn an_untouched_log_verifies_and_checkpoints_come_when_due() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    // init + 10 = 11 records, checkpointed every 4: at 4 and 8.
+    let sizes: Vec<u64> = repo.checkpoints().expect("list").iter().map(|c| c.size).collect();
+    assert_eq!(sizes, [4, 8]);
+    let report = verify(&path);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!((report.records, report.verified_to, report.unsigned_tail, report.checkpoints), (11, 8, 3, 2));
+    // Each checkpoint is a C2SP note the public key opens.
+    let key = VerifierKey::parse(&repo.audit_verifier().expect("key").to_string()).expect("parse");
+    for c in repo.checkpoints().expect("list") {
+        let cp = trove::tlog::note::Checkpoint::parse(key.open(&c.note).expect("signed")).expect("checkpoint");
+        assert_eq!((cp.size, cp.root), (c.size, c.root));
+    }
+    // The key lives outside the manifest, readable by its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path.join("audit.key")).expect("key").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let out = trove(&path, &["audit", "verify"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+}
+
+/// One way of rewriting the log, and what `verify` must say about it.
+struct Tamper {
+    name: &'static str,
+    sql: &'static str,
+    first_bad: i64,
+    says: &'static str,
+}
+
+#[test]
+fn every_rewrite_of_the_log_is_caught_and_named() {
+    let cases = [
+        Tamper {
+            name: "an edited column",
+            sql: "UPDATE audit SET actor = 'mallory' WHERE seq = 6",
+            first_bad: 6,
+            says: "record 6 was edited",
+        },
+        Tamper {
+            name: "an edited encoding",
+            sql: "UPDATE audit SET encoded = x'00' WHERE seq = 3",
+            first_bad: 3,
+            says: "record 3 was edited",
+        },
+        Tamper {
+            name: "a deleted record",
+            sql: "DELETE FROM audit WHERE seq = 5",
+            first_bad: 5,
+            says: "record 5 is missing",
+        },
+        Tamper {
+            name: "a truncated log",
+            sql: "DELETE FROM audit WHERE seq > 6",
+            first_bad: 7,
+            says: "records 7 on were removed",
+        },
+        Tamper {
+            name: "an inserted record",
+            sql: "UPDATE audit SET seq = seq + 100 WHERE seq >= 7; UPDATE audit SET seq = seq - 99 WHERE seq >= 107;
+                  INSERT INTO audit SELECT 7, time_ns, 'mallory', operation, workspace, session, path, dest_path,
+                         before_sha256, after_sha256, before_object, after_object, outcome, details, encoded
+                  FROM audit WHERE seq = 6",
+            first_bad: 7,
+            says: "record 7 was edited",
+        },
+        Tamper {
+            name: "two records swapped",
+            sql: "UPDATE audit SET seq = -1 WHERE seq = 2; UPDATE audit SET seq = 2 WHERE seq = 3;
+                  UPDATE audit SET seq = 3 WHERE seq = -1",
+            first_bad: 2,
+            says: "record 2 was edited",
+        },
+        Tamper {
+            name: "a time moved back",
+            sql: "UPDATE audit SET time_ns = 1 WHERE seq = 9",
+            first_bad: 9,
+            says: "record 9 was edited",
+        },
+    ];
+    for case in cases {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (path, repo) = log_of(dir.path(), 10);
+        drop(repo);
+        raw(&path).execute_batch(case.sql).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let report = verify(&path);
+        assert!(!report.ok(), "{}: not caught", case.name);
+        assert_eq!(report.first_bad_seq, Some(case.first_bad), "{}: {report:?}", case.name);
+        assert!(report.problems.iter().any(|p| p.contains(case.says)), "{}: {:?}", case.name, report.problems);
+        // The command line says so and exits 3.
+        let out = trove(&path, &["audit", "verify"]);
+        assert_eq!(out.status.code(), Some(3), "{}: {}", case.name, stdout(&out));
+        assert!(stdout(&out).contains(&format!("first divergent record is {}", case.first_bad)), "{}", stdout(&out));
+    }
+}
+
+#[test]
+fn a_rewrite_with_its_encoding_and_tree_recomputed_is_caught_by_the_signed_root() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    // Record 3 rewritten everywhere it is kept: columns, encoding, leaf, and the nodes above it
+    // (recomputed as an attacker would), so only a signature stands in the way.
+    let mut rec = repo.audit_record(3).expect("read").expect("record").record;
+    drop(repo);
+    rec.actor = "mallory".into();
+    let encoded = rec.encode(3);
+    let c = raw(&path);
+    c.execute("UPDATE audit SET actor = 'mallory', encoded = ?1 WHERE seq = 3", [&encoded]).expect("rewrite");
+    c.execute("DELETE FROM audit_tree", []).expect("drop tree");
+    drop(c);
+    // The next append rebuilds the tree from the rewritten records.
+    Repo::open(&path).expect("open").audit(AuditRecord::ok(trove::now_ns(), "t", "noop")).expect("append");
+    let report = verify(&path);
+    assert!(!report.ok());
+    assert_eq!(report.first_bad_seq, Some(1), "{report:?}");
+    assert!(
+        report.problems.iter().any(|p| p.contains("records 1 to 4 do not hash to the root checkpoint 4 signs")),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn a_forged_or_edited_checkpoint_is_caught() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    let origin = repo.audit_origin().expect("origin");
+    drop(repo);
+    // A checkpoint signed by another key under the log's name.
+    let forger = SignerKey::generate(&origin).expect("key");
+    let c = raw(&path);
+    let root: Vec<u8> =
+        c.query_row("SELECT root FROM audit_checkpoints WHERE size = 8", [], |r| r.get(0)).expect("root");
+    let text =
+        trove::tlog::note::Checkpoint { origin: origin.clone(), size: 8, root: root.clone().try_into().expect("hash") }
+            .text();
+    c.execute("UPDATE audit_checkpoints SET note = ?1 WHERE size = 8", [forger.sign(&text).expect("sign")])
+        .expect("forge");
+    drop(c);
+    let report = verify(&path);
+    assert!(
+        report.problems.iter().any(|p| p.contains("checkpoint 8") && p.contains("no signature")),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(report.verified_to, 4);
+    // A checkpoint row whose root was changed beside its note.
+    let c = raw(&path);
+    c.execute("UPDATE audit_checkpoints SET root = zeroblob(32) WHERE size = 4", []).expect("edit");
+    drop(c);
+    let report = verify(&path);
+    assert!(report.problems.iter().any(|p| p.starts_with("checkpoint 4")), "{:?}", report.problems);
+    // Verifying with another log's public key finds nothing signed.
+    let other = SignerKey::generate("someone/else").expect("key").verifier();
+    let report = Repo::open(&path).expect("open").verify_audit(Some(&other)).expect("verify");
+    assert_eq!(report.verified_to, 0);
+    assert!(!report.ok());
+}
+
+#[test]
+fn time_never_goes_backwards_and_a_step_back_is_recorded() {
+    let repo = Repo::in_memory().expect("repo");
+    let now = trove::now_ns();
+    let seq1 = repo.audit(AuditRecord::ok(now, "t", "first")).expect("append");
+    let seq2 = repo.audit(AuditRecord::ok(now - 5_000_000_000, "t", "stepped")).expect("append");
+    let r = repo.audit_record(seq2).expect("read").expect("record").record;
+    assert_eq!(r.time_ns, now, "the stepped-back record keeps the last time");
+    assert_eq!(r.details["clockStepBackNs"], json!(5_000_000_000i64));
+    assert_eq!(seq2, seq1 + 1);
+    assert!(repo.verify_audit(None).expect("verify").ok());
+}
+
+#[test]
+fn queries_filter_page_and_print_as_table_json_lines_and_csv() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 12);
+    let q = |f: AuditQuery| -> Vec<i64> { repo.audit_query(&f).expect("query").iter().map(|r| r.seq).collect() };
+    let base = AuditQuery { limit: 100, order: Order::After(0), ..Default::default() };
+    assert_eq!(q(AuditQuery { actor: Some("bob".into()), ..base.clone() }), [3, 5, 7, 9, 11, 13]);
+    assert_eq!(q(AuditQuery { path: Some(b"src/f1.rs".to_vec()), ..base.clone() }), [3, 6, 9, 12]);
+    assert_eq!(q(AuditQuery { prefix: Some(b"src".to_vec()), limit: 3, ..base.clone() }), [2, 3, 4]);
+    assert_eq!(q(AuditQuery { prefix: Some(b"sr".to_vec()), ..base.clone() }), Vec::<i64>::new());
+    assert_eq!(q(AuditQuery { operation: Some("init".into()), ..base.clone() }), [1]);
+    assert_eq!(q(AuditQuery { order: Order::After(10), ..base.clone() }), [11, 12, 13]);
+    assert_eq!(q(AuditQuery { order: Order::Newest, limit: 2, ..base.clone() }), [12, 13]);
+    assert_eq!(q(AuditQuery { until_ns: Some(0), ..base.clone() }), Vec::<i64>::new());
+    drop(repo);
+    let out = trove(&path, &["audit", "log", "--actor", "alice", "--format", "jsonl", "--after", "0", "--limit", "3"]);
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(lines.iter().map(|l| l["seq"].as_i64().expect("seq")).collect::<Vec<_>>(), [2, 4, 6]);
+    let out = trove(&path, &["audit", "log", "--format", "csv", "--prefix", "src/f2.rs", "--after", "0"]);
+    let csv = stdout(&out);
+    assert!(csv.starts_with("seq,time,actor,operation,"), "{csv}");
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    let out = trove(&path, &["--json", "audit", "log", "--limit", "2", "--proof"]);
+    let entries: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let proof = &entries[1]["proof"];
+    let b64 = |v: &Value| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(v.as_str().expect("b64")).expect("decode")
+    };
+    let hashes: Vec<Vec<u8>> = proof["proof"].as_array().expect("proof").iter().map(b64).collect();
+    trove::tlog::merkle::verify_inclusion(
+        proof["leafIndex"].as_u64().expect("index"),
+        proof["treeSize"].as_u64().expect("size"),
+        &b64(&proof["leafHash"]),
+        &hashes,
+        &b64(&proof["root"]),
+    )
+    .expect("the proof holds");
+    for bad in [&["audit", "log", "--since", "soon"][..], &["audit", "log", "--path", "../x"]] {
+        assert_eq!(trove(&path, bad).status.code(), Some(2), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_paths_history_follows_renames() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let repo = Repo::init(&dir.path().join("repo"), "t").expect("init");
+    let r = ws.clone();
+    let spec = trove::SessionSpec { workspace: Some("w".into()), ..Default::default() };
+    let s = repo.create_session(&spec, move |_| Ok(r), "t").expect("session");
+    let run = |tool: &str, p: Value| {
+        let call = trove::tools::ToolCall::parse(tool, p).expect("parse");
+        trove::tools::run(&repo, &repo.session(&s.id).expect("s"), call, "agent").expect(tool).to_json()
+    };
+    let first = run("create_file", json!({"path": "old.txt", "content": "one\n"}));
+    run("move_file", json!({"from": "old.txt", "to": "new.txt"}));
+    run("write_file", json!({"path": "new.txt", "content": "two\n", "expectedSha256": first["sha256"]}));
+    run("create_file", json!({"path": "unrelated.txt", "content": "x"}));
+    let h = repo.path_history("w", b"new.txt", 100).expect("history");
+    let seen: Vec<(&str, &str)> = h.iter().map(|e| (e.change.as_deref().unwrap_or(""), e.as_path.as_str())).collect();
+    assert_eq!(seen, [("write", "new.txt"), ("move", "new.txt"), ("create", "old.txt")]);
+    // `trove revert` works from a row it lists: undo the write.
+    let write_seq = h[0].entry.seq;
+    repo.revert(write_seq, "operator").expect("revert");
+    assert_eq!(std::fs::read_to_string(ws.join("new.txt")).expect("read"), "one\n");
+}
+
+#[test]
+fn a_bundle_verifies_offline_with_the_public_key_alone_and_tampering_shows() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    let pubkey = repo.audit_verifier().expect("key").to_string();
+    drop(repo);
+    let bundle = dir.path().join("audit.bundle");
+    let out = trove(&path, &["audit", "export", "--from", "3", "-o", bundle.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    // Elsewhere: no repository, only the key.
+    let elsewhere = dir.path().join("nowhere");
+    let out = trove(&elsewhere, &["audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &pubkey]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = std::fs::read_to_string(&bundle).expect("read");
+    // One record changed inside the bundle: its leaf no longer hashes to the signed root.
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("{\"record\"") && l.contains("\"seq\":5")).expect("record 5");
+    let mut rec: Value = serde_json::from_str(lines[at]).expect("json");
+    let (_, mut r) = {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(rec["record"]["encoded"].as_str().expect("enc"))
+            .expect("b64");
+        AuditRecord::decode(&bytes).expect("decode")
+    };
+    r.actor = "mallory".into();
+    rec["record"]["encoded"] = {
+        use base64::Engine;
+        json!(base64::engine::general_purpose::STANDARD.encode(r.encode(5)))
+    };
+    let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    edited[at] = rec.to_string();
+    std::fs::write(&bundle, edited.join("\n") + "\n").expect("write");
+    let out = trove(&elsewhere, &["audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &pubkey]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    // And with another key, nothing verifies.
+    std::fs::write(&bundle, text).expect("restore");
+    let other = SignerKey::generate("someone/else").expect("key").verifier().to_string();
+    let out = trove(&elsewhere, &["audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &other]);
+    assert_ne!(out.status.code(), Some(0));
+}
+
+#[test]
+fn records_appended_from_many_threads_are_group_committed_in_order() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 0);
+    drop(repo);
+    let appender = AuditAppender::open(&path).expect("appender");
+    let seqs: Vec<i64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let a = appender.clone();
+                s.spawn(move || {
+                    (0..50)
+                        .map(|i| {
+                            a.append(AuditRecord::ok(trove::now_ns(), &format!("t{t}"), &format!("op{i}")))
+                                .expect("append")
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
+    });
+    let mut sorted = seqs.clone();
+    sorted.sort();
+    assert_eq!(sorted, (2..402).collect::<Vec<i64>>(), "every record once, contiguous after init");
+    let report = verify(&path);
+    assert!(report.ok(), "{report:?}");
+    assert!(report.unsigned_tail < 4, "checkpoints came with the batches, every 4 records: {report:?}");
+}
+
+#[test]
+fn a_log_without_its_tree_gets_it_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 6);
+    drop(repo);
+    raw(&path).execute("DELETE FROM audit_tree", []).expect("drop the tree");
+    let repo = Repo::open(&path).expect("open");
+    repo.audit(AuditRecord::ok(trove::now_ns(), "t", "more")).expect("append rebuilds the tree");
+    assert!(repo.verify_audit(None).expect("verify").ok());
+    assert_eq!(repo.inclusion_proof(3, None).expect("proof").tree_size, 8);
+}
+
+#[test]
+fn a_witness_cosigns_checkpoints_and_a_failing_one_is_no_failure() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let witness = dir.path().join("witness.sh");
+    std::fs::write(&witness, "#!/bin/sh\ncat\nprintf '\\342\\200\\224 witness.example AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\\n'\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&witness, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let settings = trove::AuditSettings {
+        checkpoint_every: 2,
+        witness: Some(vec![witness.to_string_lossy().into_owned()]),
+        ..Default::default()
+    };
+    let repo = Repo::init_with(&dir.path().join("repo"), "t", settings).expect("init");
+    repo.audit(AuditRecord::ok(trove::now_ns(), "t", "x")).expect("append");
+    let c = repo.latest_checkpoint().expect("read").expect("a checkpoint at 2");
+    assert!(c.note.contains("\u{2014} witness.example "), "{}", c.note);
+    assert!(repo.verify_audit(None).expect("verify").ok());
+    let broken = trove::AuditSettings {
+        checkpoint_every: 1,
+        witness: Some(vec!["/nonexistent/witness".into()]),
+        ..Default::default()
+    };
+    let repo = Repo::init_with(&dir.path().join("repo2"), "t", broken).expect("init");
+    repo.audit(AuditRecord::ok(trove::now_ns(), "t", "x")).expect("append despite the witness");
+    assert!(repo.latest_checkpoint().expect("read").is_some());
+}
+
+/// Reads a Server-Sent Events stream until `n` events came: their ids and data.
+fn events(addr: std::net::SocketAddr, target: &str, last_id: Option<&str>, n: usize) -> Vec<(i64, Value)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+    let auth = format!("Bearer {}", common::http::TOKEN);
+    let mut headers = vec![("Authorization", auth.as_str())];
+    if let Some(id) = last_id {
+        headers.push(("Last-Event-ID", id));
+    }
+    common::http::send(&mut s, "GET", target, &headers, b"");
+    let (mut raw, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let got: Vec<(i64, Value)> = text
+            .split("\n\n")
+            .filter_map(|ev| {
+                let id = ev.lines().find_map(|l| l.strip_prefix("id: "))?.trim().parse().ok()?;
+                let data = ev.lines().find_map(|l| l.strip_prefix("data: "))?;
+                Some((id, serde_json::from_str(data).ok()?))
+            })
+            .collect();
+        if got.len() >= n {
+            assert!(text.contains("text/event-stream"), "{text}");
+            return got;
+        }
+        let k = s.read(&mut buf).expect("read the stream");
+        assert!(k > 0, "the stream ended: {text}");
+        raw.extend_from_slice(&buf[..k]);
+    }
+}
+
+#[test]
+fn over_http_the_log_is_queried_streamed_proven_and_reads_are_recorded() {
+    use common::http;
+    let s =
+        http::start(Some(http::TOKEN), &["--audit-reads", "--checkpoint-interval", "1s", "--reap-interval", "200ms"]);
+    let id = s.session(r#"{"workspace": "w", "persistent": true}"#);
+    let put = http::request(
+        s.addr,
+        "PUT",
+        &format!("/v1/sessions/{id}/files/notes.md"),
+        &[("Authorization", &format!("Bearer {}", http::TOKEN)), ("If-None-Match", "*")],
+        b"hello\n",
+    );
+    assert!(put.status < 300, "{}", put.text());
+    assert_eq!(s.get(&format!("/api/sessions/{id}/files/notes.md")).status, 200);
+    // The records of this session: who (the token's id), what, and the read.
+    let page = s.get(&format!("/v1/audit?session={id}&after=0")).json();
+    let records = page["records"].as_array().expect("records");
+    let ops: Vec<&str> = records.iter().filter_map(|r| r["operation"].as_str()).collect();
+    assert!(ops.contains(&"session_create") && ops.contains(&"read"), "{ops:?}");
+    assert!(records.iter().all(|r| r["actor"] == json!("env")), "{records:?}");
+    let read = records.iter().find(|r| r["operation"] == json!("read")).expect("read");
+    assert_eq!(read["path"], json!("notes.md"));
+    let after = page["nextAfter"].as_i64().expect("cursor");
+    assert_eq!(s.get(&format!("/v1/audit?session={id}&after={after}")).json()["records"], json!([]));
+    assert_eq!(s.get("/v1/audit?operation=session_create&limit=1").json()["records"].as_array().map(Vec::len), Some(1));
+    for bad in ["limit=0", "after=-1", "since=yesterday", "path=a&prefix=b", "color=red"] {
+        assert_eq!(s.get(&format!("/v1/audit?{bad}")).status, 400, "{bad}");
+    }
+    // A live stream from the start, then resumed after its third event.
+    let first = events(s.addr, "/v1/audit/stream?after=0", None, 4);
+    assert_eq!(first.iter().take(4).map(|(i, _)| *i).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    let resumed = events(s.addr, "/v1/audit/stream", Some("3"), 1);
+    assert_eq!(resumed[0].0, 4);
+    // New records arrive on an open stream.
+    let total = s.get("/v1/audit?limit=1").json()["nextAfter"].as_i64().expect("size");
+    let addr = s.addr;
+    let watcher = std::thread::spawn(move || events(addr, "/v1/audit/stream", None, 1));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(s.get("/v1/trash").status, 200);
+    let live = watcher.join().expect("watcher");
+    assert!(live[0].0 > total, "{live:?}");
+    // A checkpoint comes within its interval; a record's proof leads to its root.
+    let cp = {
+        assert!(http::eventually(10, || s.get("/v1/audit/checkpoint").status == 200));
+        s.get("/v1/audit/checkpoint").json()
+    };
+    let pubkey = Repo::open(&s.repo).expect("open").audit_verifier().expect("key");
+    let note = cp["note"].as_str().expect("note");
+    let signed = trove::tlog::note::Checkpoint::parse(pubkey.open(note).expect("signed")).expect("checkpoint");
+    let proof = s.get(&format!("/v1/audit/proof/2?size={}", signed.size)).json();
+    let b64 = |v: &Value| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(v.as_str().expect("b64")).expect("decode")
+    };
+    let hashes: Vec<Vec<u8>> = proof["proof"].as_array().expect("proof").iter().map(b64).collect();
+    trove::tlog::merkle::verify_inclusion(1, signed.size, &b64(&proof["leafHash"]), &hashes, &signed.root)
+        .expect("record 2 is in the signed log");
+    assert_eq!(s.get("/v1/audit/proof/999999").status, 404);
+    let c = s.get(&format!("/v1/audit/consistency?from=1&to={}", signed.size)).json();
+    assert_eq!(c["toRoot"], cp["root"]);
+    // The path's history.
+    let h = s.get("/v1/audit/history?workspace=w&path=notes.md").json();
+    assert!(h.as_array().is_some_and(|a| !a.is_empty()), "{h}");
+    assert_eq!(s.get("/v1/audit/history?workspace=w&path=..").status, 400);
+}
