@@ -249,7 +249,8 @@ ALTER TABLE workspaces ADD COLUMN trash_quota INTEGER;
 -- leaf hashes, (l, i) covers records i*2^l+1 .. (i+1)*2^l. Appending a record inserts its leaf
 -- and the subtrees it completes; nothing is ever rehashed. The nodes of records appended before
 -- this version are computed when the manifest is opened. `audit_checkpoints` are the signed
--- notes of the log's size and root. The indexes serve the operators' queries.
+-- notes of the log's size and root. The indexes serve the operators' queries (partial where
+-- most records have no value: an append touches as few index pages as it can).
 CREATE TABLE audit_tree (
     level       INTEGER NOT NULL,
     idx         INTEGER NOT NULL,
@@ -262,9 +263,9 @@ CREATE TABLE audit_checkpoints (
     root        BLOB NOT NULL,               -- the Merkle root of those records
     note        TEXT NOT NULL                -- the C2SP signed note (cosignatures included)
 );
-CREATE INDEX audit_by_session ON audit(session, seq);
-CREATE INDEX audit_by_path ON audit(path, seq);
-CREATE INDEX audit_by_dest ON audit(dest_path, seq);
+CREATE INDEX audit_by_session ON audit(session, seq) WHERE session IS NOT NULL;
+CREATE INDEX audit_by_path ON audit(path, seq) WHERE path IS NOT NULL;
+CREATE INDEX audit_by_dest ON audit(dest_path, seq) WHERE dest_path IS NOT NULL;
 CREATE INDEX audit_by_actor ON audit(actor, seq);
 CREATE INDEX audit_by_operation ON audit(operation, seq);
 CREATE INDEX audit_by_time ON audit(time_ns);

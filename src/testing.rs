@@ -5,7 +5,7 @@
 pub use crate::fs::live::READ_LIMIT;
 pub use crate::fs::lock::Locked;
 pub use crate::fs::workdir::WorkDir;
-pub use crate::manifest::{journal, loose, objects, trash, workspaces};
+pub use crate::manifest::{audit, journal, loose, objects, trash, workspaces};
 pub use crate::model::tree;
 pub use crate::ops::journal::{Plan, Step};
 pub use crate::tools::read::sha256_hex;

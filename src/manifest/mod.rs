@@ -51,7 +51,8 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;
-         PRAGMA cache_size = -8192;",
+         PRAGMA cache_size = -8192;
+         PRAGMA wal_autocheckpoint = 10000;",
     )
     .map_err(|e| Error::db("configuring the connection", e))
 }

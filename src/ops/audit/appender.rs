@@ -2,11 +2,15 @@
 //! a commit starts goes into it, so a burst costs one fsync instead of one per record. Each
 //! `append` returns only once its record is durable. The server appends the records that are
 //! not part of another operation's transaction (refusals, reads with `--audit-reads`) here.
+//!
+//! One caller at a time leads: it commits what is waiting, batch after batch, until its own
+//! record is in, then hands the lead to the first caller still waiting. Each caller waits on a
+//! slot of its own, so a commit wakes exactly the callers it served.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::manifest;
 use crate::model::audit::AuditRecord;
 use crate::repo::Repo;
@@ -15,18 +19,34 @@ use crate::repo::Repo;
 /// first in line.
 const BATCH: usize = 4096;
 
-/// A record's outcome as the queue keeps it: its seq, or the failure's kind and message.
-type Outcome = std::result::Result<i64, (crate::base::error::ErrorKind, String)>;
+/// A record's outcome: its seq, or the failure's kind and message.
+type Outcome = std::result::Result<i64, (ErrorKind, String)>;
+
+/// Where a waiting caller learns what became of its record.
+enum State {
+    Waiting,
+    /// Its turn to lead the commits.
+    Lead,
+    Done(Outcome),
+}
+
+struct Slot {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Slot {
+    fn set(&self, s: State) {
+        *lock(&self.state) = s;
+        self.wake.notify_one();
+    }
+}
 
 #[derive(Default)]
 struct Queue {
-    /// Records waiting, with their tickets.
-    waiting: Vec<(u64, AuditRecord)>,
-    /// Outcomes not yet collected, by ticket: the seq, or the error's kind and message.
-    done: std::collections::HashMap<u64, Outcome>,
-    /// Whether a thread is committing now.
-    writing: bool,
-    next: u64,
+    waiting: Vec<(AuditRecord, Arc<Slot>)>,
+    /// Whether a caller leads now.
+    leading: bool,
 }
 
 /// Appends audit records with group commit; cheap to clone and to share between threads.
@@ -36,14 +56,13 @@ pub struct AuditAppender {
 }
 
 struct Inner {
-    /// The handle commits go through: one at a time, by whichever caller leads.
+    /// The handle commits go through, by whichever caller leads.
     repo: Mutex<Repo>,
     queue: Mutex<Queue>,
-    wake: Condvar,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking caller cannot leave the queue half changed (pushes and removals only).
+    // A panicking caller cannot leave these half changed (whole values are set).
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -55,56 +74,71 @@ impl AuditAppender {
 
     /// An appender committing through `repo`.
     pub fn over(repo: Repo) -> Result<AuditAppender> {
-        Ok(AuditAppender {
-            inner: Arc::new(Inner {
-                repo: Mutex::new(repo),
-                queue: Mutex::new(Queue::default()),
-                wake: Condvar::new(),
-            }),
-        })
+        Ok(AuditAppender { inner: Arc::new(Inner { repo: Mutex::new(repo), queue: Mutex::new(Queue::default()) }) })
     }
 
-    /// Appends `record` and returns its seq once it is durable. The first caller to find no
-    /// commit running commits everything waiting, its own record included; the others wait.
+    /// Appends `record` and returns its seq once it is durable.
     pub fn append(&self, record: AuditRecord) -> Result<i64> {
-        let mut q = lock(&self.inner.queue);
-        let ticket = q.next;
-        q.next += 1;
-        q.waiting.push((ticket, record));
+        let slot = Arc::new(Slot { state: Mutex::new(State::Waiting), wake: Condvar::new() });
+        let lead = {
+            let mut q = lock(&self.inner.queue);
+            q.waiting.push((record, slot.clone()));
+            !std::mem::replace(&mut q.leading, true)
+        };
+        if !lead {
+            let mut s = lock(&slot.state);
+            loop {
+                match std::mem::replace(&mut *s, State::Waiting) {
+                    State::Waiting => s = slot.wake.wait(s).unwrap_or_else(|p| p.into_inner()),
+                    State::Lead => break,
+                    State::Done(outcome) => return outcome.map_err(|(kind, message)| Error::new(kind, message)),
+                }
+            }
+        }
+        self.lead(&slot)
+    }
+
+    /// Commits batch after batch until `own` is done, then passes the lead on (or drops it).
+    fn lead(&self, own: &Slot) -> Result<i64> {
         loop {
-            if let Some(outcome) = q.done.remove(&ticket) {
+            let batch: Vec<_> = {
+                let mut q = lock(&self.inner.queue);
+                let take = q.waiting.len().min(BATCH);
+                q.waiting.drain(..take).collect()
+            };
+            self.commit(batch);
+            if let State::Done(outcome) = std::mem::replace(&mut *lock(&own.state), State::Waiting) {
+                let mut q = lock(&self.inner.queue);
+                match q.waiting.first() {
+                    Some((_, next)) => next.set(State::Lead),
+                    None => q.leading = false,
+                }
                 return outcome.map_err(|(kind, message)| Error::new(kind, message));
             }
-            if q.writing {
-                q = self.inner.wake.wait(q).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            q.writing = true;
-            let take = q.waiting.len().min(BATCH);
-            let batch: Vec<_> = q.waiting.drain(..take).collect();
-            drop(q);
-            let outcomes = self.commit(&batch);
-            q = lock(&self.inner.queue);
-            q.done.extend(outcomes);
-            q.writing = false;
-            self.inner.wake.notify_all();
         }
     }
 
-    /// One transaction for `batch`: each record's seq, or (every record's) the failure.
-    fn commit(&self, batch: &[(u64, AuditRecord)]) -> Vec<(u64, Outcome)> {
+    /// One transaction for `batch`; each caller is told its record's seq, or the failure.
+    fn commit(&self, batch: Vec<(AuditRecord, Arc<Slot>)>) {
+        if batch.is_empty() {
+            return;
+        }
         let repo = lock(&self.inner.repo);
-        let written = repo.manifest.write(|tx| {
-            batch.iter().map(|(t, r)| manifest::audit::append(tx, r).map(|seq| (*t, seq))).collect::<Result<Vec<_>>>()
-        });
+        let written = repo
+            .manifest
+            .write(|tx| batch.iter().map(|(r, _)| manifest::audit::append(tx, r)).collect::<Result<Vec<_>>>());
         match written {
             Ok(seqs) => {
                 repo.checkpoint_if_due();
-                seqs.into_iter().map(|(t, s)| (t, Ok(s))).collect()
+                for ((_, slot), seq) in batch.iter().zip(seqs) {
+                    slot.set(State::Done(Ok(seq)));
+                }
             }
             Err(e) => {
                 tracing::warn!(records = batch.len(), error = %e, "a batch of audit records could not be appended");
-                batch.iter().map(|(t, _)| (*t, Err((e.kind(), e.message().to_string())))).collect()
+                for (_, slot) in &batch {
+                    slot.set(State::Done(Err((e.kind(), e.message().to_string()))));
+                }
             }
         }
     }
