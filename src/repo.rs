@@ -155,7 +155,7 @@ impl Repo {
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
-            let made = crate::ops::audit::checkpoint::create_key(&key, &format!("trove/{}", repo.config.id))?;
+            let made = crate::fs::keyfile::create_key(&key, &format!("trove/{}", repo.config.id))?;
             let _ = repo.audit_key.set(made);
         }
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
@@ -218,6 +218,11 @@ impl Repo {
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
         };
+        // The Merkle tree of audit records appended before it was kept (schema 6).
+        let conn = repo.manifest.conn();
+        if crate::manifest::audit::tree_size(conn)? < crate::manifest::audit::size(conn)? {
+            repo.manifest.write(|tx| crate::manifest::audit::catch_up_tree(tx))?;
+        }
         // A file tool mutation a crash interrupted is finished before anything else runs, and a
         // restore's leftovers are cleaned up.
         repo.recover_journal()?;

@@ -495,3 +495,32 @@ fn over_http_the_log_is_queried_streamed_proven_and_reads_are_recorded() {
     assert!(h.as_array().is_some_and(|a| !a.is_empty()), "{h}");
     assert_eq!(s.get("/v1/audit/history?workspace=w&path=..").status, 400);
 }
+
+#[test]
+fn audit_log_follow_prints_new_records_as_they_come() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 2);
+    let mut child = std::process::Command::new(common::trove_bin())
+        .arg("--repo")
+        .arg(&path)
+        .args(["audit", "log", "--follow", "--format", "jsonl", "--limit", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first: Value = serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
+    assert_eq!(first["seq"], json!(3), "the newest record first");
+    for op in ["later_one", "later_two"] {
+        repo.audit(AuditRecord::ok(trove::now_ns(), "t", op)).expect("append");
+    }
+    let ops: Vec<String> = (0..2)
+        .map(|_| {
+            let v: Value = serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
+            v["operation"].as_str().expect("op").to_string()
+        })
+        .collect();
+    assert_eq!(ops, ["later_one", "later_two"]);
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+}

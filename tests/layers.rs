@@ -10,8 +10,15 @@ use std::path::{Path, PathBuf};
 
 /// The library's layers, lowest first. A file may import its own layer (acyclically) and those
 /// below it; `lib.rs` sits above everything.
-const LAYERS: &[&[&str]] =
-    &[&["base"], &["object", "patch"], &["model"], &["manifest", "fs"], &["repo", "ops"], &["tools"], &["server"]];
+const LAYERS: &[&[&str]] = &[
+    &["base"],
+    &["object", "patch", "tlog"],
+    &["model"],
+    &["manifest", "fs"],
+    &["repo", "ops"],
+    &["tools"],
+    &["server"],
+];
 
 fn layer_of(module: &[String]) -> usize {
     let top = module.first().map(String::as_str).unwrap_or("");

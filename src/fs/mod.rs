@@ -1,7 +1,8 @@
 //! The file-system layer: walking a tree, resolving paths beneath a root, the live tree, the
-//! work directory the tools change, the workspace lock, and sample workspaces. It imports
-//! `base` and `model`, never the repository.
+//! work directory the tools change, the workspace lock, sample workspaces, and the audit log's
+//! key file. It imports `base`, `tlog` and `model`, never the repository.
 
+pub mod keyfile;
 pub mod live;
 pub mod lock;
 pub mod resolve;

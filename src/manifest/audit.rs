@@ -92,53 +92,72 @@ pub fn catch_up_tree(conn: &Connection) -> Result<u64> {
 /// (the clock stepped back) is recorded as the last record's time, with the step in
 /// `details.clockStepBackNs`: times never go backwards, and the step is not hidden.
 pub fn append(conn: &Connection, record: &AuditRecord) -> Result<i64> {
-    let (seq, last_time) = match last(conn)? {
-        Some((s, t)) => (s + 1, t),
-        None => (1, i64::MIN),
+    Ok(append_all(conn, std::slice::from_ref(record))?.first().copied().unwrap_or(0))
+}
+
+/// Appends `records` in order in the caller's transaction, as [`append`] one by one would, and
+/// returns their sequence numbers; the log's last seq, time and tree frontier are read once.
+pub fn append_all(conn: &Connection, records: &[AuditRecord]) -> Result<Vec<i64>> {
+    let (mut seq, mut last_time) = match last(conn)? {
+        Some((s, t)) => (s, t),
+        None => (0, i64::MIN),
     };
-    let stepped;
-    let record = if record.time_ns < last_time {
-        let mut r = record.clone();
-        r.time_ns = last_time;
-        if let Some(d) = r.details.as_object_mut() {
-            d.insert("clockStepBackNs".into(), (last_time - record.time_ns).into());
-        }
-        stepped = r;
-        &stepped
-    } else {
-        record
-    };
-    if tree_size(conn)? != (seq - 1) as u64 {
+    if tree_size(conn)? != seq.max(0) as u64 {
         catch_up_tree(conn)?;
     }
-    let encoded = record.encode(seq);
-    conn.prepare_cached(
-        "INSERT INTO audit (seq, time_ns, actor, operation, workspace, session, path, dest_path,
-                            before_sha256, after_sha256, before_object, after_object, outcome, details, encoded)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
-            seq,
-            record.time_ns,
-            record.actor,
-            record.operation,
-            record.workspace,
-            record.session,
-            record.path,
-            record.dest_path,
-            record.before_sha256.as_ref().map(|s| &s.as_bytes()[..]),
-            record.after_sha256.as_ref().map(|s| &s.as_bytes()[..]),
-            record.before_object.as_ref().map(|o| &o.as_bytes()[..]),
-            record.after_object.as_ref().map(|o| &o.as_bytes()[..]),
-            record.outcome,
-            record.details.to_string(),
-            encoded,
-        ])
-    })
-    .map_err(db("appending to the audit log"))?;
-    add_leaf(conn, seq, &encoded)?;
-    Ok(seq)
+    let mut frontier = merkle::Frontier::of(&StoredNodes(conn), seq.max(0) as u64)?;
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO audit (seq, time_ns, actor, operation, workspace, session, path, dest_path,
+                                before_sha256, after_sha256, before_object, after_object, outcome, details, encoded)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )
+        .map_err(db("appending to the audit log"))?;
+    let mut node = conn
+        .prepare_cached("INSERT INTO audit_tree (level, idx, hash) VALUES (?1, ?2, ?3)")
+        .map_err(db("growing the audit log's tree"))?;
+    let mut seqs = Vec::with_capacity(records.len());
+    for record in records {
+        seq += 1;
+        let stepped;
+        let record = if record.time_ns < last_time {
+            let mut r = record.clone();
+            r.time_ns = last_time;
+            if let Some(d) = r.details.as_object_mut() {
+                d.insert("clockStepBackNs".into(), (last_time - record.time_ns).into());
+            }
+            stepped = r;
+            &stepped
+        } else {
+            record
+        };
+        last_time = record.time_ns;
+        let encoded = record.encode(seq);
+        insert
+            .execute(params![
+                seq,
+                record.time_ns,
+                record.actor,
+                record.operation,
+                record.workspace,
+                record.session,
+                record.path,
+                record.dest_path,
+                record.before_sha256.as_ref().map(|s| &s.as_bytes()[..]),
+                record.after_sha256.as_ref().map(|s| &s.as_bytes()[..]),
+                record.before_object.as_ref().map(|o| &o.as_bytes()[..]),
+                record.after_object.as_ref().map(|o| &o.as_bytes()[..]),
+                record.outcome,
+                record.details.to_string(),
+                encoded,
+            ])
+            .map_err(db("appending to the audit log"))?;
+        for (level, index, hash) in frontier.push(merkle::leaf_hash(&encoded)) {
+            node.execute(params![level, index as i64, &hash[..]]).map_err(db("growing the audit log's tree"))?;
+        }
+        seqs.push(seq);
+    }
+    Ok(seqs)
 }
 
 const FULL: &str = "SELECT seq, time_ns, actor, operation, workspace, session, path, dest_path, before_sha256,

@@ -113,12 +113,7 @@ impl Manifest {
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        let m = Manifest { conn, memory_uri: None };
-        if version < 6 {
-            // The Merkle tree of the records appended before it was kept.
-            m.write(|tx| audit::catch_up_tree(tx))?;
-        }
-        Ok(m)
+        Ok(Manifest { conn, memory_uri: None })
     }
 
     /// A second connection to the same database, for lookups from worker threads while this

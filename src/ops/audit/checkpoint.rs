@@ -4,11 +4,11 @@
 //! due (every N records; the server also every T seconds and at each session end).
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
+use crate::fs::keyfile::{create_key, read_key};
 use crate::manifest;
 use crate::manifest::audit::StoredNodes;
 use crate::model::audit::Checkpointed;
@@ -18,32 +18,6 @@ use crate::tlog::note::{Checkpoint, SignerKey, VerifierKey};
 
 /// The key file's name in the repository when the config names none.
 pub const KEY_FILE: &str = "audit.key";
-
-/// Writes a new signing key for log `origin` to `path`, readable by its owner only; an
-/// existing key there is kept and used (an operator may provision one).
-pub fn create_key(path: &Path, origin: &str) -> Result<SignerKey> {
-    if path.exists() {
-        return read_key(path);
-    }
-    let key = SignerKey::generate(origin)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create the directory of", path, e))?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| Error::io("create the audit key", path, e))?;
-    f.write_all(format!("{}\n", key.to_text()).as_bytes()).map_err(|e| Error::io("write", path, e))?;
-    f.sync_all().map_err(|e| Error::io("sync", path, e))?;
-    Ok(key)
-}
-
-fn read_key(path: &Path) -> Result<SignerKey> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io("read the audit key", path, e))?;
-    SignerKey::parse(&text).map_err(|e| e.context(format!("{} is not an audit signing key", path.display())))
-}
 
 impl Repo {
     /// Where the audit signing key is (none for an in-memory repository).

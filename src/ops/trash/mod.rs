@@ -9,9 +9,7 @@ pub mod restore;
 
 use crate::base::error::{Error, Result};
 use crate::base::id::TrashId;
-use crate::base::path;
 use crate::manifest;
-use crate::model::scope::Scope;
 use crate::model::trash::{TrashCursor, TrashFilter, TrashItem, TrashPage};
 use crate::repo::Repo;
 
@@ -60,37 +58,6 @@ impl Repo {
             if exhausted {
                 return Ok(TrashPage { items: items.into_iter().map(|(r, _)| r).collect(), next_cursor: None });
             }
-        }
-    }
-
-    /// The trash item of `workspace` a restore names: `id`, or the newest deletion at `path`
-    /// that is not restored yet, which `scope` must be able to read.
-    pub(crate) fn trash_item_to_restore(
-        &self,
-        workspace: &str,
-        scope: &Scope,
-        id: Option<&TrashId>,
-        at: Option<&str>,
-    ) -> Result<TrashItem> {
-        match (id, at) {
-            (Some(id), _) => {
-                let item = self.trash_item(id)?;
-                if item.workspace != workspace {
-                    return Err(Error::not_found(format!("trash item '{id}' is not in this session's workspace")));
-                }
-                Ok(item)
-            }
-            (None, Some(pth)) => {
-                let rel = path::normalize_nonempty(pth.as_bytes())?;
-                let sel = restore::TrashSelection::Path { path: rel, before_ns: None };
-                let row = self.pick_for_restore(&sel, Some(workspace), scope)?.into_iter().next();
-                match row {
-                    Some(Ok(row)) => self.trash_item(&row.id),
-                    Some(Err((_, e))) => Err(e),
-                    None => Err(Error::internal("a path restore picked nothing without saying why")),
-                }
-            }
-            (None, None) => Err(Error::invalid_argument("give trashId, or the path that was deleted")),
         }
     }
 }

@@ -206,6 +206,37 @@ impl Repo {
         }
     }
 
+    /// The trash item of `workspace` a restore names: `id`, or the newest deletion at `path`
+    /// that is not restored yet, which `scope` must be able to read.
+    pub(crate) fn trash_item_to_restore(
+        &self,
+        workspace: &str,
+        scope: &Scope,
+        id: Option<&TrashId>,
+        at: Option<&str>,
+    ) -> Result<TrashItem> {
+        match (id, at) {
+            (Some(id), _) => {
+                let item = self.trash_item(id)?;
+                if item.workspace != workspace {
+                    return Err(Error::not_found(format!("trash item '{id}' is not in this session's workspace")));
+                }
+                Ok(item)
+            }
+            (None, Some(pth)) => {
+                let rel = path::normalize_nonempty(pth.as_bytes())?;
+                let sel = TrashSelection::Path { path: rel, before_ns: None };
+                let row = self.pick_for_restore(&sel, Some(workspace), scope)?.into_iter().next();
+                match row {
+                    Some(Ok(row)) => self.trash_item(&row.id),
+                    Some(Err((_, e))) => Err(e),
+                    None => Err(Error::internal("a path restore picked nothing without saying why")),
+                }
+            }
+            (None, None) => Err(Error::invalid_argument("give trashId, or the path that was deleted")),
+        }
+    }
+
     /// The rows of the items `sel` names in `workspace` (when given); scopes are checked as
     /// each item is restored.
     pub(super) fn pick_for_restore(
