@@ -250,7 +250,8 @@ ALTER TABLE workspaces ADD COLUMN trash_quota INTEGER;
 -- and the subtrees it completes; nothing is ever rehashed. The nodes of records appended before
 -- this version are computed when the manifest is opened. `audit_checkpoints` are the signed
 -- notes of the log's size and root. The indexes serve the operators' queries (partial where
--- most records have no value: an append touches as few index pages as it can).
+-- most records have no value: an append touches as few index pages as it can). Time needs none:
+-- it never decreases along seq, so a time is found by a binary search over seq.
 CREATE TABLE audit_tree (
     level       INTEGER NOT NULL,
     idx         INTEGER NOT NULL,
@@ -268,4 +269,3 @@ CREATE INDEX audit_by_path ON audit(path, seq) WHERE path IS NOT NULL;
 CREATE INDEX audit_by_dest ON audit(dest_path, seq) WHERE dest_path IS NOT NULL;
 CREATE INDEX audit_by_actor ON audit(actor, seq);
 CREATE INDEX audit_by_operation ON audit(operation, seq);
-CREATE INDEX audit_by_time ON audit(time_ns);

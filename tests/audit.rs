@@ -231,6 +231,10 @@ fn queries_filter_page_and_print_as_table_json_lines_and_csv() {
     assert_eq!(q(AuditQuery { order: Order::After(10), ..base.clone() }), [11, 12, 13]);
     assert_eq!(q(AuditQuery { order: Order::Newest, limit: 2, ..base.clone() }), [12, 13]);
     assert_eq!(q(AuditQuery { until_ns: Some(0), ..base.clone() }), Vec::<i64>::new());
+    let t5 = repo.audit_record(5).expect("read").expect("record").record.time_ns;
+    let t8 = repo.audit_record(8).expect("read").expect("record").record.time_ns;
+    let window = q(AuditQuery { since_ns: Some(t5), until_ns: Some(t8), ..base.clone() });
+    assert_eq!((window.first(), window.last()), (Some(&5), Some(&7)), "{window:?}");
     drop(repo);
     let out = trove(&path, &["audit", "log", "--actor", "alice", "--format", "jsonl", "--after", "0", "--limit", "3"]);
     let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).expect("json line")).collect();

@@ -243,13 +243,14 @@ pub fn query(conn: &Connection, q: &AuditQuery) -> Result<Vec<FullRecord>> {
         // Many: the table itself, in seq order (seq is its rowid), until the page is full.
         index = if n <= FEW { "INDEXED BY audit_by_path" } else { "NOT INDEXED" };
     }
+    // Times never decrease along seq: a time bound is a seq bound, found by binary search.
     if let Some(t) = q.since_ns {
-        conds.push("time_ns >= ?");
-        args.push(V::Integer(t));
+        conds.push("seq >= ?");
+        args.push(V::Integer(first_at_or_after(conn, t)?));
     }
     if let Some(t) = q.until_ns {
-        conds.push("time_ns < ?");
-        args.push(V::Integer(t));
+        conds.push("seq < ?");
+        args.push(V::Integer(first_at_or_after(conn, t)?));
     }
     let order = match q.order {
         Order::After(seq) => {
@@ -272,6 +273,27 @@ pub fn query(conn: &Connection, q: &AuditQuery) -> Result<Vec<FullRecord>> {
         out.reverse();
     }
     Ok(out)
+}
+
+/// The first seq whose time is at or after `t` (one past the last record if none is), by binary
+/// search over seq: appends keep times from decreasing. Each probe is a rowid lookup.
+fn first_at_or_after(conn: &Connection, t: i64) -> Result<i64> {
+    let mut probe = conn
+        .prepare_cached("SELECT seq, time_ns FROM audit WHERE seq >= ?1 ORDER BY seq LIMIT 1")
+        .map_err(db("querying the audit log"))?;
+    let mut at = |seq: i64| -> Result<Option<(i64, i64)>> {
+        probe.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(db("querying the audit log"))
+    };
+    let (mut lo, mut hi) = (1i64, size(conn)? as i64 + 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match at(mid)? {
+            Some((_, time)) if time >= t => hi = mid,
+            Some((seq, _)) => lo = seq + 1,
+            None => hi = mid,
+        }
+    }
+    Ok(lo)
 }
 
 /// Records of `workspace` that changed `path` (as their path or, for a move, their
