@@ -269,3 +269,33 @@ CREATE INDEX audit_by_path ON audit(path, seq) WHERE path IS NOT NULL;
 CREATE INDEX audit_by_dest ON audit(dest_path, seq) WHERE dest_path IS NOT NULL;
 CREATE INDEX audit_by_actor ON audit(actor, seq);
 CREATE INDEX audit_by_operation ON audit(operation, seq);
+
+-- schema-version: 7
+-- The path index (ARCHITECTURE.md, "Path index"): which version of each path the snapshots of a
+-- workspace hold, as runs of consecutive snapshots, so `trove find` and `trove log` never walk
+-- every snapshot. `path_index_snapshots` numbers a workspace's snapshots in order (ord from 0)
+-- as far as the index covers them; a version row holds from snapshot `from_ord` to `to_ord`
+-- (NULL: still in the newest indexed one). Only files and symlinks have rows. It is derived
+-- data, filled lazily from tree diffs between consecutive snapshots and rebuilt for a workspace
+-- whose snapshots no longer match its numbering (one was forgotten).
+CREATE TABLE path_index_snapshots (
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    ord         INTEGER NOT NULL,
+    snapshot    TEXT NOT NULL,
+    PRIMARY KEY (workspace, ord)
+) WITHOUT ROWID;
+CREATE TABLE path_versions (
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    path        BLOB NOT NULL,               -- workspace-relative
+    name        BLOB NOT NULL,               -- the last component, what a name search matches
+    kind        TEXT NOT NULL,               -- file or symlink
+    mode        INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    content     BLOB,                        -- a file's content id
+    sha256      BLOB,
+    target      BLOB,                        -- a symlink's target
+    from_ord    INTEGER NOT NULL,
+    to_ord      INTEGER
+);
+CREATE INDEX path_versions_by_path ON path_versions(workspace, path, from_ord);
+CREATE INDEX path_versions_by_name ON path_versions(name);

@@ -43,6 +43,10 @@ pub use model::audit::{
     AuditEntry, AuditQuery, AuditRecord, CheckpointRecord, Checkpointed, ConsistencyProof, FullRecord, HistoryEntry,
     InclusionProof, Order, VerifyReport,
 };
+pub use model::diff::{
+    ChangeStatus, ChangedPath, DiffEntry, DiffReport, DiffStats, Endpoint, EndpointKind, SessionChanges, Version,
+};
+pub use model::history::{FindResult, LogEntry, PathLog, PathVersion, VersionOrigin};
 pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
@@ -56,8 +60,10 @@ pub use model::workspace::{Workspace, DEFAULT_TRASH_AGE_S};
 pub use ops::audit::appender::AuditAppender;
 pub use ops::audit::bundle::{verify_bundle, BundleSummary};
 pub use ops::check::CheckReport;
+pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
 pub use ops::restore::{RestoreOptions, RestoreReport};
 pub use ops::revert::RevertResult;
+pub use ops::search::{LineMatch, Matcher, SearchMode, SearchSpec, SnapshotSearch};
 pub use ops::snapshot::SnapshotOptions;
 pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;

@@ -41,6 +41,14 @@ pub enum Command {
     Restore(commands::restore::Args),
     /// Write a snapshot as a tar archive
     Export(commands::export::Args),
+    /// What changed between two snapshots, or a snapshot and the live tree
+    Diff(commands::diff::Args),
+    /// The versions of a path across a workspace's snapshots, newest first
+    Log(commands::log::Args),
+    /// Search the files of a snapshot (regex, fixed string, or a glob over paths)
+    Grep(commands::grep::Args),
+    /// Which snapshots hold a path matching a name or glob
+    Find(commands::find::Args),
     /// Show or change a workspace's settings
     #[command(subcommand)]
     Workspace(commands::workspace::Command),

@@ -199,6 +199,11 @@ pub fn put_json(map: &mut serde_json::Map<String, serde_json::Value>, key: &str,
     }
 }
 
+/// Whether `prefix` is `path` or one of its ancestors (the empty prefix covers everything).
+pub fn covers(prefix: &[u8], path: &[u8]) -> bool {
+    prefix.is_empty() || path == prefix || (path.starts_with(prefix) && path.get(prefix.len()) == Some(&b'/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,25 @@ pub fn regex(p: &str, case_insensitive: bool) -> Result<Regex> {
         })
 }
 
+/// Compiles a content pattern for line-by-line search (`grep-regex`), within the same limits as
+/// [`regex`]; `literal` takes it as a fixed string.
+pub fn line_matcher(p: &str, case_insensitive: bool, literal: bool) -> Result<grep_regex::RegexMatcher> {
+    check_regex(p)?;
+    grep_regex::RegexMatcherBuilder::new()
+        .case_insensitive(case_insensitive)
+        .fixed_strings(literal)
+        .nest_limit(MAX_REGEX_NESTING)
+        .size_limit(MAX_REGEX_SIZE)
+        .dfa_size_limit(MAX_REGEX_SIZE)
+        .line_terminator(Some(b'\n'))
+        .build(p)
+        .map_err(|e| {
+            let text = e.to_string();
+            let why = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+            Error::with_source(ErrorKind::InvalidArgument, format!("regex '{}' is not valid: {why}", shown(p)), e)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

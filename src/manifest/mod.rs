@@ -9,6 +9,7 @@ pub mod audit;
 pub mod journal;
 pub mod loose;
 pub mod objects;
+pub mod paths;
 pub mod restores;
 pub mod sessions;
 pub mod snapshots;
@@ -25,7 +26,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -197,6 +198,16 @@ impl Manifest {
 }
 
 /// Maps a rusqlite error from `verb` into ours; shared by the table modules.
+/// An optional SHA-256 column.
+pub(crate) fn sha(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<crate::object::Sha256>> {
+    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(crate::object::Sha256))
+}
+
+/// An optional object id column.
+pub(crate) fn object(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<crate::object::ObjectId>> {
+    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(crate::object::ObjectId))
+}
+
 pub(crate) fn db(verb: &'static str) -> impl Fn(rusqlite::Error) -> Error {
     move |e| Error::db(verb, e)
 }

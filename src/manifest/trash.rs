@@ -2,7 +2,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::db;
+use super::{db, object, sha};
 use crate::base::error::{Error, Result};
 use crate::base::id::TrashId;
 use crate::model::trash::{RestoredFilter, TrashEntry, TrashFilter, TrashItem};
@@ -19,14 +19,6 @@ fn kind(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<EntryKind> {
         let e = Error::corrupt(format!("'{}' is not a kind of trash entry", text.escape_debug()));
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
     })
-}
-
-fn sha(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Sha256>> {
-    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(Sha256))
-}
-
-fn object(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<ObjectId>> {
-    Ok(r.get::<_, Option<[u8; 32]>>(i)?.map(ObjectId))
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashItem> {

@@ -2,6 +2,8 @@
 //! audit records), with their encodings. It imports only `base` and `object`'s ids.
 
 pub mod audit;
+pub mod diff;
+pub mod history;
 pub mod scope;
 pub mod session;
 pub mod snapshot;

@@ -50,9 +50,7 @@ pub struct Scope {
 }
 
 /// Whether `prefix` covers `path` by whole components (`""` covers everything).
-fn covers(prefix: &[u8], path: &[u8]) -> bool {
-    prefix.is_empty() || path == prefix || (path.starts_with(prefix) && path.get(prefix.len()) == Some(&b'/'))
-}
+use crate::base::path::covers;
 
 fn normalize(list: &[String]) -> Result<Vec<Vec<u8>>> {
     list.iter()

@@ -5,10 +5,14 @@
 
 pub mod audit;
 pub mod check;
+pub mod diff;
 pub mod export;
+pub mod history;
 pub mod journal;
 pub mod restore;
 pub mod revert;
+pub mod scan;
+pub mod search;
 pub mod session;
 pub mod snapshot;
 pub mod source;

@@ -16,6 +16,7 @@ use crate::model::audit::AuditRecord;
 use crate::model::scope::Scope;
 use crate::model::session::{check_workspace_name, EndReason, Session, SessionSpec, Status, DEFAULT_TTL_S, MAX_TTL_S};
 use crate::model::snapshot::SnapshotInfo;
+use crate::ops::diff::SESSION_START;
 use crate::ops::snapshot::SnapshotOptions;
 use crate::repo::Repo;
 
@@ -81,6 +82,17 @@ impl Repo {
             end_reason: None,
             final_snapshot: None,
         };
+        // What the session starts from, so a review can say what it changed: taken first, so
+        // a failure leaves no session behind. An empty new workspace needs none (its baseline
+        // is the empty tree).
+        let has_files = match std::fs::read_dir(&session.live_dir) {
+            Ok(mut d) => d.next().is_some(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io("list", &session.live_dir, e)),
+        };
+        if has_files || manifest::snapshots::latest(self.manifest.conn(), Some(&session.workspace))?.is_some() {
+            self.snapshot_session(&session, SESSION_START, actor)?;
+        }
         self.manifest.write(|tx| {
             manifest::workspaces::ensure(tx, &session.workspace, now)?;
             manifest::sessions::insert(tx, &session)?;

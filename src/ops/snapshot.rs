@@ -22,15 +22,18 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::{SessionId, SnapshotId};
 use crate::base::progress::{NoProgress, Progress};
 use crate::base::time::now_ns;
-use crate::fs::walk::{self, Excludes, Node, Stat, Walked};
-use crate::manifest::stat_cache::{child_key, CacheMap, CachedStat, PathKey};
-use crate::manifest::{self, objects, snapshots, stat_cache, trees, workspaces};
+use crate::fs::walk::{self, Excludes, Stat};
+use crate::manifest::stat_cache::{CachedStat, PathKey};
+use crate::manifest::{self, objects, snapshots, stat_cache, workspaces};
 use crate::model::audit::AuditRecord;
+use crate::model::scope::Scope;
 use crate::model::session::check_workspace_name;
 use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
-use crate::model::tree::{self, Entry, EntryKind};
+use crate::model::tree::{Entry, EntryKind};
 use crate::object::bundle::{self, BundleBuilder};
-use crate::object::{blob, ObjectId, PackWriter, RandomKeyMap, RandomKeySet, Sha256};
+use crate::object::{blob, ObjectId, PackWriter, RandomKeySet, Sha256};
+use crate::ops::diff::tree::{diff_trees, PathSelect, Trees};
+use crate::ops::scan::{build, built_entries, classify, Built, Content, FileOutcome, Outcome, Outcomes};
 use crate::repo::Repo;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -88,50 +91,11 @@ impl Default for SnapshotOptions<'_> {
     }
 }
 
-/// The content of one file as read (or as the stat cache remembers it).
-#[derive(Debug, Clone)]
-struct Content {
-    id: ObjectId,
-    sha256: Sha256,
-    size: u64,
-    stat: Stat,
-    /// For chunked files: (offset, chunk id) in order.
-    chunks: Option<Vec<(u64, ObjectId)>>,
-    /// Safe to remember in the stat cache (not racy, not changed while read).
-    cacheable: bool,
-    from_cache: bool,
-}
-
-/// Per-file outcome of step (2).
-enum Outcome {
-    Pending,
-    Done(Content),
-    Dropped,
-}
-
 struct FileJob<'n> {
     rel: &'n [u8],
     stat: Stat,
     slot: &'n mut Outcome,
 }
-
-/// The trees this snapshot built, by id: their canonical encodings (`tree::encode`), which take
-/// about half the memory of the entries themselves.
-type Built = RandomKeyMap<ObjectId, Vec<u8>>;
-
-/// One file of the walk and what became of it. Files are kept in walk order, which is also the
-/// order `build` visits them, so no map by path is needed.
-struct FileOutcome {
-    stat: Stat,
-    key: PathKey,
-    /// Whether the stat cache had a row for this path (stale rows of misses are deleted).
-    had_row: bool,
-    /// The workspace-relative path, built only for files that must be read.
-    rel: Option<Vec<u8>>,
-    outcome: Outcome,
-}
-
-type Outcomes = Vec<FileOutcome>;
 
 /// Shared state of the parallel read phase.
 struct Writer<'a> {
@@ -324,130 +288,6 @@ impl Writer<'_> {
     }
 }
 
-fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
-    c.size == s.size
-        && c.mtime_ns == s.mtime_ns
-        && c.ctime_ns == s.ctime_ns
-        && c.inode == s.inode
-        && c.device == s.device
-        && c.mode == s.mode
-}
-
-/// Collects every file of the walked tree into `outcomes`, directory by directory in the
-/// walk's (breadth-first) order and by name within one, resolving stat-cache hits; returns where
-/// each directory's files start in `outcomes`. With `use_cache` off every file is a miss (the
-/// rows are still tracked for cleanup).
-fn classify(walked: &Walked, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Vec<usize> {
-    let mut starts = Vec::with_capacity(walked.dirs.len());
-    for dir in &walked.dirs {
-        starts.push(outcomes.len());
-        for child in &dir.children {
-            let Node::File { name, stat } = child else { continue };
-            let key = child_key(&dir.rel, name);
-            let cached = cache.remove(&key);
-            let had_row = cached.is_some();
-            let outcome = match cached {
-                Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
-                    id: c.content,
-                    sha256: c.sha256,
-                    size: c.size,
-                    stat: *stat,
-                    chunks: None,
-                    cacheable: true,
-                    from_cache: true,
-                }),
-                _ => Outcome::Pending,
-            };
-            let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
-            outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
-        }
-    }
-    starts
-}
-
-/// A file's tree entry: its content as read, with the mode the walk saw.
-fn file_entry(name: &[u8], stat: &Stat, c: &Content) -> Entry {
-    Entry {
-        name: name.to_vec(),
-        kind: EntryKind::File,
-        mode: stat.perm(),
-        size: c.size,
-        mtime_ns: c.stat.mtime_ns,
-        content: Some(c.id),
-        sha256: Some(c.sha256),
-        target: None,
-    }
-}
-
-/// A symlink's tree entry: its target kept, never followed.
-fn symlink_entry(name: &[u8], target: &[u8], stat: &Stat) -> Entry {
-    Entry {
-        name: name.to_vec(),
-        kind: EntryKind::Symlink,
-        mode: stat.perm(),
-        size: target.len() as u64,
-        mtime_ns: stat.mtime_ns,
-        content: None,
-        sha256: None,
-        target: Some(target.to_vec()),
-    }
-}
-
-/// A subdirectory's tree entry, naming its tree.
-fn dir_entry(name: &[u8], stat: &Stat, tree: ObjectId) -> Entry {
-    Entry {
-        name: name.to_vec(),
-        kind: EntryKind::Dir,
-        mode: stat.perm(),
-        size: 0,
-        mtime_ns: stat.mtime_ns,
-        content: Some(tree),
-        sha256: None,
-        target: None,
-    }
-}
-
-/// Builds every directory's tree, deepest first (the walk lists parents before children), and
-/// returns the root's id; fills `trees` and `counts`. `starts` is what `classify` returned.
-fn build(
-    walked: &Walked,
-    starts: &[usize],
-    outcomes: &Outcomes,
-    trees: &mut Built,
-    counts: &mut Counts,
-) -> Result<ObjectId> {
-    let mut ids: Vec<Option<ObjectId>> = vec![None; walked.dirs.len()];
-    for (i, dir) in walked.dirs.iter().enumerate().rev() {
-        let mut entries = Vec::with_capacity(dir.children.len());
-        let mut files = outcomes[starts[i]..].iter();
-        for child in &dir.children {
-            match child {
-                Node::File { name, stat } => {
-                    if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
-                        counts.files += 1;
-                        counts.bytes += c.size;
-                        entries.push(file_entry(name, stat, c));
-                    }
-                }
-                Node::Symlink { name, target, stat } => {
-                    counts.symlinks += 1;
-                    entries.push(symlink_entry(name, target, stat));
-                }
-                Node::Dir { name, index } => {
-                    counts.dirs += 1;
-                    let id = ids[*index].ok_or_else(|| Error::internal("a subdirectory came before its parent"))?;
-                    entries.push(dir_entry(name, &walked.dirs[*index].stat, id));
-                }
-            }
-        }
-        let encoded = tree::encode(&entries);
-        let id = tree::id_of_encoding(&encoded);
-        trees.insert(id, encoded);
-        ids[i] = Some(id);
-    }
-    ids.first().copied().flatten().ok_or_else(|| Error::internal("the walk has no root"))
-}
-
 /// The trees of this snapshot the manifest lacks, found top-down. A tree already in the
 /// manifest implies all of its descendants are (they were inserted with it, and are only ever
 /// removed together by garbage collection), so an unchanged directory costs one lookup however
@@ -480,86 +320,21 @@ fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()>
     Ok(())
 }
 
-/// Entries of tree `id`, from this snapshot's trees or the manifest.
-fn tree_entries(conn: &Connection, id: &ObjectId, new: &Built) -> Result<Vec<Entry>> {
-    match new.contains_key(id) {
-        true => built_entries(new, id),
-        false => trees::entries(conn, id),
-    }
-}
-
-/// The entries of a tree this snapshot built.
-fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
-    let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
-    tree::decode(encoded).ok_or_else(|| Error::internal(format!("tree {id} does not decode")))
-}
-
-/// Number of regular files at or under entry `e` (symlinks and directories are not files).
-fn count_files(conn: &Connection, e: &Entry, new: &Built) -> Result<u64> {
-    let mut n = 0;
-    let mut stack = vec![e.clone()];
-    while let Some(e) = stack.pop() {
-        match (e.kind, e.content) {
-            (EntryKind::Dir, Some(id)) => stack.extend(tree_entries(conn, &id, new)?),
-            (EntryKind::File, _) => n += 1,
-            _ => {}
-        }
-    }
-    Ok(n)
-}
-
 /// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
 /// are skipped whole, so a small change costs the depth of the tree, not its size.
-fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, trees: &Built, counts: &mut Counts) -> Result<()> {
-    let mut pairs = vec![(*old, *new)];
-    while let Some((old, new)) = pairs.pop() {
-        if old == new {
-            continue;
+fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, built: &Built, counts: &mut Counts) -> Result<()> {
+    let whole = Scope::whole();
+    let select = PathSelect { paths: &[], scope: &whole };
+    let is_file = |e: &Option<Entry>| e.as_ref().is_some_and(|e| e.kind == EntryKind::File);
+    diff_trees(&Trees { conn, built }, Some(*old), Some(*new), &select, |_, x, y| {
+        match (is_file(&x), is_file(&y)) {
+            (true, true) => counts.changed += 1,
+            (true, false) => counts.removed += 1,
+            (false, true) => counts.added += 1,
+            (false, false) => {}
         }
-        let a = trees::entries(conn, &old)?;
-        let b = tree_entries(conn, &new, trees)?;
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() || j < b.len() {
-            let order = match (a.get(i), b.get(j)) {
-                (Some(x), Some(y)) => x.name.cmp(&y.name),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                _ => std::cmp::Ordering::Greater,
-            };
-            match order {
-                std::cmp::Ordering::Less => {
-                    counts.removed += count_files(conn, &a[i], trees)?;
-                    i += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    counts.added += count_files(conn, &b[j], trees)?;
-                    j += 1;
-                }
-                std::cmp::Ordering::Equal => {
-                    let (x, y) = (&a[i], &b[j]);
-                    match (x.kind, y.kind) {
-                        (EntryKind::Dir, EntryKind::Dir) => {
-                            if let (Some(o), Some(n)) = (x.content, y.content) {
-                                pairs.push((o, n));
-                            }
-                        }
-                        (EntryKind::File, EntryKind::File) => {
-                            if x.content != y.content || x.mode != y.mode {
-                                counts.changed += 1;
-                            }
-                        }
-                        (kx, ky) if kx == ky => {}
-                        _ => {
-                            counts.removed += count_files(conn, x, trees)?;
-                            counts.added += count_files(conn, y, trees)?;
-                        }
-                    }
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&SnapshotId>) -> SnapshotId {

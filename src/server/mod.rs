@@ -18,6 +18,7 @@ pub mod openapi;
 mod options;
 mod public;
 mod request;
+mod review;
 mod sessions;
 mod snapshots;
 mod state;
@@ -88,6 +89,12 @@ fn routes() -> Routes {
         route("GET", "/v1/snapshots/{snap}/files", snapshots::files),
         route("GET", "/v1/snapshots/{snap}/files/{*path}", snapshots::read),
         route("GET", "/v1/snapshots/{snap}/export", snapshots::export),
+        route("GET", "/v1/snapshots/{snap}/diff/{other}", review::snapshots),
+        route("GET", "/v1/snapshots/{snap}/search", review::search),
+        route("GET", "/v1/sessions/{id}/diff", review::session),
+        route("GET", "/v1/sessions/{id}/changes", review::changes),
+        route("GET", "/v1/log", review::log),
+        route("GET", "/v1/find", review::find),
         route("GET", "/v1/audit", audit::query),
         route("GET", "/v1/audit/stream", audit::stream),
         route("GET", "/v1/audit/history", audit::history),

@@ -8,9 +8,12 @@ use serde_json::{json, Map, Value};
 
 use super::error::ErrorBody;
 use crate::model::audit::{CheckpointRecord, ConsistencyProof, HistoryEntry, InclusionProof};
+use crate::model::diff::{DiffReport, SessionChanges};
+use crate::model::history::{FindResult, PathLog};
 use crate::model::session::{SessionRecord, SessionSpec};
 use crate::model::snapshot::SnapshotRecord;
 use crate::model::trash::{BulkRestore, TrashPage};
+use crate::ops::search::SnapshotSearch;
 use crate::ops::source::FileListing;
 use crate::tools::output::{self as out, ToolReply};
 
@@ -286,6 +289,66 @@ const OPS: &[Op] = &[
     },
     Op {
         method: "GET",
+        path: "/v1/snapshots/{snap}/diff/{other}",
+        summary: "What changed from one snapshot to another of the same workspace",
+        query: Some(schema_of::<super::review::DiffQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<DiffReport>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/snapshots/{snap}/search",
+        summary: "Search the contents (literal or regex) or paths (glob) of a snapshot's files",
+        query: Some(schema_of::<super::review::SearchQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SnapshotSearch>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/diff",
+        summary: "A diff of a session's workspace within its scope (default: its start against now)",
+        query: Some(schema_of::<super::review::DiffQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<DiffReport>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/changes",
+        summary: "What a session changed, each path with its audit records and trash items",
+        query: Some(schema_of::<super::review::DiffQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<SessionChanges>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/log",
+        summary: "The versions of a path across a workspace's snapshots, newest first",
+        query: Some(schema_of::<super::review::LogQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<PathLog>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/find",
+        summary: "Which snapshots hold a path matching a name or glob",
+        query: Some(schema_of::<super::review::FindQuery>),
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<FindResult>),
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "GET",
         path: "/v1/snapshots/{snap}/files",
         summary: "List the files of a snapshot",
         query: Some(schema_of::<super::snapshots::FilesQuery>),
@@ -484,7 +547,7 @@ fn path_schema(name: &str) -> Value {
         // `SessionId::parse`.
         "id" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // A snapshot reference: `latest`, or an id or a prefix of one.
-        "snap" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
+        "snap" | "other" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
         // An audit record's seq.
         "seq" => json!({"type": "integer", "minimum": 1, "maximum": i64::MAX}),
         // `TrashId::parse`.

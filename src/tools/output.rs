@@ -117,22 +117,7 @@ pub struct GlobResult {
     pub answered: Answered,
 }
 
-/// One line a `search_files` pattern matched.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LineMatch {
-    /// The file's workspace-relative path.
-    pub path: String,
-    /// The exact path bytes in base64, only when they are not UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path_base64: Option<String>,
-    /// The line's number (1-based).
-    pub line: usize,
-    /// The first match's column, in characters (1-based).
-    pub column: usize,
-    /// The line, cut at 500 characters.
-    pub text: String,
-}
+pub use crate::ops::search::LineMatch;
 
 /// `search_files`: the matching lines.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -2,12 +2,11 @@
 //! `list_directory`, and `search_files` / `glob` over the live tree or the latest snapshot.
 
 use base64::Engine;
-use globset::{GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use super::caller::Caller;
 use super::output::{
-    Answered, DirEntry, Encoding, GlobResult, LineMatch, ListDirectoryResult, ReadFileResult, SearchResult, ToolOutput,
+    Answered, DirEntry, Encoding, GlobResult, ListDirectoryResult, ReadFileResult, SearchResult, ToolOutput,
 };
 use super::slice::Slicer;
 use crate::base::error::{Error, ErrorKind, Result};
@@ -20,6 +19,7 @@ use crate::model::scope::Scope;
 use crate::model::snapshot::SnapshotInfo;
 use crate::model::tree::EntryKind;
 use crate::object::Sha256;
+use crate::ops::search::{Matcher, SearchSpec};
 use crate::ops::source::{stream_hashed, ListedFile, Opened, Origin, Source, WorkspaceView};
 use crate::repo::Repo;
 
@@ -31,7 +31,7 @@ pub const MAX_LINES: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// The biggest file `search_files` reads whole; bigger ones are skipped (`read_file` streams
 /// files of any size).
-pub const READ_LIMIT: u64 = 64 << 20;
+pub use crate::ops::search::READ_LIMIT;
 /// The most bytes one base64 `read_file` returns; `offset` reads on from `nextOffset`.
 pub const BASE64_MAX: u64 = 8 << 20;
 /// `read_file`: a file's lines (or bytes, in base64), with its sha256.
@@ -92,18 +92,7 @@ pub struct ListDirectory {
     pub source: Option<String>,
 }
 
-/// How `search_files` reads its pattern.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchMode {
-    /// An exact string in file contents.
-    #[default]
-    Literal,
-    /// A regular expression over file contents.
-    Regex,
-    /// A glob over paths.
-    Glob,
-}
+pub use crate::ops::search::SearchMode;
 
 /// `search_files` and `glob`: matches in contents or paths.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -126,6 +115,10 @@ pub struct Search {
     /// Match regardless of case.
     #[serde(default)]
     pub case_insensitive: bool,
+    /// Lines of context shown before and after each matching line (at most 100).
+    #[serde(default, deserialize_with = "count::de")]
+    #[schemars(with = "Option<count::Count>")]
+    pub context: Option<usize>,
     /// The most matches to return (default 200); `truncated` says when more were left out.
     #[serde(default, deserialize_with = "count::de")]
     #[schemars(with = "Option<count::Count>")]
@@ -136,8 +129,6 @@ pub struct Search {
 
 const DEFAULT_LIST_LIMIT: usize = 1000;
 const DEFAULT_MAX_RESULTS: usize = 200;
-/// Characters of a matching line shown in a search result.
-const MATCH_TEXT_CHARS: usize = 500;
 
 fn source_of(s: &Option<String>) -> Source {
     s.as_deref().map_or(Source::Auto, Source::parse)
@@ -146,22 +137,6 @@ fn source_of(s: &Option<String>) -> Source {
 fn not_text(p: &str) -> Error {
     Error::new(ErrorKind::NotText, format!("'{p}' is not UTF-8 text: read it with \"encoding\": \"base64\""))
         .with_detail("path", p)
-}
-
-/// Binary content: not UTF-8, or a NUL byte early on (as git and ripgrep decide).
-fn as_text(bytes: &[u8]) -> Option<&str> {
-    if bytes[..bytes.len().min(8192)].contains(&0) {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok()
-}
-
-/// The longest prefix of `s` with at most `n` characters.
-fn prefix_chars(s: &str, n: usize) -> (&str, usize) {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => (&s[..i], s[i..].chars().count()),
-        None => (s, 0),
-    }
 }
 
 /// The longest prefix of `s` of at most `n` bytes ending on a character boundary.
@@ -425,13 +400,35 @@ fn list_snapshot_dir(repo: &Repo, snap: &SnapshotInfo, out: &mut Listing<'_>) ->
     })
 }
 
-/// `search_files` and `glob`.
+/// `search_files` and `glob`: the live tree file by file (each read as `read_file` would), a
+/// snapshot through the shared engine, in parallel.
 pub(super) fn search(c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
-    let m = SearchMatcher::new(p)?;
+    let spec = SearchSpec {
+        pattern: p.pattern.clone(),
+        mode: p.mode,
+        path: p.path.clone(),
+        include: p.include.clone(),
+        exclude: p.exclude.clone(),
+        case_insensitive: p.case_insensitive,
+        context: p.context.unwrap_or(0),
+    };
+    let m = Matcher::new(&spec)?;
     let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
     let excludes = c.repo.effective_excludes(&c.session.workspace, &Default::default())?;
     let view = session_view(c, &excludes);
     let want = source_of(&p.source);
+    if p.mode != SearchMode::Glob {
+        if let Some(snap) = c.repo.choose_source(&view, &want)? {
+            let found = c.repo.search_snapshot(&snap, &c.scope, &m, max)?;
+            let answered = Answered::from(&Origin::Snapshot(snap.id));
+            return Ok(ToolOutput::Search(SearchResult {
+                matches: found.matches,
+                files_searched: found.files_searched,
+                truncated: found.truncated,
+                answered,
+            }));
+        }
+    }
     let (files, origin) = c.repo.list_files(&view, &want)?;
     let (mut found, mut matches) = (Vec::new(), Vec::new());
     let mut truncated = false;
@@ -443,13 +440,12 @@ pub(super) fn search(c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
             truncated = true;
             break;
         }
-        if let Some(g) = &m.name_glob {
-            if g.is_match(rel_in.as_ref()) {
+        if let Some(hit) = m.path_matches(&rel_in) {
+            if hit {
                 found.push(ListedFile::of(f).into_owned());
             }
             continue;
         }
-        let Some(re) = &m.regex else { continue };
         let read = match c.repo.read_file_from(&view, &want, &f.path, READ_LIMIT, ChangePolicy::Retry) {
             Ok((r, _)) => r,
             // Files that vanished or grew past the limit since the listing are skipped.
@@ -457,11 +453,9 @@ pub(super) fn search(c: &Caller<'_>, p: &Search) -> Result<ToolOutput> {
             Err(e) => return Err(e),
         };
         searched += 1;
-        if let Some(text) = as_text(&read.bytes) {
-            truncated = match_lines(&f.path, text, re, max, &mut matches);
-            if truncated {
-                break;
-            }
+        if m.search_bytes(&f.path, &read.bytes, max, &mut matches)? {
+            truncated = true;
+            break;
         }
     }
     let answered = Answered::from(&origin);
@@ -538,90 +532,6 @@ impl Listing<'_> {
     fn depth_of(&self, rel: &[u8]) -> usize {
         rel[self.dir.len()..].iter().filter(|&&b| b == b'/').count() + usize::from(self.dir.is_empty())
     }
-}
-
-/// What a search looks at and for: the directory it is limited to, the include and exclude
-/// globs, and the pattern (a glob over paths, or a regex over lines).
-struct SearchMatcher {
-    under: Vec<u8>,
-    include: Option<GlobSet>,
-    exclude: Option<GlobSet>,
-    name_glob: Option<GlobSet>,
-    regex: Option<regex::Regex>,
-}
-
-impl SearchMatcher {
-    /// Compiles the search's patterns, each within the pattern limits.
-    fn new(p: &Search) -> Result<SearchMatcher> {
-        if p.pattern.is_empty() {
-            return Err(Error::invalid_argument("pattern is empty: give the text, regex or glob to look for"));
-        }
-        let under = path::components(p.path.as_bytes())?.join(&b'/');
-        let glob = |pattern: &str| crate::base::pattern::glob(pattern, p.case_insensitive, false);
-        let set = |patterns: &[String]| -> Result<Option<GlobSet>> {
-            if patterns.is_empty() {
-                return Ok(None);
-            }
-            crate::base::pattern::check_list("include/exclude", patterns)?;
-            let mut b = GlobSetBuilder::new();
-            for pat in patterns {
-                b.add(glob(pat)?);
-            }
-            b.build().map(Some).map_err(|e| Error::invalid_argument(format!("bad glob: {e}")))
-        };
-        let name_glob =
-            match p.mode {
-                // A set of one, not `compile_matcher`: building a set reports a regex that does not
-                // compile as an error, where the matcher would panic.
-                SearchMode::Glob => Some(GlobSetBuilder::new().add(glob(&p.pattern)?).build().map_err(|e| {
-                    Error::with_source(ErrorKind::InvalidArgument, format!("bad glob: {}", e.kind()), e)
-                })?),
-                _ => None,
-            };
-        let regex = match p.mode {
-            SearchMode::Glob => None,
-            SearchMode::Literal => Some(regex::escape(&p.pattern)),
-            SearchMode::Regex => Some(p.pattern.clone()),
-        }
-        .map(|r| crate::base::pattern::regex(&r, p.case_insensitive))
-        .transpose()?;
-        Ok(SearchMatcher { under, include: set(&p.include)?, exclude: set(&p.exclude)?, name_glob, regex })
-    }
-
-    /// The path below the search's directory, if `rel` is under it and passes the include and
-    /// exclude globs (which match that path, cut on the raw bytes).
-    fn selects<'r>(&self, rel: &'r [u8]) -> Option<std::borrow::Cow<'r, str>> {
-        let under = &self.under;
-        let inside = under.is_empty() || (rel.starts_with(under) && rel.get(under.len()) == Some(&b'/'));
-        if !inside {
-            return None;
-        }
-        let rel_in = path::display(if under.is_empty() { rel } else { &rel[under.len() + 1..] });
-        let excluded = self.include.as_ref().is_some_and(|g| !g.is_match(rel_in.as_ref()))
-            || self.exclude.as_ref().is_some_and(|g| g.is_match(rel_in.as_ref()));
-        (!excluded).then_some(rel_in)
-    }
-}
-
-/// Adds the lines of `text` (the file at `rel`) that `re` matches to `results`, up to `max`
-/// results in all; returns whether it stopped at `max` with matches left.
-fn match_lines(rel: &[u8], text: &str, re: &regex::Regex, max: usize, results: &mut Vec<LineMatch>) -> bool {
-    for (n, line) in text.lines().enumerate() {
-        if let Some(found) = re.find(line) {
-            if results.len() >= max {
-                return true;
-            }
-            let (path, path_base64) = path::for_json(rel);
-            results.push(LineMatch {
-                path,
-                path_base64,
-                line: n + 1,
-                column: line[..found.start()].chars().count() + 1,
-                text: prefix_chars(line, MATCH_TEXT_CHARS).0.to_string(),
-            });
-        }
-    }
-    false
 }
 
 /// What `read_file` of `bytes` would report as the content's sha256: the whole file's.

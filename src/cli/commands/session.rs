@@ -57,6 +57,13 @@ pub enum Command {
         #[arg(long)]
         source: Option<String>,
     },
+    /// What a session changed: its start against its end (or its live tree), with the audit
+    /// records of each path and the trash ids of what it deleted
+    Changes {
+        id: SessionId,
+        #[command(flatten)]
+        shape: super::diff::Shape,
+    },
     /// Print one file of a session
     Cat {
         id: SessionId,
@@ -117,6 +124,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
         Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
         Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
         Command::Files { id, source } => files(out, repo, &id, source.as_deref(), json),
+        Command::Changes { id, shape } => changes(out, repo, &id, &shape, json),
         Command::Cat { id, path, source } => {
             let s = repo.session(&id)?;
             let scope = s.scope()?;
@@ -146,5 +154,32 @@ fn files(out: &mut Out, repo: &Repo, id: &SessionId, source: Option<&str>, json:
     }
     let from = origin.snapshot_id().map_or("the live tree", |id| id.as_str());
     writeln!(out, "{} files from {from}", files.len())?;
+    Ok(())
+}
+
+/// `trove session changes`: the diff, then per path who touched it and how to get it back.
+fn changes(out: &mut Out, repo: &Repo, id: &SessionId, shape: &super::diff::Shape, json: bool) -> Result<(), Failure> {
+    let s = repo.session(id)?;
+    let report = repo.session_changes(&s, &shape.options(trove::Scope::whole())?)?;
+    if json {
+        return print_json(out, &report);
+    }
+    let entries: Vec<trove::DiffEntry> = report.entries.iter().map(|e| e.change.clone()).collect();
+    super::diff::print_entries(out, &entries, &report.stats, report.truncated, shape)?;
+    if shape.name_status || shape.patch {
+        return Ok(());
+    }
+    for e in &report.entries {
+        if e.records.is_empty() && e.trash.is_empty() {
+            continue;
+        }
+        writeln!(out, "{}:", e.change.path)?;
+        for r in &e.records {
+            writeln!(out, "    seq {}  {}  {}  {}  {}", r.seq, r.time, r.actor, r.operation, r.outcome)?;
+        }
+        for t in &e.trash {
+            writeln!(out, "    in the trash as {} (`trove trash restore {}`)", t.id, t.id)?;
+        }
+    }
     Ok(())
 }

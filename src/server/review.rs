@@ -1,0 +1,274 @@
+//! Reviewing over HTTP: diffs between snapshots and of a session, what a session changed, a
+//! path's history, search inside a snapshot, and finding paths across snapshots.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::extract::{P, Q};
+use super::files::session_of;
+use super::state::AppState;
+use super::ApiError;
+use crate::base::error::{Error, Result};
+use crate::base::id::SessionId;
+use crate::base::path;
+use crate::model::scope::Scope;
+use crate::ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
+use crate::ops::search::{Matcher, SearchMode, SearchSpec, MAX_CONTEXT};
+
+/// The most entries one diff answer holds unless `limit` says fewer.
+const MAX_DIFF_ENTRIES: u64 = 10_000;
+/// The most results of a search or find.
+const MAX_RESULTS: u64 = 10_000;
+
+/// How a diff is computed and how much it says.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct DiffQuery {
+    /// `GET /v1/sessions/{id}/diff` only: the old side, `start` (default: what the session
+    /// started from), `now`, `latest`, or a snapshot id or prefix of the session's workspace.
+    from: Option<String>,
+    /// `GET /v1/sessions/{id}/diff` only: the new side, `now` (default: the live tree while
+    /// the session runs, else its last snapshot), `start`, `latest`, or a snapshot.
+    to: Option<String>,
+    /// Only this path (a file or a directory).
+    #[serde(default)]
+    #[schemars(schema_with = "crate::base::path::rooted_schema")]
+    path: Option<String>,
+    /// `false`: no rename detection.
+    renames: Option<bool>,
+    /// Similarity in percent from which a deleted and an added text file are a rename
+    /// (default 50; 100: identical content only).
+    #[schemars(range(min = 1, max = 100))]
+    threshold: Option<u8>,
+    /// `false`: skip counting lines (faster).
+    lines: Option<bool>,
+    /// `true`: each text file's unified diff in `patch`.
+    patch: Option<bool>,
+    /// Lines of context in patches (default 3).
+    #[schemars(range(min = 0, max = 100))]
+    context: Option<u64>,
+    /// At most this many entries, 1 to 10000 (default 10000); `stats` counts them all.
+    #[schemars(range(min = 1, max = 10000))]
+    limit: Option<u64>,
+}
+
+impl DiffQuery {
+    /// The options, for a route that takes no sides.
+    fn options_only(&self, scope: Scope) -> Result<DiffOptions> {
+        if self.from.is_some() || self.to.is_some() {
+            return Err(Error::invalid_argument("from and to are for GET /v1/sessions/{id}/diff only"));
+        }
+        self.options(scope)
+    }
+
+    fn options(&self, scope: Scope) -> Result<DiffOptions> {
+        let paths = match self.path.as_deref() {
+            Some(p) => {
+                let p = path::from_text(p)?;
+                if p.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![p]
+                }
+            }
+            None => Vec::new(),
+        };
+        let context = self.context.unwrap_or(3);
+        if context > MAX_CONTEXT as u64 {
+            return Err(Error::invalid_argument(format!("context {context} is more than {MAX_CONTEXT} lines")));
+        }
+        let limit = self.limit.unwrap_or(MAX_DIFF_ENTRIES);
+        if !(1..=MAX_DIFF_ENTRIES).contains(&limit) {
+            return Err(Error::invalid_argument(format!("limit {limit} is not from 1 to {MAX_DIFF_ENTRIES}")));
+        }
+        let threshold = self.threshold.unwrap_or(DEFAULT_RENAME_THRESHOLD);
+        if !(1..=100).contains(&threshold) {
+            return Err(Error::invalid_argument(format!("threshold {threshold} is not a percentage from 1 to 100")));
+        }
+        Ok(DiffOptions {
+            paths,
+            scope,
+            renames: (self.renames != Some(false)).then_some(threshold),
+            lines: self.lines != Some(false),
+            patch: self.patch == Some(true),
+            context: context as usize,
+            limit: Some(limit as usize),
+        })
+    }
+}
+
+/// `GET /v1/snapshots/{snap}/diff/{other}`: what changed from one snapshot to another.
+pub(super) async fn snapshots(
+    State(st): State<Arc<AppState>>,
+    P((snap, other)): P<(String, String)>,
+    Q(q): Q<DiffQuery>,
+) -> Result<Response, ApiError> {
+    let opts = q.options_only(Scope::whole())?;
+    let report = st
+        .blocking(move |_, repo| {
+            let from = repo.resolve_snapshot(&snap, None)?;
+            let to = repo.resolve_snapshot(&other, Some(&from.workspace))?;
+            repo.diff(&DiffTarget::Snapshot(Box::new(from)), &DiffTarget::Snapshot(Box::new(to)), &opts)
+        })
+        .await?;
+    Ok(axum::Json(report).into_response())
+}
+
+/// `GET /v1/sessions/{id}/diff?from=&to=`: a diff of the session's workspace, within its scope.
+pub(super) async fn session(
+    State(st): State<Arc<AppState>>,
+    P(id): P<SessionId>,
+    Q(q): Q<DiffQuery>,
+) -> Result<Response, ApiError> {
+    let report = st
+        .blocking(move |_, repo| {
+            let s = session_of(repo, &id)?;
+            let opts = q.options(s.scope()?)?;
+            let side = |r: Option<&str>, default_now: bool| -> Result<DiffTarget> {
+                match r {
+                    Some("start") => repo.session_start(&s),
+                    Some("now") => repo.session_now(&s),
+                    None if default_now => repo.session_now(&s),
+                    None => repo.session_start(&s),
+                    Some(snap) => Ok(DiffTarget::Snapshot(Box::new(repo.resolve_snapshot(snap, Some(&s.workspace))?))),
+                }
+            };
+            let (from, to) = (side(q.from.as_deref(), false)?, side(q.to.as_deref(), true)?);
+            Ok::<_, ApiError>(repo.diff(&from, &to, &opts)?)
+        })
+        .await?;
+    Ok(axum::Json(report).into_response())
+}
+
+/// `GET /v1/sessions/{id}/changes`: what the session changed, with who touched each path.
+pub(super) async fn changes(
+    State(st): State<Arc<AppState>>,
+    P(id): P<SessionId>,
+    Q(q): Q<DiffQuery>,
+) -> Result<Response, ApiError> {
+    let report = st
+        .blocking(move |_, repo| {
+            let s = session_of(repo, &id)?;
+            let opts = q.options_only(s.scope()?)?;
+            Ok::<_, ApiError>(repo.session_changes(&s, &opts)?)
+        })
+        .await?;
+    Ok(axum::Json(report).into_response())
+}
+
+/// The query of `GET /v1/log`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogQuery {
+    /// The workspace.
+    workspace: String,
+    /// The workspace-relative path.
+    #[schemars(schema_with = "crate::base::path::nonempty_schema")]
+    path: String,
+    /// `true`: go on across renames.
+    follow: Option<bool>,
+}
+
+/// `GET /v1/log?workspace=&path=&follow=`: a path's versions across snapshots, newest first.
+pub(super) async fn log(State(st): State<Arc<AppState>>, Q(q): Q<LogQuery>) -> Result<Response, ApiError> {
+    let rel = path::normalize_nonempty(&path::from_text(&q.path)?)?;
+    let log =
+        st.blocking(move |_, repo| repo.path_log(&q.workspace, &rel, q.follow == Some(true), &Scope::whole())).await?;
+    Ok(axum::Json(log).into_response())
+}
+
+/// The query of `GET /v1/snapshots/{snap}/search`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct SearchQuery {
+    /// What to look for.
+    #[schemars(length(min = 1, max = 4096))]
+    pattern: String,
+    /// `literal` (default), `regex`, or `glob` (over paths).
+    mode: Option<SearchMode>,
+    /// Only under this directory.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::base::path::rooted_schema")]
+    path: Option<String>,
+    /// Only files matching this glob.
+    include: Option<String>,
+    /// Never files matching this glob.
+    exclude: Option<String>,
+    /// Match regardless of case.
+    case_insensitive: Option<bool>,
+    /// Lines of context around each match (at most 100).
+    #[schemars(range(min = 0, max = 100))]
+    context: Option<u64>,
+    /// At most this many results, 1 to 10000 (default 200).
+    #[schemars(range(min = 1, max = 10000))]
+    max_results: Option<u64>,
+}
+
+/// `GET /v1/snapshots/{snap}/search`: content or path search inside a snapshot.
+pub(super) async fn search(
+    State(st): State<Arc<AppState>>,
+    P(snap): P<String>,
+    Q(q): Q<SearchQuery>,
+) -> Result<Response, ApiError> {
+    let max = q.max_results.unwrap_or(200);
+    if !(1..=MAX_RESULTS).contains(&max) {
+        return Err(Error::invalid_argument(format!("maxResults {max} is not from 1 to {MAX_RESULTS}")).into());
+    }
+    let context = q.context.unwrap_or(0);
+    if context > MAX_CONTEXT as u64 {
+        return Err(Error::invalid_argument(format!("context {context} is more than {MAX_CONTEXT} lines")).into());
+    }
+    let spec = SearchSpec {
+        pattern: q.pattern,
+        mode: q.mode.unwrap_or_default(),
+        path: q.path.unwrap_or_default(),
+        include: q.include.into_iter().collect(),
+        exclude: q.exclude.into_iter().collect(),
+        case_insensitive: q.case_insensitive == Some(true),
+        context: context as usize,
+    };
+    let m = Matcher::new(&spec)?;
+    let found = st
+        .blocking(move |_, repo| {
+            let info = repo.resolve_snapshot(&snap, None)?;
+            repo.search_snapshot(&info, &Scope::whole(), &m, max as usize)
+        })
+        .await?;
+    Ok(axum::Json(found).into_response())
+}
+
+/// The query of `GET /v1/find`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FindQuery {
+    /// A name, a path (with `/`), or a glob over names or paths.
+    #[schemars(length(min = 1, max = 1024))]
+    pattern: String,
+    /// Only this workspace.
+    workspace: Option<String>,
+    /// Match regardless of case.
+    case_insensitive: Option<bool>,
+    /// At most this many versions, 1 to 10000 (default 1000).
+    #[schemars(range(min = 1, max = 10000))]
+    limit: Option<u64>,
+}
+
+/// `GET /v1/find?pattern=`: which snapshots hold a matching path, from the path index.
+pub(super) async fn find(State(st): State<Arc<AppState>>, Q(q): Q<FindQuery>) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(1000);
+    if !(1..=MAX_RESULTS).contains(&limit) {
+        return Err(Error::invalid_argument(format!("limit {limit} is not from 1 to {MAX_RESULTS}")).into());
+    }
+    if q.pattern.is_empty() {
+        return Err(Error::invalid_argument("pattern is empty: give a name or a glob").into());
+    }
+    let found = st
+        .blocking(move |_, repo| {
+            repo.find_paths(&q.pattern, q.workspace.as_deref(), q.case_insensitive == Some(true), limit as usize)
+        })
+        .await?;
+    Ok(axum::Json(found).into_response())
+}
