@@ -112,7 +112,12 @@ impl Repo {
                 rows.extend(paths::versions_of(conn, ws.id, &p)?);
             }
         } else {
-            let glob = pattern::glob(pattern, case_insensitive, true)?.compile_matcher();
+            // A set of one, not `compile_matcher`: building a set reports a glob whose regex
+            // does not compile as an error, where the matcher would panic.
+            let glob = globset::GlobSetBuilder::new()
+                .add(pattern::glob(pattern, case_insensitive, true)?)
+                .build()
+                .map_err(|e| Error::invalid_argument(format!("bad glob: {}", e.kind())))?;
             let test = |bytes: &[u8]| glob.is_match(path::display(bytes).as_ref());
             if whole_path {
                 let mut hits = Vec::new();
