@@ -255,7 +255,7 @@ pub struct DiffReport {
     /// renames (exact renames are still found).
     pub renames_skipped: bool,
     /// What reading the live tree could not do exactly.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
 }
 
@@ -270,7 +270,7 @@ pub struct ChangedPath {
     /// it), oldest first: who, which tool, when.
     pub records: Vec<AuditEntry>,
     /// For a deleted path: the trash items holding it, which `trove trash restore` takes.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trash: Vec<TrashRecord>,
 }
 
@@ -302,6 +302,6 @@ pub struct SessionChanges {
     /// The session's audit records that name a path, in all.
     pub records: u64,
     /// What reading the live tree could not do exactly.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
 }

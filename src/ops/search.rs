@@ -82,10 +82,10 @@ pub struct LineMatch {
     /// The line, cut at 500 characters.
     pub text: String,
     /// Lines just before it, when context was asked for.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_before: Vec<String>,
     /// Lines just after it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_after: Vec<String>,
 }
 
@@ -280,7 +280,7 @@ pub struct SnapshotSearch {
     /// Matching lines in path order (a content search).
     pub matches: Vec<LineMatch>,
     /// Matching paths (a glob search).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
     /// Files whose content was searched.
     pub files_searched: usize,

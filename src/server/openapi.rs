@@ -311,7 +311,7 @@ const OPS: &[Op] = &[
         method: "GET",
         path: "/v1/sessions/{id}/diff",
         summary: "A diff of a session's workspace within its scope (default: its start against now)",
-        query: Some(schema_of::<super::review::DiffQuery>),
+        query: Some(schema_of::<super::review::SessionDiffQuery>),
         headers: &[],
         body: Body::None,
         reply: Reply::Json(200, schema_of::<DiffReport>),

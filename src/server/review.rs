@@ -23,81 +23,116 @@ const MAX_DIFF_ENTRIES: u64 = 10_000;
 /// The most results of a search or find.
 const MAX_RESULTS: u64 = 10_000;
 
-/// How a diff is computed and how much it says.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct DiffQuery {
-    /// `GET /v1/sessions/{id}/diff` only: the old side, `start` (default: what the session
-    /// started from), `now`, `latest`, or a snapshot id or prefix of the session's workspace.
-    from: Option<String>,
-    /// `GET /v1/sessions/{id}/diff` only: the new side, `now` (default: the live tree while
-    /// the session runs, else its last snapshot), `start`, `latest`, or a snapshot.
-    to: Option<String>,
-    /// Only this path (a file or a directory).
-    #[serde(default)]
-    #[schemars(schema_with = "crate::base::path::rooted_schema")]
-    path: Option<String>,
-    /// `false`: no rename detection.
-    renames: Option<bool>,
-    /// Similarity in percent from which a deleted and an added text file are a rename
-    /// (default 50; 100: identical content only).
-    #[schemars(range(min = 1, max = 100))]
-    threshold: Option<u8>,
-    /// `false`: skip counting lines (faster).
-    lines: Option<bool>,
-    /// `true`: each text file's unified diff in `patch`.
-    patch: Option<bool>,
-    /// Lines of context in patches (default 3).
-    #[schemars(range(min = 0, max = 100))]
-    context: Option<u64>,
-    /// At most this many entries, 1 to 10000 (default 10000); `stats` counts them all.
-    #[schemars(range(min = 1, max = 10000))]
-    limit: Option<u64>,
+/// Declares a diff query: `$extra` fields, then the options every diff takes, and `options`.
+macro_rules! diff_query {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        pub(super) struct $name {
+            $($(#[$fdoc])* $field: $ty,)*
+            /// Only this path (a file or a directory).
+            #[serde(default)]
+            #[schemars(schema_with = "crate::base::path::rooted_schema")]
+            path: Option<String>,
+            /// `false`: no rename detection.
+            renames: Option<bool>,
+            /// Similarity in percent from which a deleted and an added text file are a rename
+            /// (default 50; 100: identical content only).
+            #[schemars(range(min = 1, max = 100))]
+            threshold: Option<u8>,
+            /// `false`: skip counting lines (faster).
+            lines: Option<bool>,
+            /// `true`: each text file's unified diff in `patch`.
+            patch: Option<bool>,
+            /// Lines of context in patches (default 3).
+            #[schemars(range(min = 0, max = 100))]
+            context: Option<u64>,
+            /// At most this many entries, 1 to 10000 (default 10000); `stats` counts them all.
+            #[schemars(range(min = 1, max = 10000))]
+            limit: Option<u64>,
+        }
+
+        impl $name {
+            fn options(&self, scope: Scope) -> Result<DiffOptions> {
+                diff_options(
+                    self.path.as_deref(),
+                    (self.renames, self.threshold),
+                    (self.lines, self.patch, self.context),
+                    self.limit,
+                    scope,
+                )
+            }
+        }
+    };
 }
 
-impl DiffQuery {
-    /// The options, for a route that takes no sides.
-    fn options_only(&self, scope: Scope) -> Result<DiffOptions> {
-        if self.from.is_some() || self.to.is_some() {
-            return Err(Error::invalid_argument("from and to are for GET /v1/sessions/{id}/diff only"));
-        }
-        self.options(scope)
-    }
+diff_query! {
+    /// The query of `GET /v1/snapshots/{snap}/diff/{other}` and `GET /v1/sessions/{id}/changes`.
+    DiffQuery {}
+}
 
-    fn options(&self, scope: Scope) -> Result<DiffOptions> {
-        let paths = match self.path.as_deref() {
-            Some(p) => {
-                let p = path::from_text(p)?;
-                if p.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![p]
-                }
-            }
-            None => Vec::new(),
-        };
-        let context = self.context.unwrap_or(3);
-        if context > MAX_CONTEXT as u64 {
-            return Err(Error::invalid_argument(format!("context {context} is more than {MAX_CONTEXT} lines")));
-        }
-        let limit = self.limit.unwrap_or(MAX_DIFF_ENTRIES);
-        if !(1..=MAX_DIFF_ENTRIES).contains(&limit) {
-            return Err(Error::invalid_argument(format!("limit {limit} is not from 1 to {MAX_DIFF_ENTRIES}")));
-        }
-        let threshold = self.threshold.unwrap_or(DEFAULT_RENAME_THRESHOLD);
-        if !(1..=100).contains(&threshold) {
-            return Err(Error::invalid_argument(format!("threshold {threshold} is not a percentage from 1 to 100")));
-        }
-        Ok(DiffOptions {
-            paths,
-            scope,
-            renames: (self.renames != Some(false)).then_some(threshold),
-            lines: self.lines != Some(false),
-            patch: self.patch == Some(true),
-            context: context as usize,
-            limit: Some(limit as usize),
-        })
+/// A side of a session diff: `start`, `now`, `latest`, or a snapshot id or prefix.
+fn side_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "pattern": "^(start|now|latest|[0-9a-fA-F]{1,64})$"})
+}
+
+diff_query! {
+    /// The query of `GET /v1/sessions/{id}/diff`: the two sides, and the diff's options.
+    SessionDiffQuery {
+        /// The old side: `start` (default: what the session started from), `now`, `latest`,
+        /// or a snapshot id or prefix of the session's workspace.
+        #[serde(default)]
+        #[schemars(schema_with = "side_schema")]
+        from: Option<String>,
+        /// The new side: `now` (default: the live tree while the session runs, else its last
+        /// snapshot), `start`, `latest`, or a snapshot.
+        #[serde(default)]
+        #[schemars(schema_with = "side_schema")]
+        to: Option<String>,
     }
+}
+
+/// The options of a diff query, checked.
+fn diff_options(
+    path: Option<&str>,
+    (renames, threshold): (Option<bool>, Option<u8>),
+    (lines, patch, context): (Option<bool>, Option<bool>, Option<u64>),
+    limit: Option<u64>,
+    scope: Scope,
+) -> Result<DiffOptions> {
+    let paths = match path {
+        Some(p) => {
+            let p = path::from_text(p)?;
+            if p.is_empty() {
+                Vec::new()
+            } else {
+                vec![p]
+            }
+        }
+        None => Vec::new(),
+    };
+    let context = context.unwrap_or(3);
+    if context > MAX_CONTEXT as u64 {
+        return Err(Error::invalid_argument(format!("context {context} is more than {MAX_CONTEXT} lines")));
+    }
+    let limit = limit.unwrap_or(MAX_DIFF_ENTRIES);
+    if !(1..=MAX_DIFF_ENTRIES).contains(&limit) {
+        return Err(Error::invalid_argument(format!("limit {limit} is not from 1 to {MAX_DIFF_ENTRIES}")));
+    }
+    let threshold = threshold.unwrap_or(DEFAULT_RENAME_THRESHOLD);
+    if !(1..=100).contains(&threshold) {
+        return Err(Error::invalid_argument(format!("threshold {threshold} is not a percentage from 1 to 100")));
+    }
+    Ok(DiffOptions {
+        paths,
+        scope,
+        renames: (renames != Some(false)).then_some(threshold),
+        lines: lines != Some(false),
+        patch: patch == Some(true),
+        context: context as usize,
+        limit: Some(limit as usize),
+    })
 }
 
 /// `GET /v1/snapshots/{snap}/diff/{other}`: what changed from one snapshot to another.
@@ -106,7 +141,7 @@ pub(super) async fn snapshots(
     P((snap, other)): P<(String, String)>,
     Q(q): Q<DiffQuery>,
 ) -> Result<Response, ApiError> {
-    let opts = q.options_only(Scope::whole())?;
+    let opts = q.options(Scope::whole())?;
     let report = st
         .blocking(move |_, repo| {
             let from = repo.resolve_snapshot(&snap, None)?;
@@ -121,7 +156,7 @@ pub(super) async fn snapshots(
 pub(super) async fn session(
     State(st): State<Arc<AppState>>,
     P(id): P<SessionId>,
-    Q(q): Q<DiffQuery>,
+    Q(q): Q<SessionDiffQuery>,
 ) -> Result<Response, ApiError> {
     let report = st
         .blocking(move |_, repo| {
@@ -130,6 +165,7 @@ pub(super) async fn session(
             let side = |r: Option<&str>, default_now: bool| -> Result<DiffTarget> {
                 match r {
                     Some("start") => repo.session_start(&s),
+                    Some("") => Err(Error::invalid_argument("from and to, when given, name a side")),
                     Some("now") => repo.session_now(&s),
                     None if default_now => repo.session_now(&s),
                     None => repo.session_start(&s),
@@ -152,7 +188,7 @@ pub(super) async fn changes(
     let report = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &id)?;
-            let opts = q.options_only(s.scope()?)?;
+            let opts = q.options(s.scope()?)?;
             Ok::<_, ApiError>(repo.session_changes(&s, &opts)?)
         })
         .await?;
@@ -184,8 +220,8 @@ pub(super) async fn log(State(st): State<Arc<AppState>>, Q(q): Q<LogQuery>) -> R
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct SearchQuery {
-    /// What to look for.
-    #[schemars(length(min = 1, max = 4096))]
+    /// What to look for: one line (a search matches within lines).
+    #[schemars(schema_with = "search_pattern_schema")]
     pattern: String,
     /// `literal` (default), `regex`, or `glob` (over paths).
     mode: Option<SearchMode>,
@@ -205,6 +241,11 @@ pub(super) struct SearchQuery {
     /// At most this many results, 1 to 10000 (default 200).
     #[schemars(range(min = 1, max = 10000))]
     max_results: Option<u64>,
+}
+
+/// A search pattern: 1 to 4096 characters, no line break.
+fn search_pattern_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": 4096, "pattern": "^[^\\n]+$"})
 }
 
 /// `GET /v1/snapshots/{snap}/search`: content or path search inside a snapshot.
