@@ -299,3 +299,45 @@ CREATE TABLE path_versions (
 );
 CREATE INDEX path_versions_by_path ON path_versions(workspace, path, from_ord);
 CREATE INDEX path_versions_by_name ON path_versions(name);
+
+-- schema-version: 8
+-- The search index (ARCHITECTURE.md, "Search index"): the trigrams of every text file of the
+-- snapshots searched so far, so a content search decompresses only the files that can match.
+-- Derived data, built lazily by the first search of a snapshot that needs it. A file content
+-- is a document, numbered in the order indexed; a run of indexing writes one segment of
+-- postings (its number is its first document's), and segments are merged once there are many.
+CREATE TABLE search_docs (
+    doc         INTEGER PRIMARY KEY,
+    id          BLOB NOT NULL UNIQUE,        -- the file's content id
+    kind        INTEGER NOT NULL             -- 0 text (trigrams indexed), 1 binary (a search never
+                                             -- matches it), 2 not indexed (always searched)
+);
+CREATE INDEX search_docs_unindexed ON search_docs(doc) WHERE kind = 2;
+CREATE TABLE search_segments (
+    segment     INTEGER PRIMARY KEY,         -- the first document it covers
+    last_doc    INTEGER NOT NULL,
+    grams       INTEGER NOT NULL,            -- rows in search_grams
+    bytes       INTEGER NOT NULL             -- bytes of their posting lists
+);
+CREATE TABLE search_grams (
+    gram        INTEGER NOT NULL,            -- three folded bytes, big-endian
+    segment     INTEGER NOT NULL REFERENCES search_segments(segment),
+    docs        BLOB NOT NULL,               -- ascending document numbers, delta-coded LEB128
+    PRIMARY KEY (gram, segment)
+) WITHOUT ROWID;
+-- Snapshots every file of which has a document.
+CREATE TABLE search_snapshots (
+    snapshot    TEXT PRIMARY KEY REFERENCES snapshots(id)
+) WITHOUT ROWID;
+
+-- The stat cache becomes the directory cache (ARCHITECTURE.md, "Directory cache"): one record per
+-- directory of a workspace's live tree, holding each entry's lstat fields, a file's content ids
+-- and the directory's tree id, so an unchanged directory costs its stats and one comparison. The
+-- per-file rows are dropped: a cache, it costs each workspace one re-read at its next snapshot.
+DROP TABLE stat_cache;
+CREATE TABLE dir_cache (
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    dir_key     BLOB NOT NULL,               -- first 16 bytes of BLAKE3(workspace-relative path)
+    data        BLOB NOT NULL,               -- the record (ARCHITECTURE.md, "Directory cache")
+    PRIMARY KEY (workspace, dir_key)
+) WITHOUT ROWID;

@@ -55,6 +55,9 @@ fn bench(c: &mut Criterion) {
     let scratch = tempfile::tempdir().expect("scratch dir");
     let ws = scratch.path().join("ws");
     make_tree(&ws, FILES);
+    // A workspace an agent works in is older than the racy window: files written in the last
+    // two seconds would be read again by every snapshot and live diff, as git re-reads them too.
+    std::thread::sleep(Duration::from_millis(2_100));
     let repo = Repo::init(&scratch.path().join("repo"), "bench").expect("init");
     let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..Default::default() };
     let a = repo.snapshot(&ws, &opts).expect("snapshot");

@@ -1,11 +1,12 @@
 //! What the tests and fuzzers reach below the public API, with the `testing` feature only: the
 //! manifest's rows (to damage or inspect them), the journal's plans (to stage an interrupted
-//! change), the work directory and its lock, and the tree codec.
+//! change), the work directory and its lock, and the tree, directory record and posting codecs.
 
 pub use crate::fs::live::READ_LIMIT;
 pub use crate::fs::lock::Locked;
 pub use crate::fs::workdir::WorkDir;
-pub use crate::manifest::{audit, journal, loose, objects, trash, workspaces};
+pub use crate::manifest::{audit, grams, journal, loose, objects, trash, workspaces};
+pub use crate::model::dir_cache;
 pub use crate::model::tree;
 pub use crate::ops::journal::{Plan, Step};
 pub use crate::tools::read::sha256_hex;
@@ -20,4 +21,32 @@ pub fn conn(repo: &Repo) -> &rusqlite::Connection {
 /// Takes the workspace lock of `live_dir` as a change through `repo` would.
 pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::base::error::Result<Locked> {
     repo.lock_live(live_dir)
+}
+
+/// The file entries of every directory record: (trusted, racy). A trusted file is not read
+/// again while its stat holds; a racy one is read at the next snapshot whatever its stat says.
+pub fn dir_cache_files(repo: &Repo) -> crate::base::error::Result<(usize, usize)> {
+    use crate::model::dir_cache::Record;
+    use crate::model::tree::EntryKind;
+    let conn = repo.manifest().conn();
+    let mut stmt =
+        conn.prepare("SELECT data FROM dir_cache").map_err(|e| crate::base::error::Error::db("reading", e))?;
+    let blobs = stmt
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| crate::base::error::Error::db("reading", e))?;
+    let (mut trusted, mut racy) = (0, 0);
+    for blob in &blobs {
+        let record =
+            Record::parse(blob).ok_or_else(|| crate::base::error::Error::corrupt("a record does not parse"))?;
+        for e in record.entries() {
+            let e = e.map_err(|()| crate::base::error::Error::corrupt("a record entry does not parse"))?;
+            match (e.kind, e.racy) {
+                (EntryKind::File, false) => trusted += 1,
+                (EntryKind::File, true) => racy += 1,
+                _ => {}
+            }
+        }
+    }
+    Ok((trusted, racy))
 }

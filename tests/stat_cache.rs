@@ -1,5 +1,6 @@
-//! Property test: whatever happens to files between snapshots, the stat cache's decision to
-//! skip a file never yields content that differs from reading the file again.
+//! Property test: whatever happens to files and directories between snapshots, what the
+//! directory cache vouches for (a file not read again, a directory keeping its tree id) never
+//! yields a snapshot that differs from one reading every file again.
 
 use std::fs;
 use std::path::Path;
@@ -17,6 +18,12 @@ enum Op {
     /// Replace file `i` with a copy of file `j` via rename (new inode, maybe same size/mtime).
     RenameOver(usize, usize),
     Chmod(usize, bool),
+    /// Write file `i` inside subdirectory `d{j}` (made if missing).
+    WriteIn(usize, usize, usize),
+    /// Remove subdirectory `d{j}` and all it holds.
+    RemoveDir(usize),
+    /// Point the symlink `link` at file `i` (made if missing).
+    Relink(usize),
     /// Let time pass beyond the racy window, so what was read becomes cacheable.
     Sleep,
     Snapshot,
@@ -32,6 +39,9 @@ fn op() -> impl Strategy<Value = Op> {
         (0..FILES, 0..CONTENTS.len()).prop_map(|(i, v)| Op::WriteKeepMtime(i, v)),
         (0..FILES, 0..FILES).prop_map(|(i, j)| Op::RenameOver(i, j)),
         (0..FILES, any::<bool>()).prop_map(|(i, x)| Op::Chmod(i, x)),
+        (0..FILES, 0..2usize, 0..CONTENTS.len()).prop_map(|(i, j, v)| Op::WriteIn(i, j, v)),
+        (0..2usize).prop_map(Op::RemoveDir),
+        (0..FILES).prop_map(Op::Relink),
         Just(Op::Sleep),
         Just(Op::Snapshot),
         Just(Op::Snapshot),
@@ -63,6 +73,17 @@ fn apply(ws: &Path, op: &Op) {
             let mode = if x { 0o755 } else { 0o644 };
             fs::set_permissions(ws.join(name(i)), fs::Permissions::from_mode(mode)).expect("chmod");
         }
+        Op::WriteIn(i, j, v) => {
+            fs::create_dir_all(ws.join(format!("d{j}"))).expect("mkdir");
+            fs::write(ws.join(format!("d{j}")).join(name(i)), CONTENTS[v]).expect("write");
+        }
+        Op::RemoveDir(j) => {
+            let _ = fs::remove_dir_all(ws.join(format!("d{j}")));
+        }
+        Op::Relink(i) => {
+            let _ = fs::remove_file(ws.join("link"));
+            std::os::unix::fs::symlink(name(i), ws.join("link")).expect("symlink");
+        }
         Op::Sleep => std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000)),
         Op::Snapshot => {}
     }
@@ -81,6 +102,13 @@ fn check(repo: &Repo, ws: &Path) {
         let mode = fs::metadata(ws.join(name(i))).expect("stat").permissions().mode() & 0o7777;
         assert_eq!(entry.mode, mode, "mode of {}", name(i));
     }
+    // The whole tree, subdirectories and links included, is the one a snapshot reading every
+    // file builds (in a repository of its own, so its cache is not touched).
+    let fresh = Repo::in_memory().expect("repo");
+    let full = fresh
+        .snapshot(ws, &SnapshotOptions { use_stat_cache: false, ..SnapshotOptions::default() })
+        .expect("full snapshot");
+    assert_eq!(snap.root, full.root, "the cached snapshot's tree is the full read's");
 }
 
 proptest! {
@@ -121,12 +149,10 @@ fn unchanged_files_are_not_read_again() {
     let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
     std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
     repo.snapshot(&ws, &opts).expect("first");
-    let cached: i64 =
-        trove::testing::conn(&repo).query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
-    assert_eq!(cached, 1, "an old enough file is cached");
+    let cached = trove::testing::dir_cache_files(&repo).expect("records");
+    assert_eq!(cached, (1, 0), "an old enough file is cached");
     fs::write(ws.join("b"), "fresh").expect("write");
     repo.snapshot(&ws, &opts).expect("second");
-    let cached: i64 =
-        trove::testing::conn(&repo).query_row("SELECT COUNT(*) FROM stat_cache", [], |r| r.get(0)).expect("count");
-    assert_eq!(cached, 1, "a file written just now is racy and not cached yet");
+    let cached = trove::testing::dir_cache_files(&repo).expect("records");
+    assert_eq!(cached, (1, 1), "a file written just now is racy: read again next time");
 }

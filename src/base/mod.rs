@@ -1,10 +1,11 @@
-//! The base layer: errors, paths, time, random ids, patterns, the memory budget, progress and
-//! failpoints. It imports nothing else of the crate.
+//! The base layer: errors, paths, time, random ids, patterns and their trigrams, the memory
+//! budget, progress and failpoints. It imports nothing else of the crate.
 
 pub mod budget;
 pub mod count;
 pub mod error;
 pub mod failpoint;
+pub mod grams;
 pub mod id;
 pub mod path;
 pub mod pattern;

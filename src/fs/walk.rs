@@ -13,7 +13,6 @@ use std::ffi::{CStr, CString};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -124,46 +123,18 @@ impl Excludes {
     }
 }
 
-/// What `lstat` says of an entry, the fields the stat cache and the tree keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-    pub inode: u64,
-    pub device: u64,
-    /// Permission bits and the file-type bits, as `st_mode`.
-    pub mode: u32,
-}
+pub use crate::model::dir_cache::Stat;
 
-impl Stat {
-    pub fn of(m: &fs::Metadata) -> Stat {
-        Stat {
-            size: m.size(),
-            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
-            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
-            inode: m.ino(),
-            device: m.dev(),
-            mode: m.mode(),
-        }
-    }
-
-    /// From a raw `stat`, whose field widths differ between architectures.
-    #[allow(clippy::unnecessary_cast)]
-    fn of_raw(s: &rustix::fs::Stat) -> Stat {
-        Stat {
-            size: s.st_size as u64,
-            mtime_ns: (s.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_mtime_nsec as i64),
-            ctime_ns: (s.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_ctime_nsec as i64),
-            inode: s.st_ino as u64,
-            device: s.st_dev as u64,
-            mode: s.st_mode as u32,
-        }
-    }
-
-    /// The permission bits kept in trees (type bits are the entry kind).
-    pub fn perm(&self) -> u32 {
-        self.mode & 0o7777
+/// A raw `stat` as a [`Stat`]; its field widths differ between architectures.
+#[allow(clippy::unnecessary_cast)]
+fn stat_of_raw(s: &rustix::fs::Stat) -> Stat {
+    Stat {
+        size: s.st_size as u64,
+        mtime_ns: (s.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_mtime_nsec as i64),
+        ctime_ns: (s.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(s.st_ctime_nsec as i64),
+        inode: s.st_ino as u64,
+        device: s.st_dev as u64,
+        mode: s.st_mode as u32,
     }
 }
 
@@ -323,7 +294,7 @@ pub fn walk(fd: &OwnedFd, root: &Path, opts: &WalkOptions<'_>) -> Result<Walked>
         listed: Mutex::new(Vec::new()),
         failed: Mutex::new(None),
     };
-    let first = Job { index: 0, rel: Vec::new(), stat: Stat::of_raw(&stat), depth: 0, opened: None };
+    let first = Job { index: 0, rel: Vec::new(), stat: stat_of_raw(&stat), depth: 0, opened: None };
     rayon::scope(|s| visit(s, &ctx, first));
     if let Some(e) = ctx.failed.into_inner().map_err(|_| Error::internal("walk failure poisoned"))? {
         return Err(e);
@@ -534,7 +505,7 @@ fn list_dir(
         if excludes.is_excluded(&child_rel, name, ft == FileType::Directory) {
             continue;
         }
-        let stat = Stat::of_raw(&st);
+        let stat = stat_of_raw(&st);
         match ft {
             FileType::Directory => subdirs.push((name.to_vec(), stat, open_subdir(dir, cname, held))),
             FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),

@@ -1,4 +1,4 @@
-//! The manifest: the repository's SQLite database (packs index, trees, snapshots, stat cache,
+//! The manifest: the repository's SQLite database (packs index, trees, snapshots, directory cache,
 //! audit), opened with WAL and foreign keys, its schema applied from `schema.sql`.
 //!
 //! Versioning: `PRAGMA user_version` holds the schema version. A new repository gets
@@ -6,6 +6,8 @@
 //! refused, because an old binary cannot know what the new columns mean.
 
 pub mod audit;
+pub mod dir_cache;
+pub mod grams;
 pub mod journal;
 pub mod loose;
 pub mod objects;
@@ -13,7 +15,6 @@ pub mod paths;
 pub mod restores;
 pub mod sessions;
 pub mod snapshots;
-pub mod stat_cache;
 pub mod tokens;
 pub mod trash;
 pub mod trees;
@@ -26,7 +27,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new

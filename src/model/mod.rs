@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod diff;
+pub mod dir_cache;
 pub mod history;
 pub mod scope;
 pub mod session;

@@ -1,18 +1,21 @@
-//! The live tree as trees in memory: which files the stat cache vouches for, and the
-//! directory trees built from the walk once every file's content is known. Taking a snapshot
-//! stores what this builds; a diff against the live tree only compares it.
+//! The live tree as trees in memory: which files the directory cache vouches for, which
+//! directories keep their tree id unchanged, and the trees of the others built from the walk
+//! once every file's content is known. Taking a snapshot stores what this builds (and the new
+//! directory records); a diff against the live tree only compares it.
 
+use rayon::prelude::*;
 use rusqlite::Connection;
 
 use crate::base::error::{Error, Result};
 use crate::fs::walk::{self, Node, Stat, Walked};
-use crate::manifest::stat_cache::{child_key, CacheMap, CachedStat, PathKey};
+use crate::manifest::dir_cache::{dir_key, DirCacheMap, DirKey};
 use crate::manifest::trees;
+use crate::model::dir_cache::{CachedEntry, Record, RecordWriter};
 use crate::model::snapshot::Counts;
 use crate::model::tree::{self, Entry, EntryKind};
 use crate::object::{ObjectId, RandomKeyMap, Sha256};
 
-/// The content of one file as read (or as the stat cache remembers it).
+/// The content of one file as read (or as the directory cache remembers it).
 #[derive(Debug, Clone)]
 pub(crate) struct Content {
     pub(crate) id: ObjectId,
@@ -21,7 +24,7 @@ pub(crate) struct Content {
     pub(crate) stat: Stat,
     /// For chunked files: (offset, chunk id) in order.
     pub(crate) chunks: Option<Vec<(u64, ObjectId)>>,
-    /// Safe to remember in the stat cache (not racy, not changed while read).
+    /// Safe to trust to the directory cache (not racy, not changed while read).
     pub(crate) cacheable: bool,
     pub(crate) from_cache: bool,
 }
@@ -37,21 +40,35 @@ pub(crate) enum Outcome {
 /// about half the memory of the entries themselves.
 pub(crate) type Built = RandomKeyMap<ObjectId, Vec<u8>>;
 
-/// One file of the walk and what became of it. Files are kept in walk order, which is also the
-/// order `build` visits them, so no map by path is needed.
+/// One file of the walk and what became of it. A directory's files are kept in name order,
+/// which is also the order `build` visits them, so no map by path is needed.
 pub(crate) struct FileOutcome {
     pub(crate) stat: Stat,
-    pub(crate) key: PathKey,
-    /// Whether the stat cache had a row for this path (stale rows of misses are deleted).
-    pub(crate) had_row: bool,
     /// The workspace-relative path, built only for files that must be read.
     pub(crate) rel: Option<Vec<u8>>,
     pub(crate) outcome: Outcome,
 }
 
-pub(crate) type Outcomes = Vec<FileOutcome>;
+/// Each walked directory's files (in walk order).
+pub(crate) type Outcomes = Vec<Vec<FileOutcome>>;
 
-fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
+/// A directory's recorded tree id, and its subdirectories' recorded tree ids in order: what it
+/// keeps if they keep theirs.
+pub(crate) type Keeps = (ObjectId, Vec<ObjectId>);
+
+/// What the directory cache said of the walked tree, per directory (in walk order).
+pub(crate) struct Classified {
+    /// Each directory's key; the records as they were (to write only what changes).
+    pub(crate) keys: Vec<DirKey>,
+    pub(crate) cache: DirCacheMap,
+    /// A directory whose every entry matched its record: the tree id it keeps, provided its
+    /// subdirectories keep theirs (their ids in the record, in order).
+    pub(crate) keeps: Vec<Option<Keeps>>,
+    /// Records of directories the walk did not see.
+    pub(crate) stale: Vec<DirKey>,
+}
+
+fn stat_matches(c: &Stat, s: &Stat) -> bool {
     c.size == s.size
         && c.mtime_ns == s.mtime_ns
         && c.ctime_ns == s.ctime_ns
@@ -60,36 +77,125 @@ fn cache_matches(c: &CachedStat, s: &Stat) -> bool {
         && c.mode == s.mode
 }
 
-/// Collects every file of the walked tree into `outcomes`, directory by directory in the
-/// walk's (breadth-first) order and by name within one, resolving stat-cache hits; returns where
-/// each directory's files start in `outcomes`. With `use_cache` off every file is a miss (the
-/// rows are still tracked for cleanup).
-pub(crate) fn classify(walked: &Walked, cache: &mut CacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Vec<usize> {
-    let mut starts = Vec::with_capacity(walked.dirs.len());
-    for dir in &walked.dirs {
-        starts.push(outcomes.len());
-        for child in &dir.children {
-            let Node::File { name, stat } = child else { continue };
-            let key = child_key(&dir.rel, name);
-            let cached = cache.remove(&key);
-            let had_row = cached.is_some();
-            let outcome = match cached {
-                Some(c) if use_cache && cache_matches(&c, stat) => Outcome::Done(Content {
-                    id: c.content,
-                    sha256: c.sha256,
-                    size: c.size,
-                    stat: *stat,
-                    chunks: None,
-                    cacheable: true,
-                    from_cache: true,
-                }),
-                _ => Outcome::Pending,
-            };
-            let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(&dir.rel, name));
-            outcomes.push(FileOutcome { stat: *stat, key, had_row, rel, outcome });
+/// Walks the live tree open as `fd` and loads workspace `workspace`'s directory records (none
+/// for a workspace not yet recorded). Loading them on this thread while the pool walks gains
+/// nothing measurable: the walk's `lstat`s already keep both cores busy.
+pub(crate) fn walk_and_load(
+    conn: &Connection,
+    workspace: Option<i64>,
+    fd: &std::os::fd::OwnedFd,
+    dir: &std::path::Path,
+    opts: &walk::WalkOptions<'_>,
+) -> Result<(Walked, DirCacheMap)> {
+    let walked = walk::walk(fd, dir, opts)?;
+    let cache = match workspace {
+        Some(w) => crate::manifest::dir_cache::load(conn, w)?,
+        None => DirCacheMap::default(),
+    };
+    Ok((walked, cache))
+}
+
+/// Matches one directory's walked children (sorted by name) against its record's entries
+/// (sorted by name): files the record vouches for are done, the others pending. Returns the
+/// directory's files and what it keeps when everything matched.
+fn classify_dir(
+    walked: &Walked,
+    children: &[Node],
+    rel: &[u8],
+    record: Option<&Record<'_>>,
+    use_cache: bool,
+) -> (Vec<FileOutcome>, Option<Keeps>) {
+    let cached: Vec<CachedEntry<'_>> = match (record, use_cache) {
+        (Some(r), true) => r.entries().map_while(|e| e.ok()).collect(),
+        _ => Vec::new(),
+    };
+    let mut keeps = use_cache && record.is_some_and(|r| r.count() == cached.len() && cached.len() == children.len());
+    let mut subtrees = Vec::new();
+    let mut outcomes = Vec::with_capacity(children.len());
+    let mut j = 0;
+    for child in children {
+        let name = child.name();
+        while j < cached.len() && cached[j].name < name {
+            j += 1;
+        }
+        let hit = cached.get(j).filter(|c| c.name == name);
+        match child {
+            Node::File { name, stat } => {
+                let done = hit.filter(|c| c.kind == EntryKind::File && !c.racy && stat_matches(&c.stat, stat));
+                let outcome = match done.and_then(|c| Some((c.content?, c.sha256?))) {
+                    Some((id, sha256)) => Outcome::Done(Content {
+                        id,
+                        sha256,
+                        size: stat.size,
+                        stat: *stat,
+                        chunks: None,
+                        cacheable: true,
+                        from_cache: true,
+                    }),
+                    None => {
+                        keeps = false;
+                        Outcome::Pending
+                    }
+                };
+                let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(rel, name));
+                outcomes.push(FileOutcome { stat: *stat, rel, outcome });
+            }
+            Node::Symlink { target, stat, .. } => {
+                keeps &= hit.is_some_and(|c| {
+                    c.kind == EntryKind::Symlink
+                        && c.target == target.as_slice()
+                        && c.stat.mode == stat.mode
+                        && c.stat.mtime_ns == stat.mtime_ns
+                });
+            }
+            Node::Dir { index, .. } => {
+                let stat = &walked.dirs[*index].stat;
+                match hit.filter(|c| {
+                    c.kind == EntryKind::Dir && c.stat.mode == stat.mode && c.stat.mtime_ns == stat.mtime_ns
+                }) {
+                    Some(c) => subtrees.extend(c.content),
+                    None => keeps = false,
+                }
+            }
         }
     }
-    starts
+    let keeps = match (keeps, record) {
+        (true, Some(r)) => Some((r.tree, subtrees)),
+        _ => None,
+    };
+    (outcomes, keeps)
+}
+
+/// Collects every file of the walked tree into `outcomes`, directory by directory in the
+/// walk's order and by name within one, resolving what the directory cache vouches for; the
+/// directories are matched in parallel. With `use_cache` off every file is pending and no
+/// directory keeps its tree (the records are still tracked, to be rewritten).
+pub(crate) fn classify(walked: &Walked, cache: DirCacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Classified {
+    let per_dir: Vec<(DirKey, Vec<FileOutcome>, Option<Keeps>)> = walked
+        .dirs
+        .par_iter()
+        .map(|dir| {
+            let key = dir_key(&dir.rel);
+            let old = cache.get(&key);
+            let record = old.and_then(|b| Record::parse(b));
+            if old.is_some() && record.is_none() {
+                tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), "a directory cache record does not parse; its files are read again");
+            }
+            let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
+            (key, files, keeps)
+        })
+        .collect();
+    let n = per_dir.len();
+    let mut c = Classified { keys: Vec::with_capacity(n), cache, keeps: Vec::with_capacity(n), stale: Vec::new() };
+    outcomes.reserve(n);
+    for (key, files, keeps) in per_dir {
+        c.keys.push(key);
+        c.keeps.push(keeps);
+        outcomes.push(files);
+    }
+    let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
+    c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
+    c
 }
 
 /// A file's tree entry: its content as read, with the mode the walk saw.
@@ -134,19 +240,56 @@ fn dir_entry(name: &[u8], stat: &Stat, tree: ObjectId) -> Entry {
     }
 }
 
-/// Builds every directory's tree, deepest first (the walk lists parents before children), and
-/// returns the root's id; fills `trees` and `counts`. `starts` is what `classify` returned.
+/// The tree id of every walked directory (in walk order), and which kept theirs unencoded.
+pub(crate) struct BuiltIds {
+    pub(crate) root: ObjectId,
+    pub(crate) ids: Vec<ObjectId>,
+    pub(crate) kept: Vec<bool>,
+}
+
+/// Builds every directory's tree, deepest first (the walk lists parents before children): a
+/// directory the cache vouched for whole keeps its tree id when its subdirectories kept
+/// theirs; the others are encoded into `trees`. Fills `counts`.
 pub(crate) fn build(
     walked: &Walked,
-    starts: &[usize],
+    classified: &Classified,
     outcomes: &Outcomes,
     trees: &mut Built,
     counts: &mut Counts,
-) -> Result<ObjectId> {
-    let mut ids: Vec<Option<ObjectId>> = vec![None; walked.dirs.len()];
+) -> Result<BuiltIds> {
+    let n = walked.dirs.len();
+    let mut ids: Vec<Option<ObjectId>> = vec![None; n];
+    let mut kept = vec![false; n];
     for (i, dir) in walked.dirs.iter().enumerate().rev() {
+        let sub = |index: usize| ids[index].ok_or_else(|| Error::internal("a subdirectory came before its parent"));
+        let mut files = outcomes[i].iter();
+        if let Some((tree, subtrees)) = &classified.keeps[i] {
+            let mut expected = subtrees.iter();
+            let mut same = true;
+            for child in &dir.children {
+                if let Node::Dir { index, .. } = child {
+                    same &= expected.next() == Some(&sub(*index)?);
+                }
+            }
+            if same && expected.next().is_none() {
+                for child in &dir.children {
+                    match child {
+                        Node::File { .. } => {
+                            if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
+                                counts.files += 1;
+                                counts.bytes += c.size;
+                            }
+                        }
+                        Node::Symlink { .. } => counts.symlinks += 1,
+                        Node::Dir { .. } => counts.dirs += 1,
+                    }
+                }
+                ids[i] = Some(*tree);
+                kept[i] = true;
+                continue;
+            }
+        }
         let mut entries = Vec::with_capacity(dir.children.len());
-        let mut files = outcomes[starts[i]..].iter();
         for child in &dir.children {
             match child {
                 Node::File { name, stat } => {
@@ -162,8 +305,7 @@ pub(crate) fn build(
                 }
                 Node::Dir { name, index } => {
                     counts.dirs += 1;
-                    let id = ids[*index].ok_or_else(|| Error::internal("a subdirectory came before its parent"))?;
-                    entries.push(dir_entry(name, &walked.dirs[*index].stat, id));
+                    entries.push(dir_entry(name, &walked.dirs[*index].stat, sub(*index)?));
                 }
             }
         }
@@ -172,7 +314,50 @@ pub(crate) fn build(
         trees.insert(id, encoded);
         ids[i] = Some(id);
     }
-    ids.first().copied().flatten().ok_or_else(|| Error::internal("the walk has no root"))
+    let ids: Vec<ObjectId> =
+        ids.into_iter().collect::<Option<_>>().ok_or_else(|| Error::internal("a directory has no tree"))?;
+    let root = *ids.first().ok_or_else(|| Error::internal("the walk has no root"))?;
+    Ok(BuiltIds { root, ids, kept })
+}
+
+/// The directory records a snapshot writes: (key, record) for every directory whose record is
+/// new or changed. A directory that kept its tree kept its record too.
+pub(crate) fn records(
+    walked: &Walked,
+    classified: &Classified,
+    outcomes: &Outcomes,
+    built: &BuiltIds,
+) -> Vec<(DirKey, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (i, dir) in walked.dirs.iter().enumerate() {
+        if built.kept[i] {
+            continue;
+        }
+        let mut w = RecordWriter::new(&built.ids[i]);
+        let mut files = outcomes[i].iter();
+        for child in &dir.children {
+            let (name, kind, stat, content, sha256, target, racy) = match child {
+                Node::File { name, .. } => match files.next() {
+                    Some(FileOutcome { outcome: Outcome::Done(c), .. }) => {
+                        (name, EntryKind::File, c.stat, Some(c.id), Some(c.sha256), &[][..], !c.cacheable)
+                    }
+                    _ => continue,
+                },
+                Node::Symlink { name, target, stat } => {
+                    (name, EntryKind::Symlink, *stat, None, None, &target[..], false)
+                }
+                Node::Dir { name, index } => {
+                    (name, EntryKind::Dir, walked.dirs[*index].stat, Some(built.ids[*index]), None, &[][..], false)
+                }
+            };
+            w.push(&CachedEntry { name, kind, stat, content, sha256, target, racy });
+        }
+        let record = w.finish();
+        if classified.cache.get(&classified.keys[i]).map(Vec::as_slice) != Some(record.as_slice()) {
+            out.push((classified.keys[i], record));
+        }
+    }
+    out
 }
 
 /// Entries of tree `id`, from this snapshot's trees or the manifest.

@@ -1,7 +1,7 @@
 //! Taking a snapshot: live tree -> objects + trees + one snapshot row, in one transaction.
 //!
 //! Order of work, and why it is crash-safe: (1) walk and `lstat`; (2) files whose stat matches
-//! the stat cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
+//! the directory cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
 //! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
 //! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees, stat
 //! cache, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
@@ -23,8 +23,8 @@ use crate::base::id::{SessionId, SnapshotId};
 use crate::base::progress::{NoProgress, Progress};
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, Excludes, Stat};
-use crate::manifest::stat_cache::{CachedStat, PathKey};
-use crate::manifest::{self, objects, snapshots, stat_cache, workspaces};
+use crate::manifest::dir_cache::{self, DirKey};
+use crate::manifest::{self, objects, snapshots, workspaces};
 use crate::model::audit::AuditRecord;
 use crate::model::scope::Scope;
 use crate::model::session::check_workspace_name;
@@ -33,7 +33,9 @@ use crate::model::tree::{Entry, EntryKind};
 use crate::object::bundle::{self, BundleBuilder};
 use crate::object::{blob, ObjectId, PackWriter, RandomKeySet, Sha256};
 use crate::ops::diff::tree::{diff_trees, PathSelect, Trees};
-use crate::ops::scan::{build, built_entries, classify, Built, Content, FileOutcome, Outcome, Outcomes};
+use crate::ops::scan::{
+    build, built_entries, classify, records, walk_and_load, Built, Content, FileOutcome, Outcome, Outcomes,
+};
 use crate::repo::Repo;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -66,9 +68,9 @@ pub struct SnapshotOptions<'a> {
     pub replace_excludes: Option<Vec<String>>,
     /// Patterns added to the effective exclusion list for this call.
     pub extra_excludes: Vec<String>,
-    /// Off forces every file to be read (what the stat cache's property test compares against).
+    /// Off forces every file to be read (what the directory cache's property test compares against).
     pub use_stat_cache: bool,
-    /// Files changed this close to the scan's start are read, not trusted to the stat cache
+    /// Files changed this close to the scan's start are read, not trusted to the directory cache
     /// (see `RACY_WINDOW_NS`).
     pub racy_window_ns: i64,
     /// Where progress goes.
@@ -373,24 +375,21 @@ impl Repo {
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
-        let mut walked =
-            walk::walk(&root_fd, dir, &walk::WalkOptions { excludes: &excludes, deadline: self.deadline() })?;
-        let mut cache = match &ws {
-            Some(w) => stat_cache::load(conn, w.id)?,
-            None => stat_cache::CacheMap::default(),
-        };
+        let walk_opts = walk::WalkOptions { excludes: &excludes, deadline: self.deadline() };
+        let (mut walked, cache) = walk_and_load(conn, ws.as_ref().map(|w| w.id), &root_fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
-        let starts = classify(&walked, &mut cache, opts.use_stat_cache, &mut outcomes);
-        // What is left are rows of paths the walk did not see.
-        let stale: Vec<PathKey> = cache.into_keys().collect();
+        let mut classified = classify(&walked, cache, opts.use_stat_cache, &mut outcomes);
 
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
         let (warnings, packs) = self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, opts)?;
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees_built = Built::default();
-        let root = build(&walked, &starts, &outcomes, &mut trees_built, &mut counts)?;
-        drop(walked);
+        let built = build(&walked, &classified, &outcomes, &mut trees_built, &mut counts)?;
+        let root = built.root;
+        let new_records = records(&walked, &classified, &outcomes, &built);
+        let stale = std::mem::take(&mut classified.stale);
+        drop((walked, classified, built));
         match &parent {
             Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
             None => counts.added = counts.files,
@@ -417,7 +416,7 @@ impl Repo {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
-            record_outcomes(tx, ws.id, &outcomes, &stale)?;
+            record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
             insert_trees(tx, &info.root, &trees_built)?;
             snapshots::insert(tx, ws.id, &info)?;
             manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
@@ -427,7 +426,7 @@ impl Repo {
         Ok(info)
     }
 
-    /// Step 2: reads what the stat cache could not vouch for, in parallel, into packs; step 3:
+    /// Step 2: reads what the directory cache could not vouch for, in parallel, into packs; step 3:
     /// every pack durable (`PackWriter::run` returns only once all are sealed) before the
     /// manifest may point at them. Returns the warnings (the walk's, then the reads') and the
     /// sealed packs.
@@ -440,7 +439,7 @@ impl Repo {
         opts: &SnapshotOptions<'_>,
     ) -> Result<(Vec<Warning>, Vec<crate::object::SealedPack>)> {
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut() {
+        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut().flatten() {
             if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
                 jobs.push(FileJob { rel, stat: *stat, slot: outcome });
             }
@@ -501,44 +500,28 @@ fn workspace_name(dir: &Path, opts: &SnapshotOptions<'_>) -> Result<String> {
 }
 
 /// Records in the manifest what reading found, in the snapshot's transaction: chunk lists of
-/// new big files, and the stat cache (a row per file whose stat can vouch for it next time,
-/// none for a file dropped or not cacheable, and none for a path the walk did not see).
-fn record_outcomes(tx: &Connection, ws: i64, outcomes: &Outcomes, stale: &[PathKey]) -> Result<()> {
-    // Keys in order, so stat cache pages fill densely (see `insert_packs`).
-    let mut changed: Vec<&FileOutcome> =
-        outcomes.iter().filter(|f| !matches!(&f.outcome, Outcome::Done(c) if c.from_cache)).collect();
-    changed.sort_unstable_by_key(|f| f.key);
-    for f in changed {
-        match &f.outcome {
-            Outcome::Done(c) => {
-                if let Some(chunks) = &c.chunks {
-                    objects::insert_chunk_list(tx, &c.id, chunks)?;
-                }
-                if c.cacheable {
-                    let row = CachedStat {
-                        size: c.stat.size,
-                        mtime_ns: c.stat.mtime_ns,
-                        ctime_ns: c.stat.ctime_ns,
-                        inode: c.stat.inode,
-                        device: c.stat.device,
-                        mode: c.stat.mode,
-                        content: c.id,
-                        sha256: c.sha256,
-                    };
-                    stat_cache::upsert(tx, ws, &f.key, &row)?;
-                } else if f.had_row {
-                    stat_cache::delete(tx, ws, &f.key)?;
-                }
-            }
-            Outcome::Dropped | Outcome::Pending => {
-                if f.had_row {
-                    stat_cache::delete(tx, ws, &f.key)?;
-                }
-            }
+/// new big files, and the directory cache (the records of directories that changed; none for
+/// a directory the walk did not see).
+fn record_outcomes(
+    tx: &Connection,
+    ws: i64,
+    outcomes: &Outcomes,
+    new_records: &[(DirKey, Vec<u8>)],
+    stale: &[DirKey],
+) -> Result<()> {
+    for f in outcomes.iter().flatten() {
+        if let Outcome::Done(Content { chunks: Some(chunks), id, from_cache: false, .. }) = &f.outcome {
+            objects::insert_chunk_list(tx, id, chunks)?;
         }
     }
+    // Keys in order, so the cache's pages fill densely (see `insert_packs`).
+    let mut sorted: Vec<&(DirKey, Vec<u8>)> = new_records.iter().collect();
+    sorted.sort_unstable_by_key(|(k, _)| *k);
+    for (key, record) in sorted {
+        dir_cache::upsert(tx, ws, key, record)?;
+    }
     for key in stale {
-        stat_cache::delete(tx, ws, key)?;
+        dir_cache::delete(tx, ws, key)?;
     }
     Ok(())
 }

@@ -19,14 +19,14 @@ use crate::base::path;
 use crate::base::time::{iso_time, now_ns};
 use crate::fs::walk::{self, WalkOptions};
 use crate::fs::workdir::hash_stream;
-use crate::manifest::{snapshots, stat_cache, workspaces};
+use crate::manifest::{snapshots, workspaces};
 use crate::model::diff::{ChangeStatus, DiffEntry, DiffReport, DiffStats, Endpoint, EndpointKind};
 use crate::model::scope::Scope;
 use crate::model::session::{Session, Status};
 use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
 use crate::model::tree::{Entry, EntryKind};
 use crate::object::ObjectId;
-use crate::ops::scan::{build, classify, Built, Content, Outcome, Outcomes};
+use crate::ops::scan::{build, classify, walk_and_load, Built, Content, Outcome, Outcomes};
 use crate::ops::snapshot::SnapshotOptions;
 use crate::repo::Repo;
 
@@ -45,7 +45,7 @@ pub enum DiffTarget {
     Live {
         /// The directory.
         dir: PathBuf,
-        /// Its workspace, whose exclusions and stat cache are used.
+        /// Its workspace, whose exclusions and directory cache are used.
         workspace: String,
     },
     /// The empty tree: what there was before a workspace's first snapshot.
@@ -350,21 +350,19 @@ impl Repo {
     }
 
     /// Reads the live tree `dir` into trees in memory, as a snapshot would see it but storing
-    /// nothing: the stat cache vouches for unchanged files, the others are hashed in parallel.
+    /// nothing: the directory cache vouches for unchanged files and directories, the other
+    /// files are hashed in parallel.
     fn read_live(&self, dir: &Path, workspace: &str) -> Result<LiveTree> {
         let conn = self.manifest.conn();
         let excludes = self.effective_excludes(workspace, &SnapshotOptions::default())?;
         let fd = walk::open_root(dir)?;
-        let mut walked = walk::walk(&fd, dir, &WalkOptions { excludes: &excludes, deadline: self.deadline() })?;
-        let mut cache = match workspaces::get(conn, workspace)? {
-            Some(w) => stat_cache::load(conn, w.id)?,
-            None => stat_cache::CacheMap::default(),
-        };
+        let ws = workspaces::get(conn, workspace)?.map(|w| w.id);
+        let walk_opts = WalkOptions { excludes: &excludes, deadline: self.deadline() };
+        let (mut walked, cache) = walk_and_load(conn, ws, &fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
-        let starts = classify(&walked, &mut cache, true, &mut outcomes);
-        drop(cache);
+        let classified = classify(&walked, cache, true, &mut outcomes);
         let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
-        outcomes.par_iter_mut().for_each(|f| {
+        outcomes.par_iter_mut().flat_map(|files| files.par_iter_mut()).for_each(|f| {
             let (Some(rel), Outcome::Pending) = (f.rel.as_deref(), &f.outcome) else { return };
             let read =
                 walk::open_beneath(&fd, rel).and_then(|file| hash_stream(std::io::Read::take(file, f.stat.size)));
@@ -390,7 +388,7 @@ impl Repo {
             };
         });
         let mut built = Built::default();
-        let root = build(&walked, &starts, &outcomes, &mut built, &mut Counts::default())?;
+        let root = build(&walked, &classified, &outcomes, &mut built, &mut Counts::default())?.root;
         let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
         Ok(LiveTree { root, built, fd, warnings })
     }

@@ -1,7 +1,10 @@
 //! The search engine behind `search_files`, `trove grep` and `GET .../search`: which files a
 //! search selects (directory, include/exclude globs, scope), matching paths against a glob or
 //! lines against a literal or regex (`grep-searcher` over `grep-regex`, with context lines),
-//! and searching a snapshot's files decompressed in parallel, results in path order.
+//! and searching a snapshot's files decompressed in parallel, results in path order. A content
+//! search of a snapshot first asks the search index (`index`) which contents can match at all.
+
+mod index;
 
 use std::borrow::Cow;
 
@@ -13,6 +16,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::grams::{self, GramQuery};
 use crate::base::path;
 use crate::base::pattern;
 use crate::manifest::objects::{self, Location};
@@ -30,9 +34,23 @@ pub const READ_LIMIT: u64 = 64 << 20;
 pub const MATCH_TEXT_CHARS: usize = 500;
 /// The most context lines asked for on either side of a match.
 pub const MAX_CONTEXT: usize = 100;
-/// Files searched in parallel per batch, and the raw bytes one batch may hold at most.
-const BATCH_FILES: usize = 256;
+/// Files searched in parallel in the first batch and at most in one, and the raw bytes one
+/// batch may hold at most.
+const FIRST_BATCH_FILES: usize = 32;
+const BATCH_FILES: usize = 1024;
 const BATCH_BYTES: u64 = 128 << 20;
+
+/// The next batch of `rest`: at most `files` files and `BATCH_BYTES` bytes (at least one file).
+fn take_batch<'a>(rest: &mut &'a [(Vec<u8>, ObjectId, u64)], files: usize) -> &'a [(Vec<u8>, ObjectId, u64)] {
+    let (mut n, mut bytes) = (0, 0u64);
+    while n < rest.len() && n < files && (n == 0 || bytes + rest[n].2 <= BATCH_BYTES) {
+        bytes += rest[n].2;
+        n += 1;
+    }
+    let (batch, tail) = rest.split_at(n);
+    *rest = tail;
+    batch
+}
 
 /// How a search reads its pattern.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -96,6 +114,8 @@ pub struct Matcher {
     exclude: Option<GlobSet>,
     name_glob: Option<GlobSet>,
     lines: Option<RegexMatcher>,
+    /// What a file's trigrams must satisfy for its content to match (`All` for a glob search).
+    grams: GramQuery,
     context: usize,
 }
 
@@ -193,12 +213,18 @@ impl Matcher {
             SearchMode::Literal => Some(pattern::line_matcher(&spec.pattern, spec.case_insensitive, true)?),
             SearchMode::Regex => Some(pattern::line_matcher(&spec.pattern, spec.case_insensitive, false)?),
         };
+        let grams = match spec.mode {
+            SearchMode::Glob => GramQuery::All,
+            SearchMode::Literal => grams::query_of(&spec.pattern, true, spec.case_insensitive),
+            SearchMode::Regex => grams::query_of(&spec.pattern, false, spec.case_insensitive),
+        };
         Ok(Matcher {
             under,
             include: set(&spec.include)?,
             exclude: set(&spec.exclude)?,
             name_glob,
             lines,
+            grams,
             context: spec.context,
         })
     }
@@ -232,7 +258,7 @@ impl Matcher {
     /// true when it stopped at `max`. Binary content (a NUL byte) is not searched.
     pub fn search_bytes(&self, rel: &[u8], bytes: &[u8], max: usize, out: &mut Vec<LineMatch>) -> Result<bool> {
         let Some(m) = &self.lines else { return Ok(false) };
-        if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+        if is_binary(bytes) {
             return Ok(false);
         }
         let mut searcher = SearcherBuilder::new()
@@ -255,6 +281,12 @@ impl Matcher {
         out.append(&mut sink.out);
         Ok(sink.full)
     }
+}
+
+/// Whether a search takes `bytes` for binary and reports nothing in it: a NUL byte in the first
+/// 8 KiB. The search index applies the same rule, so it never rules out a file a search reads.
+fn is_binary(bytes: &[u8]) -> bool {
+    memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some()
 }
 
 /// Where one object of a file lies: in a pack, or loose in the manifest (a pre-image).
@@ -286,6 +318,8 @@ pub struct SnapshotSearch {
     pub files_searched: usize,
     /// Files left out for being larger than 64 MiB.
     pub files_skipped: usize,
+    /// Files never read because the search index shows their content cannot match.
+    pub files_ruled_out: usize,
     /// Whether the result cap cut the answer short.
     pub truncated: bool,
 }
@@ -302,6 +336,15 @@ impl Repo {
         max: usize,
     ) -> Result<SnapshotSearch> {
         let max = max.max(1);
+        // Which contents can match at all, when the pattern has trigrams to look up.
+        let candidates = match m.grams {
+            GramQuery::All => None,
+            _ => {
+                self.index_for_search(snap)?;
+                self.search_candidates(&m.grams)?
+            }
+        };
+        let mut ruled_out = 0usize;
         let mut files: Vec<(Vec<u8>, ObjectId, u64)> = Vec::new();
         let mut paths = Vec::new();
         let mut skipped = 0usize;
@@ -317,11 +360,11 @@ impl Repo {
                 Some(true) => truncated = true,
                 Some(false) => {}
                 None if e.size > READ_LIMIT => skipped += 1,
-                None => {
-                    if let Some(id) = e.content {
-                        files.push((rel.to_vec(), id, e.size));
-                    }
-                }
+                None => match e.content {
+                    Some(id) if candidates.as_ref().is_some_and(|c| !c.contains(&id)) => ruled_out += 1,
+                    Some(id) => files.push((rel.to_vec(), id, e.size)),
+                    None => {}
+                },
             }
             Ok(())
         });
@@ -336,31 +379,38 @@ impl Repo {
             paths,
             files_searched: 0,
             files_skipped: skipped,
+            files_ruled_out: ruled_out,
             truncated,
         };
+        // Batches grow from FIRST_BATCH_FILES, so a search that stops early at `max` reads
+        // little past it, and a long one waits at few batch ends. The next batch is located
+        // (SQLite, this thread) while the pool searches the current one.
         let mut rest = files.as_slice();
-        while !rest.is_empty() && !out.truncated {
+        let mut size = FIRST_BATCH_FILES;
+        let mut jobs = self.locate_all(take_batch(&mut rest, size))?;
+        while !jobs.is_empty() && !out.truncated {
             self.check_deadline("searching a snapshot")?;
-            let mut n = 0;
-            let mut bytes = 0u64;
-            while n < rest.len() && n < BATCH_FILES && (n == 0 || bytes + rest[n].2 <= BATCH_BYTES) {
-                bytes += rest[n].2;
-                n += 1;
-            }
-            let (batch, tail) = rest.split_at(n);
-            rest = tail;
-            let jobs = self.locate_all(batch)?;
+            size = (size * 2).min(BATCH_FILES);
+            let upcoming = take_batch(&mut rest, size);
             let left = max - out.matches.len();
             let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
-            let found: Vec<(Vec<LineMatch>, bool)> = jobs
-                .par_iter()
-                .map(|job| {
-                    let bytes = fetch_job(backend, bundles, job)?;
-                    let mut lines = Vec::new();
-                    let full = m.search_bytes(&job.rel, &bytes, left, &mut lines)?;
-                    Ok((lines, full))
-                })
-                .collect::<Result<_>>()?;
+            let (mut found, mut located) = (None, None);
+            rayon::in_place_scope(|s| {
+                s.spawn(|_| {
+                    found = Some(
+                        jobs.par_iter()
+                            .map(|job| {
+                                let bytes = fetch_job(backend, bundles, job)?;
+                                let mut lines = Vec::new();
+                                let full = m.search_bytes(&job.rel, &bytes, left, &mut lines)?;
+                                Ok((lines, full))
+                            })
+                            .collect::<Result<Vec<(Vec<LineMatch>, bool)>>>(),
+                    )
+                });
+                located = Some(self.locate_all(upcoming));
+            });
+            let found = found.ok_or_else(|| Error::internal("a search batch did not run"))??;
             for (mut lines, full) in found {
                 out.files_searched += 1;
                 let room = max - out.matches.len();
@@ -373,12 +423,18 @@ impl Repo {
                     break;
                 }
             }
+            jobs = located.ok_or_else(|| Error::internal("a search batch was not located"))??;
         }
         Ok(out)
     }
 
-    /// Where the objects of each file lie, looked up in the manifest (one thread).
+    /// Where the objects of each file lie, looked up in the manifest (one thread, one read
+    /// transaction: a lock per lookup cost a twentieth of a search).
     fn locate_all(&self, batch: &[(Vec<u8>, ObjectId, u64)]) -> Result<Vec<Job>> {
+        self.manifest.read(|| self.locate_each(batch))
+    }
+
+    fn locate_each(&self, batch: &[(Vec<u8>, ObjectId, u64)]) -> Result<Vec<Job>> {
         let conn = self.manifest.conn();
         let mut jobs = Vec::with_capacity(batch.len());
         for (rel, id, _) in batch {

@@ -1,0 +1,296 @@
+//! The directory cache's record: one directory of a live tree as it was last read — each kept
+//! entry with the `lstat` fields that vouch for it, a file's content ids, a subdirectory's tree
+//! id, and the directory's own tree id — one blob per directory (ARCHITECTURE.md, "Directory
+//! cache"). A file whose stat matches its entry is not read again; a directory all of whose
+//! entries match (and whose subdirectories kept their trees) keeps its tree id without
+//! encoding it again.
+//!
+//! Records are read back as untrusted bytes: [`Record::parse`] checks every length against
+//! the blob before using it, and a malformed record is only a cache miss.
+
+use crate::model::tree::EntryKind;
+use crate::object::{ObjectId, Sha256};
+
+/// What `lstat` says of an entry: the fields the directory cache and the tree keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Bytes (a symlink's target length).
+    pub size: u64,
+    /// Last modification, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Last status change, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub inode: u64,
+    /// Device of the filesystem holding it.
+    pub device: u64,
+    /// Permission bits and the file-type bits, as `st_mode`.
+    pub mode: u32,
+}
+
+impl Stat {
+    /// The fields of `m`.
+    pub fn of(m: &std::fs::Metadata) -> Stat {
+        use std::os::unix::fs::MetadataExt;
+        Stat {
+            size: m.size(),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
+            inode: m.ino(),
+            device: m.dev(),
+            mode: m.mode(),
+        }
+    }
+
+    /// The permission bits kept in trees (type bits are the entry kind).
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// The record format's version byte.
+const VERSION: u8 = 1;
+/// Set on a file's kind byte when its stat could not vouch for it (racy: changed too close to
+/// the read): it is read again next time whatever its stat says.
+const RACY: u8 = 0x80;
+
+/// One entry of a record, borrowed from its blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedEntry<'a> {
+    /// The entry's name in its directory.
+    pub name: &'a [u8],
+    /// File, symlink or directory.
+    pub kind: EntryKind,
+    /// Its `lstat` fields when recorded.
+    pub stat: Stat,
+    /// A file's content id and SHA-256; a directory's tree id in `content`.
+    pub content: Option<ObjectId>,
+    /// A file's SHA-256.
+    pub sha256: Option<Sha256>,
+    /// A symlink's target.
+    pub target: &'a [u8],
+    /// A file read too close to its last change to be trusted next time.
+    pub racy: bool,
+}
+
+/// A parsed record: the directory's tree id when it was last built, and its entries.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    /// The directory's tree id when the record was written.
+    pub tree: ObjectId,
+    entries: &'a [u8],
+    count: u32,
+}
+
+fn kind_code(kind: EntryKind) -> u8 {
+    match kind {
+        EntryKind::File => 0,
+        EntryKind::Symlink => 1,
+        EntryKind::Dir => 2,
+    }
+}
+
+/// Builds a record: `tree`, then entries in name order with [`RecordWriter::push`].
+pub struct RecordWriter {
+    out: Vec<u8>,
+    count: u32,
+}
+
+impl RecordWriter {
+    /// A record of the directory whose tree is `tree`, with no entries yet.
+    pub fn new(tree: &ObjectId) -> RecordWriter {
+        let mut out = Vec::with_capacity(64);
+        out.push(VERSION);
+        out.extend_from_slice(tree.as_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        RecordWriter { out, count: 0 }
+    }
+
+    /// Appends one entry. Names over 65,535 bytes cannot exist (NAME_MAX is 255); one is left
+    /// out, which only makes its directory a cache miss.
+    pub fn push(&mut self, e: &CachedEntry<'_>) {
+        let (Ok(name_len), Ok(target_len)) = (u16::try_from(e.name.len()), u16::try_from(e.target.len())) else {
+            return;
+        };
+        let racy = if e.racy { RACY } else { 0 };
+        self.out.push(kind_code(e.kind) | racy);
+        self.out.extend_from_slice(&name_len.to_le_bytes());
+        self.out.extend_from_slice(e.name);
+        for v in [e.stat.size, e.stat.mtime_ns as u64, e.stat.ctime_ns as u64, e.stat.inode, e.stat.device] {
+            self.out.extend_from_slice(&v.to_le_bytes());
+        }
+        self.out.extend_from_slice(&e.stat.mode.to_le_bytes());
+        match e.kind {
+            EntryKind::File => {
+                self.out.extend_from_slice(e.content.unwrap_or(ObjectId([0; 32])).as_bytes());
+                self.out.extend_from_slice(e.sha256.map_or([0; 32], |s| *s.as_bytes()).as_slice());
+            }
+            EntryKind::Dir => self.out.extend_from_slice(e.content.unwrap_or(ObjectId([0; 32])).as_bytes()),
+            EntryKind::Symlink => {
+                self.out.extend_from_slice(&target_len.to_le_bytes());
+                self.out.extend_from_slice(e.target);
+            }
+        }
+        self.count += 1;
+    }
+
+    /// The record's bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.out[33..37].copy_from_slice(&self.count.to_le_bytes());
+        self.out
+    }
+}
+
+/// Bytes 0..n of `b`, moving it past them; `None` if it is shorter.
+fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if b.len() < n {
+        return None;
+    }
+    let (head, tail) = b.split_at(n);
+    *b = tail;
+    Some(head)
+}
+
+fn u64_of(b: &mut &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(take(b, 8)?.try_into().ok()?))
+}
+
+fn id_of(b: &mut &[u8]) -> Option<[u8; 32]> {
+    take(b, 32)?.try_into().ok()
+}
+
+impl<'a> Record<'a> {
+    /// Parses the header of a record; the entries are checked as they are read.
+    pub fn parse(blob: &'a [u8]) -> Option<Record<'a>> {
+        let mut b = blob;
+        if *take(&mut b, 1)?.first()? != VERSION {
+            return None;
+        }
+        let tree = ObjectId(id_of(&mut b)?);
+        let count = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
+        Some(Record { tree, entries: b, count })
+    }
+
+    /// The entries in name order; `None` (once) where the blob turns out malformed.
+    pub fn entries(&self) -> Entries<'a> {
+        Entries { rest: self.entries, left: self.count }
+    }
+
+    /// How many entries it holds.
+    pub fn count(&self) -> usize {
+        self.count as usize
+    }
+}
+
+/// The entries of a record; yields `Err(())` and stops at the first malformed one.
+pub struct Entries<'a> {
+    rest: &'a [u8],
+    left: u32,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<CachedEntry<'a>, ()>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let parsed = parse_entry(&mut self.rest);
+        if parsed.is_none() {
+            self.left = 0;
+        }
+        Some(parsed.ok_or(()))
+    }
+}
+
+fn parse_entry<'a>(b: &mut &'a [u8]) -> Option<CachedEntry<'a>> {
+    let code = *take(b, 1)?.first()?;
+    let kind = match code & !RACY {
+        0 => EntryKind::File,
+        1 => EntryKind::Symlink,
+        2 => EntryKind::Dir,
+        _ => return None,
+    };
+    let name_len = u16::from_le_bytes(take(b, 2)?.try_into().ok()?) as usize;
+    let name = take(b, name_len)?;
+    let size = u64_of(b)?;
+    let mtime_ns = u64_of(b)? as i64;
+    let ctime_ns = u64_of(b)? as i64;
+    let inode = u64_of(b)?;
+    let device = u64_of(b)?;
+    let mode = u32::from_le_bytes(take(b, 4)?.try_into().ok()?);
+    let stat = Stat { size, mtime_ns, ctime_ns, inode, device, mode };
+    let mut e = CachedEntry { name, kind, stat, content: None, sha256: None, target: &[], racy: code & RACY != 0 };
+    match kind {
+        EntryKind::File => {
+            e.content = Some(ObjectId(id_of(b)?));
+            e.sha256 = Some(Sha256(id_of(b)?));
+        }
+        EntryKind::Dir => e.content = Some(ObjectId(id_of(b)?)),
+        EntryKind::Symlink => {
+            let len = u16::from_le_bytes(take(b, 2)?.try_into().ok()?) as usize;
+            e.target = take(b, len)?;
+        }
+    }
+    Some(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(n: u64) -> Stat {
+        Stat { size: n, mtime_ns: -5, ctime_ns: n as i64 * 7, inode: n + 1, device: 9, mode: 0o100644 }
+    }
+
+    #[test]
+    fn records_round_trip_and_refuse_every_truncation() {
+        let tree = ObjectId::of(b"tree");
+        let entries = [
+            CachedEntry {
+                name: b"a.rs",
+                kind: EntryKind::File,
+                stat: stat(3),
+                content: Some(ObjectId::of(b"abc")),
+                sha256: Some(Sha256([7; 32])),
+                target: &[],
+                racy: true,
+            },
+            CachedEntry {
+                name: b"dir",
+                kind: EntryKind::Dir,
+                stat: stat(0),
+                content: Some(ObjectId::of(b"sub")),
+                sha256: None,
+                target: &[],
+                racy: false,
+            },
+            CachedEntry {
+                name: b"l\xff",
+                kind: EntryKind::Symlink,
+                stat: stat(4),
+                content: None,
+                sha256: None,
+                target: b"a.rs",
+                racy: false,
+            },
+        ];
+        let mut w = RecordWriter::new(&tree);
+        for e in &entries {
+            w.push(e);
+        }
+        let blob = w.finish();
+        let r = Record::parse(&blob).expect("parse");
+        assert_eq!(r.tree, tree);
+        let back: Vec<_> = r.entries().collect::<Result<_, _>>().expect("entries");
+        assert_eq!(back, entries);
+        for cut in 0..blob.len() {
+            let ok = Record::parse(&blob[..cut]).is_some_and(|r| r.entries().all(|e| e.is_ok()));
+            assert!(!ok, "a record cut at {cut} bytes is refused");
+        }
+        let mut bad = blob.clone();
+        bad[37] = 9;
+        assert!(Record::parse(&bad).expect("header").entries().any(|e| e.is_err()), "unknown kind");
+    }
+}
