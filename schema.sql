@@ -341,3 +341,51 @@ CREATE TABLE dir_cache (
     data        BLOB NOT NULL,               -- the record (ARCHITECTURE.md, "Directory cache")
     PRIMARY KEY (workspace, dir_key)
 ) WITHOUT ROWID;
+
+-- schema-version: 9
+-- Retention and garbage collection (ARCHITECTURE.md, "Retention" and "Garbage collection").
+-- A workspace's snapshot retention policy (JSON, model/retention.rs; NULL keeps every snapshot),
+-- and snapshots an operator pinned, which no policy forgets.
+ALTER TABLE workspaces ADD COLUMN snapshot_retention TEXT;
+CREATE TABLE pins (
+    snapshot    TEXT PRIMARY KEY REFERENCES snapshots(id),
+    pinned_ns   INTEGER NOT NULL,
+    pinned_by   TEXT NOT NULL
+) WITHOUT ROWID;
+-- Garbage collection condemns what no root reaches, then deletes what is still condemned and
+-- unreached once nothing in flight can have seen it as present (ARCHITECTURE.md, "Garbage
+-- collection"). A condemned row is still read, but a writer looking for an existing copy
+-- treats it as absent and stores its own, which clears the mark. Marks are epochs: every
+-- condemnation (and every pack retirement) happens in an epoch of its own, so it orders
+-- against the leases of operations in flight by the order their transactions committed.
+CREATE TABLE gc_epochs (
+    epoch       INTEGER PRIMARY KEY,
+    time_ns     INTEGER NOT NULL
+);
+ALTER TABLE objects ADD COLUMN condemned INTEGER;   -- the epoch that condemned it
+ALTER TABLE loose_objects ADD COLUMN condemned INTEGER;
+ALTER TABLE trees ADD COLUMN condemned INTEGER;
+ALTER TABLE chunk_lists ADD COLUMN condemned INTEGER;
+CREATE INDEX objects_condemned ON objects(condemned) WHERE condemned IS NOT NULL;
+CREATE INDEX loose_objects_condemned ON loose_objects(condemned) WHERE condemned IS NOT NULL;
+CREATE INDEX trees_condemned ON trees(condemned) WHERE condemned IS NOT NULL;
+CREATE INDEX chunk_lists_condemned ON chunk_lists(condemned) WHERE condemned IS NOT NULL;
+-- A pack whose objects all moved (rewritten) or went (collected), from the epoch that did it:
+-- its file is deleted once nothing in flight can still hold a location in it.
+ALTER TABLE packs ADD COLUMN retired INTEGER;
+-- Operations in flight (a snapshot, a tool's change, a restore): from before their first
+-- lookup of an object to their end, with the newest epoch when they began. A row whose process
+-- is gone is stale: garbage collection ignores and removes it.
+CREATE TABLE gc_leases (
+    id          INTEGER PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    pid_start   INTEGER NOT NULL,            -- the process's start time (/proc/PID/stat), against PID reuse
+    epoch       INTEGER NOT NULL,
+    started_ns  INTEGER NOT NULL,
+    what        TEXT NOT NULL
+);
+-- Pack files the index does not know, with the epoch in which garbage collection first saw them.
+CREATE TABLE gc_orphans (
+    name        TEXT PRIMARY KEY,
+    epoch       INTEGER NOT NULL
+) WITHOUT ROWID;

@@ -47,6 +47,7 @@ pub use model::diff::{
     ChangeStatus, ChangedPath, DiffEntry, DiffReport, DiffStats, Endpoint, EndpointKind, SessionChanges, Version,
 };
 pub use model::history::{FindResult, LogEntry, PathLog, PathVersion, VersionOrigin};
+pub use model::retention::RetentionPolicy;
 pub use model::scope::{FileAccess, Scope};
 pub use model::session::{EndReason, Ended, Session, SessionRecord, SessionSpec, Status};
 pub use model::snapshot::{Counts, SnapshotInfo, SnapshotRecord, Warning};
@@ -59,8 +60,11 @@ pub use model::tree::{Entry, EntryKind};
 pub use model::workspace::{Workspace, DEFAULT_TRASH_AGE_S};
 pub use ops::audit::appender::AuditAppender;
 pub use ops::audit::bundle::{verify_bundle, BundleSummary};
-pub use ops::check::CheckReport;
+pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
+pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
+pub use ops::gc::{GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_REPACK_THRESHOLD};
+pub use ops::repair::{RepairIndexReport, RepairReport, LOST_DIR_MARKER};
 pub use ops::restore::{RestoreOptions, RestoreReport};
 pub use ops::revert::RevertResult;
 pub use ops::search::{LineMatch, Matcher, SearchMode, SearchSpec, SnapshotSearch};

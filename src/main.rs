@@ -52,8 +52,20 @@ pub enum Command {
     /// Show or change a workspace's settings
     #[command(subcommand)]
     Workspace(commands::workspace::Command),
-    /// Verify every stored object and reference
-    Check,
+    /// Verify the repository: metadata, references and the audit log (objects' bytes with
+    /// --read-data); exit 3 when anything is wrong
+    Check(commands::check::Args),
+    /// Forget snapshots no rule of their workspace's retention policy keeps
+    Forget(commands::forget::Args),
+    /// Delete what no snapshot, trash item, recent audit record or plan reaches
+    Gc(commands::gc::Args),
+    /// Keep a snapshot whatever the retention policy says
+    Pin(commands::forget::PinArgs),
+    /// Let the retention policy decide about a pinned snapshot again
+    Unpin(commands::forget::PinArgs),
+    /// Repair what `check` found
+    #[command(subcommand)]
+    Repair(commands::repair::Command),
     /// Serve the HTTP API: sessions, their files, snapshots
     Serve(commands::serve::Args),
     /// Manage API tokens of `trove serve`

@@ -18,6 +18,12 @@ pub fn conn(repo: &Repo) -> &rusqlite::Connection {
     repo.manifest().conn()
 }
 
+/// Takes a lease as an operation in flight would: garbage collection keeps what was live when
+/// it began until it is dropped.
+pub fn lease<'r>(repo: &'r Repo, what: &str) -> crate::base::error::Result<crate::ops::lease::Lease<'r>> {
+    repo.lease(what)
+}
+
 /// Takes the workspace lock of `live_dir` as a change through `repo` would.
 pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::base::error::Result<Locked> {
     repo.lock_live(live_dir)

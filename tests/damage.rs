@@ -21,7 +21,14 @@ fn sql(repo: &Path, statement: &str) {
 }
 
 fn problems(repo: &Path) -> Vec<String> {
-    Repo::open(repo).expect("open").check().expect("check runs to the end").problems
+    Repo::open(repo)
+        .expect("open")
+        .check()
+        .expect("check runs to the end")
+        .problems
+        .into_iter()
+        .map(|p| p.message)
+        .collect()
 }
 
 /// A repository with one snapshot of two small files; returns (repo, a.txt's content id).
@@ -40,7 +47,7 @@ fn small_repo(dir: &Path) -> (std::path::PathBuf, String) {
 fn index_rows_with_absurd_lengths_or_wrong_types_are_findings_not_crashes() {
     let damages = [
         ("stored_len = 4611686018427387904", "claims"),
-        ("offset = 9223372036854775000", "runs past its end"),
+        ("offset = 9223372036854775000", "at offset 9223372036854775000"),
         ("raw_len = -5", "out of range"),
         ("offset = 'not a number'", "Invalid column type"),
         ("inner_offset = 4611686018427387904", ""),
@@ -74,7 +81,7 @@ fn a_blob_header_claiming_an_absurd_size_is_corrupt() {
     set_mode(&path, 0o644);
     fs::write(&path, &bytes).expect("damage");
     let found = problems(&repo);
-    assert!(!found.is_empty() && found.iter().all(|p| p.contains("corrupt")), "{found:?}");
+    assert!(!found.is_empty() && found.iter().all(|p| p.contains("its blob")), "{found:?}");
 }
 
 #[test]

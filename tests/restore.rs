@@ -40,6 +40,9 @@ impl Backend for Tripwire {
     fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
         self.inner.list(prefix)
     }
+    fn size(&self, key: &str) -> trove::Result<u64> {
+        self.inner.size(key)
+    }
     fn delete(&self, key: &str) -> trove::Result<()> {
         self.inner.delete(key)
     }
@@ -56,6 +59,9 @@ impl Backend for Shared {
     }
     fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
         self.0.list(prefix)
+    }
+    fn size(&self, key: &str) -> trove::Result<u64> {
+        self.0.size(key)
     }
     fn delete(&self, key: &str) -> trove::Result<()> {
         self.0.delete(key)

@@ -1,5 +1,5 @@
 //! The base layer: errors, paths, time, random ids, patterns and their trigrams, the memory
-//! budget, progress and failpoints. It imports nothing else of the crate.
+//! budget, progress, processes and failpoints. It imports nothing else of the crate.
 
 pub mod budget;
 pub mod count;
@@ -9,6 +9,7 @@ pub mod grams;
 pub mod id;
 pub mod path;
 pub mod pattern;
+pub mod process;
 pub mod progress;
 pub mod random;
 pub mod time;

@@ -12,14 +12,18 @@ pub const WHOLE_LIMIT: usize = 1 << 20;
 
 /// Stores one object (a whole small file, or one chunk) unless it is stored already.
 pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
-    // An object already stored (loose or packed) needs no second copy.
-    if contains(conn, id)? || super::objects::contains(conn, id)? {
+    // An object already stored (loose or packed) needs no second copy, unless garbage
+    // collection condemned it: then this copy is stored, and clears the mark.
+    if has_live(conn, id)? || super::objects::has_live(conn, id)? {
         return Ok(());
     }
     let encoded = blob::encode(id, raw, level)?;
-    conn.prepare_cached("INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)")
-        .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw.len() as i64, encoded]))
-        .map_err(db("storing a loose object"))?;
+    conn.prepare_cached(
+        "INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)
+         ON CONFLICT (id) DO UPDATE SET condemned = NULL WHERE loose_objects.condemned IS NOT NULL",
+    )
+    .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw.len() as i64, encoded]))
+    .map_err(db("storing a loose object"))?;
     Ok(())
 }
 
@@ -32,7 +36,7 @@ pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &crate::obje
         insert(conn, &id, bytes, level)?;
         return Ok(id);
     }
-    if !super::objects::chunk_list(conn, &id)?.is_empty() {
+    if super::objects::has_live_chunk_list(conn, &id)? {
         return Ok(id);
     }
     let mut chunks = Vec::new();
@@ -46,7 +50,14 @@ pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &crate::obje
     Ok(id)
 }
 
-/// Whether object `id` is stored loose.
+/// Whether object `id` is stored loose and not condemned.
+pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM loose_objects WHERE id = ?1 AND condemned IS NULL")
+        .and_then(|mut st| st.exists([&id.as_bytes()[..]]))
+        .map_err(db("looking up a loose object"))
+}
+
+/// Whether object `id` is stored loose (condemned or not: it can still be read).
 pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
     conn.prepare_cached("SELECT 1 FROM loose_objects WHERE id = ?1")
         .and_then(|mut st| st.exists([&id.as_bytes()[..]]))
@@ -58,15 +69,4 @@ pub fn get(conn: &Connection, id: &ObjectId) -> Result<Option<Vec<u8>>> {
     conn.prepare_cached("SELECT encoded FROM loose_objects WHERE id = ?1")
         .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
         .map_err(db("reading a loose object"))
-}
-
-/// Every loose object's id, for `trove check`.
-pub fn ids(conn: &Connection) -> Result<Vec<ObjectId>> {
-    let mut st = conn.prepare("SELECT id FROM loose_objects").map_err(db("listing loose objects"))?;
-    let rows = st.query_map([], |r| r.get::<_, Vec<u8>>(0)).map_err(db("listing loose objects"))?;
-    let mut out = Vec::new();
-    for r in rows {
-        out.push(ObjectId::from_slice(&r.map_err(db("listing loose objects"))?)?);
-    }
-    Ok(out)
 }

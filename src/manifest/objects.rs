@@ -53,8 +53,14 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
     rows.sort_unstable_by_key(|r| r.1.id);
     let mut stmt = conn
         .prepare_cached(
-            "INSERT OR IGNORE INTO objects (id, pack, offset, stored_len, raw_len, inner_offset)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            // A condemned row is replaced by this new copy (and so no longer condemned); a
+            // live one is kept.
+            "INSERT INTO objects (id, pack, offset, stored_len, raw_len, inner_offset)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (id) DO UPDATE SET pack = excluded.pack, offset = excluded.offset,
+                 stored_len = excluded.stored_len, raw_len = excluded.raw_len,
+                 inner_offset = excluded.inner_offset, condemned = NULL
+             WHERE objects.condemned IS NOT NULL",
         )
         .map_err(db("indexing objects"))?;
     for (pack_id, o) in rows {
@@ -71,9 +77,18 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
     Ok(())
 }
 
-/// Whether object `id` is in a pack.
+/// Whether object `id` is in a pack (condemned or not: it can still be read).
 pub fn contains(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM objects WHERE id = ?1").map_err(db("looking up an object"))?;
+    stmt.exists([&id.as_bytes()[..]]).map_err(db("looking up an object"))
+}
+
+/// Whether object `id` is in a pack and not condemned: what a writer asks before it relies on
+/// a copy instead of storing its own (ARCHITECTURE.md, "Garbage collection").
+pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    let mut stmt = conn
+        .prepare_cached("SELECT 1 FROM objects WHERE id = ?1 AND condemned IS NULL")
+        .map_err(db("looking up an object"))?;
     stmt.exists([&id.as_bytes()[..]]).map_err(db("looking up an object"))
 }
 
@@ -88,16 +103,29 @@ pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
     stmt.query_row([&id.as_bytes()[..]], |r| location(r, 0)).optional().map_err(db("locating an object"))
 }
 
-/// Records that content `content` is `chunks` (offset and id of each), in order.
+/// Records that content `content` is `chunks` (offset and id of each), in order; a condemned
+/// list of the same content is no longer condemned.
 pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, ObjectId)]) -> Result<()> {
     let mut stmt = conn
-        .prepare_cached("INSERT OR IGNORE INTO chunk_lists (content, seq, chunk, offset) VALUES (?1, ?2, ?3, ?4)")
+        .prepare_cached(
+            "INSERT INTO chunk_lists (content, seq, chunk, offset) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (content, seq) DO UPDATE SET condemned = NULL WHERE chunk_lists.condemned IS NOT NULL",
+        )
         .map_err(db("recording a chunk list"))?;
     for (seq, (offset, chunk)) in chunks.iter().enumerate() {
         stmt.execute(params![&content.as_bytes()[..], seq as i64, &chunk.as_bytes()[..], *offset as i64])
             .map_err(db("recording a chunk list"))?;
     }
     Ok(())
+}
+
+/// Whether content `content` has a chunk list that is not condemned.
+#[cfg(feature = "testing")]
+pub fn has_live_chunk_list(conn: &Connection, content: &ObjectId) -> Result<bool> {
+    let mut stmt = conn
+        .prepare_cached("SELECT 1 FROM chunk_lists WHERE content = ?1 AND condemned IS NULL")
+        .map_err(db("reading a chunk list"))?;
+    stmt.exists([&content.as_bytes()[..]]).map_err(db("reading a chunk list"))
 }
 
 /// The ordered chunks of a chunked file's content; empty for single-object content.

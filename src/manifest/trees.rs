@@ -7,14 +7,17 @@ use crate::base::error::{Error, Result};
 use crate::model::tree::{self, Entry};
 use crate::object::ObjectId;
 
-/// Inserts a tree, given its canonical encoding, unless a tree with this id exists; returns
-/// whether it was new.
+/// Inserts a tree, given its canonical encoding, unless a tree with this id exists (a
+/// condemned one is no longer condemned); returns whether it was new or condemned.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<bool> {
     let entries = tree::count(encoded).ok_or_else(|| Error::internal(format!("tree {id} is malformed")))?;
     let data =
         zstd::bulk::compress(encoded, 3).map_err(|e| Error::internal(format!("cannot compress tree {id}: {e}")))?;
     let mut stmt = conn
-        .prepare_cached("INSERT OR IGNORE INTO trees (id, entries, data) VALUES (?1, ?2, ?3)")
+        .prepare_cached(
+            "INSERT INTO trees (id, entries, data) VALUES (?1, ?2, ?3)
+             ON CONFLICT (id) DO UPDATE SET condemned = NULL WHERE trees.condemned IS NOT NULL",
+        )
         .map_err(db("storing a tree"))?;
     let n = stmt.execute(params![&id.as_bytes()[..], entries as i64, data]).map_err(db("storing a tree"))?;
     Ok(n == 1)
@@ -100,6 +103,14 @@ impl TreeCache {
     }
 }
 
+/// Whether tree `id` is stored and not condemned: what a snapshot asks before it relies on it.
+pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    let mut stmt =
+        conn.prepare_cached("SELECT 1 FROM trees WHERE id = ?1 AND condemned IS NULL").map_err(db("reading a tree"))?;
+    stmt.exists([&id.as_bytes()[..]]).map_err(db("reading a tree"))
+}
+
+/// Whether tree `id` is stored (condemned or not).
 pub fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM trees WHERE id = ?1").map_err(db("reading a tree"))?;
     stmt.exists([&id.as_bytes()[..]]).map_err(db("reading a tree"))

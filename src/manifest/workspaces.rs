@@ -12,7 +12,7 @@ fn parse_list(name: &str, json: &str) -> Result<Vec<String>> {
 }
 
 /// Reads one row (columns as in `COLUMNS`); the JSON lists are parsed by `to_row`.
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Workspace, Option<String>, String)> {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     let ws = Workspace {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -22,18 +22,29 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Workspace, Option<String>, St
         created_ns: r.get(5)?,
         trash_age_s: r.get(6)?,
         trash_quota: r.get::<_, Option<i64>>(7)?.map(|q| q.max(0) as u64),
+        snapshot_retention: None,
     };
-    Ok((ws, r.get(3)?, r.get(4)?))
+    Ok((ws, r.get(3)?, r.get(4)?, r.get(8)?))
 }
 
-fn to_row(raw: (Workspace, Option<String>, String)) -> Result<Workspace> {
-    let (mut ws, excludes, extra) = raw;
+type RawRow = (Workspace, Option<String>, String, Option<String>);
+
+fn to_row(raw: RawRow) -> Result<Workspace> {
+    let (mut ws, excludes, extra, retention) = raw;
     ws.excludes = excludes.map(|j| parse_list(&ws.name, &j)).transpose()?;
     ws.extra_excludes = parse_list(&ws.name, &extra)?;
+    ws.snapshot_retention = retention
+        .map(|j| {
+            serde_json::from_str(&j).map_err(|e| {
+                Error::corrupt(format!("workspace '{}' has a malformed snapshot retention policy: {e}", ws.name))
+            })
+        })
+        .transpose()?;
     Ok(ws)
 }
 
-const COLUMNS: &str = "id, name, root, excludes, extra_excludes, created_ns, trash_age_s, trash_quota";
+const COLUMNS: &str =
+    "id, name, root, excludes, extra_excludes, created_ns, trash_age_s, trash_quota, snapshot_retention";
 
 /// Workspace `name`, if the manifest has it.
 pub fn get(conn: &Connection, name: &str) -> Result<Option<Workspace>> {
@@ -87,6 +98,18 @@ pub fn set_excludes(conn: &Connection, id: i64, excludes: Option<&[String]>, ext
 pub fn set_retention(conn: &Connection, id: i64, age_s: Option<i64>, quota: Option<u64>) -> Result<()> {
     let quota = quota.map(|q| i64::try_from(q).unwrap_or(i64::MAX));
     conn.execute("UPDATE workspaces SET trash_age_s = ?1, trash_quota = ?2 WHERE id = ?3", params![age_s, quota, id])
+        .map_err(db("updating a workspace"))?;
+    Ok(())
+}
+
+/// Sets workspace `id`'s snapshot retention policy (`None`: keep every snapshot).
+pub fn set_snapshot_retention(
+    conn: &Connection,
+    id: i64,
+    policy: Option<&crate::model::retention::RetentionPolicy>,
+) -> Result<()> {
+    let json = policy.map(serde_json::to_string).transpose().map_err(|e| Error::internal(e.to_string()))?;
+    conn.execute("UPDATE workspaces SET snapshot_retention = ?1 WHERE id = ?2", params![json, id])
         .map_err(db("updating a workspace"))?;
     Ok(())
 }

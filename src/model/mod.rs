@@ -5,6 +5,7 @@ pub mod audit;
 pub mod diff;
 pub mod dir_cache;
 pub mod history;
+pub mod retention;
 pub mod scope;
 pub mod session;
 pub mod snapshot;

@@ -1,4 +1,5 @@
-//! Workspaces as data: a name, the directory last snapshotted, and exclusion settings.
+//! Workspaces as data: a name, the directory last snapshotted, exclusion settings, and how long
+//! their trash items and snapshots are kept.
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 /// A named live tree as the manifest records it.
@@ -20,6 +21,8 @@ pub struct Workspace {
     pub trash_age_s: Option<i64>,
     /// The most bytes the trash keeps; the oldest items expire past it (`None`: no quota).
     pub trash_quota: Option<u64>,
+    /// Which snapshots `forget` keeps (`None`: every one).
+    pub snapshot_retention: Option<crate::model::retention::RetentionPolicy>,
 }
 
 /// How long trash items are kept unless a workspace says otherwise: 30 days.

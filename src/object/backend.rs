@@ -15,6 +15,8 @@ pub trait Backend: Send + Sync {
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
+    /// The length of the value under `key`; a missing key is `not_found`.
+    fn size(&self, key: &str) -> Result<u64>;
     /// Removes `key`; removing a missing key is success.
     fn delete(&self, key: &str) -> Result<()>;
 }
@@ -40,6 +42,8 @@ pub(crate) fn contract(b: &dyn Backend) {
     assert_eq!(missing.kind(), ErrorKind::NotFound);
     assert_eq!(b.list("packs/").expect("list"), vec!["packs/aa/one.pack", "packs/bb/two.pack"]);
     assert_eq!(b.list("packs/bb").expect("list"), vec!["packs/bb/two.pack"]);
+    assert_eq!(b.size("packs/aa/one.pack").expect("size"), 11);
+    assert_eq!(b.size("packs/cc/none.pack").expect_err("missing").kind(), ErrorKind::NotFound);
     b.delete("packs/aa/one.pack").expect("delete");
     b.delete("packs/aa/one.pack").expect("delete again");
     assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack"]);

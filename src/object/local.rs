@@ -132,6 +132,17 @@ impl Backend for LocalBackend {
         Ok(keys)
     }
 
+    fn size(&self, key: &str) -> Result<u64> {
+        let path = self.path(key);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) => Ok(m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::not_found(format!("pack {key} does not exist")))
+            }
+            Err(e) => Err(Error::io("stat", &path, e)),
+        }
+    }
+
     fn delete(&self, key: &str) -> Result<()> {
         if let Ok(mut open) = self.open.lock() {
             open.remove(key);

@@ -55,6 +55,11 @@ impl Backend for MemoryBackend {
         Ok(self.lock()?.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
     }
 
+    fn size(&self, key: &str) -> Result<u64> {
+        let blobs = self.lock()?;
+        blobs.get(key).map(|v| v.len() as u64).ok_or_else(|| Error::not_found(format!("pack {key} does not exist")))
+    }
+
     fn delete(&self, key: &str) -> Result<()> {
         self.lock()?.remove(key);
         Ok(())

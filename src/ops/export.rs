@@ -103,6 +103,7 @@ impl Repo {
     ) -> Result<u64> {
         progress.start("exporting", 0);
         let root = path::components(path)?.join(&b'/');
+        let _lease = self.lease("export")?;
         let n = write_archive(out, zstd_level, |a| {
             let mut add = |rel: &[u8], e: &Entry| -> Result<()> {
                 match e.kind {

@@ -298,6 +298,9 @@ impl Repo {
     /// beside their place, synced, then renamed; nothing outside `target` is touched.
     pub fn restore(&self, snap: &SnapshotInfo, target: &Path, opts: &RestoreOptions<'_>) -> Result<RestoreReport> {
         let fresh = fresh_target(target, opts.overwrite)?;
+        // Garbage collection keeps what this restore reads, even should its snapshot be
+        // forgotten meanwhile, until it is done.
+        let _lease = self.lease("restore")?;
 
         // 1. Plan: every entry to create, resolved before anything is written.
         let plan = self.manifest.read(|| self.plan(snap, opts))?;

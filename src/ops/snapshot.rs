@@ -3,8 +3,8 @@
 //! Order of work, and why it is crash-safe: (1) walk and `lstat`; (2) files whose stat matches
 //! the directory cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
 //! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
-//! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees, stat
-//! cache, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
+//! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees,
+//! directory records, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
 //! which nothing references and garbage collection reclaims; the repository still opens and
 //! earlier snapshots are untouched.
 
@@ -118,7 +118,7 @@ impl Writer<'_> {
         }
         let known = {
             let reader = self.reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
-            objects::contains(&reader, &id)?
+            objects::has_live(&reader, &id)?
         };
         if known {
             return Ok(());
@@ -298,7 +298,7 @@ fn missing_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<Ra
     let mut out = RandomKeySet::default();
     let mut stack = vec![*root];
     while let Some(id) = stack.pop() {
-        if out.contains(&id) || manifest::trees::exists(conn, &id)? {
+        if out.contains(&id) || manifest::trees::has_live(conn, &id)? {
             continue;
         }
         out.insert(id);
@@ -367,6 +367,9 @@ impl Repo {
     /// Snapshots the directory `dir`.
     pub fn snapshot(&self, dir: &Path, opts: &SnapshotOptions<'_>) -> Result<SnapshotInfo> {
         let scan_start = now_ns();
+        // From before the first lookup to the commit: garbage collection keeps what this
+        // snapshot may rely on (a directory record, a copy found in the store).
+        let _lease = self.lease("snapshot")?;
         let name = workspace_name(dir, opts)?;
         let excludes = self.effective_excludes(&name, opts)?;
         let conn = self.manifest.conn();
@@ -382,6 +385,7 @@ impl Repo {
 
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
         let (warnings, packs) = self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, opts)?;
+        crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees_built = Built::default();

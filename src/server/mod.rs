@@ -151,6 +151,7 @@ pub async fn serve(
     error::hide_paths(&[&opts.repo, &opts.workspaces]);
     let state = Arc::new(AppState::new(opts)?);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let maintainer = tokio::spawn(state::maintain(state.clone(), stop_rx.clone()));
     let reaper = tokio::spawn(state::reap(state.clone(), stop_rx));
     let limits = connections::Limits {
         max_connections: state.opts.max_connections.max(1),
@@ -161,6 +162,7 @@ pub async fn serve(
     // Stopping the reaper writes the activity gathered since its last tick.
     let _ = stop_tx.send(true);
     let reaped = reaper.await.map_err(|e| Error::internal(format!("the session reaper failed: {e}")))?;
+    maintainer.await.map_err(|e| Error::internal(format!("the maintenance task failed: {e}")))?;
     served.map_err(|e| Error::with_source(ErrorKind::Io, "serving HTTP", e))?;
     reaped
 }

@@ -36,6 +36,10 @@ pub struct ServeOptions {
     pub audit_reads: bool,
     /// An audit checkpoint is written this often while records keep coming.
     pub checkpoint_interval: Duration,
+    /// How often retention policies are applied and garbage is collected (zero: never).
+    pub maintenance_interval: Duration,
+    /// The grace period of the scheduled garbage collection.
+    pub gc_grace: Duration,
 }
 
 impl ServeOptions {
@@ -60,6 +64,8 @@ impl ServeOptions {
             keepalive_timeout: Duration::from_secs(60),
             audit_reads: false,
             checkpoint_interval: Duration::from_secs(60),
+            maintenance_interval: Duration::from_secs(3600),
+            gc_grace: crate::ops::gc::DEFAULT_GRACE,
         }
     }
 }

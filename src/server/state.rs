@@ -281,6 +281,42 @@ impl AppState {
     }
 }
 
+/// Maintenance: every `maintenance_interval` (the first a whole interval after start), each
+/// workspace's retention policy is applied and garbage is collected with `gc_grace`, on the
+/// blocking pool; a failure is logged and tried again at the next interval. Stops when told.
+pub(crate) async fn maintain(state: Arc<AppState>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let every = state.opts.maintenance_interval;
+    if every.is_zero() {
+        return;
+    }
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let grace = state.opts.gc_grace;
+        let done: Result<_> = state
+            .blocking(move |_, repo| {
+                let forgot = repo.forget(None, false, "trove-serve")?;
+                let gone: usize = forgot.workspaces.iter().map(|w| w.forgotten.len()).sum();
+                let opts = crate::ops::gc::GcOptions { grace, actor: "trove-serve".into(), ..Default::default() };
+                Ok((gone, repo.gc(&opts)?))
+            })
+            .await;
+        match done {
+            Ok((gone, r)) => tracing::info!(
+                snapshots_forgotten = gone,
+                bytes_reclaimed = r.bytes_reclaimed,
+                waiting = r.waiting,
+                "maintenance done"
+            ),
+            Err(e) => tracing::warn!(error = %e, "maintenance failed; tried again at the next interval"),
+        }
+    }
+}
+
 /// The reaper: every `reap_interval`, records activity and ends expired sessions; once more
 /// when told to stop, so no acknowledged activity is lost on shutdown.
 pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {

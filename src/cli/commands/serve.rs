@@ -28,6 +28,12 @@ pub struct Args {
     /// Write an audit checkpoint this often while records keep coming
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub checkpoint_interval: std::time::Duration,
+    /// How often workspaces' retention policies are applied and garbage is collected (0s: never)
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub maintenance_interval: std::time::Duration,
+    /// The grace period of the scheduled garbage collection
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub gc_grace: std::time::Duration,
     /// How often activity is recorded, expired sessions are ended and expired trash purged
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub reap_interval: std::time::Duration,
@@ -137,6 +143,8 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.keepalive_timeout = opts.keepalive_timeout;
     options.audit_reads = opts.audit_reads;
     options.checkpoint_interval = opts.checkpoint_interval;
+    options.maintenance_interval = opts.maintenance_interval;
+    options.gc_grace = opts.gc_grace;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

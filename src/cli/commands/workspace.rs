@@ -27,13 +27,35 @@ pub enum Command {
         #[arg(long)]
         defaults: bool,
     },
-    /// Show or set how long the workspace's trash keeps items, and how many bytes at most
+    /// Show or set which snapshots `forget` keeps, and how long the trash keeps items. Any
+    /// --keep-* flag replaces the whole snapshot policy with the rules given
     Retention {
         name: String,
-        /// Items older than D expire (30d, 12h; `default` for 30 days)
+        /// Keep the newest N snapshots
+        #[arg(long, value_name = "N")]
+        keep_last: Option<u32>,
+        /// Keep every snapshot within D of the newest (7d, 12h)
+        #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+        keep_within: Option<std::time::Duration>,
+        /// Keep the newest snapshot of each of the last N hours that have one
+        #[arg(long, value_name = "N")]
+        keep_hourly: Option<u32>,
+        /// Keep the newest snapshot of each of the last N days that have one
+        #[arg(long, value_name = "N")]
+        keep_daily: Option<u32>,
+        /// Keep the newest snapshot of each of the last N weeks that have one
+        #[arg(long, value_name = "N")]
+        keep_weekly: Option<u32>,
+        /// Keep snapshots sessions took when they ended for D (30d)
+        #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+        keep_session_end: Option<std::time::Duration>,
+        /// Drop the snapshot policy: `forget` keeps every snapshot
+        #[arg(long, conflicts_with_all = ["keep_last", "keep_within", "keep_hourly", "keep_daily", "keep_weekly", "keep_session_end"])]
+        keep_all: bool,
+        /// Trash items older than D expire (30d, 12h; `default` for 30 days)
         #[arg(long, value_name = "D")]
         trash_age: Option<String>,
-        /// The oldest items expire past this many bytes (`none` for no quota)
+        /// The oldest trash items expire past this many bytes (`none` for no quota)
         #[arg(long, value_name = "BYTES")]
         trash_quota: Option<String>,
     },
@@ -60,16 +82,44 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
                 writeln!(out, "{name}: excludes {}", list.join(" "))?;
             }
         }
-        Command::Retention { name, trash_age, trash_quota } => {
+        Command::Retention {
+            name,
+            keep_last,
+            keep_within,
+            keep_hourly,
+            keep_daily,
+            keep_weekly,
+            keep_session_end,
+            keep_all,
+            trash_age,
+            trash_quota,
+        } => {
+            let secs = |d: Option<std::time::Duration>| d.map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            let policy = trove::RetentionPolicy {
+                keep_last,
+                keep_within_s: secs(keep_within),
+                keep_hourly,
+                keep_daily,
+                keep_weekly,
+                keep_session_end_s: secs(keep_session_end),
+            };
+            if keep_all || !policy.is_empty() {
+                repo.set_snapshot_retention(&name, (!keep_all).then_some(policy), &actor())?;
+            }
             let age = trash_age.as_deref().map(parse_age).transpose()?;
             let quota = trash_quota.as_deref().map(parse_quota).transpose()?;
             let r = repo.trash_retention(&name, age, quota, &actor())?;
+            let snapshots = repo.workspaces()?.into_iter().find(|w| w.name == name).and_then(|w| w.snapshot_retention);
             if json {
-                print_json(out, &r)?;
+                print_json(out, &RetentionShown { trash: &r, snapshots: snapshots.as_ref() })?;
             } else {
                 let quota = r.trash_quota.map_or("no quota".to_string(), |q| format!("quota {q} bytes"));
                 let default = if r.default_age { " (default)" } else { "" };
-                writeln!(out, "{}: trash kept {}{default}, {quota}", r.workspace, r.trash_age)?;
+                let policy = match &snapshots {
+                    None => "every snapshot kept".to_string(),
+                    Some(p) => format!("snapshots kept by {}", serde_json::to_string(p).unwrap_or_default()),
+                };
+                writeln!(out, "{}: {policy}; trash kept {}{default}, {quota}", r.workspace, r.trash_age)?;
             }
         }
     }
@@ -95,6 +145,15 @@ fn parse_quota(text: &str) -> Result<Option<u64>, Error> {
     text.parse::<u64>()
         .map(Some)
         .map_err(|_| Error::invalid_argument(format!("--trash-quota '{text}' is not a number of bytes or `none`")))
+}
+
+/// `trove workspace retention --json`: the trash's retention and the snapshot policy.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetentionShown<'a> {
+    #[serde(flatten)]
+    trash: &'a trove::Retention,
+    snapshots: Option<&'a trove::RetentionPolicy>,
 }
 
 /// `trove workspace excludes --json`: the workspace's exclusion list now.

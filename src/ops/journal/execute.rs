@@ -25,6 +25,9 @@ use super::plan::{
 impl Repo {
     /// Carries out `drafts` on the tree in `wd` as one journaled plan.
     pub(crate) fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
+        // Before any object is looked up or stored: garbage collection must not take what this
+        // change relies on until it is recorded.
+        let _lease = self.lease(ctx.tool)?;
         let (plan, contents, store) = draft_plan(wd, ctx, drafts)?;
         failpoint(&format!("{}:drafted", plan.tool));
         self.journal(wd, &plan, &contents, &store)?;

@@ -21,6 +21,5 @@ mod recover;
 
 pub use apply::{already_exists, stale};
 pub use plan::{hex_sha, Author, Done, Draft, NewContent};
-// Only tests build plans by hand (`trove::testing`).
-#[cfg(feature = "testing")]
+// Tests build plans by hand (`trove::testing`); garbage collection reads their objects.
 pub use plan::{Plan, Step};

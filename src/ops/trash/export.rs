@@ -36,6 +36,7 @@ impl Repo {
         zstd_level: Option<i32>,
         progress: &dyn Progress,
     ) -> Result<u64> {
+        let _lease = self.lease("trash export")?;
         let mut order: Vec<&TrashItem> = items.iter().collect();
         order.sort_by_key(|t| t.deleted_ns);
         progress.start("exporting", order.iter().fold(0u64, |n, t| n.saturating_add(t.size)));

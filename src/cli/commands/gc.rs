@@ -1,0 +1,57 @@
+//! `trove gc`: collect what no snapshot, trash item, recent audit record or plan reaches.
+
+use std::io::Write;
+use std::path::Path;
+
+use trove::{GcOptions, Repo};
+
+use crate::cli::format;
+use crate::cli::output::{actor, print_json, Failure, Out};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Count what would be collected; change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Delete what is condemned only this long after (1h; 0s for tests and emergencies)
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    grace: std::time::Duration,
+    /// Rewrite packs whose dead share passes this percentage
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0)]
+    repack_threshold: f64,
+}
+
+pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
+    if !(0.0..=100.0).contains(&args.repack_threshold) {
+        return Err(trove::Error::invalid_argument("--repack-threshold is a percentage from 0 to 100").into());
+    }
+    let repo = Repo::open(repo_path)?;
+    let opts = GcOptions {
+        dry_run: args.dry_run,
+        grace: args.grace,
+        repack_threshold: args.repack_threshold / 100.0,
+        actor: actor(),
+    };
+    let r = repo.gc(&opts)?;
+    if json {
+        print_json(out, &r)?;
+        return Ok(0);
+    }
+    let u = r.unreachable;
+    writeln!(
+        out,
+        "reachable: {} trees, {} contents, {} objects; unreachable: {} packed and {} loose objects, {} trees, {} chunk lists",
+        r.reachable.trees, r.reachable.contents, r.reachable.objects, u.objects, u.loose, u.trees, u.chunk_lists
+    )?;
+    if r.dry_run {
+        writeln!(out, "dry run: nothing condemned or deleted")?;
+        return Ok(0);
+    }
+    let d = r.deleted;
+    writeln!(
+        out,
+        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten, {} packs and {} orphan packs deleted; {} reclaimed",
+        d.objects, d.loose, d.trees, d.chunk_lists, r.waiting, r.packs_rewritten, r.packs_deleted, r.orphans_deleted, format::size(r.bytes_reclaimed)
+    )?;
+    Ok(0)
+}

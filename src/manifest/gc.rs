@@ -1,0 +1,432 @@
+//! Manifest rows of garbage collection: epochs, the leases of operations in flight, pins, the
+//! marks of one collection (temporary tables of what the roots reach, and of what they do not),
+//! condemnation and its reversal, and the deletion of what stayed condemned.
+//!
+//! The marks live in the connection's temporary database, which SQLite keeps on disk past its
+//! cache: marking a million objects costs pages, not a hash map of the index in memory.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::db;
+use crate::base::error::Result;
+use crate::object::ObjectId;
+
+/// What can be condemned: the table and its key column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Packed objects (`objects.id`).
+    Object = 0,
+    /// Loose objects (`loose_objects.id`).
+    Loose = 1,
+    /// Trees (`trees.id`).
+    Tree = 2,
+    /// Chunk lists, by content (`chunk_lists.content`).
+    ChunkList = 3,
+}
+
+impl Kind {
+    /// Every kind, in the order a sweep deletes them.
+    pub const ALL: [Kind; 4] = [Kind::Tree, Kind::ChunkList, Kind::Loose, Kind::Object];
+
+    fn table(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Object => ("objects", "id"),
+            Kind::Loose => ("loose_objects", "id"),
+            Kind::Tree => ("trees", "id"),
+            Kind::ChunkList => ("chunk_lists", "content"),
+        }
+    }
+}
+
+/// Starts a new epoch at `now_ns` and returns it.
+pub fn new_epoch(conn: &Connection, now_ns: i64) -> Result<i64> {
+    conn.prepare_cached("INSERT INTO gc_epochs (time_ns) VALUES (?1)")
+        .and_then(|mut s| s.execute([now_ns]))
+        .map_err(db("starting a collection epoch"))?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The newest epoch (0 before the first).
+pub fn latest_epoch(conn: &Connection) -> Result<i64> {
+    conn.prepare_cached("SELECT COALESCE(MAX(epoch), 0) FROM gc_epochs")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(db("reading the collection epoch"))
+}
+
+/// The newest epoch begun at or before `time_ns` (0 if none).
+pub fn epoch_at(conn: &Connection, time_ns: i64) -> Result<i64> {
+    conn.prepare_cached("SELECT COALESCE(MAX(epoch), 0) FROM gc_epochs WHERE time_ns <= ?1")
+        .and_then(|mut s| s.query_row([time_ns], |r| r.get(0)))
+        .map_err(db("reading the collection epochs"))
+}
+
+/// One operation in flight.
+#[derive(Debug, Clone)]
+pub struct LeaseRow {
+    /// The row's id.
+    pub id: i64,
+    /// The process holding it.
+    pub pid: u32,
+    /// That process's start time, telling it from a later process with the same id.
+    pub pid_start: u64,
+    /// The newest epoch when it began: what was condemned up to this epoch it saw as absent.
+    pub epoch: i64,
+    /// When it began.
+    pub started_ns: i64,
+    /// What it is (`snapshot`, `tool`, `restore`...).
+    pub what: String,
+}
+
+/// Records an operation in flight, with the newest epoch now (read in this write transaction,
+/// so it orders against condemnations by commit).
+pub fn insert_lease(conn: &Connection, pid: u32, pid_start: u64, started_ns: i64, what: &str) -> Result<i64> {
+    let epoch = latest_epoch(conn)?;
+    conn.prepare_cached("INSERT INTO gc_leases (pid, pid_start, epoch, started_ns, what) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut s| s.execute(params![pid, pid_start as i64, epoch, started_ns, what]))
+        .map_err(db("recording an operation in flight"))?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Removes a lease (its operation ended).
+pub fn delete_lease(conn: &Connection, id: i64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM gc_leases WHERE id = ?1")
+        .and_then(|mut s| s.execute([id]))
+        .map_err(db("ending an operation in flight"))?;
+    Ok(())
+}
+
+/// Every lease.
+pub fn leases(conn: &Connection) -> Result<Vec<LeaseRow>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT id, pid, pid_start, epoch, started_ns, what FROM gc_leases ORDER BY id")
+        .map_err(db("reading the operations in flight"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(LeaseRow {
+                id: r.get(0)?,
+                pid: r.get(1)?,
+                pid_start: r.get::<_, i64>(2)? as u64,
+                epoch: r.get(3)?,
+                started_ns: r.get(4)?,
+                what: r.get(5)?,
+            })
+        })
+        .map_err(db("reading the operations in flight"))?;
+    rows.map(|r| r.map_err(db("reading the operations in flight"))).collect()
+}
+
+/// Pins snapshot `snapshot`; true if it was not pinned.
+pub fn pin(conn: &Connection, snapshot: &str, now_ns: i64, by: &str) -> Result<bool> {
+    let n = conn
+        .execute(
+            "INSERT OR IGNORE INTO pins (snapshot, pinned_ns, pinned_by) VALUES (?1, ?2, ?3)",
+            params![snapshot, now_ns, by],
+        )
+        .map_err(db("pinning a snapshot"))?;
+    Ok(n == 1)
+}
+
+/// Unpins snapshot `snapshot`; true if it was pinned.
+pub fn unpin(conn: &Connection, snapshot: &str) -> Result<bool> {
+    let n = conn.execute("DELETE FROM pins WHERE snapshot = ?1", [snapshot]).map_err(db("unpinning a snapshot"))?;
+    Ok(n == 1)
+}
+
+/// Whether snapshot `snapshot` is pinned.
+pub fn is_pinned(conn: &Connection, snapshot: &str) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM pins WHERE snapshot = ?1")
+        .and_then(|mut s| s.query_row([snapshot], |_| Ok(())).optional())
+        .map(|r| r.is_some())
+        .map_err(db("reading pins"))
+}
+
+/// Creates (or empties) this connection's mark tables: live trees, live file contents, live
+/// objects, and the dead of each kind.
+pub fn reset_marks(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS gc_trees (id BLOB PRIMARY KEY) WITHOUT ROWID;
+         CREATE TEMP TABLE IF NOT EXISTS gc_contents (id BLOB PRIMARY KEY) WITHOUT ROWID;
+         CREATE TEMP TABLE IF NOT EXISTS gc_live (id BLOB PRIMARY KEY) WITHOUT ROWID;
+         CREATE TEMP TABLE IF NOT EXISTS gc_dead (kind INTEGER NOT NULL, id BLOB NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID;
+         DELETE FROM temp.gc_trees; DELETE FROM temp.gc_contents; DELETE FROM temp.gc_live; DELETE FROM temp.gc_dead;",
+    )
+    .map_err(db("preparing the collection's marks"))
+}
+
+/// Marks tree `id` live; true if it was not marked yet (its entries are then to be visited).
+pub fn mark_tree(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    let n = conn
+        .prepare_cached("INSERT OR IGNORE INTO temp.gc_trees (id) VALUES (?1)")
+        .and_then(|mut s| s.execute([&id.as_bytes()[..]]))
+        .map_err(db("marking a tree"))?;
+    Ok(n == 1)
+}
+
+/// Marks file content `id` live (its object, or its chunk list and chunks).
+pub fn mark_content(conn: &Connection, id: &ObjectId) -> Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO temp.gc_contents (id) VALUES (?1)")
+        .and_then(|mut s| s.execute([&id.as_bytes()[..]]))
+        .map_err(db("marking a content"))?;
+    Ok(())
+}
+
+/// Every object the marked contents need (a content's own object, or its chunks), then every
+/// row of each kind the marks do not reach, as the dead of this collection.
+pub fn collect_dead(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "INSERT OR IGNORE INTO temp.gc_live SELECT id FROM temp.gc_contents;
+         INSERT OR IGNORE INTO temp.gc_live
+             SELECT c.chunk FROM temp.gc_contents m JOIN chunk_lists c ON c.content = m.id;
+         INSERT INTO temp.gc_dead SELECT 0, id FROM objects WHERE id NOT IN (SELECT id FROM temp.gc_live);
+         INSERT INTO temp.gc_dead SELECT 1, id FROM loose_objects WHERE id NOT IN (SELECT id FROM temp.gc_live);
+         INSERT INTO temp.gc_dead SELECT 2, id FROM trees WHERE id NOT IN (SELECT id FROM temp.gc_trees);
+         INSERT OR IGNORE INTO temp.gc_dead
+             SELECT 3, content FROM chunk_lists WHERE content NOT IN (SELECT id FROM temp.gc_contents);",
+    )
+    .map_err(db("finding what no root reaches"))
+}
+
+/// How many rows of `kind` this collection found dead, and of those how many are condemned
+/// already (by an earlier collection).
+pub fn dead_count(conn: &Connection, kind: Kind) -> Result<(u64, u64)> {
+    let (table, key) = kind.table();
+    let sql = format!(
+        "SELECT COUNT(*), COUNT(t.condemned) FROM temp.gc_dead d
+         LEFT JOIN (SELECT DISTINCT {key} AS k, condemned FROM {table}) t ON t.k = d.id WHERE d.kind = ?1"
+    );
+    conn.query_row(&sql, [kind as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
+        .map_err(db("counting what no root reaches"))
+}
+
+/// How many rows of `kind` are condemned now.
+pub fn condemned_count(conn: &Connection, kind: Kind) -> Result<u64> {
+    let (table, key) = kind.table();
+    conn.query_row(&format!("SELECT COUNT(DISTINCT {key}) FROM {table} WHERE condemned IS NOT NULL"), [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n as u64)
+    .map_err(db("counting condemned rows"))
+}
+
+/// Up to `limit` dead keys of `kind` after `after`, in key order: a batch to condemn or delete.
+pub fn dead_batch(conn: &Connection, kind: Kind, after: &[u8], limit: usize) -> Result<Vec<Vec<u8>>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT id FROM temp.gc_dead WHERE kind = ?1 AND id > ?2 ORDER BY id LIMIT ?3")
+        .map_err(db("reading what no root reaches"))?;
+    let rows = stmt
+        .query_map(params![kind as i64, after, limit as i64], |r| r.get::<_, Vec<u8>>(0))
+        .map_err(db("reading what no root reaches"))?;
+    rows.map(|r| r.map_err(db("reading what no root reaches"))).collect()
+}
+
+/// Condemns the rows of `kind` with these keys in `epoch` (those not condemned already).
+pub fn condemn(conn: &Connection, kind: Kind, keys: &[Vec<u8>], epoch: i64) -> Result<u64> {
+    let (table, key) = kind.table();
+    let mut stmt = conn
+        .prepare_cached(&format!("UPDATE {table} SET condemned = ?1 WHERE {key} = ?2 AND condemned IS NULL"))
+        .map_err(db("condemning"))?;
+    let mut n = 0;
+    for k in keys {
+        n += stmt.execute(params![epoch, k]).map_err(db("condemning"))? as u64;
+    }
+    Ok(n)
+}
+
+/// Clears the condemnation of every condemned row of `kind` the marks reach again.
+pub fn resurrect(conn: &Connection, kind: Kind) -> Result<u64> {
+    let (table, key) = kind.table();
+    let marks = match kind {
+        Kind::Object | Kind::Loose => "gc_live",
+        Kind::Tree => "gc_trees",
+        Kind::ChunkList => "gc_contents",
+    };
+    let n = conn
+        .execute(
+            &format!(
+                "UPDATE {table} SET condemned = NULL
+                 WHERE condemned IS NOT NULL AND {key} IN (SELECT id FROM temp.{marks})"
+            ),
+            [],
+        )
+        .map_err(db("clearing condemnations"))?;
+    Ok(n as u64)
+}
+
+/// Deletes the rows of `kind` with these keys that are condemned in `horizon` or before;
+/// returns how many went and the bytes of loose objects among them. A content whose object or
+/// chunk list goes loses its search index document too.
+pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> Result<(u64, u64)> {
+    let (table, key) = kind.table();
+    let size = match kind {
+        Kind::Loose => "COALESCE(SUM(LENGTH(encoded)), 0)",
+        _ => "0",
+    };
+    let mut measure = conn
+        .prepare_cached(&format!(
+            "SELECT COUNT(*), {size} FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"
+        ))
+        .map_err(db("collecting"))?;
+    let mut delete = conn
+        .prepare_cached(&format!("DELETE FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"))
+        .map_err(db("collecting"))?;
+    let mut undoc = conn.prepare_cached("DELETE FROM search_docs WHERE id = ?1").map_err(db("collecting"))?;
+    let (mut rows, mut bytes) = (0u64, 0u64);
+    for k in keys {
+        let (n, b): (i64, i64) =
+            measure.query_row(params![k, horizon], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("collecting"))?;
+        if n == 0 {
+            continue;
+        }
+        delete.execute(params![k, horizon]).map_err(db("collecting"))?;
+        if kind != Kind::Tree {
+            undoc.execute([k]).map_err(db("collecting"))?;
+        }
+        rows += 1;
+        bytes += b as u64;
+    }
+    Ok((rows, bytes))
+}
+
+/// One pack and the bytes of the blobs its index rows still point into.
+#[derive(Debug, Clone)]
+pub struct PackUse {
+    /// The pack's row id.
+    pub id: i64,
+    /// Its backend key.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Bytes of blobs some index row points into (a bundle counts whole).
+    pub live: u64,
+}
+
+/// Every pack not yet retired, with its live bytes.
+pub fn pack_use(conn: &Connection) -> Result<Vec<PackUse>> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT p.id, p.name, p.size, COALESCE(SUM(b.stored_len), 0) FROM packs p
+             LEFT JOIN (SELECT DISTINCT pack, offset, stored_len FROM objects) b ON b.pack = p.id
+             WHERE p.retired IS NULL GROUP BY p.id ORDER BY p.id",
+        )
+        .map_err(db("measuring packs"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(PackUse {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                size: r.get::<_, i64>(2)? as u64,
+                live: r.get::<_, i64>(3)? as u64,
+            })
+        })
+        .map_err(db("measuring packs"))?;
+    rows.map(|r| r.map_err(db("measuring packs"))).collect()
+}
+
+/// One blob of a pack and the objects in it: (offset, stored length, [(id, raw length, offset
+/// inside a bundle)]).
+pub type Blob = (u64, u64, Vec<(ObjectId, u64, Option<u64>)>);
+
+/// The blobs index rows point into in each of `packs`, in offset order, by pack: one scan of
+/// the index for all of them (there is no index by pack: it would cost a third of the objects
+/// table for what only a collection reads).
+pub fn pack_blobs(conn: &Connection, packs: &[i64]) -> Result<std::collections::BTreeMap<i64, Vec<Blob>>> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS gc_repack (pack INTEGER PRIMARY KEY); DELETE FROM temp.gc_repack;",
+    )
+    .map_err(db("listing packs' objects"))?;
+    for p in packs {
+        conn.execute("INSERT OR IGNORE INTO temp.gc_repack (pack) VALUES (?1)", [p])
+            .map_err(db("listing packs' objects"))?;
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT pack, offset, stored_len, id, raw_len, inner_offset FROM objects
+             WHERE pack IN (SELECT pack FROM temp.gc_repack) ORDER BY pack, offset, id",
+        )
+        .map_err(db("listing packs' objects"))?;
+    let mut rows = stmt.query([]).map_err(db("listing packs' objects"))?;
+    let mut out: std::collections::BTreeMap<i64, Vec<Blob>> = Default::default();
+    while let Some(r) = rows.next().map_err(db("listing packs' objects"))? {
+        let get = db("listing packs' objects");
+        let pack: i64 = r.get(0).map_err(&get)?;
+        let offset = r.get::<_, i64>(1).map_err(&get)? as u64;
+        let stored = r.get::<_, i64>(2).map_err(&get)? as u64;
+        let id = ObjectId::from_slice(&r.get::<_, Vec<u8>>(3).map_err(&get)?)?;
+        let raw_len = r.get::<_, i64>(4).map_err(&get)? as u64;
+        let inner = r.get::<_, Option<i64>>(5).map_err(&get)?.map(|i| i as u64);
+        let blobs = out.entry(pack).or_default();
+        match blobs.last_mut() {
+            Some(last) if last.0 == offset => last.2.push((id, raw_len, inner)),
+            _ => blobs.push((offset, stored, vec![(id, raw_len, inner)])),
+        }
+    }
+    Ok(out)
+}
+
+/// The packs some index row points into.
+pub fn packs_in_use(conn: &Connection) -> Result<std::collections::BTreeSet<i64>> {
+    let mut stmt = conn.prepare("SELECT DISTINCT pack FROM objects").map_err(db("listing packs in use"))?;
+    let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).map_err(db("listing packs in use"))?;
+    rows.map(|r| r.map_err(db("listing packs in use"))).collect()
+}
+
+/// Points the objects of the blob at `old_offset` of pack `old` at `new_offset` of pack `new`
+/// (those still there: a writer may have stored its own copy meanwhile).
+pub fn move_blob(conn: &Connection, old: i64, old_offset: u64, new: i64, new_offset: u64) -> Result<()> {
+    conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2 WHERE pack = ?3 AND offset = ?4")
+        .and_then(|mut s| s.execute(params![new, new_offset as i64, old, old_offset as i64]))
+        .map_err(db("moving objects to a new pack"))?;
+    Ok(())
+}
+
+/// Retires pack `pack` in `epoch`: the caller found, in this transaction, that no index row
+/// points into it (`packs_in_use`).
+pub fn retire_pack(conn: &Connection, pack: i64, epoch: i64) -> Result<()> {
+    conn.execute("UPDATE packs SET retired = ?1 WHERE id = ?2 AND retired IS NULL", params![epoch, pack])
+        .map_err(db("retiring a pack"))?;
+    Ok(())
+}
+
+/// Retired packs: (row id, key, size, epoch retired).
+pub fn retired_packs(conn: &Connection) -> Result<Vec<(i64, String, u64, i64)>> {
+    let mut stmt = conn
+        .prepare("SELECT id, name, size, retired FROM packs WHERE retired IS NOT NULL ORDER BY id")
+        .map_err(db("listing retired packs"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64, r.get(3)?)))
+        .map_err(db("listing retired packs"))?;
+    rows.map(|r| r.map_err(db("listing retired packs"))).collect()
+}
+
+/// Forgets retired pack `pack` (its file goes next).
+pub fn delete_pack(conn: &Connection, pack: i64) -> Result<()> {
+    conn.execute("DELETE FROM packs WHERE id = ?1 AND retired IS NOT NULL", [pack]).map_err(db("deleting a pack"))?;
+    Ok(())
+}
+
+/// Every pack key the index knows, retired ones included.
+pub fn pack_names(conn: &Connection) -> Result<std::collections::BTreeSet<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM packs").map_err(db("listing packs"))?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(db("listing packs"))?;
+    rows.map(|r| r.map_err(db("listing packs"))).collect()
+}
+
+/// The orphan pack files seen before, with the epoch each was first seen in.
+pub fn orphans(conn: &Connection) -> Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare("SELECT name, epoch FROM gc_orphans ORDER BY name").map_err(db("listing orphans"))?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("listing orphans"))?;
+    rows.map(|r| r.map_err(db("listing orphans"))).collect()
+}
+
+/// Records an orphan pack file first seen in `epoch` (a row kept from before stays).
+pub fn note_orphan(conn: &Connection, name: &str, epoch: i64) -> Result<()> {
+    conn.execute("INSERT OR IGNORE INTO gc_orphans (name, epoch) VALUES (?1, ?2)", params![name, epoch])
+        .map_err(db("recording an orphan pack"))?;
+    Ok(())
+}
+
+/// Forgets an orphan record (its file is gone, or the index knows it now).
+pub fn forget_orphan(conn: &Connection, name: &str) -> Result<()> {
+    conn.execute("DELETE FROM gc_orphans WHERE name = ?1", [name]).map_err(db("forgetting an orphan pack"))?;
+    Ok(())
+}

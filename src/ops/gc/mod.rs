@@ -1,0 +1,279 @@
+//! Garbage collection: what no snapshot, trash item, recent audit record, journaled plan or
+//! directory record reaches is condemned, and deleted once it is still unreached and nothing in
+//! flight can have seen it as present; packs that are mostly dead are rewritten; pack files
+//! nothing indexes are deleted after the same wait (ARCHITECTURE.md, "Garbage collection").
+//!
+//! It takes no lock that snapshots, tool writes or restores wait on: each step is a short
+//! transaction of its own (batches of a few thousand rows), and the marks live in the
+//! connection's temporary tables. Only one collection runs at a time (`gc.lock`).
+//!
+//! Stages, each safe to stop after (a crash leaves at worst rows condemned, or files a later
+//! collection reclaims): mark (`mark.rs`); delete what an earlier pass condemned and this mark
+//! still does not reach; condemn what it newly does not reach (and clear the condemnation of
+//! what it reaches again); retire empty packs and rewrite sparse ones (`packs.rs`); delete the
+//! files of retired and orphan packs. What one pass condemns the next deletes: with no grace
+//! period, one collection runs two passes.
+
+mod mark;
+mod packs;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::failpoint::failpoint;
+use crate::base::process;
+use crate::base::time::now_ns;
+use crate::manifest::gc::{self, Kind};
+use crate::model::audit::AuditRecord;
+use crate::repo::Repo;
+
+pub use mark::Marked;
+
+/// Rows condemned or deleted in one write transaction.
+const BATCH: usize = 4096;
+/// The grace period when none is given: an hour, as rustic's prune.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
+/// A pack whose dead bytes pass this fraction is rewritten.
+pub const DEFAULT_REPACK_THRESHOLD: f64 = 0.10;
+
+/// How a collection runs.
+#[derive(Debug, Clone)]
+pub struct GcOptions {
+    /// Mark and count only: nothing is condemned, deleted or rewritten.
+    pub dry_run: bool,
+    /// What is condemned is deleted no sooner than this after its condemnation.
+    pub grace: Duration,
+    /// Packs whose dead fraction passes this are rewritten (0.10: 10%).
+    pub repack_threshold: f64,
+    /// Who runs it, for the audit record.
+    pub actor: String,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            dry_run: false,
+            grace: DEFAULT_GRACE,
+            repack_threshold: DEFAULT_REPACK_THRESHOLD,
+            actor: "library".into(),
+        }
+    }
+}
+
+/// Counts by kind of stored thing.
+#[derive(Debug, Clone, Copy, Default, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KindCounts {
+    /// Packed objects.
+    pub objects: u64,
+    /// Loose objects (the file tools' pre-images and contents).
+    pub loose: u64,
+    /// Trees.
+    pub trees: u64,
+    /// Chunk lists of big files' contents.
+    pub chunk_lists: u64,
+}
+
+impl KindCounts {
+    fn add(&mut self, kind: Kind, n: u64) {
+        match kind {
+            Kind::Object => self.objects += n,
+            Kind::Loose => self.loose += n,
+            Kind::Tree => self.trees += n,
+            Kind::ChunkList => self.chunk_lists += n,
+        }
+    }
+}
+
+/// What a collection found and did.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GcReport {
+    /// Nothing was changed.
+    pub dry_run: bool,
+    /// What the roots reach.
+    pub reachable: Marked,
+    /// What they do not reach.
+    pub unreachable: KindCounts,
+    /// Newly condemned by this collection.
+    pub condemned: KindCounts,
+    /// Condemned before, reached again: no longer condemned.
+    pub resurrected: u64,
+    /// Deleted from the manifest.
+    pub deleted: KindCounts,
+    /// Condemned and unreached but kept for now: within the grace period, or an operation in
+    /// flight began before they were condemned.
+    pub waiting: u64,
+    /// Operations in flight (leases of live processes).
+    pub in_flight: u64,
+    /// Leases of processes that are gone, removed.
+    pub stale_leases: u64,
+    /// Packs rewritten because most of them was dead.
+    pub packs_rewritten: u64,
+    /// Pack files deleted (emptied or rewritten ones, once nothing can still read them).
+    pub packs_deleted: u64,
+    /// Pack files the index did not know (left by a crash), deleted.
+    pub orphans_deleted: u64,
+    /// Bytes freed: deleted pack files and loose objects, less the packs written anew.
+    pub bytes_reclaimed: u64,
+    /// The newest epoch whose condemnations could be deleted.
+    pub horizon: i64,
+}
+
+/// The exclusive right to collect in one repository: a `flock` on `gc.lock`, released by the
+/// kernel if the process dies.
+pub(crate) struct GcLock {
+    _file: Option<std::fs::File>,
+}
+
+impl Repo {
+    /// Takes the repository's collection lock (also taken by index repairs).
+    pub(crate) fn gc_lock(&self) -> Result<GcLock> {
+        let Some(root) = self.root() else { return Ok(GcLock { _file: None }) };
+        let path = root.join("gc.lock");
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(GcLock { _file: Some(file) }),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::new(
+                ErrorKind::Conflict,
+                "another garbage collection is running in this repository: wait for it to finish",
+            )),
+            Err(e) => Err(Error::io("lock", &path, e.into())),
+        }
+    }
+
+    /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
+    /// once what the first condemned.
+    pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
+        let _lock = self.gc_lock()?;
+        let mut report = GcReport { dry_run: opts.dry_run, ..GcReport::default() };
+        if !opts.dry_run {
+            report.stale_leases = self.drop_stale_leases()?;
+        }
+        let condemned = self.gc_pass(opts, &mut report, true)?;
+        if opts.dry_run {
+            return Ok(report);
+        }
+        if opts.grace.is_zero() && condemned > 0 {
+            self.gc_pass(opts, &mut report, false)?;
+        }
+        let conn = self.manifest.conn();
+        report.waiting = 0;
+        for kind in Kind::ALL {
+            report.waiting += gc::condemned_count(conn, kind)?;
+        }
+        self.gc_packs(opts, &mut report)?;
+        let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
+        rec.details = serde_json::json!({
+            "deleted": report.deleted,
+            "condemned": report.condemned,
+            "waiting": report.waiting,
+            "packsRewritten": report.packs_rewritten,
+            "packsDeleted": report.packs_deleted,
+            "orphansDeleted": report.orphans_deleted,
+            "bytesReclaimed": report.bytes_reclaimed,
+            "graceSeconds": opts.grace.as_secs(),
+        });
+        self.audit(rec)?;
+        Ok(report)
+    }
+
+    /// One pass: mark; delete what earlier passes condemned that is still unreached, as far as
+    /// the horizon allows; condemn what is newly unreached, and clear what is reached again.
+    /// Returns how many rows it condemned.
+    ///
+    /// Why the horizon is taken from the mark's own view: an operation in flight when the
+    /// marks were read may commit a reference to something the marks do not see, and end
+    /// before the deletion; its lease, seen in that view, keeps back whatever was condemned
+    /// after it began. Whatever was condemned before it began, it saw as absent.
+    fn gc_pass(&self, opts: &GcOptions, report: &mut GcReport, first: bool) -> Result<u64> {
+        let view = self.gc_mark(now_ns())?;
+        let conn = self.manifest.conn();
+        if first {
+            report.reachable = view.marked.clone();
+            for kind in Kind::ALL {
+                report.unreachable.add(kind, gc::dead_count(conn, kind)?.0);
+            }
+        }
+        if opts.dry_run {
+            return Ok(0);
+        }
+        failpoint("gc:marked");
+
+        let mut horizon = view.epoch.min(self.gc_horizon(opts.grace, report)?);
+        for lease in &view.leases {
+            if process::alive(lease.pid, lease.pid_start) {
+                horizon = horizon.min(lease.epoch);
+            }
+        }
+        report.horizon = horizon;
+        for kind in Kind::ALL {
+            let mut after = Vec::new();
+            loop {
+                let keys = gc::dead_batch(conn, kind, &after, BATCH)?;
+                let Some(last) = keys.last().cloned() else { break };
+                let (n, bytes) = self.manifest.write(|tx| gc::sweep(tx, kind, &keys, horizon))?;
+                report.deleted.add(kind, n);
+                report.bytes_reclaimed += bytes;
+                after = last;
+            }
+        }
+        failpoint("gc:swept");
+
+        // Condemn in an epoch of its own, then clear what is reached again.
+        let epoch = self.manifest.write(|tx| gc::new_epoch(tx, now_ns()))?;
+        let mut condemned = 0;
+        for kind in Kind::ALL {
+            let mut after = Vec::new();
+            loop {
+                let keys = gc::dead_batch(conn, kind, &after, BATCH)?;
+                let Some(last) = keys.last().cloned() else { break };
+                let n = self.manifest.write(|tx| gc::condemn(tx, kind, &keys, epoch))?;
+                report.condemned.add(kind, n);
+                condemned += n;
+                after = last;
+            }
+            report.resurrected += self.manifest.write(|tx| gc::resurrect(tx, kind))?;
+        }
+        failpoint("gc:condemned");
+        Ok(condemned)
+    }
+
+    /// Removes the leases of processes that are gone; returns how many.
+    fn drop_stale_leases(&self) -> Result<u64> {
+        let mut n = 0;
+        for lease in gc::leases(self.manifest.conn())? {
+            if !process::alive(lease.pid, lease.pid_start) {
+                let began = crate::base::time::iso_time(lease.started_ns);
+                tracing::info!(pid = lease.pid, what = %lease.what, %began, "removing the lease of a process that is gone");
+                self.manifest.write(|tx| gc::delete_lease(tx, lease.id))?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The newest epoch whose condemnations (and retirements) may be acted on now: begun at
+    /// least `grace` ago, and not after any live operation began (it may have seen as present
+    /// what that epoch condemned).
+    fn gc_horizon(&self, grace: Duration, report: &mut GcReport) -> Result<i64> {
+        let conn = self.manifest.conn();
+        let grace_ns = i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX);
+        let mut horizon = gc::epoch_at(conn, now_ns().saturating_sub(grace_ns))?;
+        report.in_flight = 0;
+        for lease in gc::leases(conn)? {
+            if process::alive(lease.pid, lease.pid_start) {
+                report.in_flight += 1;
+                horizon = horizon.min(lease.epoch);
+            }
+        }
+        Ok(horizon)
+    }
+}

@@ -1,0 +1,193 @@
+//! Garbage collection's packs: packs no index row points into are retired; packs whose dead
+//! bytes pass the threshold have their live blobs copied, verbatim, into new packs and are
+//! retired; retired packs and pack files the index never knew (a crash's leftovers) are
+//! deleted once nothing in flight can still hold a location in them.
+//!
+//! Order, for crashes: new packs are durable before the transaction that points the index at
+//! them (a crash before it leaves orphans, reclaimed later); a pack's row goes before its file
+//! (a crash between leaves an orphan file, never a row naming a missing file).
+
+use std::collections::BTreeMap;
+
+use crate::base::error::{Error, Result};
+use crate::base::failpoint::failpoint;
+use crate::base::time::now_ns;
+use crate::manifest::gc;
+use crate::object::pack::HEADER_LEN;
+use crate::object::{ObjectId, PackWriter, SealedPack};
+use crate::repo::Repo;
+
+use super::{GcOptions, GcReport};
+
+/// Live bytes copied into one run of new packs at most, so a rewrite holds a bounded amount
+/// in memory (the writer keeps about four packs of the target size besides).
+const REPACK_RUN: u64 = 256 << 20;
+
+impl Repo {
+    /// Retires, rewrites and deletes packs (see the module docs).
+    pub(super) fn gc_packs(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
+        let conn = self.manifest.conn();
+        // Packs nothing points into any more.
+        self.manifest.write(|tx| {
+            let in_use = gc::packs_in_use(tx)?;
+            let epoch = gc::new_epoch(tx, now_ns())?;
+            for p in gc::pack_use(tx)? {
+                if !in_use.contains(&p.id) {
+                    gc::retire_pack(tx, p.id, epoch)?;
+                }
+            }
+            Ok(())
+        })?;
+        // Packs mostly dead.
+        let sparse: Vec<gc::PackUse> = gc::pack_use(conn)?
+            .into_iter()
+            .filter(|p| {
+                let body = p.size.saturating_sub(HEADER_LEN).max(1);
+                p.live > 0 && (body.saturating_sub(p.live)) as f64 / body as f64 > opts.repack_threshold
+            })
+            .collect();
+        let mut run: Vec<gc::PackUse> = Vec::new();
+        let mut run_bytes = 0u64;
+        for p in sparse {
+            run_bytes += p.live;
+            run.push(p);
+            if run_bytes >= REPACK_RUN {
+                self.repack(&std::mem::take(&mut run), report)?;
+                run_bytes = 0;
+            }
+        }
+        if !run.is_empty() {
+            self.repack(&run, report)?;
+        }
+        failpoint("gc:repacked");
+        self.delete_retired(opts, report)?;
+        self.delete_orphans(opts, report)
+    }
+
+    /// Copies the live blobs of `packs` into new packs, points the index at the copies, and
+    /// retires the old packs.
+    fn repack(&self, packs: &[gc::PackUse], report: &mut GcReport) -> Result<()> {
+        let ids: Vec<i64> = packs.iter().map(|p| p.id).collect();
+        let blobs = self.manifest.read(|| gc::pack_blobs(self.manifest.conn(), &ids))?;
+        let names: BTreeMap<i64, &str> = packs.iter().map(|p| (p.id, p.name.as_str())).collect();
+        // Each copied blob: (old pack, old offset, the id of one object in it).
+        let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
+        let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
+            for (pack, list) in &blobs {
+                let name = names.get(pack).copied().ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
+                for (offset, stored_len, members) in list {
+                    self.check_deadline("rewriting packs")?;
+                    let bytes = self.backend.get_range(name, *offset, *stored_len)?;
+                    // Verbatim: the blob's header names its id and lengths, checked on every read.
+                    match members.as_slice() {
+                        [(id, raw_len, None)] => writer.add(*id, *raw_len, &bytes)?,
+                        _ => {
+                            let rows: Vec<(ObjectId, u64, u64)> =
+                                members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
+                            writer.add_bundle(&rows, &bytes)?;
+                        }
+                    }
+                    if let Some(first) = members.first() {
+                        moved.push((*pack, *offset, first.0));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        failpoint("gc:repack-written");
+        let new_bytes: u64 = sealed.iter().map(|p| p.size).sum();
+        self.manifest.write(|tx| {
+            let epoch = gc::new_epoch(tx, now_ns())?;
+            let mut at: BTreeMap<ObjectId, (i64, u64)> = BTreeMap::new();
+            for p in &sealed {
+                let id = insert_pack_row(tx, p)?;
+                for o in &p.objects {
+                    at.insert(o.id, (id, o.offset));
+                }
+            }
+            for (old, offset, first) in &moved {
+                let &(new, new_offset) =
+                    at.get(first).ok_or_else(|| Error::internal("a copied blob is not in the new packs"))?;
+                gc::move_blob(tx, *old, *offset, new, new_offset)?;
+            }
+            let in_use = gc::packs_in_use(tx)?;
+            for p in packs {
+                if !in_use.contains(&p.id) {
+                    gc::retire_pack(tx, p.id, epoch)?;
+                }
+            }
+            Ok(())
+        })?;
+        report.packs_rewritten += packs.len() as u64;
+        report.bytes_reclaimed = report.bytes_reclaimed.saturating_sub(new_bytes);
+        Ok(())
+    }
+
+    /// Deletes retired packs past the horizon: the row, then the file.
+    fn delete_retired(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
+        let horizon = self.gc_horizon(opts.grace, report)?;
+        for (id, name, size, retired) in gc::retired_packs(self.manifest.conn())? {
+            if retired > horizon {
+                continue;
+            }
+            self.manifest.write(|tx| gc::delete_pack(tx, id))?;
+            failpoint("gc:pack-row-deleted");
+            self.backend.delete(&name)?;
+            report.packs_deleted += 1;
+            report.bytes_reclaimed += size;
+        }
+        Ok(())
+    }
+
+    /// Notes pack files the index does not know, and deletes those noted in an epoch past the
+    /// horizon: their writer (a snapshot or a rewrite) either committed since, or is gone.
+    fn delete_orphans(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
+        let conn = self.manifest.conn();
+        let files = self.backend.list("packs/")?;
+        let known = gc::pack_names(conn)?;
+        let orphans: Vec<&String> = files.iter().filter(|f| f.ends_with(".pack") && !known.contains(*f)).collect();
+        let seen: BTreeMap<String, i64> = gc::orphans(conn)?.into_iter().collect();
+        // The listing came first, then the epoch that notes it: a writer in flight took its
+        // lease (and the epoch then) before it wrote the file, so before this epoch.
+        self.manifest.write(|tx| {
+            let epoch = gc::new_epoch(tx, now_ns())?;
+            for f in &orphans {
+                gc::note_orphan(tx, f, epoch)?;
+            }
+            for name in seen.keys() {
+                if !orphans.contains(&name) {
+                    gc::forget_orphan(tx, name)?;
+                }
+            }
+            Ok(())
+        })?;
+        let horizon = self.gc_horizon(opts.grace, report)?;
+        for (name, epoch) in gc::orphans(conn)? {
+            if epoch > horizon {
+                continue;
+            }
+            // Its writer may have committed it since it was noted (and ended, taking its lease
+            // away): then it is no orphan.
+            if gc::pack_names(conn)?.contains(&name) {
+                self.manifest.write(|tx| gc::forget_orphan(tx, &name))?;
+                continue;
+            }
+            let size = self.backend.size(&name).unwrap_or(0);
+            self.backend.delete(&name)?;
+            self.manifest.write(|tx| gc::forget_orphan(tx, &name))?;
+            report.orphans_deleted += 1;
+            report.bytes_reclaimed += size;
+        }
+        Ok(())
+    }
+}
+
+/// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted).
+fn insert_pack_row(conn: &rusqlite::Connection, p: &SealedPack) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
+        rusqlite::params![p.key, p.size as i64, p.objects.len() as i64, now_ns()],
+    )
+    .map_err(|e| Error::db("recording a rewritten pack", e))?;
+    Ok(conn.last_insert_rowid())
+}

@@ -1,0 +1,430 @@
+//! Retention and garbage collection (issue 16): policies decide which snapshots stay and say
+//! why; forgetting is audited; collection reclaims what only forgotten snapshots held, rewrites
+//! mostly dead packs, reclaims a crashed snapshot's pack, waits for its grace period and for
+//! operations in flight, never reuses what it condemned, survives kill -9 at every stage, and
+//! running in a loop beside snapshots, tool writes and trash restores costs none of them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+use trove::{GcOptions, Repo, RestoreOptions, RetentionPolicy, SessionSpec, SnapshotInfo, SnapshotOptions};
+
+fn snap(repo: &Repo, dir: &Path, ws: &str) -> SnapshotInfo {
+    repo.snapshot(dir, &SnapshotOptions { workspace: Some(ws.into()), ..SnapshotOptions::default() }).expect("snapshot")
+}
+
+fn now_gc() -> GcOptions {
+    GcOptions { grace: Duration::ZERO, ..GcOptions::default() }
+}
+
+fn restored(repo: &Repo, s: &SnapshotInfo, at: &Path) -> Vec<EntryState> {
+    repo.restore(s, at, &RestoreOptions::default()).expect("restore");
+    tree_state(at)
+}
+
+fn count(repo: &Repo, sql: &str) -> i64 {
+    trove::testing::conn(repo).query_row(sql, [], |r| r.get(0)).expect(sql)
+}
+
+fn clean(repo: &Repo) {
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+#[test]
+fn forget_keeps_by_policy_pins_and_running_sessions_and_audits_each() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = Repo::init(&tmp.path().join("repo"), "t").expect("init");
+    let ws = tmp.path().join("w");
+    fs::create_dir_all(&ws).expect("mkdir");
+    let mut snaps = Vec::new();
+    for i in 0..6 {
+        fs::write(ws.join("f.txt"), format!("version {i}\n")).expect("write");
+        snaps.push(snap(&repo, &ws, "w"));
+    }
+    let pinned = repo.pin(snaps[1].id.as_ref(), Some("w"), true, "op").expect("pin");
+    assert!(pinned.pinned && pinned.changed);
+    // A running session's snapshots stay whatever the policy says.
+    let w = ws.clone();
+    let spec = SessionSpec { workspace: Some("w".into()), ..SessionSpec::default() };
+    let session = repo.create_session(&spec, move |_| Ok(w), "agent").expect("session");
+    let running = repo.snapshot_session(&session, "manual", "agent").expect("session snapshot").expect("taken");
+    fs::write(ws.join("f.txt"), "last\n").expect("write");
+    let newest = snap(&repo, &ws, "w");
+
+    // No policy: nothing goes.
+    let r = repo.forget(Some("w"), false, "op").expect("forget");
+    assert!(r.workspaces[0].policy.is_none() && r.workspaces[0].forgotten.is_empty());
+    repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(2), ..Default::default() }), "op")
+        .expect("policy");
+    let dry = repo.forget(Some("w"), true, "op").expect("dry run");
+    let total = repo.snapshots(Some("w")).expect("list").len();
+    assert_eq!(repo.snapshots(Some("w")).expect("list").len(), total, "a dry run changes nothing");
+    let w = &dry.workspaces[0];
+    let kept: BTreeMap<String, Vec<String>> = w.kept.iter().map(|k| (k.id.to_string(), k.kept_by.clone())).collect();
+    assert_eq!(kept[&newest.id.to_string()], ["latest", "last 1"]);
+    assert_eq!(kept[&snaps[1].id.to_string()], ["pinned"]);
+    assert!(kept[&running.id.to_string()].contains(&"session still running".to_string()));
+    assert_eq!(w.kept.len() + w.forgotten.len(), total);
+    let doomed: Vec<String> = w.forgotten.iter().map(|f| f.id.to_string()).collect();
+    assert!(doomed.contains(&snaps[0].id.to_string()) && doomed.contains(&snaps[4].id.to_string()));
+
+    let audit_before = count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'forget'");
+    let done = repo.forget(Some("w"), false, "op").expect("forget");
+    assert_eq!(done.workspaces[0].forgotten.len(), doomed.len());
+    let left: Vec<String> = repo.snapshots(Some("w")).expect("list").iter().map(|s| s.id.to_string()).collect();
+    assert!(doomed.iter().all(|d| !left.contains(d)));
+    assert_eq!(
+        count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'forget'") - audit_before,
+        doomed.len() as i64
+    );
+    // Parents point past what was forgotten; everything left still reads and checks clean.
+    for s in repo.snapshots(Some("w")).expect("list") {
+        if let Some(p) = &s.parent {
+            assert!(left.contains(&p.to_string()), "{} names a forgotten parent", s.id);
+        }
+    }
+    clean(&repo);
+    // Unpinned, the pinned one goes at the next forget.
+    repo.pin(snaps[1].id.as_ref(), Some("w"), false, "op").expect("unpin");
+    repo.end_session(&session.id, trove::EndReason::Deleted, "agent").expect("end");
+    let again = repo.forget(Some("w"), false, "op").expect("forget");
+    assert!(again.workspaces[0].forgotten.iter().any(|f| f.id == snaps[1].id));
+    // The command line says what goes and which rule keeps each survivor.
+    let out = trove(&tmp.path().join("repo"), &["forget", "--dry-run", "--workspace", "w"]);
+    assert!(out.status.success() && stdout(&out).contains("kept: latest, last 1"), "{}", stdout(&out));
+    let out =
+        trove(&tmp.path().join("repo"), &["workspace", "retention", "w", "--keep-daily", "7", "--keep-within", "2d"]);
+    assert!(stdout(&out).contains("keepDaily") && stdout(&out).contains("keepWithinS"), "{}", stdout(&out));
+}
+
+/// A workspace of two 200 KiB random files that share a pack, snapshotted, then one of them
+/// deleted and snapshotted again; with keep-last 1 the first snapshot is forgotten, leaving
+/// its pack half dead.
+fn half_dead_pack(dir: &Path) -> (PathBuf, Repo, PathBuf) {
+    let (root, ws) = (dir.join("repo"), dir.join("w"));
+    let repo = Repo::init(&root, "t").expect("init");
+    fs::create_dir_all(&ws).expect("mkdir");
+    let mut rng = trove::sample::Rng::new(5);
+    fs::write(ws.join("x.bin"), rng.bytes(200_000)).expect("write");
+    fs::write(ws.join("y.bin"), rng.bytes(200_000)).expect("write");
+    fs::write(ws.join("notes.txt"), "kept\n").expect("write");
+    snap(&repo, &ws, "w");
+    // A pack entirely dead once its snapshot goes.
+    fs::write(ws.join("z.bin"), rng.bytes(150_000)).expect("write");
+    snap(&repo, &ws, "w");
+    fs::remove_file(ws.join("x.bin")).expect("rm");
+    fs::remove_file(ws.join("z.bin")).expect("rm");
+    snap(&repo, &ws, "w");
+    repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(1), ..Default::default() }), "op")
+        .expect("policy");
+    repo.forget(None, false, "op").expect("forget");
+    (root, repo, ws)
+}
+
+#[test]
+fn gc_reclaims_what_forgotten_snapshots_held_and_rewrites_mostly_dead_packs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, repo, ws) = half_dead_pack(tmp.path());
+    let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
+    let before = restored(&repo, &kept, &tmp.path().join("before"));
+    // An operator's delete keeps its content in the trash, which is a root too.
+    let out = trove(&root, &["rm", "--workspace", "w", "notes.txt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dry = repo.gc(&GcOptions { dry_run: true, ..now_gc() }).expect("dry run");
+    assert!(dry.unreachable.objects >= 2 && dry.deleted.objects == 0, "{dry:?}");
+
+    let out = trove(&root, &["gc", "--grace", "0s", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert!(r["deleted"]["objects"].as_u64() >= Some(2), "{r}");
+    assert!(r["packsRewritten"].as_u64() >= Some(1), "the half-dead pack is rewritten: {r}");
+    assert!(r["packsDeleted"].as_u64() >= Some(2), "the dead pack and the rewritten one go: {r}");
+    assert!(r["bytesReclaimed"].as_u64() > Some(300_000), "{r}");
+    assert_eq!(r["waiting"], 0);
+
+    let repo = Repo::open(&root).expect("open");
+    assert_eq!(restored(&repo, &kept, &tmp.path().join("after")), before, "what stays is byte for byte");
+    let trashed = repo.trash("w", None).expect("trash");
+    let item = trashed.first().expect("the deleted notes");
+    let restored_item = trove(&root, &["trash", "restore", item.id.as_ref()]);
+    assert!(restored_item.status.success(), "{}", stderr(&restored_item));
+    assert_eq!(fs::read(ws.join("notes.txt")).expect("read"), b"kept\n");
+    clean(&repo);
+    // A second collection finds nothing left to do.
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert_eq!((r.deleted.objects, r.packs_rewritten, r.packs_deleted), (0, 0, 0), "{r:?}");
+    assert!(count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'gc'") >= 2);
+}
+
+#[test]
+fn gc_waits_for_its_grace_period_and_for_operations_in_flight() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, repo, _) = half_dead_pack(tmp.path());
+    // The default hour: condemned, not deleted.
+    let r = repo.gc(&GcOptions::default()).expect("gc");
+    assert!(r.condemned.objects >= 2 && r.deleted.objects == 0 && r.waiting >= 2, "{r:?}");
+    assert!(count(&repo, "SELECT COUNT(*) FROM objects WHERE condemned IS NOT NULL") >= 2);
+
+    // An operation that began before a condemnation holds it back, even with no grace.
+    fs::write(tmp.path().join("w/new.txt"), "new\n").expect("write");
+    snap(&repo, &tmp.path().join("w"), "w");
+    repo.forget(None, false, "op").expect("forget");
+    let lease = trove::testing::lease(&repo, "test").expect("lease");
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert_eq!(r.in_flight, 1);
+    assert!(r.deleted.objects >= 2, "what was condemned before the lease goes: {r:?}");
+    assert!(r.waiting >= 1, "what was condemned after it waits: {r:?}");
+    drop(lease);
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert_eq!((r.waiting, r.in_flight), (0, 0), "{r:?}");
+
+    // A lease left by a process that is gone is removed, and holds nothing back.
+    let mut child = Command::new("true").spawn().expect("spawn");
+    let pid = child.id();
+    child.wait().expect("wait");
+    trove::testing::conn(&repo)
+        .execute(
+            "INSERT INTO gc_leases (pid, pid_start, epoch, started_ns, what) VALUES (?1, 1, 0, 0, 'crashed')",
+            [pid],
+        )
+        .expect("stale lease");
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert_eq!((r.stale_leases, r.in_flight), (1, 0), "{r:?}");
+    clean(&repo);
+}
+
+#[test]
+fn a_condemned_object_is_stored_anew_never_relied_on() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, repo, ws) = half_dead_pack(tmp.path());
+    let r = repo.gc(&GcOptions::default()).expect("condemn, grace of an hour");
+    assert!(r.condemned.objects >= 2, "{r:?}");
+    // x.bin's bytes come back: the next snapshot must store its own copy, not the condemned one.
+    let mut rng = trove::sample::Rng::new(5);
+    fs::write(ws.join("x.bin"), rng.bytes(200_000)).expect("same bytes as before");
+    let s = snap(&repo, &ws, "w");
+    let x = repo.lookup(&s, b"x.bin").expect("x").content.expect("content");
+    let condemned: Option<i64> = trove::testing::conn(&repo)
+        .query_row("SELECT condemned FROM objects WHERE id = ?1", [&x.as_bytes()[..]], |r| r.get(0))
+        .expect("row");
+    assert_eq!(condemned, None, "storing it again cleared the mark");
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert!(r.deleted.objects >= 1, "{r:?}");
+    assert_eq!(repo.read_object(&x).expect("x reads").len(), 200_000);
+    clean(&repo);
+}
+
+#[test]
+fn gc_reclaims_the_pack_of_a_snapshot_killed_before_its_commit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, ws) = (tmp.path().join("repo"), tmp.path().join("w"));
+    let repo = Repo::init(&root, "t").expect("init");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "a\n").expect("write");
+    snap(&repo, &ws, "w");
+    fs::write(ws.join("big.bin"), trove::sample::Rng::new(9).bytes(500_000)).expect("write");
+    let out = Command::new(trove_bin())
+        .args(["--repo", root.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8"), "--workspace", "w"])
+        .env("TROVE_FAILPOINT", "snapshot:packed")
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "the failpoint stops it");
+    let report = repo.check_with(&trove::CheckOptions::default()).expect("check");
+    assert!(report.problems.is_empty() && report.orphan_packs == 1, "{report:?}");
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert_eq!(r.orphans_deleted, 1, "{r:?}");
+    assert!(r.bytes_reclaimed >= 400_000, "{r:?}");
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty() && report.orphan_packs == 0, "{report:?}");
+}
+
+#[test]
+fn kill_9_during_gc_at_every_stage_leaves_a_repository_that_checks_clean() {
+    let stages = ["gc:marked", "gc:condemned", "gc:swept", "gc:repack-written", "gc:repacked", "gc:pack-row-deleted"];
+    for stage in stages {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (root, repo, _) = half_dead_pack(tmp.path());
+        let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
+        let expected = restored(&repo, &kept, &tmp.path().join("expected"));
+        drop(repo);
+        let out = Command::new(trove_bin())
+            .args(["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"])
+            .env("TROVE_FAILPOINT", stage)
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{stage}: the failpoint stops the collection");
+        let repo = Repo::open(&root).unwrap_or_else(|e| panic!("{stage}: does not open: {e}"));
+        let report = repo.check().expect("check");
+        assert!(report.problems.is_empty(), "{stage}: {:?}", report.problems);
+        assert_eq!(restored(&repo, &kept, &tmp.path().join("after")), expected, "{stage}");
+        // The next collection finishes the work.
+        let r = repo.gc(&now_gc()).unwrap_or_else(|e| panic!("{stage}: the next gc: {e}"));
+        assert_eq!(r.waiting, 0, "{stage}: {r:?}");
+        let report = repo.check().expect("check");
+        assert!(report.problems.is_empty() && report.orphan_packs == 0, "{stage}: {report:?}");
+        assert_eq!(restored(&repo, &kept, &tmp.path().join("last")), expected, "{stage}");
+    }
+}
+
+/// A tool call on a session that must succeed; returns its result.
+fn tool(repo: &Repo, s: &trove::Session, name: &str, params: Value) -> Value {
+    let call = trove::tools::ToolCall::parse(name, params).expect("parse");
+    trove::tools::run(repo, s, call, "agent").unwrap_or_else(|e| panic!("{name}: {e}")).to_json()
+}
+
+#[test]
+#[allow(clippy::print_stderr)] // the figures of the run, with --nocapture
+fn gc_in_a_loop_costs_no_snapshot_tool_write_or_trash_restore_anything() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    Repo::init(&root, "t").expect("init");
+    let stop = Arc::new(AtomicBool::new(false));
+    let run_for = Duration::from_secs(60);
+
+    // Snapshots of a workspace only this thread changes, each with the state it must restore.
+    let snapshotter = {
+        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("a"));
+        std::thread::spawn(move || -> BTreeMap<String, Vec<EntryState>> {
+            let repo = Repo::open(&root).expect("open");
+            repo.set_snapshot_retention("a", Some(RetentionPolicy { keep_last: Some(3), ..Default::default() }), "t")
+                .expect("policy");
+            let mut rng = trove::sample::Rng::new(1);
+            let mut states = BTreeMap::new();
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                fs::create_dir_all(ws.join(format!("d{}", round % 4))).expect("mkdir");
+                fs::write(
+                    ws.join(format!("d{}/f{}.bin", round % 4, round % 7)),
+                    rng.bytes(20_000 + (round % 5) as usize * 10_000),
+                )
+                .expect("write");
+                fs::write(ws.join("counter.txt"), format!("{round}\n")).expect("write");
+                if round % 9 == 8 {
+                    let _ = fs::remove_dir_all(ws.join(format!("d{}", (round / 9) % 4)));
+                }
+                let s = snap(&repo, &ws, "a");
+                states.insert(s.id.to_string(), tree_state(&ws));
+                round += 1;
+            }
+            states
+        })
+    };
+    // Tool writes: read, then write with the sha256 just read, over and over.
+    let writer = {
+        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("b"));
+        std::thread::spawn(move || -> u64 {
+            let repo = Repo::open(&root).expect("open");
+            fs::create_dir_all(&ws).expect("mkdir");
+            let w = ws.clone();
+            let spec = SessionSpec { workspace: Some("b".into()), persistent: true, ..SessionSpec::default() };
+            let s = repo.create_session(&spec, move |_| Ok(w), "agent").expect("session");
+            let mut rng = trove::sample::Rng::new(2);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let path = format!("f{}.txt", n % 5);
+                let content = String::from_utf8(trove::sample::text(&mut rng, 3_000)).expect("text");
+                if ws.join(&path).exists() {
+                    let sha = tool(&repo, &s, "read_file", json!({"path": path}))["sha256"]
+                        .as_str()
+                        .expect("sha")
+                        .to_string();
+                    tool(&repo, &s, "write_file", json!({"path": path, "content": content, "expectedSha256": sha}));
+                } else {
+                    tool(&repo, &s, "create_file", json!({"path": path, "content": content}));
+                }
+                assert_eq!(fs::read_to_string(ws.join(&path)).expect("read"), content);
+                n += 1;
+            }
+            n
+        })
+    };
+    // Delete into the trash and restore from it, checking the bytes that come back.
+    let trasher = {
+        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("c"));
+        std::thread::spawn(move || -> u64 {
+            let repo = Repo::open(&root).expect("open");
+            fs::create_dir_all(&ws).expect("mkdir");
+            let w = ws.clone();
+            let spec = SessionSpec { workspace: Some("c".into()), persistent: true, ..SessionSpec::default() };
+            let s = repo.create_session(&spec, move |_| Ok(w), "agent").expect("session");
+            let mut rng = trove::sample::Rng::new(3);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let path = format!("t{n}.bin");
+                let bytes = rng.bytes(30_000);
+                use base64::Engine;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                tool(&repo, &s, "create_file", json!({"path": path, "content": b64, "encoding": "base64"}));
+                let trash =
+                    tool(&repo, &s, "delete_file", json!({"path": path}))["trashId"].as_str().expect("id").to_string();
+                assert!(!ws.join(&path).exists());
+                tool(&repo, &s, "restore_file", json!({"trashId": trash}));
+                assert_eq!(fs::read(ws.join(&path)).expect("restored"), bytes, "trash item {trash}");
+                tool(&repo, &s, "delete_file", json!({"path": path}));
+                n += 1;
+            }
+            n
+        })
+    };
+    // Forget and collect with no grace, in a loop.
+    let collector = {
+        let (root, stop) = (root.clone(), stop.clone());
+        std::thread::spawn(move || -> (u64, u64) {
+            let repo = Repo::open(&root).expect("open");
+            let (mut runs, mut deleted) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                repo.forget(None, false, "gc-loop").expect("forget");
+                let r = repo.gc(&now_gc()).expect("gc");
+                deleted += r.deleted.objects + r.deleted.trees + r.deleted.loose;
+                runs += 1;
+            }
+            (runs, deleted)
+        })
+    };
+    let started = Instant::now();
+    while started.elapsed() < run_for {
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !snapshotter.is_finished() && !writer.is_finished() && !trasher.is_finished() && !collector.is_finished(),
+            "a worker failed"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let states = snapshotter.join().expect("snapshots never failed");
+    let writes = writer.join().expect("tool writes never failed");
+    let restores = trasher.join().expect("trash restores never failed");
+    let (runs, deleted) = collector.join().expect("gc never failed");
+    eprintln!("{runs} collections deleted {deleted} rows beside {} snapshots, {writes} tool writes, {restores} trash restores", states.len());
+    assert!(runs >= 5 && deleted > 0 && writes > 20 && restores > 20 && states.len() > 5);
+
+    let repo = Repo::open(&root).expect("open");
+    let r = repo.gc(&now_gc()).expect("a last gc");
+    assert_eq!(r.waiting, 0, "{r:?}");
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    // Every surviving snapshot restores exactly what its workspace held when it was taken.
+    let survivors = repo.snapshots(Some("a")).expect("list");
+    assert!(!survivors.is_empty());
+    for (i, s) in survivors.iter().enumerate() {
+        let expected = states.get(&s.id.to_string()).expect("a recorded state");
+        assert_eq!(&restored(&repo, s, &tmp.path().join(format!("check-{i}"))), expected, "snapshot {}", s.id);
+    }
+    // Every trash item left restores byte for byte (its content was checked when deleted).
+    let items = repo.trash("c", None).expect("trash");
+    assert!(!items.is_empty());
+    for item in items.iter().take(20) {
+        let bytes = repo.read_object(&item.object.expect("a file's object")).expect("reads");
+        assert_eq!(bytes.len() as u64, item.size);
+        assert_eq!(trove::testing::sha256_hex(&bytes), item.sha256.expect("sha").to_hex());
+    }
+}
