@@ -268,3 +268,21 @@ fn repair_index_rebuilds_the_object_index_from_the_packs() {
     let report = repo.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+#[test]
+fn a_directory_record_naming_a_lost_tree_is_read_again_not_reused() {
+    let f = fixture();
+    let repo = Repo::open(&f.root).expect("open");
+    let dir = content(&repo, &f.snaps[2], "dir");
+    drop(repo);
+    // The tree goes (damage); the next snapshot must not name it, and so reads `dir` again.
+    sql(&f.root, &format!("DELETE FROM trees WHERE id = x'{dir}'"));
+    let repo = Repo::open(&f.root).expect("open");
+    let s = repo
+        .snapshot(&f.ws, &SnapshotOptions { workspace: Some("w".into()), ..SnapshotOptions::default() })
+        .expect("a snapshot despite the damage");
+    assert_eq!(content(&repo, &s, "dir"), dir, "the same tree, stored again");
+    let tmp = tempfile::tempdir().expect("tmp");
+    assert!(restores(&repo, &s, &tmp.path().join("r")));
+    assert_eq!(fs::read(tmp.path().join("r/dir/inner.txt")).expect("inner"), b"inner\n");
+}

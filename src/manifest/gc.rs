@@ -287,6 +287,26 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
     Ok((rows, bytes))
 }
 
+/// Gives free pages of the manifest back to the file system, `step` pages a transaction,
+/// when it was made with incremental auto-vacuum; returns the bytes given back. A manifest
+/// without it keeps its free pages for later rows (`full` rewrites it once, with it, blocking
+/// writers while it runs).
+pub fn shrink(conn: &Connection, step: u32, full: bool) -> Result<u64> {
+    let pragma = |p: &str| {
+        conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0)).map_err(db("shrinking the manifest"))
+    };
+    let page = pragma("page_size")?.max(0) as u64;
+    let before = pragma("page_count")?.max(0) as u64;
+    if full {
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;").map_err(db("vacuuming the manifest"))?;
+    } else if pragma("auto_vacuum")? == 2 {
+        while pragma("freelist_count")? > 0 {
+            conn.execute_batch(&format!("PRAGMA incremental_vacuum({step});")).map_err(db("shrinking the manifest"))?;
+        }
+    }
+    Ok(before.saturating_sub(pragma("page_count")?.max(0) as u64) * page)
+}
+
 /// One pack and the bytes of the blobs its index rows still point into.
 #[derive(Debug, Clone)]
 pub struct PackUse {

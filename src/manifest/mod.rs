@@ -82,6 +82,10 @@ impl Manifest {
     }
 
     fn install(conn: Connection) -> Result<Manifest> {
+        // Before any table exists: pages freed by garbage collection can then be given back to
+        // the file system a few at a time (`incremental_vacuum`), never by a blocking VACUUM.
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;")
+            .map_err(|e| Error::db("configuring the manifest", e))?;
         configure(&conn)?;
         conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
             .map_err(|e| Error::db("applying schema.sql", e))?;

@@ -79,7 +79,9 @@ fn stat_matches(c: &Stat, s: &Stat) -> bool {
 
 /// Walks the live tree open as `fd` and loads workspace `workspace`'s directory records (none
 /// for a workspace not yet recorded). Loading them on this thread while the pool walks gains
-/// nothing measurable: the walk's `lstat`s already keep both cores busy.
+/// nothing measurable: the walk's `lstat`s already keep both cores busy. A record whose tree
+/// the manifest lacks (damage: garbage collection keeps records' trees) is dropped, so its
+/// directory is read again rather than named by a tree that is not there.
 pub(crate) fn walk_and_load(
     conn: &Connection,
     workspace: Option<i64>,
@@ -88,10 +90,11 @@ pub(crate) fn walk_and_load(
     opts: &walk::WalkOptions<'_>,
 ) -> Result<(Walked, DirCacheMap)> {
     let walked = walk::walk(fd, dir, opts)?;
-    let cache = match workspace {
+    let mut cache = match workspace {
         Some(w) => crate::manifest::dir_cache::load(conn, w)?,
         None => DirCacheMap::default(),
     };
+    cache.retain(|_, blob| Record::parse(blob).is_some_and(|r| trees::has_live(conn, &r.tree).unwrap_or(false)));
     Ok((walked, cache))
 }
 

@@ -33,9 +33,7 @@ use crate::model::tree::{Entry, EntryKind};
 use crate::object::bundle::{self, BundleBuilder};
 use crate::object::{blob, ObjectId, PackWriter, RandomKeySet, Sha256};
 use crate::ops::diff::tree::{diff_trees, PathSelect, Trees};
-use crate::ops::scan::{
-    build, built_entries, classify, records, walk_and_load, Built, Content, FileOutcome, Outcome, Outcomes,
-};
+use crate::ops::scan::{build, classify, records, walk_and_load, Built, Content, FileOutcome, Outcome, Outcomes};
 use crate::repo::Repo;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -290,34 +288,21 @@ impl Writer<'_> {
     }
 }
 
-/// The trees of this snapshot the manifest lacks, found top-down. A tree already in the
-/// manifest implies all of its descendants are (they were inserted with it, and are only ever
-/// removed together by garbage collection), so an unchanged directory costs one lookup however
-/// deep it is.
-fn missing_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<RandomKeySet<ObjectId>> {
-    let mut out = RandomKeySet::default();
-    let mut stack = vec![*root];
-    while let Some(id) = stack.pop() {
-        if out.contains(&id) || manifest::trees::has_live(conn, &id)? {
-            continue;
-        }
-        out.insert(id);
-        for e in built_entries(trees, &id)? {
-            if let (EntryKind::Dir, Some(child)) = (e.kind, e.content) {
-                stack.push(child);
-            }
+/// Inserts the trees this snapshot built that the manifest lacks (or holds condemned), in id
+/// order (dense B-tree pages, as for objects). Only changed directories and their ancestors
+/// are built (the others kept their ids through the directory cache), so each is looked up:
+/// no tree is assumed present because an ancestor is, which damage could make untrue.
+fn insert_trees(conn: &Connection, trees: &Built) -> Result<()> {
+    let mut missing: Vec<&ObjectId> = Vec::new();
+    for id in trees.keys() {
+        if !manifest::trees::has_live(conn, id)? {
+            missing.push(id);
         }
     }
-    Ok(out)
-}
-
-/// Inserts the trees the manifest lacks, in id order (dense B-tree pages, as for objects).
-fn insert_trees(conn: &Connection, root: &ObjectId, trees: &Built) -> Result<()> {
-    let mut missing: Vec<ObjectId> = missing_trees(conn, root, trees)?.into_iter().collect();
     missing.sort_unstable();
     for id in missing {
-        let encoded = trees.get(&id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
-        manifest::trees::insert_encoded(conn, &id, encoded)?;
+        let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+        manifest::trees::insert_encoded(conn, id, encoded)?;
     }
     Ok(())
 }
@@ -421,7 +406,7 @@ impl Repo {
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
             record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
-            insert_trees(tx, &info.root, &trees_built)?;
+            insert_trees(tx, &trees_built)?;
             snapshots::insert(tx, ws.id, &info)?;
             manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
             Ok(())

@@ -19,6 +19,10 @@ pub struct Args {
     /// Rewrite packs whose dead share passes this percentage
     #[arg(long, value_name = "PERCENT", default_value_t = 10.0)]
     repack_threshold: f64,
+    /// Rewrite the manifest whole at the end, giving its free pages back (blocks writers while
+    /// it runs; only needed once for repositories made before trove shrank it by itself)
+    #[arg(long)]
+    vacuum: bool,
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
@@ -31,6 +35,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         grace: args.grace,
         repack_threshold: args.repack_threshold / 100.0,
         actor: actor(),
+        vacuum: args.vacuum,
     };
     let r = repo.gc(&opts)?;
     if json {
@@ -50,8 +55,17 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let d = r.deleted;
     writeln!(
         out,
-        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten, {} packs and {} orphan packs deleted; {} reclaimed",
-        d.objects, d.loose, d.trees, d.chunk_lists, r.waiting, r.packs_rewritten, r.packs_deleted, r.orphans_deleted, format::size(r.bytes_reclaimed)
+        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten, {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",
+        d.objects,
+        d.loose,
+        d.trees,
+        d.chunk_lists,
+        r.waiting,
+        r.packs_rewritten,
+        r.packs_deleted,
+        r.orphans_deleted,
+        format::size(r.bytes_reclaimed + r.manifest_bytes_reclaimed),
+        format::size(r.manifest_bytes_reclaimed)
     )?;
     Ok(0)
 }

@@ -1,5 +1,7 @@
 //! Reading data: the objects of every pack (or of a random subset of the packs) decompressed
-//! and hashed against their ids, blobs of a pack in parallel over the cores.
+//! and hashed against their ids, blobs of a pack in parallel over the cores. Reading all, the
+//! chunks of big files are read once, through their lists: each content's chunks in order,
+//! each chunk hashed against its id and the whole against the content's, contents in parallel.
 
 use std::collections::BTreeMap;
 
@@ -58,8 +60,11 @@ fn verify_blob(backend: &dyn crate::object::Backend, pack: &str, (offset, stored
         }
         _ => {
             // The bundle's own id covers its bytes; what matters is each member's.
-            let (_, raw) =
-                blob::decode_any(&bytes).map_err(|e| all_bad(format!("its bundle is corrupt: {}", e.message())))?;
+            let (header, raw) = blob::decode_unverified(&bytes)
+                .map_err(|e| all_bad(format!("its bundle is corrupt: {}", e.message())))?;
+            if header.kind != blob::Kind::Bundle {
+                return Err(all_bad("its blob is no bundle".into()));
+            }
             let mut bad = Vec::new();
             let mut n = 0u64;
             for &(id, len, inner) in members {
@@ -86,12 +91,14 @@ impl Checking<'_> {
         let chosen: std::collections::BTreeSet<&str> =
             choose(packs, mode).into_iter().map(|p| p.name.as_str()).collect();
         let conn = self.repo.manifest.conn();
+        // Chunks are read by their lists when all is read: not twice.
+        let chunks = if mode == ReadData::All { self.reassemble_all()? } else { Default::default() };
         let mut current: Option<(String, Vec<gc::Blob>)> = None;
         self.repo.manifest.read(|| {
             crate::manifest::objects::for_each_location(conn, |raw_id, loc| {
                 // Malformed rows were reported by the metadata check.
                 let (Ok(id), Ok(loc)) = (ObjectId::from_slice(&raw_id), loc) else { return Ok(()) };
-                if !chosen.contains(loc.pack.as_str()) || self.reported.contains(&id) {
+                if !chosen.contains(loc.pack.as_str()) || self.reported.contains(&id) || chunks.contains(&id) {
                     return Ok(());
                 }
                 if current.as_ref().is_none_or(|(p, _)| *p != loc.pack) {
@@ -142,5 +149,104 @@ impl Checking<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A content's reassembly: its bytes, or the chunk that failed (none: the whole) and why.
+type Reassembled = std::result::Result<u64, (Option<ObjectId>, String)>;
+
+/// One chunked content to reassemble: its id, and each chunk with where it lies.
+type Reassembly = (ObjectId, Vec<(ObjectId, Option<crate::manifest::objects::Location>)>);
+
+/// The bytes of chunk `id`, verified: packed at `loc`, or loose.
+fn chunk_bytes(
+    repo_backend: &dyn crate::object::Backend,
+    bundles: &crate::object::bundle::BundleCache,
+    id: &ObjectId,
+    loc: &Option<crate::manifest::objects::Location>,
+    loose: &Option<Vec<u8>>,
+) -> Result<Vec<u8>> {
+    match (loc, loose) {
+        (Some(loc), _) => crate::ops::view::fetch(repo_backend, bundles, id, loc),
+        (None, Some(encoded)) => blob::decode(id, encoded),
+        (None, None) => Err(crate::base::error::Error::corrupt(format!("chunk {id} is not stored"))),
+    }
+}
+
+impl Checking<'_> {
+    /// Reassembles every chunk list (contents in parallel batches), reports what does not
+    /// verify, and returns every chunk id read this way.
+    fn reassemble_all(&mut self) -> Result<std::collections::BTreeSet<ObjectId>> {
+        let conn = self.repo.manifest.conn();
+        let mut lists: Vec<Reassembly> = Vec::new();
+        let mut loose: BTreeMap<ObjectId, Vec<u8>> = BTreeMap::new();
+        self.repo.manifest.read(|| {
+            crate::manifest::objects::for_each_chunk_row(conn, |row| {
+                // Malformed rows and lists were reported by the metadata check.
+                let Ok((content, _, chunk, _)) = row else { return Ok(()) };
+                let loc = crate::manifest::objects::locate(conn, &chunk)?;
+                if loc.is_none() {
+                    if let Some(encoded) = crate::manifest::loose::get(conn, &chunk)? {
+                        loose.insert(chunk, encoded);
+                    }
+                }
+                match lists.last_mut() {
+                    Some((c, parts)) if *c == content => parts.push((chunk, loc)),
+                    _ => lists.push((content, vec![(chunk, loc)])),
+                }
+                Ok(())
+            })
+        })?;
+        let read: std::collections::BTreeSet<ObjectId> =
+            lists.iter().flat_map(|(_, p)| p.iter().map(|c| c.0)).collect();
+        let (backend, bundles) = (self.repo.backend.as_ref(), &self.repo.bundles);
+        for batch in lists.chunks(64) {
+            self.repo.check_deadline("reading data")?;
+            let outcomes: Vec<(ObjectId, Reassembled)> = batch
+                .par_iter()
+                .filter(|(content, _)| !self.reported.contains(content))
+                .map(|(content, parts)| {
+                    let mut whole = blake3::Hasher::new();
+                    let mut n = 0u64;
+                    for (chunk, loc) in parts {
+                        match chunk_bytes(backend, bundles, chunk, loc, &loose.get(chunk).cloned()) {
+                            Ok(bytes) => {
+                                whole.update(&bytes);
+                                n += bytes.len() as u64;
+                            }
+                            Err(e) => return (*content, Err((Some(*chunk), e.message().to_string()))),
+                        }
+                    }
+                    if ObjectId(*whole.finalize().as_bytes()) == *content {
+                        (*content, Ok(n))
+                    } else {
+                        (*content, Err((None, "its chunks hash to another content".to_string())))
+                    }
+                })
+                .collect();
+            for (content, outcome) in outcomes {
+                match outcome {
+                    Ok(n) => {
+                        self.report.bytes += n;
+                    }
+                    Err((Some(chunk), why)) => {
+                        let p = Problem::new(
+                            ProblemKind::ObjectDamaged,
+                            format!("chunk {chunk} of content {content}: {why}"),
+                        );
+                        self.object_problem(chunk, p);
+                    }
+                    Err((None, why)) => {
+                        let p = Problem::new(
+                            ProblemKind::ChunkList,
+                            format!("the chunk list of content {content} does not reassemble to it: {why}"),
+                        );
+                        self.object_problem(content, p);
+                    }
+                }
+            }
+        }
+        self.report.objects_read += read.len() as u64;
+        Ok(read)
     }
 }

@@ -49,6 +49,9 @@ pub struct GcOptions {
     pub repack_threshold: f64,
     /// Who runs it, for the audit record.
     pub actor: String,
+    /// Rewrite the manifest whole at the end (`VACUUM`): gives back its free pages when it
+    /// was made without incremental auto-vacuum, and blocks writers while it runs.
+    pub vacuum: bool,
 }
 
 impl Default for GcOptions {
@@ -58,6 +61,7 @@ impl Default for GcOptions {
             grace: DEFAULT_GRACE,
             repack_threshold: DEFAULT_REPACK_THRESHOLD,
             actor: "library".into(),
+            vacuum: false,
         }
     }
 }
@@ -118,6 +122,8 @@ pub struct GcReport {
     pub orphans_deleted: u64,
     /// Bytes freed: deleted pack files and loose objects, less the packs written anew.
     pub bytes_reclaimed: u64,
+    /// Bytes the manifest file gave back (its pages freed by deleted rows).
+    pub manifest_bytes_reclaimed: u64,
     /// The newest epoch whose condemnations could be deleted.
     pub horizon: i64,
 }
@@ -170,6 +176,8 @@ impl Repo {
             report.waiting += gc::condemned_count(conn, kind)?;
         }
         self.gc_packs(opts, &mut report)?;
+        failpoint("gc:packs");
+        report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
         let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
         rec.details = serde_json::json!({
             "deleted": report.deleted,
@@ -179,6 +187,7 @@ impl Repo {
             "packsDeleted": report.packs_deleted,
             "orphansDeleted": report.orphans_deleted,
             "bytesReclaimed": report.bytes_reclaimed,
+            "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
             "graceSeconds": opts.grace.as_secs(),
         });
         self.audit(rec)?;
