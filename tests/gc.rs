@@ -428,3 +428,34 @@ fn gc_in_a_loop_costs_no_snapshot_tool_write_or_trash_restore_anything() {
         assert_eq!(trove::testing::sha256_hex(&bytes), item.sha256.expect("sha").to_hex());
     }
 }
+
+#[test]
+fn the_server_forgets_and_collects_on_its_schedule() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    let ws = tmp.path().join("w");
+    {
+        let repo = Repo::init(&root, "t").expect("init");
+        fs::create_dir_all(&ws).expect("mkdir");
+        for i in 0..4 {
+            fs::write(ws.join("f.bin"), trove::sample::Rng::new(i).bytes(100_000)).expect("write");
+            snap(&repo, &ws, "w");
+        }
+        repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(1), ..Default::default() }), "op")
+            .expect("policy");
+    }
+    let server =
+        common::http::start_on(tmp, Some(common::http::TOKEN), &["--maintenance-interval", "1s", "--gc-grace", "0s"]);
+    let repo = Repo::open(&server.repo).expect("open");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let gone = repo.snapshots(Some("w")).expect("list").len() == 1;
+        let collected = count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'gc'") > 0;
+        if gone && collected && count(&repo, "SELECT COUNT(*) FROM packs") <= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not forget and collect within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    clean(&repo);
+}
