@@ -389,3 +389,18 @@ CREATE TABLE gc_orphans (
     name        TEXT PRIMARY KEY,
     epoch       INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- schema-version: 10
+-- Sessions keep what they were created with beyond the scope (JSON, model/session.rs
+-- `SessionOptions`: the seed's `model` and `tools`, the sandbox root absolute paths map from,
+-- whether blind overwrites are refused, typed tool results), and a session token each: the
+-- bearer a client written against the sandbox file API uses on `/v1/file/*`, valid for that
+-- session only and revoked when it ends. Stored as SHA-256 hashes only.
+ALTER TABLE sessions ADD COLUMN options TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE session_tokens (
+    hash        BLOB PRIMARY KEY,            -- SHA-256 of the token
+    session     TEXT NOT NULL,
+    created_ns  INTEGER NOT NULL,
+    revoked_ns  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX session_tokens_by_session ON session_tokens(session);

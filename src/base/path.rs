@@ -97,6 +97,25 @@ pub fn from_url(encoded: &str) -> Result<Vec<u8>> {
     normalize_nonempty(&out)
 }
 
+/// A sandbox root (the absolute directory the sandbox file API maps onto a workspace): absolute,
+/// no `..`, `.` or empty component, no backslash or NUL, at most 1 KiB.
+pub fn check_sandbox_root(root: &str) -> Result<()> {
+    let bad =
+        |why: &str| Error::new(ErrorKind::InvalidArgument, format!("sandbox_root '{}' {why}", root.escape_debug()));
+    if root.len() > 1024 {
+        return Err(bad("is over 1 KiB"));
+    }
+    let Some(rest) = root.strip_prefix('/') else { return Err(bad("is not an absolute path")) };
+    if root.contains('\\') || root.contains('\0') {
+        return Err(bad("holds a backslash or a NUL byte"));
+    }
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if !rest.is_empty() && rest.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(bad("has an empty, `.` or `..` component"));
+    }
+    Ok(())
+}
+
 /// A workspace path given as text in a request (a query parameter, a scope entry): a
 /// backslash is `invalid_path` as in a URL path, then the path rules apply; the root (`""`,
 /// `.`) is allowed.

@@ -84,6 +84,18 @@ pub fn check_regex(p: &str) -> Result<()> {
     Ok(())
 }
 
+/// `name` as a glob that matches exactly it: every metacharacter escaped.
+pub fn glob_escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '!') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Compiles a glob within the limits: `literal_separator` keeps `*` from crossing `/`.
 pub fn glob(p: &str, case_insensitive: bool, literal_separator: bool) -> Result<Glob> {
     check_glob(p)?;

@@ -3,9 +3,22 @@
 use crate::base::error::{Error, Result};
 use crate::base::id::{PlanId, SessionId, TrashId};
 
-/// A fresh session id: `sess_` and 12 random hex digits, as in the seed.
+/// A fresh session id: a random UUID (version 4), as the Files API seed says; ids of the
+/// earlier form (`sess_` and 12 hex digits) stay valid.
 pub fn new_session_id() -> Result<SessionId> {
-    SessionId::parse(&format!("sess_{}", random_hex()?))
+    let mut b = [0u8; 16];
+    fill_random(&mut b)?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    SessionId::parse(&format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+}
+
+/// A fresh session token: `trs_` and 32 random hex digits (128 bits).
+pub fn new_session_token() -> Result<String> {
+    let mut b = [0u8; 16];
+    fill_random(&mut b)?;
+    Ok(format!("trs_{}", hex::encode(b)))
 }
 
 /// Fills `buf` from the kernel's random source.

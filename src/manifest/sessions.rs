@@ -11,7 +11,7 @@ use crate::base::id::{SessionId, SnapshotId};
 use crate::model::session::{EndReason, Session, Status};
 
 const COLUMNS: &str = "id, workspace, live_dir, persistent, ttl, metadata, file_access, status, created_ns, \
-                       last_activity_ns, ended_ns, end_reason, final_snapshot";
+                       last_activity_ns, ended_ns, end_reason, final_snapshot, options";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
     let dir: Vec<u8> = r.get(2)?;
@@ -29,19 +29,22 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
         ended_ns: r.get(10)?,
         end_reason: None,
         final_snapshot: r.get(12)?,
+        options: Default::default(),
     };
-    Ok((s, r.get(5)?, r.get(6)?, r.get(7)?, r.get(11)?))
+    Ok((s, r.get(5)?, r.get(6)?, r.get(7)?, r.get(11)?, r.get(13)?))
 }
 
-/// A row with its text columns still to decode: metadata, file access, status, end reason.
-type Raw = (Session, String, String, String, Option<String>);
+/// A row with its text columns still to decode: metadata, file access, status, end reason,
+/// options.
+type Raw = (Session, String, String, String, Option<String>, String);
 
 fn to_session(raw: Raw) -> Result<Session> {
-    let (mut s, metadata, access, status, end_reason) = raw;
+    let (mut s, metadata, access, status, end_reason, options) = raw;
     let bad =
         |what: &str, e: &dyn std::fmt::Display| Error::corrupt(format!("session {} has a malformed {what}: {e}", s.id));
     s.metadata = serde_json::from_str(&metadata).map_err(|e| bad("metadata", &e))?;
     s.file_access = serde_json::from_str(&access).map_err(|e| bad("file_access", &e))?;
+    s.options = serde_json::from_str(&options).map_err(|e| bad("options", &e))?;
     s.status = Status::parse(&status).ok_or_else(|| bad("status", &status))?;
     s.end_reason = match end_reason {
         Some(r) => Some(EndReason::parse(&r).ok_or_else(|| bad("end_reason", &r))?),
@@ -53,8 +56,11 @@ fn to_session(raw: Raw) -> Result<Session> {
 pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
     let metadata = serde_json::to_string(&s.metadata).map_err(|e| Error::internal(format!("metadata: {e}")))?;
     let access = serde_json::to_string(&s.file_access).map_err(|e| Error::internal(format!("file_access: {e}")))?;
+    let options = serde_json::to_string(&s.options).map_err(|e| Error::internal(format!("options: {e}")))?;
     conn.execute(
-        &format!("INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+        &format!(
+            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        ),
         params![
             s.id,
             s.workspace,
@@ -68,7 +74,8 @@ pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
             s.last_activity_ns,
             s.ended_ns,
             s.end_reason.map(EndReason::as_str),
-            s.final_snapshot
+            s.final_snapshot,
+            options
         ],
     )
     .map_err(db("recording a session"))?;
@@ -133,4 +140,47 @@ pub fn latest_snapshot(conn: &Connection, id: &SessionId) -> Result<Option<Snaps
     conn.prepare_cached("SELECT id FROM snapshots WHERE session = ?1 ORDER BY created_ns DESC, rowid DESC LIMIT 1")
         .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
         .map_err(db("finding a session's snapshot"))
+}
+
+/// Records a session token (its SHA-256) for session `session`.
+pub fn insert_token(conn: &Connection, hash: &[u8; 32], session: &SessionId, now_ns: i64) -> Result<()> {
+    conn.execute(
+        "INSERT INTO session_tokens (hash, session, created_ns) VALUES (?1, ?2, ?3)",
+        params![&hash[..], session, now_ns],
+    )
+    .map_err(db("recording a session token"))?;
+    Ok(())
+}
+
+/// The session a token (by its SHA-256) stands for, unless revoked.
+pub fn token_session(conn: &Connection, hash: &[u8; 32]) -> Result<Option<SessionId>> {
+    conn.prepare_cached("SELECT session FROM session_tokens WHERE hash = ?1 AND revoked_ns IS NULL")
+        .and_then(|mut st| st.query_row([&hash[..]], |r| r.get(0)).optional())
+        .map_err(db("reading a session token"))
+}
+
+/// Revokes every token of session `session`.
+pub fn revoke_tokens(conn: &Connection, session: &SessionId, now_ns: i64) -> Result<()> {
+    conn.execute(
+        "UPDATE session_tokens SET revoked_ns = ?2 WHERE session = ?1 AND revoked_ns IS NULL",
+        params![session, now_ns],
+    )
+    .map_err(db("revoking session tokens"))?;
+    Ok(())
+}
+
+/// Every live session token: (its SHA-256, the session).
+pub fn live_tokens(conn: &Connection) -> Result<Vec<([u8; 32], SessionId)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT hash, session FROM session_tokens WHERE revoked_ns IS NULL")
+        .map_err(db("reading session tokens"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, SessionId>(1)?)))
+        .map_err(db("reading session tokens"))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (h, id) = r.map_err(db("reading session tokens"))?;
+        out.push((h.try_into().map_err(|_| Error::corrupt("a session token hash is not 32 bytes"))?, id));
+    }
+    Ok(out)
 }

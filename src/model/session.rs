@@ -117,6 +117,31 @@ pub struct Session {
     pub end_reason: Option<EndReason>,
     /// The snapshot taken when it ended (none if its live tree was gone).
     pub final_snapshot: Option<SnapshotId>,
+    /// What it was created with besides its scope.
+    pub options: SessionOptions,
+}
+
+/// What a session was created with besides its scope and lifetime, fixed for its life.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct SessionOptions {
+    /// The seed's model name (agent platforms choose it; trove keeps and shows it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The seed's tool definitions (likewise kept and shown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
+    /// The absolute directory the sandbox file API's absolute paths map onto the workspace
+    /// from (`/workspace` unless the session or the server says otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_root: Option<String>,
+    /// Refuse writes over an existing file that do not name its current sha256 (the
+    /// stale-file error), where the sandbox file API would allow them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub require_sha256: bool,
+    /// The `files` tool answers typed results by default (else the seed's strings).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub typed_results: bool,
 }
 
 /// What a caller may set when creating a session (the body of `POST /v1/sessions`). Fields the
@@ -143,12 +168,24 @@ pub struct SessionSpec {
     #[serde(default)]
     #[schemars(schema_with = "workspace_name_schema")]
     pub workspace: Option<String>,
-    /// The seed's model name (for agent platforms; trove keeps files, not conversations).
+    /// The seed's model name (for agent platforms; trove keeps it and shows it).
     #[serde(default)]
     pub model: Option<String>,
-    /// The seed's tool definitions (likewise accepted, not used).
+    /// The seed's tool definitions (likewise kept and shown).
     #[serde(default)]
     pub tools: Option<Vec<serde_json::Value>>,
+    /// The absolute directory the sandbox file API's absolute paths map onto the workspace from
+    /// (default: the server's, `/workspace`).
+    #[serde(default)]
+    #[schemars(regex(pattern = r"^/[^\u0000]{0,1023}$"))]
+    pub sandbox_root: Option<String>,
+    /// Refuse blind overwrites through the sandbox file API: a write over an existing file
+    /// must name its current sha256 (`expected_sha256`), as the agent tools require.
+    #[serde(default)]
+    pub require_sha256: bool,
+    /// The `files` tool answers typed results unless a call says otherwise.
+    #[serde(default)]
+    pub typed_results: bool,
 }
 
 /// A session in the seed's shape (`sessions-and-file-access.md`: snake_case, times in seconds
@@ -175,6 +212,13 @@ pub struct SessionRecord {
     pub file_access: FileAccess,
     /// Its workspace's name.
     pub workspace: String,
+    /// What it was created with besides its scope (`model`, `tools`, `sandbox_root`,
+    /// `require_sha256`, `typed_results`; each only when set).
+    #[serde(flatten)]
+    pub options: SessionOptions,
+    /// The session token, in the answer to its creation only: the bearer for `/v1/file/*`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_token: Option<String>,
     /// How it ended, present only once it has.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
@@ -220,6 +264,8 @@ impl Session {
             metadata: self.metadata.clone(),
             file_access: self.file_access.clone(),
             workspace: self.workspace.clone(),
+            options: self.options.clone(),
+            session_token: None,
             ended: self.ended_ns.map(|ended| Ended {
                 ended_at: secs(ended),
                 end_reason: self.end_reason,

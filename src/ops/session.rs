@@ -14,7 +14,9 @@ use crate::fs::lock::Locked;
 use crate::manifest;
 use crate::model::audit::AuditRecord;
 use crate::model::scope::Scope;
-use crate::model::session::{check_workspace_name, EndReason, Session, SessionSpec, Status, DEFAULT_TTL_S, MAX_TTL_S};
+use crate::model::session::{
+    check_workspace_name, EndReason, Session, SessionOptions, SessionSpec, Status, DEFAULT_TTL_S, MAX_TTL_S,
+};
 use crate::model::snapshot::SnapshotInfo;
 use crate::ops::diff::SESSION_START;
 use crate::ops::snapshot::SnapshotOptions;
@@ -46,6 +48,18 @@ impl Repo {
         live_dir: impl FnOnce(&str) -> Result<PathBuf>,
         actor: &str,
     ) -> Result<Session> {
+        self.create_session_with_token(spec, live_dir, actor).map(|(s, _)| s)
+    }
+
+    /// [`Repo::create_session`], also returning the session token: the bearer that reaches
+    /// this session's files on `/v1/file/*`, and nothing else, until the session ends. Only
+    /// its hash is kept; the token itself exists only in this answer.
+    pub fn create_session_with_token(
+        &self,
+        spec: &SessionSpec,
+        live_dir: impl FnOnce(&str) -> Result<PathBuf>,
+        actor: &str,
+    ) -> Result<(Session, String)> {
         let ttl_s = match spec.ttl {
             None => DEFAULT_TTL_S,
             Some(t) if (1..=MAX_TTL_S).contains(&t) => t as i64,
@@ -81,7 +95,18 @@ impl Repo {
             ended_ns: None,
             end_reason: None,
             final_snapshot: None,
+            options: SessionOptions {
+                model: spec.model.clone(),
+                tools: spec.tools.clone(),
+                sandbox_root: spec.sandbox_root.clone(),
+                require_sha256: spec.require_sha256,
+                typed_results: spec.typed_results,
+            },
         };
+        if let Some(root) = &session.options.sandbox_root {
+            crate::base::path::check_sandbox_root(root)?;
+        }
+        let token = crate::base::random::new_session_token()?;
         // What the session starts from, so a review can say what it changed: taken first, so
         // a failure leaves no session behind. An empty new workspace needs none (its baseline
         // is the empty tree).
@@ -96,13 +121,20 @@ impl Repo {
         self.manifest.write(|tx| {
             manifest::workspaces::ensure(tx, &session.workspace, now)?;
             manifest::sessions::insert(tx, &session)?;
+            manifest::sessions::insert_token(tx, &crate::ops::tokens::hash_token(&token), &session.id, now)?;
             let mut rec = AuditRecord::ok(now, actor, "session_create");
             rec.workspace = Some(session.workspace.clone());
             rec.session = Some(session.id.clone());
             rec.details = json!({"persistent": session.persistent, "ttl": ttl_s, "file_access": session.file_access});
             manifest::audit::append(tx, &rec)
         })?;
-        Ok(session)
+        Ok((session, token))
+    }
+
+    /// The session a session token stands for while the session has not ended; `None` for an
+    /// unknown or revoked token.
+    pub fn session_for_token(&self, token: &str) -> Result<Option<SessionId>> {
+        manifest::sessions::token_session(self.manifest.conn(), &crate::ops::tokens::hash_token(token))
     }
 
     /// A session in any state; `not_found` if there never was one.
@@ -178,6 +210,7 @@ impl Repo {
             }
             let final_snapshot = snap.as_ref().map(|i| &i.id);
             manifest::sessions::end(tx, id, now, reason, final_snapshot)?;
+            manifest::sessions::revoke_tokens(tx, id, now)?;
             let mut rec = AuditRecord::ok(now, actor, "session_end");
             rec.workspace = Some(s.workspace.clone());
             rec.session = Some(id.clone());

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::base::error::{Error, Result};
-use crate::base::id::TokenId;
+use crate::base::id::{SessionId, TokenId};
 use crate::base::random::fill_random;
 use crate::base::time::now_ns;
 use crate::manifest;
@@ -83,30 +83,48 @@ type Known = Vec<([u8; 32], TokenId)>;
 /// started with (`TROVE_API_TOKEN`).
 pub struct Tokens {
     fixed: Known,
-    /// A connection of its own, `data_version` of the last read, and the tokens read then.
-    stored: Mutex<(Connection, i64, Known)>,
+    /// A connection of its own, `data_version` of the last read, and the tokens read then:
+    /// the operators' and the live session tokens.
+    stored: Mutex<(Connection, i64, Known, Vec<([u8; 32], SessionId)>)>,
 }
 
 impl Tokens {
     /// Watches the tokens of `repo`, accepting `fixed` (hashes and ids) besides them.
     pub fn new(repo: &Repo, fixed: Known) -> Result<Tokens> {
         let conn = repo.manifest().reader()?;
-        Ok(Tokens { fixed, stored: Mutex::new((conn, -1, Vec::new())) })
+        Ok(Tokens { fixed, stored: Mutex::new((conn, -1, Vec::new(), Vec::new())) })
     }
 
     /// The id of the token `presented` is, if it is a live one now.
     pub fn check(&self, presented: &str) -> Result<Option<TokenId>> {
+        self.with_fresh(|stored, _| {
+            let found = token_matches(presented, stored);
+            found.or_else(|| token_matches(presented, &self.fixed))
+        })
+    }
+
+    /// The session a session token `presented` stands for, while it is live (its session has
+    /// not ended).
+    pub fn check_session(&self, presented: &str) -> Result<Option<SessionId>> {
+        let hash = hash_token(presented);
+        self.with_fresh(|_, sessions| {
+            sessions.iter().find(|(h, _)| bool::from(h.ct_eq(&hash))).map(|(_, id)| id.clone())
+        })
+    }
+
+    /// Runs `f` on the tokens, read again if the manifest changed since the last read.
+    fn with_fresh<T>(&self, f: impl FnOnce(&Known, &[([u8; 32], SessionId)]) -> T) -> Result<T> {
         let mut guard = self.stored.lock().unwrap_or_else(|p| p.into_inner());
-        let (conn, seen, stored) = &mut *guard;
+        let (conn, seen, stored, sessions) = &mut *guard;
         let version: i64 = conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(|e| Error::db("checking for new tokens", e))?;
         if version != *seen {
             *stored = rows::token_hashes(conn)?;
+            *sessions = crate::manifest::sessions::live_tokens(conn)?;
             *seen = version;
         }
-        let found = token_matches(presented, stored);
-        Ok(found.or_else(|| token_matches(presented, &self.fixed)))
+        Ok(f(stored, sessions))
     }
 }
 

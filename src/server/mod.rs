@@ -12,6 +12,7 @@ mod auth;
 mod connections;
 mod error;
 mod extract;
+mod fileapi;
 mod files;
 mod guard;
 pub mod openapi;
@@ -25,6 +26,7 @@ mod state;
 mod stream;
 mod tools;
 mod trash;
+mod upload;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -107,12 +109,45 @@ fn routes() -> Routes {
         route("GET", "/v1/trash/{trash}", trash::show),
         route("GET", "/v1/sessions/{id}/trash", trash::session_list),
         route("POST", "/v1/sessions/{id}/trash/restore", trash::session_restore),
+        route("POST", "/v1/sessions/{id}/file/read", fileapi::read),
+        route("POST", "/v1/sessions/{id}/file/write", fileapi::write),
+        route("POST", "/v1/sessions/{id}/file/replace", fileapi::replace),
+        route("POST", "/v1/sessions/{id}/file/search", fileapi::search),
+        route("POST", "/v1/sessions/{id}/file/find", fileapi::find),
+        route("POST", "/v1/sessions/{id}/file/grep", fileapi::grep),
+        route("POST", "/v1/sessions/{id}/file/glob", fileapi::glob),
+        route("POST", "/v1/sessions/{id}/file/list", fileapi::list),
+        unlimited(route("POST", "/v1/sessions/{id}/file/upload", fileapi::upload)),
+        route("GET", "/v1/sessions/{id}/file/download", fileapi::download),
     ]
+}
+
+/// The routes a session token reaches (`/v1/file/*`): the sandbox file API of its session.
+fn session_routes() -> Routes {
+    vec![
+        route("POST", "/v1/file/read", fileapi::bare_read),
+        route("POST", "/v1/file/write", fileapi::bare_write),
+        route("POST", "/v1/file/replace", fileapi::bare_replace),
+        route("POST", "/v1/file/search", fileapi::bare_search),
+        route("POST", "/v1/file/find", fileapi::bare_find),
+        route("POST", "/v1/file/grep", fileapi::bare_grep),
+        route("POST", "/v1/file/glob", fileapi::bare_glob),
+        route("POST", "/v1/file/list", fileapi::bare_list),
+        unlimited(route("POST", "/v1/file/upload", fileapi::bare_upload)),
+        route("GET", "/v1/file/download", fileapi::bare_download),
+    ]
+}
+
+/// A route whose body is not held whole (an upload streams, under its own limit).
+fn unlimited(
+    (method, path, router): (&'static str, &'static str, MethodRouter<Arc<AppState>>),
+) -> (&'static str, &'static str, MethodRouter<Arc<AppState>>) {
+    (method, path, router.layer(DefaultBodyLimit::disable()))
 }
 
 /// (method, path) of every authenticated route, as registered.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<_> = routes().into_iter().map(|(m, p, _)| (m, p)).collect();
+    let mut out: Vec<_> = routes().into_iter().chain(session_routes()).map(|(m, p, _)| (m, p)).collect();
     out.extend(PUBLIC.iter().copied());
     out
 }
@@ -127,6 +162,14 @@ fn app(state: Arc<AppState>) -> Router {
     let api = api
         .route_layer(middleware::from_fn_with_state(state.clone(), audit::record_reads))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
+    let mut by_session: Router<Arc<AppState>> = Router::new();
+    for (_, path, handler) in session_routes() {
+        by_session = by_session.route(path, handler);
+    }
+    let by_session = by_session
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::record_reads))
+        .route_layer(middleware::from_fn_with_state(state.clone(), fileapi::require_session_token));
+    let api = api.merge(by_session);
     let public = Router::new()
         .route("/healthz", on(MethodFilter::GET, || async { Json(Health { ok: true }) }))
         .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));

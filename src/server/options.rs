@@ -40,6 +40,11 @@ pub struct ServeOptions {
     pub maintenance_interval: Duration,
     /// The grace period of the scheduled garbage collection.
     pub gc_grace: Duration,
+    /// The absolute directory the sandbox file API maps onto a session's workspace, unless
+    /// the session names its own.
+    pub sandbox_root: String,
+    /// The largest upload accepted, in bytes.
+    pub upload_limit: u64,
 }
 
 impl ServeOptions {
@@ -66,6 +71,8 @@ impl ServeOptions {
             checkpoint_interval: Duration::from_secs(60),
             maintenance_interval: Duration::from_secs(3600),
             gc_grace: crate::ops::gc::DEFAULT_GRACE,
+            sandbox_root: crate::tools::fileapi::DEFAULT_SANDBOX_ROOT.to_string(),
+            upload_limit: 4 << 30,
         }
     }
 }

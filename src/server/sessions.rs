@@ -34,8 +34,10 @@ pub(super) async fn create(
     let record = st
         .blocking(move |st, repo| {
             let root = st.opts.workspaces.clone();
-            let s = repo.create_session(&spec, |name| workspace_dir(&root, name), &actor)?;
-            Ok::<_, Error>(st.record(&s))
+            let (s, token) = repo.create_session_with_token(&spec, |name| workspace_dir(&root, name), &actor)?;
+            let mut record = st.record(&s);
+            record.session_token = Some(token);
+            Ok::<_, Error>(record)
         })
         .await?;
     Ok((StatusCode::CREATED, axum::Json(record)).into_response())
@@ -133,9 +135,11 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
 /// `POST /v1/sessions/{id}/pause`: snapshot, then stop serving the live tree.
 pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
-    let _busy = st.mark_busy(&id);
-    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.pause_session(&id, &actor)?))).await?;
-    Ok(axum::Json(record).into_response())
+    let busy = st.mark_busy(&id);
+    let session = st.blocking(move |_, repo| repo.pause_session(&id, &actor)).await?;
+    // The answer describes the session once paused: this request no longer works on it.
+    drop(busy);
+    Ok(axum::Json(st.record(&session)).into_response())
 }
 
 /// `POST /v1/sessions/{id}/resume`: serve the live tree again.

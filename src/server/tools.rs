@@ -156,6 +156,7 @@ pub(super) async fn put(
                     content,
                     encoding: Some("base64".into()),
                     expected_sha256,
+                    blind: false,
                 })
             };
             crate::tools::run(repo, &s, call, &actor).map_err(|e| {

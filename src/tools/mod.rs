@@ -7,8 +7,9 @@
 //! protocol (`mutate.rs`) and the journal (`ops/journal/`), and every refusal is audited.
 
 mod apply_patch;
-mod caller;
+pub(crate) mod caller;
 pub mod edit;
+pub mod fileapi;
 pub mod mutate;
 pub mod output;
 pub mod read;

@@ -50,6 +50,11 @@ pub struct WriteFile {
     pub encoding: Option<String>,
     /// The sha256 the file has now, as last read (the stale-file protocol); `""` means it must not exist.
     pub expected_sha256: Option<String>,
+    /// Write over whatever the file holds now, without a sha256: the sandbox file API's writes,
+    /// which its seed allows (the pre-image is still kept and audited). Never set by a tool call.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub blind: bool,
 }
 
 /// `edit_file`: exact-string replacements in a text file, all or none.
@@ -62,6 +67,10 @@ pub struct EditFile {
     pub expected_sha256: Option<String>,
     /// The replacements, applied in order.
     pub edits: Vec<Edit>,
+    /// Edit whatever the file holds now, without a sha256 (as `WriteFile::blind`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub blind: bool,
 }
 
 /// `delete_file`: moves a file, or a directory with everything in it, into the trash.
@@ -189,7 +198,13 @@ pub(super) fn write_file(c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<Wr
     let content = decode(&p.content, p.encoding.as_deref())?;
     let size = content.len();
     let cur = l.wd.current(&rel)?;
-    let draft = match (cur, p.expected_sha256.as_deref()) {
+    // A blind write takes what is there now, under the lock, as what it replaces.
+    let now = cur.as_ref().map(|c| hex_sha(&c.sha256));
+    let expected = match (p.blind, p.expected_sha256.as_deref()) {
+        (true, None) => now.as_deref(),
+        (_, e) => e,
+    };
+    let draft = match (cur, expected) {
         // "" asserts there is nothing yet, as in apply_patch.
         (None, Some("")) => {
             Draft::Write { path: rel.clone(), content: NewContent::Bytes(content), mode: 0o644, before: None }
@@ -204,10 +219,45 @@ pub(super) fn write_file(c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<Wr
     Ok(write_result(&done, &rel, size))
 }
 
+/// Writes a content already in the store (an upload, stored as it arrived) at `rel`: over
+/// whatever is there when `blind`, else only over `expected` (`""`: nothing may be there).
+pub(crate) fn write_stored(
+    c: &Caller<'_>,
+    l: &Locked,
+    rel: &[u8],
+    stored: (ObjectIdOf, crate::object::Sha256, u64),
+    expected: Option<&str>,
+    blind: bool,
+) -> Result<WriteResult> {
+    let (id, sha256, size) = stored;
+    let cur = l.wd.current(rel)?;
+    let now = cur.as_ref().map(|c| hex_sha(&c.sha256));
+    let expected = if blind && expected.is_none() { now.as_deref() } else { expected };
+    let content = NewContent::Stored { id, sha256 };
+    let draft = match (cur, expected) {
+        (None, None | Some("")) => Draft::Write { path: rel.to_vec(), content, mode: 0o644, before: None },
+        (Some(c), Some("")) => return Err(stale(rel, Some(&c), Some(""))),
+        (cur, expected) => {
+            let cur = check_expected(rel, cur, expected)?;
+            Draft::Write { path: rel.to_vec(), content, mode: cur.mode, before: Some(cur) }
+        }
+    };
+    let done = execute(c, l, "upload", vec![draft])?;
+    Ok(write_result(&done, rel, size as usize))
+}
+
+/// The object id type, named for `write_stored`'s signature.
+type ObjectIdOf = crate::object::ObjectId;
+
 /// `edit_file`.
 pub(super) fn edit_file(c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<EditResult> {
     let rel = c.author().writable(&p.path)?;
-    let (cur, bytes, _held) = read_to_edit(c, &l.wd, &rel, p.expected_sha256.as_deref())?;
+    let now = match (p.blind, &p.expected_sha256) {
+        (true, None) => l.wd.current(&rel)?.map(|c| hex_sha(&c.sha256)),
+        _ => None,
+    };
+    let expected = p.expected_sha256.as_deref().or(now.as_deref());
+    let (cur, bytes, _held) = read_to_edit(c, &l.wd, &rel, expected)?;
     let shown = path::display(&rel).into_owned();
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         Error::new(ErrorKind::NotText, format!("'{shown}' is not UTF-8 text: replace it with write_file"))

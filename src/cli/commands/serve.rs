@@ -31,6 +31,13 @@ pub struct Args {
     /// How often workspaces' retention policies are applied and garbage is collected (0s: never)
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub maintenance_interval: std::time::Duration,
+    /// The absolute directory the sandbox file API (`/v1/file/*`) maps onto a session's
+    /// workspace, unless the session sets its own `sandbox_root`
+    #[arg(long, default_value = "/workspace", value_name = "DIR")]
+    pub sandbox_root: String,
+    /// The largest upload `/v1/file/upload` takes
+    #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
+    pub upload_limit: u64,
     /// The grace period of the scheduled garbage collection
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub gc_grace: std::time::Duration,
@@ -145,6 +152,9 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.checkpoint_interval = opts.checkpoint_interval;
     options.maintenance_interval = opts.maintenance_interval;
     options.gc_grace = opts.gc_grace;
+    trove::path::check_sandbox_root(&opts.sandbox_root)?;
+    options.sandbox_root = opts.sandbox_root;
+    options.upload_limit = opts.upload_limit;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

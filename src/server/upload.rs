@@ -1,0 +1,174 @@
+//! Uploads of the sandbox file API (`multipart/form-data`: a `file` part and a `path` part, in
+//! either order). The file's bytes are stored in the repository as they arrive, a bounded
+//! channel of chunks feeding the blocking thread that stores them, so memory stays flat
+//! whatever the size; once the parts end and the destination is known, the stored content is
+//! written there through the journal, as a tool write is.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::Multipart;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::state::AppState;
+use crate::base::error::{Error, ErrorKind};
+use crate::base::id::SessionId;
+use crate::tools::fileapi::ops::WriteData;
+use crate::tools::fileapi::{FileReply, Sandbox};
+
+/// Chunks in flight between the request and the thread storing them.
+const IN_FLIGHT: usize = 8;
+
+/// A `Read` over the chunks the request sends, ending when the sender is dropped.
+struct Chunks {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl std::io::Read for Chunks {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(b) => self.current = b,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+fn fail(status: StatusCode, path: &str, e: &Error) -> Response {
+    (status, Json(FileReply::<()>::err("upload", path, e))).into_response()
+}
+
+/// Receives an upload for session `id` (see the module docs).
+pub(super) async fn receive(
+    st: Arc<AppState>,
+    id: SessionId,
+    multipart: std::result::Result<Multipart, MultipartRejection>,
+) -> Response {
+    let mut multipart = match multipart {
+        Ok(m) => m,
+        Err(e) => {
+            let err = Error::invalid_argument(format!("an upload is multipart/form-data: {}", e.body_text()));
+            return fail(StatusCode::BAD_REQUEST, "", &err);
+        }
+    };
+    let actor = super::request::actor();
+    let limit = st.opts.upload_limit;
+    let _busy = st.mark_busy(&id);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(IN_FLIGHT);
+    let (path_tx, path_rx) = tokio::sync::oneshot::channel::<Option<String>>();
+    // The storing side: the stream into the store, then (once the parts ended) the write.
+    let sid = id.clone();
+    let storing = st.blocking(move |st, repo| -> std::result::Result<(StatusCode, FileReply<WriteData>), Error> {
+        let s = repo.session(&sid)?;
+        // Held from before the first object is stored until the write that refers to them.
+        let _lease = repo.lease("upload")?;
+        let stored =
+            repo.store_stream(&mut Chunks { rx, current: Bytes::new() }).map(|(sha, id, size)| (id, sha, size));
+        let path = path_rx.blocking_recv().ok().flatten();
+        let Some(path) = path else {
+            let e = Error::invalid_argument("the upload has no `path` part: say where the file goes");
+            return Ok((StatusCode::BAD_REQUEST, FileReply::err("upload", "", &e)));
+        };
+        let stored = match stored {
+            Ok(s) => s,
+            Err(e) => return Ok((StatusCode::OK, FileReply::err("upload", &path, &e))),
+        };
+        let sandbox = Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
+        let r = sandbox.write_stored(&path, stored, None);
+        Ok((StatusCode::OK, FileReply::of("upload", &path, "File uploaded successfully", r)))
+    });
+    let reading = async move {
+        let (mut path, mut total, mut saw_file) = (None, 0u64, false);
+        let mut problem: Option<(StatusCode, Error)> = None;
+        loop {
+            let field = match multipart.next_field().await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    problem =
+                        Some((StatusCode::BAD_REQUEST, Error::invalid_argument(format!("a malformed upload: {e}"))));
+                    break;
+                }
+            };
+            match field.name() {
+                Some("path") => match field.text().await {
+                    Ok(t) if t.len() <= 4096 => path = Some(t),
+                    Ok(_) => {
+                        problem =
+                            Some((StatusCode::BAD_REQUEST, Error::invalid_argument("the path part is over 4 KiB")))
+                    }
+                    Err(e) => {
+                        problem =
+                            Some((StatusCode::BAD_REQUEST, Error::invalid_argument(format!("the path part: {e}"))))
+                    }
+                },
+                Some("file") if !saw_file => {
+                    saw_file = true;
+                    let mut field = field;
+                    loop {
+                        match field.chunk().await {
+                            Ok(Some(chunk)) => {
+                                total += chunk.len() as u64;
+                                if total > limit {
+                                    let e = Error::new(
+                                        ErrorKind::TooLarge,
+                                        format!(
+                                            "the upload is over the server's limit of {limit} bytes (--upload-limit)"
+                                        ),
+                                    );
+                                    problem = Some((StatusCode::PAYLOAD_TOO_LARGE, e));
+                                    break;
+                                }
+                                if tx.send(chunk).await.is_err() {
+                                    break;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                problem = Some((
+                                    StatusCode::BAD_REQUEST,
+                                    Error::invalid_argument(format!("the file part: {e}")),
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+                // Other parts (a second file, unknown names) are read past.
+                _ => {
+                    let mut field = field;
+                    while let Ok(Some(_)) = field.chunk().await {}
+                }
+            }
+            if problem.is_some() {
+                break;
+            }
+        }
+        drop(tx);
+        if !saw_file && problem.is_none() {
+            problem = Some((StatusCode::BAD_REQUEST, Error::invalid_argument("the upload has no `file` part")));
+        }
+        // A problem stops the write: no path, so the stored bytes are only garbage.
+        let _ = path_tx.send(if problem.is_some() { None } else { path.clone() });
+        (problem, path)
+    };
+    let ((problem, path), stored) = tokio::join!(reading, storing);
+    st.touch(&id);
+    if let Some((status, e)) = problem {
+        return fail(status, path.as_deref().unwrap_or(""), &e);
+    }
+    match stored {
+        Ok((status, reply)) => (status, Json(reply)).into_response(),
+        Err(e) if e.kind() == ErrorKind::NotFound => fail(StatusCode::NOT_FOUND, path.as_deref().unwrap_or(""), &e),
+        Err(e) => super::error::ApiError::from(e).into_response(),
+    }
+}
