@@ -375,18 +375,7 @@ fn a_download_of_a_file_changing_underneath_answers_409_with_abort() {
     let sid = s.session(r#"{"workspace": "busy"}"#);
     let path = s.workspace("busy").join("log.bin");
     write(&path, &vec![7u8; 8 << 20]);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (stop, path) = (stop.clone(), path.clone());
-        // An appender that never pauses: every read of the file overlaps a change.
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().append(true).open(&path).expect("open");
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                f.write_all(b"x").expect("append");
-            }
-        })
-    };
+    let (stop, writer) = http::appender(&path);
     let target = format!("/api/sessions/{sid}/files/log.bin?download=1&change_policy=abort");
     // On 2 cores the appender is sometimes not scheduled for a whole read; such a read saw no
     // change and may answer 200, but only ever with a body matching its ETag.

@@ -115,7 +115,7 @@ fn write_file_follows_the_stale_file_protocol() {
         let e = w.err("write_file", p, ErrorKind::StaleFile);
         let d = e.details().expect("details");
         assert_eq!(d["currentSha256"], json!(sha256(b"# demo\n\nPORT = 3000\n")));
-        let env = serde_json::to_value(envelope(Err(e))).expect("json");
+        let env = serde_json::to_value(envelope::<trove::tools::ToolOutput>(Err(e))).expect("json");
         assert_eq!(env["ok"], json!(false));
         assert!(env["error"]["suggestedAction"].as_str().expect("action").contains("Re-read"));
     }
@@ -352,7 +352,8 @@ fn sessions_that_are_not_active_are_read_only_and_read_their_snapshot() {
     let before = w.state();
     let e =
         w.err("write_file", json!({"path": "README.md", "content": "x", "expectedSha256": ""}), ErrorKind::ReadOnly);
-    assert!(serde_json::to_value(envelope(Err(e))).expect("json")["error"]["suggestedAction"]
+    assert!(serde_json::to_value(envelope::<trove::tools::ToolOutput>(Err(e))).expect("json")["error"]
+        ["suggestedAction"]
         .as_str()
         .expect("a")
         .contains("resume"));

@@ -190,6 +190,21 @@ pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
 }
 
+/// The bytes a request's path stands for: `text`, unless `exact` (standard base64 of the
+/// exact bytes, as a `…Base64` field of an answer gives a name that is not UTF-8) is given.
+/// The path rules apply to the result wherever it is used, as to any path.
+pub fn exact_or_text<'a>(text: &'a str, exact: Option<&str>) -> Result<std::borrow::Cow<'a, [u8]>> {
+    use base64::Engine;
+    match exact {
+        None => Ok(std::borrow::Cow::Borrowed(text.as_bytes())),
+        Some(b64) => {
+            base64::engine::general_purpose::STANDARD.decode(b64.trim()).map(std::borrow::Cow::Owned).map_err(|e| {
+                Error::new(ErrorKind::InvalidPath, format!("'{}' is not standard base64: {e}", b64.escape_debug()))
+            })
+        }
+    }
+}
+
 /// A path as a typed JSON answer carries it: the text (lossy UTF-8) and, only when the bytes
 /// are not UTF-8, their exact value in standard base64 for a `…Base64` field beside it.
 pub fn for_json(bytes: &[u8]) -> (String, Option<String>) {

@@ -42,6 +42,11 @@ pub fn new_plan_id() -> Result<PlanId> {
     PlanId::parse(&format!("op_{}", random_hex()?))
 }
 
+/// A fresh file watcher id: `w_` and 12 random hex digits.
+pub fn new_watcher_id() -> Result<String> {
+    Ok(format!("w_{}", random_hex()?))
+}
+
 /// 12 random hex digits: 48 bits, ample for ids that are also checked for uniqueness on insert.
 fn random_hex() -> Result<String> {
     let mut bytes = [0u8; 6];

@@ -1,6 +1,6 @@
 //! The file-system layer: walking a tree, resolving paths beneath a root, the live tree, the
-//! work directory the tools change, the workspace lock, sample workspaces, and the audit log's
-//! key file. It imports `base`, `tlog` and `model`, never the repository.
+//! work directory the tools change, watching a tree for changes, the workspace lock, sample
+//! workspaces, and the audit log's key file. It imports `base`, `tlog` and `model`, never the repository.
 
 pub mod keyfile;
 pub mod live;
@@ -8,4 +8,5 @@ pub mod lock;
 pub mod resolve;
 pub mod sample;
 pub mod walk;
+pub mod watch;
 pub mod workdir;

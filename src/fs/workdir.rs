@@ -32,6 +32,7 @@ pub struct Meta {
     pub size: u64,
     pub mode: u32,
     pub mtime_ns: i64,
+    pub inode: u64,
 }
 
 /// A file as it is on disk now: its hashes, size and mode. Its bytes are not kept: they are
@@ -238,6 +239,7 @@ impl WorkDir {
                     size: st.st_size as u64,
                     mode: st.st_mode & 0o7777,
                     mtime_ns: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec as i64),
+                    inode: st.st_ino,
                 }))
             }
             Err(Errno::NOENT) => Ok(None),

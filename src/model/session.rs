@@ -388,6 +388,7 @@ mod tests {
             ended_ns: None,
             end_reason: None,
             final_snapshot: None,
+            options: SessionOptions::default(),
         };
         let min = 60_000_000_000i64;
         assert_eq!(s.due(4 * min, 0, IDLE_TIMEOUT), None);
@@ -401,10 +402,14 @@ mod tests {
     }
 
     #[test]
-    fn ids_look_like_the_seed() {
+    fn ids_are_uuids_as_the_seeds_say() {
         let id = new_session_id().expect("id");
         let id = id.as_str();
-        assert!(id.starts_with("sess_") && id.len() == 17 && id[5..].bytes().all(|b| b.is_ascii_hexdigit()));
+        let groups: Vec<&str> = id.split('-').collect();
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{id}");
+        assert!(groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())), "{id}");
+        assert!(groups[2].starts_with('4'), "version 4: {id}");
+        assert!(matches!(groups[3].as_bytes()[0], b'8' | b'9' | b'a' | b'b'), "the RFC 9562 variant: {id}");
         assert_ne!(id, new_session_id().expect("id").as_str());
     }
 }

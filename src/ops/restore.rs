@@ -332,10 +332,11 @@ impl Repo {
         failpoint("restore:renamed");
 
         let record = restore_record(snap, &abs, opts, &report);
-        self.manifest.write(|tx| {
+        let seq = self.manifest.write(|tx| {
             restores::remove(tx, &id)?;
             crate::manifest::audit::append(tx, &record)
         })?;
+        crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })]);
         drop(lock);
         Ok(report)
     }

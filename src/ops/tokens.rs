@@ -79,20 +79,32 @@ pub fn stored_tokens(repo: &Repo) -> Result<Vec<([u8; 32], TokenId)>> {
 /// Token hashes and ids.
 type Known = Vec<([u8; 32], TokenId)>;
 
+/// Session token hashes and the sessions they stand for.
+type SessionKeys = Vec<([u8; 32], SessionId)>;
+
+/// What [`Tokens`] read from the manifest, on a connection of its own.
+struct Stored {
+    conn: Connection,
+    /// `PRAGMA data_version` at the last read.
+    seen: i64,
+    operators: Known,
+    sessions: SessionKeys,
+}
+
 /// The tokens a server accepts: the manifest's, read again when it changed, and the ones it was
 /// started with (`TROVE_API_TOKEN`).
 pub struct Tokens {
     fixed: Known,
-    /// A connection of its own, `data_version` of the last read, and the tokens read then:
-    /// the operators' and the live session tokens.
-    stored: Mutex<(Connection, i64, Known, Vec<([u8; 32], SessionId)>)>,
+    /// The operators' and the live session tokens, as last read.
+    stored: Mutex<Stored>,
 }
 
 impl Tokens {
     /// Watches the tokens of `repo`, accepting `fixed` (hashes and ids) besides them.
     pub fn new(repo: &Repo, fixed: Known) -> Result<Tokens> {
         let conn = repo.manifest().reader()?;
-        Ok(Tokens { fixed, stored: Mutex::new((conn, -1, Vec::new(), Vec::new())) })
+        let stored = Stored { conn, seen: -1, operators: Vec::new(), sessions: Vec::new() };
+        Ok(Tokens { fixed, stored: Mutex::new(stored) })
     }
 
     /// The id of the token `presented` is, if it is a live one now.
@@ -113,18 +125,19 @@ impl Tokens {
     }
 
     /// Runs `f` on the tokens, read again if the manifest changed since the last read.
-    fn with_fresh<T>(&self, f: impl FnOnce(&Known, &[([u8; 32], SessionId)]) -> T) -> Result<T> {
+    fn with_fresh<T>(&self, f: impl FnOnce(&Known, &SessionKeys) -> T) -> Result<T> {
         let mut guard = self.stored.lock().unwrap_or_else(|p| p.into_inner());
-        let (conn, seen, stored, sessions) = &mut *guard;
-        let version: i64 = conn
+        let s = &mut *guard;
+        let version: i64 = s
+            .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(|e| Error::db("checking for new tokens", e))?;
-        if version != *seen {
-            *stored = rows::token_hashes(conn)?;
-            *sessions = crate::manifest::sessions::live_tokens(conn)?;
-            *seen = version;
+        if version != s.seen {
+            s.operators = rows::token_hashes(&s.conn)?;
+            s.sessions = crate::manifest::sessions::live_tokens(&s.conn)?;
+            s.seen = version;
         }
-        Ok(f(stored, sessions))
+        Ok(f(&s.operators, &s.sessions))
     }
 }
 

@@ -109,9 +109,7 @@ pub(crate) fn hide_paths(paths: &[&std::path::Path]) {
 /// A tool's result as the tools endpoint answers it (`tools::envelope`), with the same care
 /// as error bodies: a failure of the server itself is named by the request's id, its details
 /// logged; no server path is shown.
-pub(crate) fn tool_envelope(
-    result: crate::base::error::Result<crate::tools::ToolOutput>,
-) -> crate::tools::ToolReply<crate::tools::ToolOutput> {
+pub(crate) fn tool_envelope<T>(result: crate::base::error::Result<T>) -> crate::tools::ToolReply<T> {
     let mut reply = crate::tools::envelope(result);
     if let Some(err) = &mut reply.error {
         if matches!(err.kind, ErrorKind::Io | ErrorKind::Internal) {

@@ -43,9 +43,16 @@ pub(super) async fn require_session_token(State(st): State<Arc<AppState>>, mut r
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
         .map(str::to_string);
+    // The wrapped operations answer in their wrapper; download and watch, as the seed says, in
+    // plain HTTP errors.
+    let wrapped = !(req.uri().path().ends_with("/download") || req.uri().path().starts_with("/v1/file/watch"));
     let refused = |message: &str| {
-        let reply: FileReply<()> = FileReply::err("authenticate", "", &Error::new(ErrorKind::Unauthorized, message));
-        (StatusCode::UNAUTHORIZED, Json(reply)).into_response()
+        let e = Error::new(ErrorKind::Unauthorized, message);
+        if wrapped {
+            (StatusCode::UNAUTHORIZED, Json(FileReply::<()>::err("authenticate", "", &e))).into_response()
+        } else {
+            ApiError::from(e).into_response()
+        }
     };
     let Some(token) = presented else {
         return refused(
@@ -187,7 +194,11 @@ operations!(
 #[serde(deny_unknown_fields)]
 pub(super) struct DownloadQuery {
     /// The file: workspace-relative, or absolute under the sandbox root.
+    #[schemars(schema_with = "crate::tools::fileapi::path_schema")]
     path: String,
+    /// The file's exact workspace-relative path bytes in standard base64, for a name that is
+    /// not UTF-8; given, it is the file, not `path`.
+    path_base64: Option<String>,
     /// `retry` (default) or `abort`: with `abort`, a file that changes before or during the
     /// transfer answers 409 (or cuts the body short of its length).
     change_policy: Option<ChangePolicy>,
@@ -221,11 +232,11 @@ async fn download_from(
 ) -> std::result::Result<Response, ApiError> {
     let _busy = st.mark_busy(&id);
     let policy = q.change_policy.unwrap_or_default();
-    let (sid, given) = (id.clone(), q.path.clone());
+    let (sid, given, exact) = (id.clone(), q.path.clone(), q.path_base64.clone());
     let open = super::stream::opener(move |st, repo| {
         let s = super::files::session_of(repo, &sid)?;
         let sandbox = Sandbox::new(repo, &s, "", &st.opts.sandbox_root);
-        let (rel, _) = sandbox.rel(&given)?;
+        let (rel, _) = sandbox.rel_exact(&given, exact.as_deref())?;
         let scope = s.scope()?;
         let view = crate::ops::source::WorkspaceView::of_session(&s, &st.unused_excludes, &scope);
         repo.open_file_from(&view, &crate::ops::source::Source::Auto, &rel).map_err(ApiError::from)

@@ -27,6 +27,7 @@ mod stream;
 mod tools;
 mod trash;
 mod upload;
+mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -119,6 +120,11 @@ fn routes() -> Routes {
         route("POST", "/v1/sessions/{id}/file/list", fileapi::list),
         unlimited(route("POST", "/v1/sessions/{id}/file/upload", fileapi::upload)),
         route("GET", "/v1/sessions/{id}/file/download", fileapi::download),
+        route("POST", "/v1/sessions/{id}/file/watch", watch::op_create),
+        route("POST", "/v1/sessions/{id}/file/watch/wait", watch::op_wait),
+        route("POST", "/v1/sessions/{id}/file/watch/{watcher_id}/poll", watch::op_poll),
+        route("GET", "/v1/sessions/{id}/file/watch/{watcher_id}/events", watch::op_events),
+        route("DELETE", "/v1/sessions/{id}/file/watch/{watcher_id}", watch::op_delete),
     ]
 }
 
@@ -135,6 +141,11 @@ fn session_routes() -> Routes {
         route("POST", "/v1/file/list", fileapi::bare_list),
         unlimited(route("POST", "/v1/file/upload", fileapi::bare_upload)),
         route("GET", "/v1/file/download", fileapi::bare_download),
+        route("POST", "/v1/file/watch", watch::bare_create),
+        route("POST", "/v1/file/watch/wait", watch::bare_wait),
+        route("POST", "/v1/file/watch/{watcher_id}/poll", watch::bare_poll),
+        route("GET", "/v1/file/watch/{watcher_id}/events", watch::bare_events),
+        route("DELETE", "/v1/file/watch/{watcher_id}", watch::bare_delete),
     ]
 }
 

@@ -15,6 +15,9 @@ use crate::model::snapshot::SnapshotRecord;
 use crate::model::trash::{BulkRestore, TrashPage};
 use crate::ops::search::SnapshotSearch;
 use crate::ops::source::FileListing;
+use crate::tools::fileapi::ops as fileops;
+use crate::tools::fileapi::watch as watchops;
+use crate::tools::fileapi::FileReply;
 use crate::tools::output::{self as out, ToolReply};
 
 /// What an operation takes as its body.
@@ -28,6 +31,8 @@ enum Body {
     Bytes,
     /// The tool's parameters: one documented path per tool.
     Tool,
+    /// `multipart/form-data` with a `file` part and a `path` part.
+    Multipart,
 }
 
 /// What an operation answers when it succeeds.
@@ -45,8 +50,13 @@ enum Reply {
     Tar,
     /// Server-Sent Events.
     Events,
+    /// A file's bytes; 304 for a matching ETag.
+    Stream,
     /// The tool's answer in its envelope: one documented path per tool.
     Tool,
+    /// The sandbox file API's wrapper around this schema's data, 200 even for an expected
+    /// failure; its error statuses answer in the same wrapper.
+    Wrapped(fn() -> Schema),
 }
 
 /// One documented operation: method, path (axum syntax), summary, the query struct its handler
@@ -84,6 +94,11 @@ const LAST_EVENT_ID: Header = Header {
     name: "Last-Event-ID",
     description: "The seq of the last record received: the stream goes on after it",
     pattern: Some("^[0-9]{1,19}$"),
+};
+const WATCH_EVENT_ID: Header = Header {
+    name: "Last-Event-ID",
+    description: "The id of the last event received (`{watcher_id}:{seq}`): the stream goes on after it",
+    pattern: Some("^w_[0-9a-f]{12}:[0-9]{1,19}$"),
 };
 const IF_NONE_MATCH_READ: Header = Header {
     name: "If-None-Match",
@@ -498,6 +513,306 @@ const OPS: &[Op] = &[
         errors: &[400, 401],
     },
     Op {
+        method: "POST",
+        path: "/v1/file/read",
+        summary: "Read a text file, optionally a 0-based line range (end_line exclusive) (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ReadRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReadData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/write",
+        summary: "Write text, base64 or raw (Latin-1) content; a blind overwrite keeps the old content as a pre-image (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::WriteRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/replace",
+        summary: "Replace text in a file (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ReplaceRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReplaceData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/search",
+        summary: "Search one file with a regular expression (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::SearchRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::SearchData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/find",
+        summary: "Find files by a simple glob (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::FindRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/grep",
+        summary: "Search a file tree with include/exclude filters (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::GrepRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::GrepData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/glob",
+        summary: "List files by an advanced glob (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::GlobRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/list",
+        summary: "List a directory (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ListRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ListData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/upload",
+        summary: "Upload a file (multipart/form-data), stored as it streams (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Multipart,
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        errors: &[400, 401, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/file/download",
+        summary: "Download a file as a stream; change_policy=abort answers 409 if it changes (session token)",
+        query: Some(schema_of::<super::fileapi::DownloadQuery>),
+        headers: &[IF_NONE_MATCH_READ],
+        body: Body::None,
+        reply: Reply::Stream,
+        errors: READ_ERRORS,
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/read",
+        summary: "Read a text file, optionally a 0-based line range (end_line exclusive) (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ReadRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReadData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/write",
+        summary: "Write text, base64 or raw (Latin-1) content; a blind overwrite keeps the old content as a pre-image (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::WriteRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/replace",
+        summary: "Replace text in a file (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ReplaceRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReplaceData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/search",
+        summary: "Search one file with a regular expression (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::SearchRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::SearchData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/find",
+        summary: "Find files by a simple glob (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::FindRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/grep",
+        summary: "Search a file tree with include/exclude filters (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::GrepRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::GrepData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/glob",
+        summary: "List files by an advanced glob (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::GlobRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/list",
+        summary: "List a directory (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<fileops::ListRequest>),
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ListData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/upload",
+        summary: "Upload a file (multipart/form-data), stored as it streams (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Multipart,
+        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/file/download",
+        summary: "Download a file as a stream; change_policy=abort answers 409 if it changes (operator token)",
+        query: Some(schema_of::<super::fileapi::DownloadQuery>),
+        headers: &[IF_NONE_MATCH_READ],
+        body: Body::None,
+        reply: Reply::Stream,
+        errors: READ_ERRORS,
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/watch",
+        summary: "Start a file watcher (recursive, debounce, include_patterns, exclude, event_types) (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::WatchRequest>),
+        reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
+        errors: &[400, 401, 404, 409, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/watch/wait",
+        summary: "Wait for one event on a path (create answers at once if it exists); `event: null, timed_out: true` when the time runs out (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::WaitRequest>),
+        reply: Reply::Json(200, schema_of::<super::watch::WaitData>),
+        errors: &[400, 401, 403, 404, 409, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/file/watch/{watcher_id}/poll",
+        summary: "Long-poll a watcher's events after `cursor`; `overflow` when some were lost (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::PollRequest>),
+        reply: Reply::Json(200, schema_of::<watchops::PollData>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/file/watch/{watcher_id}/events",
+        summary: "A watcher's events as Server-Sent Events (`watch_started`, `file_change` with id `{watcher_id}:{seq}`, `overflow`) (session token)",
+        query: Some(schema_of::<super::watch::EventsQuery>),
+        headers: &[WATCH_EVENT_ID],
+        body: Body::None,
+        reply: Reply::Events,
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "DELETE",
+        path: "/v1/file/watch/{watcher_id}",
+        summary: "Stop a watcher (session token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::watch::Data<watchops::Stopped>>),
+        errors: &[401, 404],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/watch",
+        summary: "Start a file watcher (recursive, debounce, include_patterns, exclude, event_types) (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::WatchRequest>),
+        reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
+        errors: &[400, 401, 404, 409, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/watch/wait",
+        summary: "Wait for one event on a path (create answers at once if it exists); `event: null, timed_out: true` when the time runs out (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::WaitRequest>),
+        reply: Reply::Json(200, schema_of::<super::watch::WaitData>),
+        errors: &[400, 401, 403, 404, 409, 413],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/file/watch/{watcher_id}/poll",
+        summary: "Long-poll a watcher's events after `cursor`; `overflow` when some were lost (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<watchops::PollRequest>),
+        reply: Reply::Json(200, schema_of::<watchops::PollData>),
+        errors: &[400, 401, 404, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/file/watch/{watcher_id}/events",
+        summary: "A watcher's events as Server-Sent Events (`watch_started`, `file_change` with id `{watcher_id}:{seq}`, `overflow`) (operator token)",
+        query: Some(schema_of::<super::watch::EventsQuery>),
+        headers: &[WATCH_EVENT_ID],
+        body: Body::None,
+        reply: Reply::Events,
+        errors: &[400, 401, 404],
+    },
+    Op {
+        method: "DELETE",
+        path: "/v1/sessions/{id}/file/watch/{watcher_id}",
+        summary: "Stop a watcher (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::watch::Data<watchops::Stopped>>),
+        errors: &[401, 404],
+    },
+    Op {
         method: "GET",
         path: "/healthz",
         summary: "Liveness; no token needed",
@@ -550,6 +865,8 @@ fn path_schema(name: &str) -> Value {
         "snap" | "other" => json!({"type": "string", "pattern": "^(latest|[0-9a-fA-F]{1,64})$"}),
         // An audit record's seq.
         "seq" => json!({"type": "integer", "minimum": 1, "maximum": i64::MAX}),
+        // `random::new_watcher_id`.
+        "watcher_id" => json!({"type": "string", "pattern": "^w_[0-9a-f]{12}$"}),
         // `TrashId::parse`.
         "trash" => json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
         // `path::from_url`, after percent-decoding.
@@ -603,7 +920,7 @@ fn query_params(schema: &Schema) -> Vec<Value> {
 
 /// The parameters of tool `name`, and the schema of its answer in its envelope.
 fn tool_schemas(name: &str) -> (Schema, Schema) {
-    use crate::tools::{mutate, read};
+    use crate::tools::{files, mutate, read};
     match name {
         "read_file" => (schema_of::<read::ReadFile>(), schema_of::<ToolReply<out::ReadFileResult>>()),
         "list_directory" => (schema_of::<read::ListDirectory>(), schema_of::<ToolReply<out::ListDirectoryResult>>()),
@@ -615,6 +932,7 @@ fn tool_schemas(name: &str) -> (Schema, Schema) {
         "delete_file" => (schema_of::<mutate::DeleteFile>(), schema_of::<ToolReply<out::DeleteResult>>()),
         "restore_file" => (schema_of::<mutate::RestoreFile>(), schema_of::<ToolReply<out::RestoreResult>>()),
         "move_file" => (schema_of::<mutate::MoveFile>(), schema_of::<ToolReply<out::MoveResult>>()),
+        "files" => (schema_of::<files::FilesCall>(), schema_of::<ToolReply<files::FilesResult>>()),
         _ => (schema_of::<mutate::ApplyPatch>(), schema_of::<ToolReply<out::ApplyPatchResult>>()),
     }
 }
@@ -650,8 +968,13 @@ fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
         Reply::Tar => {
             put(200, Some(json!({"application/x-tar": {"schema": bytes}, "application/zstd": {"schema": bytes}})))
         }
+        Reply::Stream => {
+            put(200, Some(json!({"application/octet-stream": {"schema": bytes}})));
+            put(304, None);
+        }
         Reply::Events => put(200, Some(json!({"text/event-stream": {"schema": {"type": "string"}}}))),
         Reply::Tool => put(200, tool_answer.map(|s| json_content(s.into()))),
+        Reply::Wrapped(schema) => put(200, Some(json_content(schema().into()))),
     }
     r
 }
@@ -685,7 +1008,12 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
         errors.sort_unstable();
     }
     for s in errors {
-        let error = json!({"$ref": "#/components/schemas/Error"});
+        // The operator's token is checked before any route, with the common error body.
+        let operator_refused = s == 401 && !op.path.starts_with("/v1/file/");
+        let error = match op.reply {
+            Reply::Wrapped(_) if !operator_refused => Value::from(schema_of::<FileReply<()>>()),
+            _ => json!({"$ref": "#/components/schemas/Error"}),
+        };
         responses.insert(s.to_string(), json!({"description": description(s), "content": json_content(error)}));
     }
     let mut operation = json!({"summary": op.summary, "parameters": params, "responses": responses});
@@ -696,6 +1024,14 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
         Body::None => None,
         Body::Json(schema) => Some(schema()),
         Body::Tool => tool_body,
+        Body::Multipart => {
+            let form = json!({"type": "object", "required": ["file", "path"], "additionalProperties": false, "properties": {
+                "file": {"type": "string", "format": "binary", "description": "The file's bytes"},
+                "path": {"type": "string", "description": "Where to store it: workspace-relative, or absolute under the sandbox root"},
+            }});
+            operation["requestBody"] = json!({"required": true, "content": {"multipart/form-data": {"schema": form}}});
+            None
+        }
         Body::Bytes => {
             let bytes = json!({"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}});
             operation["requestBody"] = json!({"required": false, "content": bytes});
@@ -717,7 +1053,7 @@ pub fn document() -> Value {
         // One route runs every tool; each is documented on its own path, with its parameters
         // as the body's schema and its answer as the response's.
         let expanded: Vec<(String, Option<(Schema, Schema)>)> = if matches!(op.body, Body::Tool) {
-            crate::tools::TOOLS.iter().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
+            crate::tools::names().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
         } else {
             vec![(op.path.replace("{*", "{"), None)]
         };
@@ -756,7 +1092,7 @@ mod tests {
         for (method, path) in routed {
             let p = path.replace("{*", "{");
             let each: Vec<String> = if p.ends_with("/tools/{tool}") {
-                crate::tools::TOOLS.iter().map(|t| p.replace("{tool}", t)).collect()
+                crate::tools::names().map(|t| p.replace("{tool}", t)).collect()
             } else {
                 vec![p]
             };

@@ -262,6 +262,10 @@ pub(super) async fn search(
     if context > MAX_CONTEXT as u64 {
         return Err(Error::invalid_argument(format!("context {context} is more than {MAX_CONTEXT} lines")).into());
     }
+    if let Some(p) = &q.path {
+        // The path rules, as everywhere a path arrives: a backslash or `..` is refused by name.
+        crate::base::path::from_text(p)?;
+    }
     let spec = SearchSpec {
         pattern: q.pattern,
         mode: q.mode.unwrap_or_default(),

@@ -69,7 +69,9 @@ pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<SessionId>) ->
 /// `DELETE /v1/sessions/{id}`: 204, then 404 for the ended session.
 pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
-    st.blocking(move |_, repo| repo.end_session(&id, EndReason::Deleted, &actor)).await?;
+    let sid = id.clone();
+    st.blocking(move |_, repo| repo.end_session(&sid, EndReason::Deleted, &actor)).await?;
+    st.watchers.end_session(&id);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -121,7 +123,10 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
                     }
                 }
                 match repo.end_session(&s.id, EndReason::Deleted, &actor) {
-                    Ok(_) => n += 1,
+                    Ok(_) => {
+                        st.watchers.end_session(&s.id);
+                        n += 1
+                    }
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
@@ -136,7 +141,9 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
 pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let busy = st.mark_busy(&id);
-    let session = st.blocking(move |_, repo| repo.pause_session(&id, &actor)).await?;
+    let sid = id.clone();
+    let session = st.blocking(move |_, repo| repo.pause_session(&sid, &actor)).await?;
+    st.watchers.end_session(&id);
     // The answer describes the session once paused: this request no longer works on it.
     drop(busy);
     Ok(axum::Json(st.record(&session)).into_response())

@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub audit: crate::ops::audit::appender::AuditAppender,
     /// When the last time-driven checkpoint was written.
     last_checkpoint: Mutex<std::time::Instant>,
+    /// The file watchers of live sessions (`/v1/file/watch`).
+    pub watchers: crate::tools::fileapi::watch::Watchers,
 }
 
 /// Trash expiry runs on the first reaper tick and every this many after (a minute at the
@@ -91,6 +93,7 @@ impl AppState {
             reaps: std::sync::atomic::AtomicU64::new(0),
             audit,
             last_checkpoint: Mutex::new(std::time::Instant::now()),
+            watchers: Default::default(),
         })
     }
 
@@ -253,13 +256,19 @@ impl AppState {
         repo.touch_sessions(&seen)?;
         let now = now_ns();
         let mut ended = Vec::new();
-        for s in repo.sessions(false)? {
+        let sessions = repo.sessions(false)?;
+        // Watchers of sessions no longer live (ended or paused by another process too) stop.
+        let live: Vec<SessionId> =
+            sessions.iter().filter(|s| s.serving_dir().is_some()).map(|s| s.id.clone()).collect();
+        self.watchers.keep_sessions(&live);
+        for s in sessions {
             if self.is_busy(&s.id) {
                 continue;
             }
             if let Some(reason) = s.due(now, s.last_activity_ns, self.opts.idle_timeout) {
                 match repo.end_session(&s.id, reason, "trove-serve") {
                     Ok(_) => {
+                        self.watchers.end_session(&s.id);
                         tracing::info!(session = %s.id, reason = reason.as_str(), "session ended");
                         ended.push((s.id, reason));
                     }

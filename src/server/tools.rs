@@ -38,6 +38,9 @@ pub(super) async fn call(
         serde_json::from_slice(&body)
             .map_err(|e| Error::invalid_argument(format!("the body is not JSON parameters for {tool}: {e}")))?
     };
+    if tool == crate::tools::files::NAME {
+        return files(st, id, params, actor).await;
+    }
     let call = ToolCall::parse(&tool, params)?;
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
@@ -56,14 +59,24 @@ pub(super) async fn call(
     Ok(axum::Json(result).into_response())
 }
 
-/// The tools name paths in JSON strings: a write to a name that is not UTF-8 is refused.
-fn utf8_path(path: Vec<u8>) -> Result<String, ApiError> {
-    String::from_utf8(path).map_err(|e| {
-        ApiError::new(
-            ErrorKind::InvalidPath,
-            format!("'{}' is not UTF-8: files are written by UTF-8 names", String::from_utf8_lossy(e.as_bytes())),
-        )
-    })
+/// `POST /v1/sessions/{id}/tools/files`: the unified `files` tool, `{"params": {"command": ...}}`.
+async fn files(st: Arc<AppState>, id: SessionId, params: Value, actor: String) -> Result<Response, ApiError> {
+    let call: crate::tools::files::FilesCall = serde_json::from_value(params)
+        .map_err(|e| Error::invalid_argument(format!("bad parameters for files: {e}")))?;
+    let _busy = st.mark_busy(&id);
+    let sid = id.clone();
+    let result = st
+        .blocking(move |st, repo| {
+            let s = session_of(repo, &sid)?;
+            let sandbox = crate::tools::fileapi::Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
+            match crate::tools::files::files(&sandbox, &call) {
+                Err(e) if e.kind() == ErrorKind::Timeout => Err(ApiError::from(e)),
+                result => Ok::<_, ApiError>(tool_envelope(result)),
+            }
+        })
+        .await?;
+    st.touch(&id);
+    Ok(axum::Json(result).into_response())
 }
 
 /// What `If-Match` may hold: `*`, an entity tag (`"..."`, weak or not: the file's ETag is its
@@ -101,13 +114,13 @@ fn etag(v: &HeaderValue) -> Result<String, ApiError> {
 /// now; nothing there fails the precondition (412) as HTTP says.
 fn any_current(
     s: &crate::model::session::Session,
-    path: &str,
+    path: &[u8],
     expected: Option<String>,
 ) -> Result<Option<String>, ApiError> {
     if expected.as_deref() != Some("*") {
         return Ok(expected);
     }
-    let rel = crate::base::path::normalize_nonempty(path.as_bytes())?;
+    let rel = crate::base::path::normalize_nonempty(path)?;
     // The scope first: the answer must not tell what lies outside it.
     s.scope()?.check_write(&rel)?;
     let cur = crate::fs::workdir::WorkDir::open(&s.live_dir)?.current(&rel)?;
@@ -128,7 +141,6 @@ pub(super) async fn put(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();
-    let path = utf8_path(path)?;
     let body = body_of(body)?;
     let create = match precondition(&headers, header::IF_NONE_MATCH) {
         None => false,
@@ -147,12 +159,15 @@ pub(super) async fn put(
     let data = st
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
+            let expected_sha256 = if create { None } else { any_current(&s, &path, expected)? };
+            // The exact bytes go with a name that is not UTF-8.
+            let (path, path_base64) = crate::base::path::for_json(&path);
             let call = if create {
-                ToolCall::CreateFile(mutate::CreateFile { path, content, encoding: Some("base64".into()) })
+                ToolCall::CreateFile(mutate::CreateFile { path, path_base64, content, encoding: Some("base64".into()) })
             } else {
-                let expected_sha256 = any_current(&s, &path, expected)?;
                 ToolCall::WriteFile(mutate::WriteFile {
                     path,
+                    path_base64,
                     content,
                     encoding: Some("base64".into()),
                     expected_sha256,
@@ -186,7 +201,6 @@ pub(super) async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();
-    let path = utf8_path(path)?;
     let expected = precondition(&headers, header::IF_MATCH).map(etag).transpose()?;
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
@@ -194,7 +208,8 @@ pub(super) async fn delete(
         .blocking(move |_, repo| {
             let s = session_of(repo, &sid)?;
             let expected_sha256 = any_current(&s, &path, expected)?;
-            let call = ToolCall::DeleteFile(mutate::DeleteFile { path, expected_sha256 });
+            let (path, path_base64) = crate::base::path::for_json(&path);
+            let call = ToolCall::DeleteFile(mutate::DeleteFile { path, path_base64, expected_sha256 });
             crate::tools::run(repo, &s, call, &actor).map_err(ApiError::from)
         })
         .await?;

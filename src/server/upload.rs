@@ -143,10 +143,17 @@ pub(super) async fn receive(
                         }
                     }
                 }
-                // Other parts (a second file, unknown names) are read past.
-                _ => {
-                    let mut field = field;
-                    while let Ok(Some(_)) = field.chunk().await {}
+                // A second file or an unknown part is refused, as an unknown JSON field is: a
+                // misspelt `path` must not leave the file somewhere unintended.
+                other => {
+                    let what = match other {
+                        Some("file") => "a second `file` part: upload one file per request".to_string(),
+                        Some(name) => {
+                            format!("an unknown part '{}': an upload has `file` and `path`", name.escape_debug())
+                        }
+                        None => "a part without a name: an upload has `file` and `path`".to_string(),
+                    };
+                    problem = Some((StatusCode::BAD_REQUEST, Error::invalid_argument(what)));
                 }
             }
             if problem.is_some() {

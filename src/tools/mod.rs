@@ -10,6 +10,7 @@ mod apply_patch;
 pub(crate) mod caller;
 pub mod edit;
 pub mod fileapi;
+pub mod files;
 pub mod mutate;
 pub mod output;
 pub mod read;
@@ -39,6 +40,11 @@ pub const TOOLS: &[&str] = &[
     "move_file",
     "apply_patch",
 ];
+
+/// Every tool callable by name: the stale-file tools, then the unified `files` tool.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    TOOLS.iter().copied().chain([files::NAME])
+}
 
 /// A parsed call.
 #[derive(Debug)]
@@ -101,7 +107,10 @@ impl ToolCall {
             "restore_file" => ToolCall::RestoreFile(params(name, v)?),
             "move_file" => ToolCall::MoveFile(params(name, v)?),
             "apply_patch" => ToolCall::ApplyPatch(params(name, v)?),
-            _ => return Err(Error::not_found(format!("no tool '{name}': the tools are {}", TOOLS.join(", ")))),
+            _ => {
+                let all: Vec<&str> = names().collect();
+                return Err(Error::not_found(format!("no tool '{name}': the tools are {}", all.join(", "))));
+            }
         })
     }
 

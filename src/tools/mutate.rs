@@ -32,6 +32,10 @@ pub(super) use crate::ops::trash::remove::check_expected;
 pub struct CreateFile {
     /// The file, workspace-relative.
     pub path: String,
+    /// The exact path bytes in standard base64, for a name that is not UTF-8 (as answers'
+    /// `pathBase64` give it); given, it is the file and `path` is only shown.
+    #[serde(default)]
+    pub path_base64: Option<String>,
     /// The new content.
     pub content: String,
     /// `utf-8` (default) or `base64`: how `content` is written.
@@ -44,6 +48,10 @@ pub struct CreateFile {
 pub struct WriteFile {
     /// The file, workspace-relative.
     pub path: String,
+    /// The exact path bytes in standard base64, for a name that is not UTF-8 (as answers'
+    /// `pathBase64` give it); given, it is the file and `path` is only shown.
+    #[serde(default)]
+    pub path_base64: Option<String>,
     /// The new content.
     pub content: String,
     /// `utf-8` (default) or `base64`: how `content` is written.
@@ -63,6 +71,10 @@ pub struct WriteFile {
 pub struct EditFile {
     /// The file, workspace-relative.
     pub path: String,
+    /// The exact path bytes in standard base64, for a name that is not UTF-8 (as answers'
+    /// `pathBase64` give it); given, it is the file and `path` is only shown.
+    #[serde(default)]
+    pub path_base64: Option<String>,
     /// The sha256 the file has now, as last read (the stale-file protocol); `""` means it must not exist.
     pub expected_sha256: Option<String>,
     /// The replacements, applied in order.
@@ -79,6 +91,10 @@ pub struct EditFile {
 pub struct DeleteFile {
     /// The file, workspace-relative.
     pub path: String,
+    /// The exact path bytes in standard base64, for a name that is not UTF-8 (as answers'
+    /// `pathBase64` give it); given, it is the file and `path` is only shown.
+    #[serde(default)]
+    pub path_base64: Option<String>,
     /// A file's sha256 as last read; leave it out for a directory.
     pub expected_sha256: Option<String>,
 }
@@ -181,7 +197,7 @@ fn execute(c: &Caller<'_>, l: &Locked, tool: &str, drafts: Vec<Draft>) -> Result
 
 /// `create_file`.
 pub(super) fn create_file(c: &Caller<'_>, l: &Locked, p: &CreateFile) -> Result<WriteResult> {
-    let rel = c.author().writable(&p.path)?;
+    let rel = c.author().writable_bytes(&path::exact_or_text(&p.path, p.path_base64.as_deref())?)?;
     let content = decode(&p.content, p.encoding.as_deref())?;
     if l.wd.stat(&rel)?.is_some() {
         return Err(already_exists(&rel));
@@ -194,7 +210,7 @@ pub(super) fn create_file(c: &Caller<'_>, l: &Locked, p: &CreateFile) -> Result<
 
 /// `write_file`.
 pub(super) fn write_file(c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<WriteResult> {
-    let rel = c.author().writable(&p.path)?;
+    let rel = c.author().writable_bytes(&path::exact_or_text(&p.path, p.path_base64.as_deref())?)?;
     let content = decode(&p.content, p.encoding.as_deref())?;
     let size = content.len();
     let cur = l.wd.current(&rel)?;
@@ -251,9 +267,16 @@ type ObjectIdOf = crate::object::ObjectId;
 
 /// `edit_file`.
 pub(super) fn edit_file(c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<EditResult> {
-    let rel = c.author().writable(&p.path)?;
+    let rel = c.author().writable_bytes(&path::exact_or_text(&p.path, p.path_base64.as_deref())?)?;
     let now = match (p.blind, &p.expected_sha256) {
-        (true, None) => l.wd.current(&rel)?.map(|c| hex_sha(&c.sha256)),
+        (true, None) => match l.wd.current(&rel)? {
+            Some(c) => Some(hex_sha(&c.sha256)),
+            None => {
+                let shown = path::display(&rel);
+                return Err(Error::not_found(format!("file '{shown}' not found: nothing to edit"))
+                    .with_detail("path", shown.as_ref()));
+            }
+        },
         _ => None,
     };
     let expected = p.expected_sha256.as_deref().or(now.as_deref());
@@ -277,7 +300,7 @@ pub(super) fn edit_file(c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<Edit
 
 /// `delete_file`.
 pub(super) fn delete_file(c: &Caller<'_>, l: &Locked, p: &DeleteFile) -> Result<DeleteResult> {
-    let rel = c.author().writable(&p.path)?;
+    let rel = c.author().writable_bytes(&path::exact_or_text(&p.path, p.path_base64.as_deref())?)?;
     let draft = draft_remove(&c.author(), &l.wd, &rel, p.expected_sha256.as_deref(), "delete_file")?;
     let (kind, size) = match &draft {
         Draft::Remove { trash, .. } => (Some(trash.kind), trash.size),

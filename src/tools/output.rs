@@ -376,7 +376,7 @@ pub struct ToolReply<T> {
 }
 
 /// The envelope of `result`.
-pub fn envelope(result: Result<ToolOutput>) -> ToolReply<ToolOutput> {
+pub fn envelope<T>(result: Result<T>) -> ToolReply<T> {
     match result {
         Ok(data) => ToolReply { ok: true, data: Some(data), error: None },
         Err(e) => ToolReply { ok: false, data: None, error: Some(ToolError::of(&e)) },

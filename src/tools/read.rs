@@ -40,6 +40,10 @@ pub const BASE64_MAX: u64 = 8 << 20;
 pub struct ReadFile {
     /// The file, workspace-relative.
     pub path: String,
+    /// The exact path bytes in standard base64, for a name that is not UTF-8 (as answers'
+    /// `pathBase64` give it); given, it is the file and `path` is only shown.
+    #[serde(default)]
+    pub path_base64: Option<String>,
     /// The first line to return, 1-based.
     #[serde(default, deserialize_with = "count::de")]
     #[schemars(with = "Option<count::Count>")]
@@ -189,7 +193,8 @@ pub(super) fn read_file(c: &Caller<'_>, p: &ReadFile) -> Result<ReadFileResult> 
     let want = source_of(&p.source);
     // A live file that changes while it streams by is read again, as whole reads are.
     for _ in 0..crate::fs::live::READ_ATTEMPTS {
-        let (mut opened, origin) = c.repo.open_file_from(&view, &want, p.path.as_bytes())?;
+        let asked = path::exact_or_text(&p.path, p.path_base64.as_deref())?;
+        let (mut opened, origin) = c.repo.open_file_from(&view, &want, &asked)?;
         let shown = path::display(&opened.path).into_owned();
         let mut out = ReadFileResult {
             path: shown.clone(),

@@ -198,3 +198,18 @@ pub fn write(path: &Path, data: &[u8]) {
     }
     std::fs::write(path, data).expect("write");
 }
+
+/// A thread appending to `path` without pause until the returned flag is set: every read of
+/// the file overlaps a change.
+pub fn appender(path: &Path) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, path) = (stop.clone(), path.to_path_buf());
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).expect("open");
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            f.write_all(b"x").expect("append");
+        }
+    });
+    (stop, writer)
+}

@@ -9,7 +9,8 @@ use crate::cli::output::{actor, print_json, Failure, Out};
 /// The arguments of `trove tool`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The tool's name
+    /// The tool's name (a stale-file tool, or `files`, the unified tool taking
+    /// `{"params": {"command": ...}}`)
     pub name: String,
     #[arg(long, value_name = "ID")]
     pub session: SessionId,
@@ -42,6 +43,17 @@ fn tool(
         .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
     let repo = Repo::open(repo_path)?;
     let s = repo.session(session)?;
+    if name == trove::tools::files::NAME {
+        let call: trove::tools::files::FilesCall =
+            serde_json::from_value(v).map_err(|e| Error::invalid_argument(format!("bad parameters for files: {e}")))?;
+        let actor = actor();
+        let root = trove::tools::fileapi::DEFAULT_SANDBOX_ROOT;
+        let sandbox = trove::tools::fileapi::Sandbox::new(&repo, &s, &actor, root);
+        let result = trove::tools::files::files(&sandbox, &call);
+        let code = result.as_ref().err().map_or(0, |e| crate::exit_code(e.kind()));
+        print_json(out, &trove::tools::envelope(result))?;
+        return Ok(code);
+    }
     let call = trove::tools::ToolCall::parse(name, v)?;
     let result = trove::tools::run(&repo, &s, call, &actor());
     let code = result.as_ref().err().map_or(0, |e| crate::exit_code(e.kind()));

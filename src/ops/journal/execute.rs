@@ -268,6 +268,13 @@ impl Repo {
             manifest::journal::remove(tx, &plan.id)?;
             Ok(seqs)
         })?;
+        // Watchers seeing this plan's renames name the records they became.
+        let created = plan.steps.iter().map(|s| matches!(s, Step::Write { before: None, .. }));
+        let steps = done.audit_seqs.iter().zip(created).enumerate();
+        crate::ops::notices::publish(
+            plan.id.as_str(),
+            steps.map(|(i, (&seq, created))| (i, crate::ops::notices::Published { seq, created })),
+        );
         self.checkpoint_if_due();
         Ok(done)
     }

@@ -9,6 +9,7 @@
 
 pub mod ops;
 pub mod reply;
+pub mod watch;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::path;
@@ -19,6 +20,25 @@ pub use reply::{FileError, FileReply};
 
 /// Where absolute paths map onto a workspace unless a session or the server says otherwise.
 pub const DEFAULT_SANDBOX_ROOT: &str = "/workspace";
+
+/// The JSON Schema of a path the file API takes: relative, or absolute (under the sandbox
+/// root, which a schema cannot know), with the path rules' components.
+pub fn path_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let relative = path::pattern_nonempty();
+    let pattern = format!("^/?{}", relative.trim_start_matches('^'));
+    schemars::json_schema!({"type": "string", "pattern": pattern})
+}
+
+/// Workspace path `rel` shown under sandbox root `root` (absolute) or as it is (relative).
+pub fn show_path(root: &str, rel: &[u8], style: Style) -> String {
+    let shown = path::display(rel);
+    match (style, rel.is_empty()) {
+        (Style::Relative, _) => shown.into_owned(),
+        (Style::Absolute, true) => root.to_string(),
+        (Style::Absolute, false) if root == "/" => format!("/{shown}"),
+        (Style::Absolute, false) => format!("{root}/{shown}"),
+    }
+}
 
 /// How a request named a path, so answers name paths the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +74,9 @@ impl<'a> Sandbox<'a> {
     }
 
     /// The workspace-relative path `given` names: relative as it is, or absolute at or below
-    /// the sandbox root. Anything else (another absolute path, `..`, a backslash, NUL) is
-    /// `invalid_path`, naming the path and the root.
+    /// the sandbox root. Another absolute path is `permission_denied` (outside what the
+    /// session may reach), naming the path and the root; `..`, a backslash or NUL is
+    /// `invalid_path`.
     pub fn rel(&self, given: &str) -> Result<(Vec<u8>, Style)> {
         let Some(stripped) = given.strip_prefix('/') else {
             return Ok((path::from_text(given)?, Style::Relative));
@@ -71,8 +92,9 @@ impl<'a> Sandbox<'a> {
         };
         match rest {
             Some(r) => Ok((path::from_text(r)?, Style::Absolute)),
+            // Outside what the session may reach: refused as a scope is.
             None => Err(Error::new(
-                ErrorKind::InvalidPath,
+                ErrorKind::PermissionDenied,
                 format!(
                     "'{}' is outside the sandbox: give a path under {} or one relative to the workspace",
                     given.escape_debug(),
@@ -83,15 +105,20 @@ impl<'a> Sandbox<'a> {
         }
     }
 
+    /// As [`Sandbox::rel`], unless `exact` (standard base64 of the workspace-relative bytes, for
+    /// a name that is not UTF-8) is given: then those bytes, under the same path rules.
+    pub fn rel_exact(&self, given: &str, exact: Option<&str>) -> Result<(Vec<u8>, Style)> {
+        use base64::Engine;
+        let Some(b64) = exact else { return self.rel(given) };
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
+            Error::new(ErrorKind::InvalidPath, format!("'{}' is not standard base64: {e}", b64.escape_debug()))
+        })?;
+        Ok((path::normalize_nonempty(&bytes)?, Style::Relative))
+    }
+
     /// A workspace path shown as the request named its base.
     pub fn show(&self, rel: &[u8], style: Style) -> String {
-        let shown = path::display(rel);
-        match (style, rel.is_empty()) {
-            (Style::Relative, _) => shown.into_owned(),
-            (Style::Absolute, true) => self.root.clone(),
-            (Style::Absolute, false) if self.root == "/" => format!("/{shown}"),
-            (Style::Absolute, false) => format!("{}/{shown}", self.root),
-        }
+        show_path(&self.root, rel, style)
     }
 
     /// Refuses `sudo: true`: trove serves the session's workspace as the session, nothing more.

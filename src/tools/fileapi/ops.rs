@@ -22,6 +22,10 @@ pub const READ_MAX_BYTES: usize = 16 << 20;
 pub struct ReadRequest {
     /// The file: workspace-relative, or absolute under the sandbox root.
     pub file: String,
+    /// The file's exact workspace-relative path bytes in standard base64, for a name that is
+    /// not UTF-8 (answers show such names in `path_base64`); given, it is the file, not `file`.
+    #[serde(default)]
+    pub file_base64: Option<String>,
     /// The first line, 0-based.
     #[serde(default, deserialize_with = "count::de")]
     #[schemars(with = "Option<count::Count>")]
@@ -56,6 +60,10 @@ pub struct ReadData {
 pub struct WriteRequest {
     /// The file: workspace-relative, or absolute under the sandbox root.
     pub file: String,
+    /// The file's exact workspace-relative path bytes in standard base64, for a name that is
+    /// not UTF-8 (answers show such names in `path_base64`); given, it is the file, not `file`.
+    #[serde(default)]
+    pub file_base64: Option<String>,
     /// What to write, encoded as `encoding` says.
     pub content: String,
     /// `utf-8` (default), `base64`, or `raw` (each character one byte, U+0000 to U+00FF).
@@ -100,6 +108,10 @@ pub struct WriteData {
 pub struct ReplaceRequest {
     /// The file: workspace-relative, or absolute under the sandbox root.
     pub file: String,
+    /// The file's exact workspace-relative path bytes in standard base64, for a name that is
+    /// not UTF-8 (answers show such names in `path_base64`); given, it is the file, not `file`.
+    #[serde(default)]
+    pub file_base64: Option<String>,
     /// The text to replace, every occurrence.
     pub old_str: String,
     /// What replaces it.
@@ -131,6 +143,10 @@ pub struct ReplaceData {
 pub struct SearchRequest {
     /// The file: workspace-relative, or absolute under the sandbox root.
     pub file: String,
+    /// The file's exact workspace-relative path bytes in standard base64, for a name that is
+    /// not UTF-8 (answers show such names in `path_base64`); given, it is the file, not `file`.
+    #[serde(default)]
+    pub file_base64: Option<String>,
     /// A regular expression, matched line by line.
     pub regex: String,
     /// Refused when true.
@@ -143,6 +159,9 @@ pub struct SearchRequest {
 pub struct LineHit {
     /// The file, as the request named its base.
     pub file: String,
+    /// The exact workspace-relative path bytes in base64, when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_base64: Option<String>,
     /// The line number, 1-based.
     pub line_number: usize,
     /// The line (500 characters at most).
@@ -191,6 +210,9 @@ pub struct FilesData {
 pub struct FileMeta {
     /// The file, named as the request's `path` was.
     pub path: String,
+    /// The exact workspace-relative path bytes in base64, when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
     /// Whether it is a directory.
     pub is_dir: bool,
     /// Size in bytes.
@@ -304,6 +326,9 @@ pub struct ListEntry {
     pub name: String,
     /// Its path, named as the request's `path` was.
     pub path: String,
+    /// The exact workspace-relative path bytes in base64, when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
     /// Whether it is a directory.
     pub is_dir: bool,
     /// Whether it is a symlink.
@@ -353,7 +378,7 @@ impl Sandbox<'_> {
     /// endings; a range past the end reads nothing; a file over 16 MiB of text is read by range.
     pub fn read(&self, r: &ReadRequest) -> Result<ReadData> {
         self.no_sudo(r.sudo, &r.file)?;
-        let (rel, style) = self.rel(&r.file)?;
+        let (rel, style) = self.rel_exact(&r.file, r.file_base64.as_deref())?;
         let start = r.start_line.unwrap_or(0);
         if let Some(end) = r.end_line {
             if end < start {
@@ -380,7 +405,7 @@ impl Sandbox<'_> {
         }
         let last = r.end_line;
         let lines = last.map_or(usize::MAX / 2, |e| e - start);
-        let f = match read(start + 1, last, lines) {
+        let f = match read(start.saturating_add(1), last, lines) {
             Err(e) if past_end(&e) => {
                 let f = read(1, Some(1), 1)?;
                 return Ok(empty(f.sha256, f.total_lines.unwrap_or(0)));
@@ -406,7 +431,7 @@ impl Sandbox<'_> {
     /// `write`: the content decoded, framed by newlines if asked, appended or replacing.
     pub fn write(&self, r: &WriteRequest) -> Result<WriteData> {
         self.no_sudo(r.sudo, &r.file)?;
-        let (rel, style) = self.rel(&r.file)?;
+        let (rel, style) = self.rel_exact(&r.file, r.file_base64.as_deref())?;
         let mut bytes = decode(&r.content, r.encoding.as_deref())?;
         if r.leading_newline {
             bytes.insert(0, b'\n');
@@ -428,19 +453,19 @@ impl Sandbox<'_> {
                 // Appending to what was read: a write meanwhile makes this a stale write.
                 let expected = expected.or_else(|| Some(hex::encode(now.sha256)));
                 old.extend_from_slice(&bytes);
-                let out = self.write_bytes(&shown, old, expected, false)?;
+                let out = self.write_bytes(&rel, old, expected, false)?;
                 drop(held);
                 return Ok(WriteData { file: self.show(&rel, style), bytes_written: added, ..out });
             }
         }
         let blind = expected.is_none() && cur.is_some();
-        let out = self.write_bytes(&shown, bytes, expected, blind)?;
+        let out = self.write_bytes(&rel, bytes, expected, blind)?;
         Ok(WriteData { file: self.show(&rel, style), bytes_written: added, ..out })
     }
 
     /// The sha256 a write over `rel` must match: the one given, else none (a blind write the
     /// seed allows), unless the session requires it for a file that exists.
-    fn expected(&self, rel: &[u8], exists: bool, given: Option<&str>) -> Result<Option<String>> {
+    pub(crate) fn expected(&self, rel: &[u8], exists: bool, given: Option<&str>) -> Result<Option<String>> {
         match given {
             Some(e) => Ok(Some(e.to_string())),
             None if exists && self.session.options.require_sha256 => Err(Error::new(
@@ -455,12 +480,14 @@ impl Sandbox<'_> {
         }
     }
 
-    fn write_bytes(&self, shown: &str, bytes: Vec<u8>, expected: Option<String>, blind: bool) -> Result<WriteData> {
+    fn write_bytes(&self, rel: &[u8], bytes: Vec<u8>, expected: Option<String>, blind: bool) -> Result<WriteData> {
         let size = bytes.len() as u64;
         let content = base64::engine::general_purpose::STANDARD.encode(&bytes);
         drop(bytes);
+        let (path, path_base64) = tool_path(rel);
         let call = ToolCall::WriteFile(mutate::WriteFile {
-            path: shown.to_string(),
+            path,
+            path_base64,
             content,
             encoding: Some("base64".into()),
             // A new file (no expectation, not blind): nothing may be there.
@@ -476,22 +503,31 @@ impl Sandbox<'_> {
     /// `replace`: every occurrence of `old_str`.
     pub fn replace(&self, r: &ReplaceRequest) -> Result<ReplaceData> {
         self.no_sudo(r.sudo, &r.file)?;
-        let (rel, style) = self.rel(&r.file)?;
+        let (rel, style) = self.rel_exact(&r.file, r.file_base64.as_deref())?;
         if r.old_str.is_empty() {
             return Err(Error::invalid_argument("old_str is empty: give the text to replace"));
         }
-        let expected = self.expected(&rel, true, r.expected_sha256.as_deref())?;
+        let edit = Edit { old_text: r.old_str.clone(), new_text: r.new_str.clone(), replace_all: true };
+        self.edit(&rel, style, edit, r.expected_sha256.as_deref())
+    }
+
+    /// One edit of the file at `rel`, without its sha256 unless `given` (the seed allows it;
+    /// the pre-image is kept), unless the session requires it.
+    pub fn edit(&self, rel: &[u8], style: Style, edit: Edit, given: Option<&str>) -> Result<ReplaceData> {
+        let expected = self.expected(rel, true, given)?;
+        let (path, path_base64) = tool_path(rel);
         let call = ToolCall::EditFile(mutate::EditFile {
-            path: path::display(&rel).into_owned(),
+            path,
+            path_base64,
             blind: expected.is_none(),
             expected_sha256: expected,
-            edits: vec![Edit { old_text: r.old_str.clone(), new_text: r.new_str.clone(), replace_all: true }],
+            edits: vec![edit],
         });
         let ToolOutput::Edit(e) = self.tool(call)? else {
             return Err(Error::internal("edit_file answered another shape"));
         };
         Ok(ReplaceData {
-            file: self.show(&rel, style),
+            file: self.show(rel, style),
             replaced_count: e.replacements,
             sha256: e.sha256,
             audit_seq: e.audit_seq,
@@ -501,7 +537,7 @@ impl Sandbox<'_> {
     /// `search`: one file's lines matching a regex.
     pub fn search(&self, r: &SearchRequest) -> Result<SearchData> {
         self.no_sudo(r.sudo, &r.file)?;
-        let (rel, style) = self.rel(&r.file)?;
+        let (rel, style) = self.rel_exact(&r.file, r.file_base64.as_deref())?;
         let (dir, name) = match rel.iter().rposition(|&b| b == b'/') {
             Some(i) => (&rel[..i], &rel[i + 1..]),
             None => (&[][..], &rel[..]),
@@ -541,7 +577,7 @@ impl Sandbox<'_> {
                     Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
                     None => m.path.clone().into_bytes(),
                 };
-                LineHit { file: self.show(&rel, style), line_number: m.line, line: m.text }
+                LineHit { file: self.show(&rel, style), file_base64: m.path_base64, line_number: m.line, line: m.text }
             })
             .collect();
         Ok((hits, s.truncated, s.files_searched))
@@ -639,6 +675,7 @@ impl Sandbox<'_> {
                 .iter()
                 .map(|f| FileMeta {
                     path: self.show(&listed_rel(f), style),
+                    path_base64: f.path_base64.clone(),
                     is_dir: false,
                     size: f.size,
                     modified_at: f.modified_at.clone(),
@@ -677,6 +714,7 @@ impl Sandbox<'_> {
             entries.push(ListEntry {
                 name: e.name,
                 path: self.show(&full, style),
+                path_base64: e.path_base64,
                 is_dir: e.kind == EntryKind::Dir,
                 is_symlink: e.kind == EntryKind::Symlink,
                 size: r.include_size.then_some(e.size),
@@ -695,9 +733,16 @@ fn listed_rel(f: &crate::ops::source::ListedFile<'_>) -> Vec<u8> {
     }
 }
 
+/// `rel` as a tool call names it: its text, and its exact bytes when they are not UTF-8.
+pub(crate) fn tool_path(rel: &[u8]) -> (String, Option<String>) {
+    path::for_json(rel)
+}
+
 fn read_call(rel: &[u8], start: usize, end: Option<usize>, lines: usize) -> ReadFile {
+    let (path, path_base64) = tool_path(rel);
     ReadFile {
-        path: path::display(rel).into_owned(),
+        path,
+        path_base64,
         start_line: Some(start),
         end_line: end,
         max_bytes: Some(READ_MAX_BYTES),
