@@ -77,6 +77,9 @@ pub enum Command {
     /// Run an agent file tool (read_file, write_file, apply_patch, ...) on a session; prints
     /// the tool result `{"ok": ..., "data" | "error": ...}`
     Tool(commands::tool::Args),
+    /// Serve a session's tools over the Model Context Protocol on stdin/stdout (`trove serve`
+    /// offers the same over streamable HTTP at /v1/sessions/{id}/mcp)
+    Mcp(commands::mcp::Args),
     /// What was deleted: list, show, restore, purge, expire and export trash items
     #[command(subcommand)]
     Trash(commands::trash::Command),

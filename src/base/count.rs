@@ -31,6 +31,14 @@ pub fn de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
     of(d).map(|v| v.map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
 }
 
+/// An optional count of at least one: 0 is refused when parsed, as its schema's minimum says.
+pub fn de_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    match de(d)? {
+        Some(0) => Err(serde::de::Error::custom("0 is below the minimum of 1")),
+        v => Ok(v),
+    }
+}
+
 /// An optional count, as a `u64`. Its schema: [`Count`], or a range of its own.
 pub fn de_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     of(d)

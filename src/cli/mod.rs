@@ -46,6 +46,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Token(cmd) => commands::token::run(out, &open()?, cmd, json).map(|()| 0)?,
         Command::Session(cmd) => commands::session::run(out, &open()?, cmd, json).map(|()| 0)?,
         Command::Tool(args) => commands::tool::run(out, path, args)?,
+        Command::Mcp(args) => commands::mcp::run(out, path, args)?,
         Command::Trash(cmd) => commands::trash::run(out, &open()?, cmd, json)?,
         Command::Rm(args) => commands::rm::run(out, path, json, args)?,
         Command::Audit(cmd) => commands::audit::run(out, path, json, cmd)?,

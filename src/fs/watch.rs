@@ -202,13 +202,25 @@ impl DirWatch {
 }
 
 fn watch_error(dir: &Path, e: notify::Error) -> Error {
+    // Out of inotify instances or watches is a limit of the system's, met by this server's
+    // other watchers: a state to wait out (409), not a failure of the server.
+    let exhausted = match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => true,
+        notify::ErrorKind::Io(io) => {
+            matches!(io.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOSPC))
+        }
+        _ => false,
+    };
     let kind = match &e.kind {
         notify::ErrorKind::PathNotFound => ErrorKind::NotFound,
-        notify::ErrorKind::MaxFilesWatch => ErrorKind::TooLarge,
+        _ if exhausted => ErrorKind::Conflict,
         _ => ErrorKind::Io,
     };
     let hint = match kind {
-        ErrorKind::TooLarge => ": the system's inotify watch limit is reached (fs.inotify.max_user_watches)",
+        ErrorKind::Conflict => {
+            ": the system's inotify limits are reached (fs.inotify.max_user_instances, max_user_watches); \
+             stop watchers no longer needed and try again"
+        }
         _ => "",
     };
     Error::with_source(kind, format!("cannot watch '{}'{hint}", dir.display()), e)

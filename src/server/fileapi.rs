@@ -45,7 +45,8 @@ pub(super) async fn require_session_token(State(st): State<Arc<AppState>>, mut r
         .map(str::to_string);
     // The wrapped operations answer in their wrapper; download and watch, as the seed says, in
     // plain HTTP errors.
-    let wrapped = !(req.uri().path().ends_with("/download") || req.uri().path().starts_with("/v1/file/watch"));
+    let p = req.uri().path();
+    let wrapped = p.starts_with("/v1/file/") && !(p.ends_with("/download") || p.starts_with("/v1/file/watch"));
     let refused = |message: &str| {
         let e = Error::new(ErrorKind::Unauthorized, message);
         if wrapped {

@@ -10,11 +10,13 @@
 mod audit;
 mod auth;
 mod connections;
+mod cors;
 mod error;
 mod extract;
 mod fileapi;
 mod files;
 mod guard;
+mod mcp;
 pub mod openapi;
 mod options;
 mod public;
@@ -120,6 +122,9 @@ fn routes() -> Routes {
         route("POST", "/v1/sessions/{id}/file/list", fileapi::list),
         unlimited(route("POST", "/v1/sessions/{id}/file/upload", fileapi::upload)),
         route("GET", "/v1/sessions/{id}/file/download", fileapi::download),
+        route("POST", "/v1/sessions/{id}/mcp", mcp::operator),
+        route("GET", "/v1/sessions/{id}/mcp", mcp::operator),
+        route("DELETE", "/v1/sessions/{id}/mcp", mcp::operator),
         route("POST", "/v1/sessions/{id}/file/watch", watch::op_create),
         route("POST", "/v1/sessions/{id}/file/watch/wait", watch::op_wait),
         route("POST", "/v1/sessions/{id}/file/watch/{watcher_id}/poll", watch::op_poll),
@@ -141,6 +146,9 @@ fn session_routes() -> Routes {
         route("POST", "/v1/file/list", fileapi::bare_list),
         unlimited(route("POST", "/v1/file/upload", fileapi::bare_upload)),
         route("GET", "/v1/file/download", fileapi::bare_download),
+        route("POST", "/v1/mcp", mcp::bare),
+        route("GET", "/v1/mcp", mcp::bare),
+        route("DELETE", "/v1/mcp", mcp::bare),
         route("POST", "/v1/file/watch", watch::bare_create),
         route("POST", "/v1/file/watch/wait", watch::bare_wait),
         route("POST", "/v1/file/watch/{watcher_id}/poll", watch::bare_poll),
@@ -183,7 +191,8 @@ fn app(state: Arc<AppState>) -> Router {
     let api = api.merge(by_session);
     let public = Router::new()
         .route("/healthz", on(MethodFilter::GET, || async { Json(Health { ok: true }) }))
-        .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }));
+        .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }))
+        .route("/v1/tools", on(MethodFilter::GET, || async { Json(public::tool_list()) }));
     api.merge(public)
         .fallback(|| async { ApiError::from(Error::not_found("no such route: see /openapi.json")) })
         .method_not_allowed_fallback(|| async {
@@ -192,6 +201,9 @@ fn app(state: Arc<AppState>) -> Router {
         })
         .layer(DefaultBodyLimit::max(state.opts.body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
+        // Outermost: a browser's preflight carries no token, and every answer (a refusal too)
+        // needs the CORS headers for the page to read it.
+        .layer(middleware::from_fn_with_state(state.clone(), cors::cors))
         .with_state(state)
 }
 

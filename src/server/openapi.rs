@@ -18,7 +18,7 @@ use crate::ops::source::FileListing;
 use crate::tools::fileapi::ops as fileops;
 use crate::tools::fileapi::watch as watchops;
 use crate::tools::fileapi::FileReply;
-use crate::tools::output::{self as out, ToolReply};
+use crate::tools::output as out;
 
 /// What an operation takes as its body.
 #[derive(Clone, Copy)]
@@ -109,13 +109,7 @@ const IF_NONE_MATCH_READ: Header = Header {
 /// The schema of `T` with every subschema inlined: the document has no `$defs` for a `$ref`
 /// to point into.
 fn schema_of<T: JsonSchema>() -> Schema {
-    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
-    settings.inline_subschemas = true;
-    let mut schema = settings.into_generator().into_root_schema_for::<T>();
-    if let Some(o) = schema.as_object_mut() {
-        o.remove("$schema");
-    }
-    schema
+    crate::tools::catalog::schema_of::<T>()
 }
 
 /// The error statuses every file read can give.
@@ -813,6 +807,76 @@ const OPS: &[Op] = &[
         errors: &[401, 404],
     },
     Op {
+        method: "POST",
+        path: "/v1/mcp",
+        summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (session token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<serde_json::Map<String, Value>>),
+        reply: Reply::Events,
+        errors: &[400, 401, 404, 406, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/mcp",
+        summary: "Model Context Protocol: the stream of server messages of an MCP session (`Mcp-Session-Id`) (session token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Events,
+        errors: &[400, 401, 404, 405, 406],
+    },
+    Op {
+        method: "DELETE",
+        path: "/v1/mcp",
+        summary: "Model Context Protocol: end an MCP session (`Mcp-Session-Id`) (session token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Empty(202),
+        errors: &[400, 401, 404, 405],
+    },
+    Op {
+        method: "POST",
+        path: "/v1/sessions/{id}/mcp",
+        summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::Json(schema_of::<serde_json::Map<String, Value>>),
+        reply: Reply::Events,
+        errors: &[400, 401, 404, 406, 413],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/sessions/{id}/mcp",
+        summary: "Model Context Protocol: the stream of server messages of an MCP session (`Mcp-Session-Id`) (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Events,
+        errors: &[400, 401, 404, 405, 406],
+    },
+    Op {
+        method: "DELETE",
+        path: "/v1/sessions/{id}/mcp",
+        summary: "Model Context Protocol: end an MCP session (`Mcp-Session-Id`) (operator token)",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Empty(202),
+        errors: &[400, 401, 404, 405],
+    },
+    Op {
+        method: "GET",
+        path: "/v1/tools",
+        summary: "Every agent tool with the JSON Schemas of its parameters and its answer, as function-calling APIs take them; no token needed",
+        query: None,
+        headers: &[],
+        body: Body::None,
+        reply: Reply::Json(200, schema_of::<super::public::ToolList>),
+        errors: &[],
+    },
+    Op {
         method: "GET",
         path: "/healthz",
         summary: "Liveness; no token needed",
@@ -920,21 +984,7 @@ fn query_params(schema: &Schema) -> Vec<Value> {
 
 /// The parameters of tool `name`, and the schema of its answer in its envelope.
 fn tool_schemas(name: &str) -> (Schema, Schema) {
-    use crate::tools::{files, mutate, read};
-    match name {
-        "read_file" => (schema_of::<read::ReadFile>(), schema_of::<ToolReply<out::ReadFileResult>>()),
-        "list_directory" => (schema_of::<read::ListDirectory>(), schema_of::<ToolReply<out::ListDirectoryResult>>()),
-        "search_files" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::SearchAnswer>>()),
-        "glob" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::GlobResult>>()),
-        "create_file" => (schema_of::<mutate::CreateFile>(), schema_of::<ToolReply<out::WriteResult>>()),
-        "write_file" => (schema_of::<mutate::WriteFile>(), schema_of::<ToolReply<out::WriteResult>>()),
-        "edit_file" => (schema_of::<mutate::EditFile>(), schema_of::<ToolReply<out::EditResult>>()),
-        "delete_file" => (schema_of::<mutate::DeleteFile>(), schema_of::<ToolReply<out::DeleteResult>>()),
-        "restore_file" => (schema_of::<mutate::RestoreFile>(), schema_of::<ToolReply<out::RestoreResult>>()),
-        "move_file" => (schema_of::<mutate::MoveFile>(), schema_of::<ToolReply<out::MoveResult>>()),
-        "files" => (schema_of::<files::FilesCall>(), schema_of::<ToolReply<files::FilesResult>>()),
-        _ => (schema_of::<mutate::ApplyPatch>(), schema_of::<ToolReply<out::ApplyPatchResult>>()),
-    }
+    crate::tools::catalog::schemas(name).unwrap_or_else(|| (Schema::default(), Schema::default()))
 }
 
 fn json_content(schema: Value) -> Value {
@@ -1053,7 +1103,7 @@ pub fn document() -> Value {
         // One route runs every tool; each is documented on its own path, with its parameters
         // as the body's schema and its answer as the response's.
         let expanded: Vec<(String, Option<(Schema, Schema)>)> = if matches!(op.body, Body::Tool) {
-            crate::tools::names().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
+            crate::tools::catalog::names().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
         } else {
             vec![(op.path.replace("{*", "{"), None)]
         };
@@ -1092,7 +1142,7 @@ mod tests {
         for (method, path) in routed {
             let p = path.replace("{*", "{");
             let each: Vec<String> = if p.ends_with("/tools/{tool}") {
-                crate::tools::names().map(|t| p.replace("{tool}", t)).collect()
+                crate::tools::catalog::names().map(|t| p.replace("{tool}", t)).collect()
             } else {
                 vec![p]
             };

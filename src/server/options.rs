@@ -45,6 +45,8 @@ pub struct ServeOptions {
     pub sandbox_root: String,
     /// The largest upload accepted, in bytes.
     pub upload_limit: u64,
+    /// Browser origins allowed to call the API (CORS), `*` for any; none by default.
+    pub cors_origins: Vec<String>,
 }
 
 impl ServeOptions {
@@ -73,6 +75,7 @@ impl ServeOptions {
             gc_grace: crate::ops::gc::DEFAULT_GRACE,
             sandbox_root: crate::tools::fileapi::DEFAULT_SANDBOX_ROOT.to_string(),
             upload_limit: 4 << 30,
+            cors_origins: Vec::new(),
         }
     }
 }

@@ -71,7 +71,7 @@ pub(super) async fn delete(State(st): State<Arc<AppState>>, P(id): P<SessionId>)
     let actor = super::request::actor();
     let sid = id.clone();
     st.blocking(move |_, repo| repo.end_session(&sid, EndReason::Deleted, &actor)).await?;
-    st.watchers.end_session(&id);
+    st.session_ended(&id);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -124,7 +124,7 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
                 }
                 match repo.end_session(&s.id, EndReason::Deleted, &actor) {
                     Ok(_) => {
-                        st.watchers.end_session(&s.id);
+                        st.session_ended(&s.id);
                         n += 1
                     }
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -143,7 +143,7 @@ pub(super) async fn pause(State(st): State<Arc<AppState>>, P(id): P<SessionId>) 
     let busy = st.mark_busy(&id);
     let sid = id.clone();
     let session = st.blocking(move |_, repo| repo.pause_session(&sid, &actor)).await?;
-    st.watchers.end_session(&id);
+    st.session_ended(&id);
     // The answer describes the session once paused: this request no longer works on it.
     drop(busy);
     Ok(axum::Json(st.record(&session)).into_response())

@@ -41,6 +41,48 @@ pub(crate) struct AppState {
     last_checkpoint: Mutex<std::time::Instant>,
     /// The file watchers of live sessions (`/v1/file/watch`).
     pub watchers: crate::tools::fileapi::watch::Watchers,
+    /// The MCP services of live sessions (`/v1/sessions/{id}/mcp`).
+    pub mcp: McpServices,
+}
+
+/// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
+pub(crate) type McpService = rmcp::transport::StreamableHttpService<
+    crate::tools::mcp::McpTools,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
+
+/// MCP services kept at most: a session's end removes its own.
+const MCP_KEEP: usize = 1024;
+
+/// The MCP services of live sessions, by (session, actor).
+#[derive(Default)]
+pub(crate) struct McpServices {
+    all: Mutex<HashMap<(SessionId, String), McpService>>,
+}
+
+impl McpServices {
+    /// The service of `session` for `actor`, made by `make` on first use.
+    pub fn get_or_make(&self, session: &SessionId, actor: &str, make: impl FnOnce() -> McpService) -> McpService {
+        let key = (session.clone(), actor.to_string());
+        let mut all = lock(&self.all);
+        if let Some(s) = all.get(&key) {
+            return s.clone();
+        }
+        if all.len() >= MCP_KEEP {
+            // Any one goes; its client initializes again.
+            if let Some(k) = all.keys().next().cloned() {
+                all.remove(&k);
+            }
+        }
+        let made = make();
+        all.insert(key, made.clone());
+        made
+    }
+
+    /// Drops the services of `session` (it ended, or was paused).
+    pub fn end_session(&self, session: &SessionId) {
+        lock(&self.all).retain(|(s, _), _| s != session);
+    }
 }
 
 /// Trash expiry runs on the first reaper tick and every this many after (a minute at the
@@ -94,6 +136,7 @@ impl AppState {
             audit,
             last_checkpoint: Mutex::new(std::time::Instant::now()),
             watchers: Default::default(),
+            mcp: Default::default(),
         })
     }
 
@@ -161,6 +204,12 @@ impl AppState {
             pool.push(repo);
         }
         out
+    }
+
+    /// Stops what serves session `id` live (its watchers, its MCP services): it ended or paused.
+    pub fn session_ended(&self, id: &SessionId) {
+        self.watchers.end_session(id);
+        self.mcp.end_session(id);
     }
 
     pub fn touch(&self, id: &SessionId) {
@@ -268,7 +317,7 @@ impl AppState {
             if let Some(reason) = s.due(now, s.last_activity_ns, self.opts.idle_timeout) {
                 match repo.end_session(&s.id, reason, "trove-serve") {
                     Ok(_) => {
-                        self.watchers.end_session(&s.id);
+                        self.session_ended(&s.id);
                         tracing::info!(session = %s.id, reason = reason.as_str(), "session ended");
                         ended.push((s.id, reason));
                     }

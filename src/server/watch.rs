@@ -41,7 +41,7 @@ pub(super) struct WaitData {
     /// The event that ended the wait; `null` when the time ran out.
     event: Option<FileEvent>,
     /// Present and true when the time ran out.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     timed_out: bool,
 }
 
@@ -51,6 +51,7 @@ pub(super) struct WaitData {
 pub(super) struct EventsQuery {
     /// Start after this seq (default 0: every event still queued); a `Last-Event-ID` header
     /// (`{watcher_id}:{seq}`) takes precedence.
+    #[serde(default, deserialize_with = "crate::base::count::de_u64")]
     #[schemars(range(min = 0))]
     cursor: Option<u64>,
 }

@@ -58,9 +58,11 @@ pub enum FilesParams {
         /// The file: workspace-relative, or absolute under the sandbox root.
         file_path: String,
         /// The first line, 0-based.
+        #[serde(default, deserialize_with = "crate::base::count::de")]
         #[schemars(range(min = 0))]
         offset: Option<usize>,
         /// The most lines (default 2000).
+        #[serde(default, deserialize_with = "crate::base::count::de_positive")]
         #[schemars(range(min = 1))]
         limit: Option<usize>,
         /// Accepted for compatibility.
@@ -105,7 +107,7 @@ pub struct FileListResult {
     /// Every file's workspace-relative path, sorted.
     pub files: Vec<String>,
     /// Present and true when more than 10,000 files were there.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
 }
 

@@ -8,9 +8,11 @@
 
 mod apply_patch;
 pub(crate) mod caller;
+pub mod catalog;
 pub mod edit;
 pub mod fileapi;
 pub mod files;
+pub mod mcp;
 pub mod mutate;
 pub mod output;
 pub mod read;
@@ -40,11 +42,6 @@ pub const TOOLS: &[&str] = &[
     "move_file",
     "apply_patch",
 ];
-
-/// Every tool callable by name: the stale-file tools, then the unified `files` tool.
-pub fn names() -> impl Iterator<Item = &'static str> {
-    TOOLS.iter().copied().chain([files::NAME])
-}
 
 /// A parsed call.
 #[derive(Debug)]
@@ -107,10 +104,8 @@ impl ToolCall {
             "restore_file" => ToolCall::RestoreFile(params(name, v)?),
             "move_file" => ToolCall::MoveFile(params(name, v)?),
             "apply_patch" => ToolCall::ApplyPatch(params(name, v)?),
-            _ => {
-                let all: Vec<&str> = names().collect();
-                return Err(Error::not_found(format!("no tool '{name}': the tools are {}", all.join(", "))));
-            }
+            // `files` is the unified tool (`files.rs`), called through its own entry point.
+            _ => return Err(Error::not_found(format!("no tool '{name}': the tools are {}, files", TOOLS.join(", ")))),
         })
     }
 

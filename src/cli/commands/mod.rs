@@ -13,6 +13,7 @@ pub mod grep;
 pub mod init;
 pub mod log;
 pub mod ls;
+pub mod mcp;
 pub mod repair;
 pub mod restore;
 pub mod revert;

@@ -38,6 +38,10 @@ pub struct Args {
     /// The largest upload `/v1/file/upload` takes
     #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
     pub upload_limit: u64,
+    /// A browser origin allowed to call the API (`https://app.example.com`), answered with
+    /// CORS headers and preflights; repeat for more, `*` for any
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
     /// The grace period of the scheduled garbage collection
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub gc_grace: std::time::Duration,
@@ -73,7 +77,7 @@ pub struct Args {
 /// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
 /// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
 /// crash in a request shows in the same log as everything else, once.
-fn start_logging(level: Option<&str>, json: bool) -> Result<(), Failure> {
+pub(crate) fn start_logging(level: Option<&str>, json: bool) -> Result<(), Failure> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(l) => EnvFilter::try_new(l),
@@ -155,6 +159,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     trove::path::check_sandbox_root(&opts.sandbox_root)?;
     options.sandbox_root = opts.sandbox_root;
     options.upload_limit = opts.upload_limit;
+    options.cors_origins = opts.cors_origins;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -29,6 +29,13 @@ pub fn path_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "pattern": pattern})
 }
 
+/// As [`path_schema`], or empty for the workspace root.
+pub fn path_or_root_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let relative = path::pattern_nonempty();
+    let pattern = format!("^/?$|^/?{}", relative.trim_start_matches('^'));
+    schemars::json_schema!({"type": "string", "pattern": pattern})
+}
+
 /// Workspace path `rel` shown under sandbox root `root` (absolute) or as it is (relative).
 pub fn show_path(root: &str, rel: &[u8], style: Style) -> String {
     let shown = path::display(rel);

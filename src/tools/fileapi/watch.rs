@@ -75,8 +75,9 @@ fn yes() -> bool {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchRequest {
-    /// A directory (or one file): workspace-relative, or absolute under the sandbox root.
-    #[schemars(schema_with = "super::path_schema")]
+    /// A directory (or one file): workspace-relative (`""` is the workspace root), or absolute
+    /// under the sandbox root.
+    #[schemars(schema_with = "super::path_or_root_schema")]
     pub path: String,
     /// The exact workspace-relative path bytes in standard base64, for a name that is not
     /// UTF-8; given, it is the path, not `path`.
@@ -86,7 +87,8 @@ pub struct WatchRequest {
     pub recursive: bool,
     /// Milliseconds to gather changes of one path into one event (0, the default, reports each
     /// change; at most 10000).
-    #[schemars(range(max = 10000))]
+    #[serde(default, deserialize_with = "crate::base::count::de_u64")]
+    #[schemars(range(min = 0, max = 10000))]
     pub debounce: Option<u64>,
     /// Globs a file's name (or, with a `/`, its path below the watched directory) must match
     /// to be reported; none reports every file. Directories are always reported.
@@ -124,9 +126,11 @@ pub struct WaitRequest {
 #[serde(deny_unknown_fields)]
 pub struct PollRequest {
     /// The last seq consumed: the previous answer's `cursor` (default 0, from the start).
+    #[serde(default, deserialize_with = "crate::base::count::de_u64")]
     #[schemars(range(min = 0))]
     pub cursor: Option<u64>,
     /// The most events answered (default 100, at most 1000).
+    #[serde(default, deserialize_with = "crate::base::count::de")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<usize>,
     /// Seconds to wait for an event when none is queued (default 0, at most 60).
