@@ -128,6 +128,9 @@ pub struct GcReport {
     pub horizon: i64,
 }
 
+/// How long taking the collection lock waits for a holder to let go.
+const GC_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The exclusive right to collect in one repository: a `flock` on `gc.lock`, released by the
 /// kernel if the process dies.
 pub(crate) struct GcLock {
@@ -145,13 +148,24 @@ impl Repo {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(GcLock { _file: Some(file) }),
-            Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::new(
-                ErrorKind::Conflict,
-                "another garbage collection is running in this repository: wait for it to finish",
-            )),
-            Err(e) => Err(Error::io("lock", &path, e.into())),
+        // A lock held a moment longer than its collection: a process forked meanwhile (any
+        // child this process starts) shares the descriptor until it execs. A collection that
+        // really runs holds it far longer than this wait.
+        let until = std::time::Instant::now() + GC_LOCK_WAIT;
+        loop {
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(GcLock { _file: Some(file) }),
+                Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        "another garbage collection is running in this repository: wait for it to finish",
+                    ))
+                }
+                Err(e) => return Err(Error::io("lock", &path, e.into())),
+            }
         }
     }
 
