@@ -802,7 +802,7 @@ fn watchers_are_limited_per_session_and_stop_when_their_session_ends() {
     let r = s.call("POST", &format!("/v1/sessions/{id}/file/watch/{}/poll", ids[1]), "{}");
     assert_eq!(r.status, 404, "{}", r.text());
     let r = s.call("POST", &format!("/v1/sessions/{id}/file/watch"), &json!({"path": "src"}).to_string());
-    assert_eq!(r.status, 404, "an ended session has no live tree to watch: {}", r.text());
+    assert_eq!(r.status, 409, "an ended session has no live tree to watch: {}", r.text());
 }
 
 // ---- What trove adds: nothing lost, and whose request it is -----------------------------------

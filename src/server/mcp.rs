@@ -45,7 +45,8 @@ fn make(st: &Arc<AppState>, session: &SessionId, actor: &str) -> McpService {
 
 async fn serve(st: Arc<AppState>, session: SessionId, req: Request) -> Response {
     let check = session.clone();
-    let live = st.blocking(move |_, repo| repo.active_session(&check).map(|_| ())).await;
+    // Ended sessions too: their tools read from the latest snapshot and refuse writes.
+    let live = st.blocking(move |_, repo| repo.session(&check).map(|_| ())).await;
     if let Err(e) = live {
         return ApiError::from(e).into_response();
     }

@@ -75,7 +75,9 @@ async fn sandboxed<T: Send + 'static>(
     let actor = super::request::actor();
     let out: std::result::Result<T, ApiError> = st
         .blocking(move |st, repo| {
-            let s = repo.active_session(&sid)?;
+            // An ended session is known (its files stay readable): watching it is a conflict
+            // with its state, answered by the watchers (409), not a missing resource.
+            let s = repo.session(&sid)?;
             let sandbox = Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
             f(st, &sandbox).map_err(ApiError::from)
         })
