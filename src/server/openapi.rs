@@ -714,7 +714,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(schema_of::<watchops::WatchRequest>),
         reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
-        errors: &[400, 401, 404, 409, 413],
+        errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -764,7 +764,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(schema_of::<watchops::WatchRequest>),
         reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
-        errors: &[400, 401, 404, 409, 413],
+        errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
         method: "POST",
