@@ -305,11 +305,12 @@ impl AppState {
         repo.touch_sessions(&seen)?;
         let now = now_ns();
         let mut ended = Vec::new();
+        let listed = std::time::Instant::now();
         let sessions = repo.sessions(false)?;
         // Watchers of sessions no longer live (ended or paused by another process too) stop.
         let live: Vec<SessionId> =
             sessions.iter().filter(|s| s.serving_dir().is_some()).map(|s| s.id.clone()).collect();
-        self.watchers.keep_sessions(&live);
+        self.watchers.keep_sessions(&live, listed);
         for s in sessions {
             if self.is_busy(&s.id) {
                 continue;

@@ -31,8 +31,9 @@ use crate::ops::notices;
 pub const QUEUE: usize = 10_000;
 /// Watchers one session may have at once (waits included).
 pub const PER_SESSION: usize = 16;
-/// Watchers the whole server may have at once: each holds a thread and inotify watches.
-pub const TOTAL: usize = 1024;
+/// Watchers the whole server may have at once: each holds a thread, an inotify instance and
+/// up to [`QUEUE`] events (a few MB), so the bound is memory's as much as the kernel's.
+pub const TOTAL: usize = 256;
 /// A watcher nobody polled for this long stops by itself.
 pub const IDLE: Duration = Duration::from_secs(600);
 /// The longest debounce, in milliseconds.
@@ -251,6 +252,8 @@ pub struct Watcher {
     newest: tokio::sync::watch::Sender<u64>,
     stop: AtomicBool,
     used: Mutex<Instant>,
+    /// When it started: a sweep by sessions listed before then must not stop it.
+    started: Instant,
     /// A wait's watcher: not listed, removed when the wait ends.
     one_shot: bool,
 }
@@ -823,6 +826,7 @@ impl Watchers {
             newest,
             stop: AtomicBool::new(false),
             used: Mutex::new(Instant::now()),
+            started: Instant::now(),
             one_shot,
         });
         let mut runner = Runner { lens, watch, debounce, pending: Vec::new() };
@@ -878,11 +882,12 @@ impl Watchers {
         out
     }
 
-    /// Stops every watcher of sessions that are not `live` (they ended, or were paused).
-    pub fn keep_sessions(&self, live: &[SessionId]) {
+    /// Stops every watcher of sessions that are not `live` (they ended, or were paused), as
+    /// listed at `listed`: a watcher started since may belong to a session made since.
+    pub fn keep_sessions(&self, live: &[SessionId], listed: Instant) {
         let mut all = lock(&self.all);
         all.retain(|_, w| {
-            let keep = !w.stopped() && live.contains(w.session());
+            let keep = !w.stopped() && (w.started >= listed || live.contains(w.session()));
             if !keep {
                 w.halt();
             }
