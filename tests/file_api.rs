@@ -420,6 +420,51 @@ fn uploads_over_the_configured_limit_are_refused_and_change_nothing() {
     assert_eq!(r.status, 413, "{}", r.text());
     assert!(!s.workspace("small").join("big.bin").exists());
     ok(upload(&s, &token, "/v1/file/upload", &[("path", None, b"ok.bin"), ("file", Some("b"), &[1u8; 900])]));
+    assert_eq!(internal_names(&s.workspace("small")), Vec::<String>::new(), "no temporary left");
+}
+
+/// trove's own temporaries in a tree.
+fn internal_names(ws: &std::path::Path) -> Vec<String> {
+    walkdir::WalkDir::new(ws)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".trove-"))
+        .collect()
+}
+
+#[test]
+fn kill_9_at_each_step_of_an_upload_leaves_the_old_file_or_the_whole_new_one() {
+    let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    for (point, lands) in
+        [("upload:drafted", false), ("upload:journaled", true), ("upload:staged", true), ("upload:step:0", true)]
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        assert!(common::trove(&dir.path().join("repo"), &["init"]).status.success());
+        let s = http::start_env(dir, Some(TOKEN), &[], &[("TROVE_FAILPOINT", point)]);
+        let (_, token) = session(&s, "up", json!({"persistent": true}));
+        let ws = s.workspace("up");
+        write(&ws.join("data/f.bin"), b"old content");
+        let (ctype, body) = multipart(&[("file", Some("f"), &bytes), ("path", None, b"data/f.bin")]);
+        let auth = format!("Bearer {token}");
+        let mut c = std::net::TcpStream::connect(s.addr).expect("connect");
+        http::send(&mut c, "POST", "/v1/file/upload", &[("Authorization", &auth), ("Content-Type", &ctype)], &body);
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut answer);
+        assert!(answer.is_empty(), "{point}: the server was to die: {}", String::from_utf8_lossy(&answer));
+        // The next command to open the repository settles what the crash interrupted.
+        let out = common::trove(&s.repo, &["audit", "log", "--json"]);
+        assert!(out.status.success(), "{point}: {}", common::stderr(&out));
+        let now = std::fs::read(ws.join("data/f.bin")).expect("the file is there");
+        if lands {
+            assert!(now == bytes, "{point}: the whole upload, rolled forward");
+            assert!(common::stdout(&out).contains("upload"), "{point}: audited");
+        } else {
+            assert_eq!(now, b"old content", "{point}: untouched");
+        }
+        let left: Vec<String> = internal_names(&ws).into_iter().filter(|n| !n.starts_with(".trove-up-")).collect();
+        assert_eq!(left, Vec::<String>::new(), "{point}: no journal temporary left");
+    }
 }
 
 #[test]

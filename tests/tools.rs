@@ -658,6 +658,7 @@ fn write_step(w: &Ws, path: &str, before: &[u8], after: &[u8]) -> trove::testing
         before_object: Some(b.to_hex()),
         after_object: Some(a.to_hex()),
         mode: 0o644,
+        staged: None,
     }
 }
 

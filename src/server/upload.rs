@@ -1,9 +1,12 @@
 //! Uploads of the sandbox file API (`multipart/form-data`: a `file` part and a `path` part, in
-//! either order). The file's bytes are stored in the repository as they arrive, a bounded
-//! channel of chunks feeding the blocking thread that stores them, so memory stays flat
-//! whatever the size; once the parts end and the destination is known, the stored content is
-//! written there through the journal, as a tool write is.
+//! either order). The file's bytes go to a temporary in the session's live tree as they
+//! arrive (hashed on the way), a bounded channel of chunks feeding the blocking thread that
+//! writes them, so memory stays flat whatever the size; once the parts end and the destination
+//! is known, the journal renames the temporary into place, keeping and auditing what it
+//! replaces as a tool write does. The new content is not copied into the store: the pre-image
+//! is what must be kept, and the file itself is the content.
 
+use std::io::Read;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -16,6 +19,8 @@ use axum::Json;
 use super::state::AppState;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::id::SessionId;
+use crate::fs::workdir::WorkDir;
+use crate::ops::journal::{NewContent, UPLOAD_PREFIX};
 use crate::tools::fileapi::ops::WriteData;
 use crate::tools::fileapi::{FileReply, Sandbox};
 
@@ -41,6 +46,50 @@ impl std::io::Read for Chunks {
         self.current = self.current.slice(n..);
         Ok(n)
     }
+}
+
+/// An upload's temporary left by a crash is removed by a later upload once it is this old.
+const ORPHAN_AGE_NS: i64 = 3600 * 1_000_000_000;
+
+/// A `Read` that hashes (SHA-256) and counts what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn Read,
+    sha: sha2::Sha256,
+    size: u64,
+}
+
+impl Read for Hashing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        sha2::Digest::update(&mut self.sha, &buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+}
+
+/// Streams the upload into a fresh temporary at the workspace root (`.trove-up-<hex>.tmp`,
+/// synced), hashing it on the way; first removes temporaries a crash left over an hour ago.
+fn stage_in_tree(wd: &WorkDir, chunks: &mut Chunks) -> crate::base::error::Result<(NewContent, u64)> {
+    let now = crate::base::time::now_ns();
+    for (name, meta) in wd.list(b"")? {
+        if name.starts_with(UPLOAD_PREFIX.as_bytes()) && now.saturating_sub(meta.mtime_ns) > ORPHAN_AGE_NS {
+            if let Err(e) = wd.remove(&name) {
+                tracing::warn!(error = %e, "an old upload temporary could not be removed");
+            }
+        }
+    }
+    let mut random = [0u8; 8];
+    crate::base::random::fill_random(&mut random)?;
+    let from = format!("{UPLOAD_PREFIX}{}.tmp", hex::encode(random)).into_bytes();
+    let mut hashing = Hashing { inner: chunks, sha: sha2::Digest::new(), size: 0 };
+    if let Err(e) = wd.write_temp(&from, &from, &mut hashing, 0o644, &mut Vec::new()) {
+        let _ = wd.remove(&from);
+        return Err(e);
+    }
+    let sha256 = sha2::Digest::finalize(hashing.sha).into();
+    let meta = wd.stat(&from)?.ok_or_else(|| Error::not_found("an upload's temporary vanished as it was written"))?;
+    let seen = (meta.inode, meta.size, meta.mtime_ns);
+    Ok((NewContent::Staged { from, sha256, seen }, hashing.size))
 }
 
 fn fail(status: StatusCode, path: &str, e: &Error) -> Response {
@@ -71,10 +120,30 @@ pub(super) async fn receive(
         let s = repo.session(&sid)?;
         // Held from before the first object is stored until the write that refers to them.
         let _lease = repo.lease("upload")?;
-        let stored =
-            repo.store_stream(&mut Chunks { rx, current: Bytes::new() }).map(|(sha, id, size)| (id, sha, size));
+        let mut chunks = Chunks { rx, current: Bytes::new() };
+        let live = s.serving_dir().map(WorkDir::open).transpose()?;
+        let stored = match &live {
+            // A live tree: the bytes go straight to a temporary in it, the way to disk they
+            // would take anyway, and the journal renames it into place.
+            Some(wd) => stage_in_tree(wd, &mut chunks),
+            // Not live (the write will be refused as read-only): stored, as any content.
+            None => repo.store_stream(&mut chunks).map(|(sha256, id, size)| (NewContent::Stored { id, sha256 }, size)),
+        };
+        let staged = match &stored {
+            Ok((NewContent::Staged { from, .. }, _)) => Some(from.clone()),
+            _ => None,
+        };
+        // Whatever did not become the file is removed: nothing of a refused upload stays.
+        let discard = || {
+            if let (Some(wd), Some(from)) = (&live, &staged) {
+                if let Err(e) = wd.remove(from) {
+                    tracing::warn!(error = %e, "an upload's temporary could not be removed");
+                }
+            }
+        };
         let path = path_rx.blocking_recv().ok().flatten();
         let Some(path) = path else {
+            discard();
             let e = Error::invalid_argument("the upload has no `path` part: say where the file goes");
             return Ok((StatusCode::BAD_REQUEST, FileReply::err("upload", "", &e)));
         };
@@ -84,6 +153,9 @@ pub(super) async fn receive(
         };
         let sandbox = Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
         let r = sandbox.write_stored(&path, stored, None);
+        if r.is_err() {
+            discard();
+        }
         Ok((StatusCode::OK, FileReply::of("upload", &path, "File uploaded successfully", r)))
     });
     let reading = async move {

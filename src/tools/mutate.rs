@@ -235,21 +235,20 @@ pub(super) fn write_file(c: &Caller<'_>, l: &Locked, p: &WriteFile) -> Result<Wr
     Ok(write_result(&done, &rel, size))
 }
 
-/// Writes a content already in the store (an upload, stored as it arrived) at `rel`: over
-/// whatever is there when `blind`, else only over `expected` (`""`: nothing may be there).
+/// Writes an upload's content (in the store, or streamed to a temporary in the tree) at
+/// `rel`: over whatever is there when `blind`, else only over `expected` (`""`: nothing may be
+/// there).
 pub(crate) fn write_stored(
     c: &Caller<'_>,
     l: &Locked,
     rel: &[u8],
-    stored: (ObjectIdOf, crate::object::Sha256, u64),
+    (content, size): (NewContent, u64),
     expected: Option<&str>,
     blind: bool,
 ) -> Result<WriteResult> {
-    let (id, sha256, size) = stored;
     let cur = l.wd.current(rel)?;
     let now = cur.as_ref().map(|c| hex_sha(&c.sha256));
     let expected = if blind && expected.is_none() { now.as_deref() } else { expected };
-    let content = NewContent::Stored { id, sha256 };
     let draft = match (cur, expected) {
         (None, None | Some("")) => Draft::Write { path: rel.to_vec(), content, mode: 0o644, before: None },
         (Some(c), Some("")) => return Err(stale(rel, Some(&c), Some(""))),
@@ -261,9 +260,6 @@ pub(crate) fn write_stored(
     let done = execute(c, l, "upload", vec![draft])?;
     Ok(write_result(&done, rel, size as usize))
 }
-
-/// The object id type, named for `write_stored`'s signature.
-type ObjectIdOf = crate::object::ObjectId;
 
 /// `edit_file`.
 pub(super) fn edit_file(c: &Caller<'_>, l: &Locked, p: &EditFile) -> Result<EditResult> {

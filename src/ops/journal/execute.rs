@@ -110,6 +110,29 @@ impl Repo {
                             let mut reader = self.open_object(*id, None)?;
                             wd.write_temp(path, name, &mut reader, *mode, &mut made)?
                         }
+                        // Written and synced by the caller: given the file's mode through
+                        // its descriptor (never a path a swap could redirect), and moved
+                        // beside its target.
+                        NewContent::Staged { from, seen, .. } => {
+                            let (file, meta) = wd
+                                .open_file(from)?
+                                .ok_or_else(|| Error::not_found("an upload's staged content is gone"))?;
+                            let now = {
+                                use std::os::unix::fs::MetadataExt;
+                                (meta.ino(), meta.size(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec())
+                            };
+                            if now != *seen {
+                                return Err(Error::new(
+                                    ErrorKind::Conflict,
+                                    "an upload's staged content was changed by someone else before it was put in place: upload it again",
+                                ));
+                            }
+                            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(*mode & 0o777)).map_err(
+                                |e| Error::with_source(ErrorKind::Io, "cannot set an upload's mode", std::io::Error::from(e)),
+                            )?;
+                            drop(file);
+                            wd.rename(from, tmp, true, &mut made)?
+                        }
                     }
                     failpoint(&format!("{}:temp-written", plan.tool));
                     Ok(())
@@ -194,10 +217,12 @@ impl Repo {
     fn discard_staged(&self, wd: &WorkDir, plan: &Plan, made: &[Vec<u8>]) {
         // A temporary that was never written is not there; anything else left is reported.
         for s in &plan.steps {
-            if let Step::Write { tmp, .. } = s {
-                if let Err(e) = wd.remove(tmp) {
-                    if e.kind() != ErrorKind::NotFound {
-                        tracing::warn!(plan = %plan.id, path = %path::display(tmp), error = %e, "a staged temporary could not be removed");
+            if let Step::Write { tmp, staged, .. } = s {
+                for t in std::iter::once(tmp).chain(staged) {
+                    if let Err(e) = wd.remove(t) {
+                        if e.kind() != ErrorKind::NotFound {
+                            tracing::warn!(plan = %plan.id, path = %path::display(t), error = %e, "a staged temporary could not be removed");
+                        }
                     }
                 }
             }
@@ -328,14 +353,19 @@ fn draft_step(id: &PlanId, i: usize, d: Draft, store: &mut Vec<ToStore>) -> (Ste
             if let NewContent::Bytes(_) = content {
                 store.push(ToStore::Bytes(i));
             }
+            let staged = match &content {
+                NewContent::Staged { from, .. } => Some(from.clone()),
+                _ => None,
+            };
             let step = Step::Write {
                 tmp: beside(&path, &tmp_name(id, i)),
                 before: before.as_ref().map(|c| hex_sha(&c.sha256)),
                 after: hex_sha(&after_sha),
                 before_object: before.as_ref().map(|c| c.content.to_hex()),
-                after_object: Some(after_id.to_hex()),
+                after_object: after_id.map(|id| id.to_hex()),
                 mode,
                 path: path.clone(),
+                staged,
             };
             (step, Some((content, mode)), before.map(|c| (path, c.sha256)))
         }

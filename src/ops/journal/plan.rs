@@ -35,6 +35,11 @@ pub enum Step {
         after_object: Option<String>,
         /// Permission bits of the new file.
         mode: u32,
+        /// Where the new content waits when it is not in the store: a temporary the caller
+        /// wrote and synced (an upload), renamed to `tmp` when staging; recovery goes on from
+        /// whichever of the two holds `after`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        staged: Option<Vec<u8>>,
     },
     /// Moves the file (with sha256 `before`) or directory at `path` into the trash.
     Remove {
@@ -139,16 +144,25 @@ pub enum NewContent {
     Bytes(Vec<u8>),
     /// A content already in the store (a trash item, a pre-image), staged by streaming it.
     Stored { id: ObjectId, sha256: Sha256 },
+    /// A content the caller wrote and synced to the temporary `from` in the tree (an upload,
+    /// streamed there as it arrived): staged by a rename, never copied, and not stored.
+    /// `seen` is (inode, size, mtime) as the caller left it: anything else there is not it.
+    Staged { from: Vec<u8>, sha256: Sha256, seen: (u64, u64, i64) },
 }
 
 impl NewContent {
-    pub(super) fn hashes(&self) -> (Sha256, ObjectId) {
+    /// The content's sha256, and its object id when it is (or will be) in the store.
+    pub(super) fn hashes(&self) -> (Sha256, Option<ObjectId>) {
         match self {
-            NewContent::Bytes(b) => (<sha2::Sha256 as sha2::Digest>::digest(b).into(), ObjectId::of(b)),
-            NewContent::Stored { id, sha256 } => (*sha256, *id),
+            NewContent::Bytes(b) => (<sha2::Sha256 as sha2::Digest>::digest(b).into(), Some(ObjectId::of(b))),
+            NewContent::Stored { id, sha256 } => (*sha256, Some(*id)),
+            NewContent::Staged { sha256, .. } => (*sha256, None),
         }
     }
 }
+
+/// The prefix of an upload's temporary at the workspace root (`.trove-up-<hex>.tmp`).
+pub const UPLOAD_PREFIX: &str = ".trove-up-";
 
 /// Something the journal must store before the plan commits.
 pub(super) enum ToStore {

@@ -77,7 +77,13 @@ impl Repo {
         let mut predicted: HashMap<Vec<u8>, Option<String>> = HashMap::new();
         let mut states = Vec::with_capacity(plan.steps.len());
         for s in &plan.steps {
-            let st = state(wd, s, &predicted)?;
+            let mut st = state(wd, s, &predicted)?;
+            // A write whose content was never in the store can only go on from its temporary:
+            // gone or torn (it never is once journaled, unless someone removed it), the plan
+            // rolls back like one meeting someone else's change.
+            if st == State::Pending && staged_content(wd, s)?.is_none() {
+                st = State::Conflict;
+            }
             if st == State::Pending {
                 match s {
                     Step::Write { path, after, .. } => {
@@ -119,8 +125,11 @@ impl Repo {
                 }
             }
             for s in &plan.steps {
-                if let Step::Write { tmp, .. } = s {
+                if let Step::Write { tmp, staged, .. } = s {
                     wd.remove(tmp)?;
+                    if let Some(from) = staged {
+                        wd.remove(from)?;
+                    }
                 }
             }
             self.abandon(plan, "conflict", "changed by someone else before the interrupted change finished", &conflicts)
@@ -141,14 +150,43 @@ impl Repo {
     /// Does one pending step during recovery; a write is staged again from its stored content,
     /// since a temporary the crash left may be torn.
     fn redo(&self, wd: &WorkDir, s: &Step) -> Result<()> {
-        if let Step::Write { path, tmp, after_object, mode, .. } = s {
-            wd.remove(tmp)?;
-            let obj = after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
-            let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
-            wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
+        match s {
+            Step::Write { tmp, staged: Some(_), .. } => match staged_content(wd, s)? {
+                Some(Staging::Placed) => {}
+                Some(Staging::Waiting(from)) => wd.rename(&from, tmp, false, &mut Vec::new())?,
+                None => return Err(Error::corrupt("a journaled upload lost its staged content")),
+            },
+            Step::Write { path, tmp, after_object, mode, .. } => {
+                wd.remove(tmp)?;
+                let obj =
+                    after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
+                let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
+                wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
+            }
+            _ => {}
         }
         apply(wd, s)
     }
+}
+
+/// Where a pending write's content not in the store is: already renamed beside its target, or
+/// still waiting where the caller wrote it.
+enum Staging {
+    Placed,
+    Waiting(Vec<u8>),
+}
+
+/// For a write staged by its caller, where its content is whole (holding `after`); `None` if
+/// nowhere. A write whose content is in the store can always be staged again: `Placed`.
+fn staged_content(wd: &WorkDir, s: &Step) -> Result<Option<Staging>> {
+    let Step::Write { tmp, after, staged: Some(from), .. } = s else { return Ok(Some(Staging::Placed)) };
+    if sha_of(wd, tmp)?.as_deref() == Some(after.as_str()) {
+        return Ok(Some(Staging::Placed));
+    }
+    if sha_of(wd, from)?.as_deref() == Some(after.as_str()) {
+        return Ok(Some(Staging::Waiting(from.clone())));
+    }
+    Ok(None)
 }
 
 /// Where a journaled step stands after a crash.

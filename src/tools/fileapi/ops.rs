@@ -785,9 +785,10 @@ impl Sandbox<'_> {
     pub fn write_stored(
         &self,
         given: &str,
-        stored: (crate::object::ObjectId, crate::object::Sha256, u64),
+        stored: (crate::ops::journal::NewContent, u64),
         expected_sha256: Option<&str>,
     ) -> Result<WriteData> {
+        let size = stored.1;
         let (rel, style) = self.rel(given)?;
         let caller = crate::tools::caller::Caller {
             repo: self.repo,
@@ -806,8 +807,8 @@ impl Sandbox<'_> {
         match result {
             Ok(w) => Ok(WriteData {
                 file: self.show(&rel, style),
-                bytes_written: stored.2,
-                size: stored.2,
+                bytes_written: size,
+                size,
                 sha256: w.sha256,
                 audit_seq: w.audit_seq,
             }),
