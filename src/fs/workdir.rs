@@ -326,6 +326,20 @@ impl WorkDir {
         mode: u32,
         made: &mut Vec<Vec<u8>>,
     ) -> Result<()> {
+        let mut file = self.create_temp(rel, tmp, mode, made)?;
+        copy(bytes, &mut file).map_err(|e| match e {
+            Copy::Read(e) => e,
+            Copy::Write(e) => self.io("write", rel, e),
+        })?;
+        if self.sync_each.get() {
+            file.sync_all().map_err(|e| self.io("sync", rel, e))?;
+        }
+        Ok(())
+    }
+
+    /// Creates the temporary `tmp` beside `rel` (its parent made if missing), new, with
+    /// permission bits `mode`, open for writing; the caller writes and syncs it.
+    pub fn create_temp(&self, rel: &[u8], tmp: &[u8], mode: u32, made: &mut Vec<Vec<u8>>) -> Result<std::fs::File> {
         let (parent, _) = split(rel);
         let dir = self.dir(parent, true, made)?.ok_or_else(|| self.vanished(parent))?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -336,15 +350,7 @@ impl WorkDir {
             .map_err(|e| self.io("create", &walk::join_rel(parent, tmp), e))?;
         // The umask narrowed the mode given to openat; the file keeps the mode it had.
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| self.io("chmod", rel, e))?;
-        let mut file = std::fs::File::from(fd);
-        copy(bytes, &mut file).map_err(|e| match e {
-            Copy::Read(e) => e,
-            Copy::Write(e) => self.io("write", rel, e),
-        })?;
-        if self.sync_each.get() {
-            file.sync_all().map_err(|e| self.io("sync", rel, e))?;
-        }
-        Ok(())
+        Ok(std::fs::File::from(fd))
     }
 
     /// Renames `from` to `to`, both workspace-relative; with `noreplace` the kernel refuses an

@@ -51,24 +51,13 @@ impl std::io::Read for Chunks {
 /// An upload's temporary left by a crash is removed by a later upload once it is this old.
 const ORPHAN_AGE_NS: i64 = 3600 * 1_000_000_000;
 
-/// A `Read` that hashes (SHA-256) and counts what passes through it.
-struct Hashing<'a> {
-    inner: &'a mut dyn Read,
-    sha: sha2::Sha256,
-    size: u64,
-}
+/// How much of an upload is written between two flushes started behind it.
+const FLUSH_EVERY: u64 = 64 << 20;
 
-impl Read for Hashing<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        sha2::Digest::update(&mut self.sha, &buf[..n]);
-        self.size += n as u64;
-        Ok(n)
-    }
-}
-
-/// Streams the upload into a fresh temporary at the workspace root (`.trove-up-<hex>.tmp`,
-/// synced), hashing it on the way; first removes temporaries a crash left over an hour ago.
+/// Streams the upload into a fresh temporary at the workspace root (`.trove-up-<hex>.tmp`),
+/// hashing it on the way, and syncs it; first removes temporaries a crash left over an hour
+/// ago. A helper thread flushes what was written every 64 MiB while the rest arrives, so the
+/// disk works alongside the network and the final sync has only the tail left.
 fn stage_in_tree(wd: &WorkDir, chunks: &mut Chunks) -> crate::base::error::Result<(NewContent, u64)> {
     let now = crate::base::time::now_ns();
     for (name, meta) in wd.list(b"")? {
@@ -81,15 +70,67 @@ fn stage_in_tree(wd: &WorkDir, chunks: &mut Chunks) -> crate::base::error::Resul
     let mut random = [0u8; 8];
     crate::base::random::fill_random(&mut random)?;
     let from = format!("{UPLOAD_PREFIX}{}.tmp", hex::encode(random)).into_bytes();
-    let mut hashing = Hashing { inner: chunks, sha: sha2::Digest::new(), size: 0 };
-    if let Err(e) = wd.write_temp(&from, &from, &mut hashing, 0o644, &mut Vec::new()) {
-        let _ = wd.remove(&from);
-        return Err(e);
-    }
-    let sha256 = sha2::Digest::finalize(hashing.sha).into();
+    let written = write_flushing(wd, &from, chunks);
+    let (sha256, size) = match written {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = wd.remove(&from);
+            return Err(e);
+        }
+    };
     let meta = wd.stat(&from)?.ok_or_else(|| Error::not_found("an upload's temporary vanished as it was written"))?;
     let seen = (meta.inode, meta.size, meta.mtime_ns);
-    Ok((NewContent::Staged { from, sha256, seen }, hashing.size))
+    Ok((NewContent::Staged { from, sha256, seen }, size))
+}
+
+/// Writes `chunks` to the new temporary `from`, synced; its (sha256, size).
+fn write_flushing(
+    wd: &WorkDir,
+    from: &[u8],
+    chunks: &mut Chunks,
+) -> crate::base::error::Result<(crate::object::Sha256, u64)> {
+    use std::io::Write;
+    let io =
+        |what: &str, e: std::io::Error| Error::with_source(ErrorKind::Io, format!("cannot {what} an upload: {e}"), e);
+    let mut file = wd.create_temp(from, from, 0o644, &mut Vec::new())?;
+    let flusher_file = file.try_clone().map_err(|e| io("flush", e))?;
+    let (sha, size) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let flusher = scope.spawn(move || -> std::io::Result<()> {
+            while rx.recv().is_ok() {
+                flusher_file.sync_data()?;
+            }
+            Ok(())
+        });
+        let mut sha = <sha2::Sha256 as sha2::Digest>::new();
+        let (mut size, mut since) = (0u64, 0u64);
+        let mut buf = vec![0u8; 1 << 20];
+        let done = loop {
+            let n = match chunks.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(io("read", e)),
+            };
+            sha2::Digest::update(&mut sha, &buf[..n]);
+            if let Err(e) = file.write_all(&buf[..n]) {
+                break Err(io("write", e));
+            }
+            size += n as u64;
+            since += n as u64;
+            if since >= FLUSH_EVERY {
+                // A flush already running is enough: this one is skipped, not queued.
+                let _ = tx.try_send(());
+                since = 0;
+            }
+        };
+        drop(tx);
+        let flushed = flusher.join().unwrap_or_else(|_| Err(std::io::Error::other("the flushing thread failed")));
+        done?;
+        flushed.map_err(|e| io("flush", e))?;
+        Ok::<_, Error>((sha, size))
+    })?;
+    file.sync_all().map_err(|e| io("sync", e))?;
+    Ok((sha2::Digest::finalize(sha).into(), size))
 }
 
 fn fail(status: StatusCode, path: &str, e: &Error) -> Response {
