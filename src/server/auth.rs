@@ -23,14 +23,18 @@ use crate::model::audit::AuditRecord;
 
 /// Middleware: refuses a request without a live bearer token (401, audited), and makes the
 /// token's id the actor of what the request does.
-pub(super) async fn require_token(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
+/// The bearer token a request presents (`Authorization: Bearer <token>`), if any.
+pub(super) fn bearer(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
-        .map(str::to_string);
+        .map(str::to_string)
+}
+
+pub(super) async fn require_token(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let presented = bearer(req.headers());
     let (method, route) = (req.method().to_string(), req.uri().path().to_string());
     let Some(token) = presented else {
         let message = "missing bearer token: send 'Authorization: Bearer <token>' (see `trove serve --help`)";

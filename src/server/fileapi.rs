@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -36,13 +36,7 @@ pub(super) struct TokenSession(pub SessionId);
 /// Middleware of the bare `/v1/file/*` routes: the bearer must be a live session token; its
 /// session is what the request reaches, and `session:<id>` is its actor.
 pub(super) async fn require_session_token(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-        .map(str::to_string);
+    let presented = super::auth::bearer(req.headers());
     // The wrapped operations answer in their wrapper; download and watch, as the seed says, in
     // plain HTTP errors.
     let p = req.uri().path();

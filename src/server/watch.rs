@@ -121,7 +121,7 @@ async fn poll(
         let r: PollRequest = parse(body, "poll")?;
         let (cursor, limit, timeout) = poll_params(&r)?;
         let w = st.watchers.get(&id, &wid)?;
-        w.poll(cursor, limit)?;
+        w.valid_cursor(cursor)?;
         settle(&w, cursor, timeout).await;
         st.touch(&id);
         Ok::<_, ApiError>(Json(w.poll(cursor, limit)?).into_response())
@@ -176,7 +176,7 @@ async fn events(st: Arc<AppState>, id: SessionId, wid: String, q: EventsQuery, h
         Ok(r) => r.or(q.cursor).unwrap_or(0),
         Err(e) => return ApiError::from(e).into_response(),
     };
-    if let Err(e) = w.poll(cursor, 1) {
+    if let Err(e) = w.valid_cursor(cursor) {
         return ApiError::from(e).into_response();
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);

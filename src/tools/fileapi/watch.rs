@@ -288,12 +288,7 @@ impl Watcher {
     pub fn poll(&self, cursor: u64, limit: usize) -> Result<PollData> {
         *lock(&self.used) = Instant::now();
         let q = lock(&self.queue);
-        if cursor > q.last {
-            return Err(Error::invalid_argument(format!(
-                "cursor {cursor} is past the newest seq {} of watcher {}: pass the cursor a poll answered",
-                q.last, self.info.watcher_id
-            )));
-        }
+        self.check_cursor(cursor, q.last)?;
         let mut overflow = cursor < q.dropped_through;
         let mut last = cursor.max(q.dropped_through);
         let mut events = Vec::new();
@@ -311,6 +306,22 @@ impl Watcher {
             last = entry.seq();
         }
         Ok(PollData { watcher_id: self.info.watcher_id.clone(), events, cursor: last, overflow })
+    }
+
+    /// Refuses a cursor past `last`, the newest seq: no poll answered it.
+    fn check_cursor(&self, cursor: u64, last: u64) -> Result<()> {
+        if cursor > last {
+            return Err(Error::invalid_argument(format!(
+                "cursor {cursor} is past the newest seq {last} of watcher {}: pass the cursor a poll answered",
+                self.info.watcher_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks `cursor` as a poll would, before waiting on it.
+    pub fn valid_cursor(&self, cursor: u64) -> Result<()> {
+        self.check_cursor(cursor, lock(&self.queue).last)
     }
 
     fn push(&self, make: impl FnOnce(u64) -> Entry) {
@@ -532,13 +543,14 @@ impl Runner {
     fn take(&mut self, c: crate::fs::watch::Change) {
         let Some(rel) = self.lens.rel_of(&c.path) else { return };
         let old = c.old_path.as_deref().and_then(|p| self.lens.rel_of(p));
-        let (mut kind, mut audit_seq) = match c.kind {
-            ChangeKind::Create => (EventType::Create, None),
-            ChangeKind::Write => (EventType::Write, None),
-            ChangeKind::Remove => (EventType::Remove, None),
-            ChangeKind::Chmod => (EventType::Chmod, None),
-            ChangeKind::Rename => (EventType::Rename, None),
+        let mut kind = match c.kind {
+            ChangeKind::Create => EventType::Create,
+            ChangeKind::Write => EventType::Write,
+            ChangeKind::Remove => EventType::Remove,
+            ChangeKind::Chmod => EventType::Chmod,
+            ChangeKind::Rename => EventType::Rename,
         };
+        let mut audit_seq = None;
         let (mut rel, mut old) = (rel, old);
         if kind == EventType::Rename {
             let from = old.clone().unwrap_or_default();
@@ -710,7 +722,7 @@ impl Watchers {
                     created_at: now_ns() as f64 / 1e9,
                     cursor: 0,
                 };
-                self.start(lens, &dir, recursive, Duration::from_millis(debounce), info, false)
+                self.start_with(lens, &dir, recursive, Duration::from_millis(debounce), info, false, None)
             }
         }
     }
@@ -774,18 +786,6 @@ impl Watchers {
         });
         let w = self.start_with(lens, &dir, recursive, Duration::ZERO, info, true, first)?;
         Ok((w, timeout))
-    }
-
-    fn start(
-        &self,
-        lens: Lens,
-        dir: &[u8],
-        recursive: bool,
-        debounce: Duration,
-        info: WatchInfo,
-        one_shot: bool,
-    ) -> Result<Arc<Watcher>> {
-        self.start_with(lens, dir, recursive, debounce, info, one_shot, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -871,17 +871,6 @@ impl Watchers {
         lock(&self.all).remove(&w.info.watcher_id);
     }
 
-    /// The session's watchers, oldest first.
-    pub fn list(&self, session: &SessionId) -> Vec<WatchInfo> {
-        let mut out: Vec<WatchInfo> = lock(&self.all)
-            .values()
-            .filter(|w| w.session() == session && !w.stopped() && !w.one_shot)
-            .map(|w| w.info())
-            .collect();
-        out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at));
-        out
-    }
-
     /// Stops every watcher of sessions that are not `live` (they ended, or were paused), as
     /// listed at `listed`: a watcher started since may belong to a session made since.
     pub fn keep_sessions(&self, live: &[SessionId], listed: Instant) {
@@ -905,16 +894,6 @@ impl Watchers {
             }
             keep
         });
-    }
-
-    /// Watchers running now.
-    pub fn len(&self) -> usize {
-        lock(&self.all).values().filter(|w| !w.stopped()).count()
-    }
-
-    /// Whether none runs.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
