@@ -88,6 +88,29 @@ fn bench(c: &mut Criterion) {
     g.bench_function("session_changes_100k_files_active_live", |bn| {
         bn.iter(|| repo.session_changes(&active, &lines).expect("changes"))
     });
+    // As a server answers it: a change feed keeps the live tree's trees, so each call reads
+    // again only what changed since the last (here one file rewritten before every call).
+    let mut served = Repo::open(&scratch.path().join("repo")).expect("open");
+    served.set_live_feeds(std::sync::Arc::new(trove::LiveFeeds::new()));
+    let first = served.session_changes(&active, &lines).expect("changes");
+    assert_eq!(first.stats.changed, 10, "{:?}", first.stats);
+    let mut round = 0u64;
+    g.bench_function("session_changes_100k_files_active_feed_one_write", |bn| {
+        bn.iter(|| {
+            round += 1;
+            fs::write(ws.join(file(FILES / 2)), format!("// feed round {round}\n")).expect("write");
+            served.session_changes(&active, &lines).expect("changes")
+        })
+    });
+    let r = served.session_changes(&active, &lines).expect("changes");
+    assert_eq!(r.stats.changed, 11, "{:?}", r.stats);
+    // A feed's first read: the whole walk, every directory watched as it is listed.
+    g.bench_function("session_changes_100k_files_feed_start", |bn| {
+        bn.iter(|| {
+            served.set_live_feeds(std::sync::Arc::new(trove::LiveFeeds::new()));
+            served.session_changes(&active, &lines).expect("changes")
+        })
+    });
     repo.end_session(&active.id, EndReason::Deleted, "bench").expect("end");
 
     // 100 snapshots, each a file changed from the one before.

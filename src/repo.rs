@@ -96,6 +96,9 @@ pub struct Repo {
     pub(crate) budget: std::sync::Arc<crate::base::budget::Budget>,
     /// The checkpoint signing key, read once (an in-memory repository's lives only here).
     pub(crate) audit_key: std::cell::OnceCell<crate::tlog::note::SignerKey>,
+    /// Change feeds of live trees a server keeps, shared by its handles (none in a one-shot
+    /// command: starting one costs a whole read).
+    pub(crate) live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
 }
 
 /// The memory budget of a handle nobody shares one with.
@@ -152,6 +155,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            live_feeds: None,
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
@@ -217,6 +221,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            live_feeds: None,
         };
         // The Merkle tree of audit records appended before it was kept (schema 6).
         let conn = repo.manifest.conn();
@@ -246,6 +251,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            live_feeds: None,
         })
     }
 
@@ -285,6 +291,12 @@ impl Repo {
     /// Makes this handle draw on `budget` (the server gives all its handles one).
     pub fn set_budget(&mut self, budget: std::sync::Arc<crate::base::budget::Budget>) {
         self.budget = budget;
+    }
+
+    /// Makes this handle read live trees through `feeds` (a server gives all its handles one):
+    /// a live diff then reads again only what changed since the last one.
+    pub fn set_live_feeds(&mut self, feeds: std::sync::Arc<crate::ops::live_read::LiveFeeds>) {
+        self.live_feeds = Some(feeds);
     }
 
     /// A share of the memory budget for holding `bytes` whole, waiting (until the deadline)

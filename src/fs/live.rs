@@ -45,7 +45,7 @@ pub fn list_files(
     deadline: Option<std::time::Instant>,
 ) -> Result<Vec<LiveFile>> {
     let fd = walk::open_root(root)?;
-    let walked = walk::walk(&fd, root, &walk::WalkOptions { excludes, deadline })?;
+    let walked = walk::walk(&fd, root, &walk::WalkOptions::new(excludes, deadline))?;
     let mut out = Vec::new();
     // A directory that leads nowhere in scope has no descendant in scope either, so judging
     // each directory on its own path hides whole invisible subtrees.

@@ -2,6 +2,7 @@
 //! work directory the tools change, watching a tree for changes, the workspace lock, sample
 //! workspaces, and the audit log's key file. It imports `base`, `tlog` and `model`, never the repository.
 
+pub mod inotify;
 pub mod keyfile;
 pub mod live;
 pub mod lock;

@@ -11,7 +11,7 @@
 
 use std::ffi::{CStr, CString};
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -275,6 +275,18 @@ pub struct WalkOptions<'a> {
     pub excludes: &'a Excludes,
     /// The walk stops with `timeout` once this passes (checked per directory).
     pub deadline: Option<std::time::Instant>,
+    /// Called with each directory open, before its names are read: a change watch added here
+    /// sees every change the listing could miss.
+    pub on_dir: Option<&'a OnDir<'a>>,
+}
+
+/// What [`WalkOptions::on_dir`] is given: the directory open, and its workspace-relative path.
+pub type OnDir<'a> = dyn Fn(BorrowedFd<'_>, &[u8]) + Sync + 'a;
+
+impl<'a> WalkOptions<'a> {
+    pub fn new(excludes: &'a Excludes, deadline: Option<std::time::Instant>) -> WalkOptions<'a> {
+        WalkOptions { excludes, deadline, on_dir: None }
+    }
 }
 
 /// Walks the directory open as `fd` (from [`open_root`]; `root` names it in errors). Each
@@ -284,17 +296,32 @@ pub struct WalkOptions<'a> {
 /// followed. Directories deeper than [`path::MAX_DEPTH`] are left out with a `too_deep`
 /// warning, so a tree made deep on purpose cannot stop a snapshot of the rest.
 pub fn walk(fd: &OwnedFd, root: &Path, opts: &WalkOptions<'_>) -> Result<Walked> {
-    let stat = rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?;
+    walk_from(fd, root, b"", opts)
+}
+
+/// Walks the subtree at `rel` (workspace-relative, "" for the root) of the tree open as `fd`:
+/// as [`walk`], with every path still relative to the root, so exclusions anchored at the root
+/// apply as they would in a whole walk.
+pub fn walk_from(fd: &OwnedFd, root: &Path, rel: &[u8], opts: &WalkOptions<'_>) -> Result<Walked> {
+    let (stat, opened, depth) = if rel.is_empty() {
+        (rustix::fs::fstat(fd).map_err(|e| Error::io("stat", root, e.into()))?, None, 0)
+    } else {
+        let shown = root.join(path::display(rel).as_ref());
+        let dir = open_dir_beneath(fd, rel).map_err(|e| Error::io("open directory", &shown, e))?;
+        let stat = rustix::fs::fstat(&dir).map_err(|e| Error::io("stat", &shown, e.into()))?;
+        (stat, Some(dir), rel.split(|b| *b == b'/').count())
+    };
     let ctx = WalkCtx {
         root: fd,
         opts,
         report: Mutex::new(WalkReport::default()),
-        held: AtomicUsize::new(0),
+        // A first directory opened here counts as held, as one opened by a parent would.
+        held: AtomicUsize::new(usize::from(opened.is_some())),
         next: AtomicUsize::new(1),
         listed: Mutex::new(Vec::new()),
         failed: Mutex::new(None),
     };
-    let first = Job { index: 0, rel: Vec::new(), stat: stat_of_raw(&stat), depth: 0, opened: None };
+    let first = Job { index: 0, rel: rel.to_vec(), stat: stat_of_raw(&stat), depth, opened };
     rayon::scope(|s| visit(s, &ctx, first));
     if let Some(e) = ctx.failed.into_inner().map_err(|_| Error::internal("walk failure poisoned"))? {
         return Err(e);
@@ -369,9 +396,9 @@ fn visit<'s>(s: &rayon::Scope<'s>, ctx: &'s WalkCtx<'s>, job: Job) {
     if let Err(e) = check_deadline(ctx.opts.deadline) {
         return stop(e);
     }
-    let listing = match list_dir(ctx.root, &job.rel, job.opened, ctx.opts.excludes, &ctx.report, &ctx.held) {
+    let listing = match list_dir(ctx.root, &job.rel, job.opened, ctx.opts, &ctx.report, &ctx.held) {
         Ok(l) => l,
-        Err(e) if job.rel.is_empty() => return stop(Error::io("read directory", Path::new("."), e)),
+        Err(e) if job.index == 0 => return stop(Error::io("read directory", Path::new("."), e)),
         Err(e) => {
             let why = match e.raw_os_error() {
                 Some(libc::ENOENT) => "vanished during the walk".to_string(),
@@ -468,10 +495,11 @@ fn list_dir(
     root: &OwnedFd,
     rel: &[u8],
     opened: Option<OwnedFd>,
-    excludes: &Excludes,
+    opts: &WalkOptions<'_>,
     report: &Mutex<WalkReport>,
     held: &AtomicUsize,
 ) -> std::io::Result<Listing> {
+    let excludes = opts.excludes;
     let fd = match opened {
         Some(fd) => {
             held.fetch_sub(1, Ordering::Relaxed);
@@ -479,6 +507,9 @@ fn list_dir(
         }
         None => open_dir_beneath(root, rel)?,
     };
+    if let Some(hook) = opts.on_dir {
+        hook(fd.as_fd(), rel);
+    }
     let (listing, names) = read_names(fd, rel, report)?;
     let dir = listing.fd()?;
     let mut children = Vec::new();
@@ -521,6 +552,30 @@ fn list_dir(
         }
     }
     Ok(Listing { children, subdirs })
+}
+
+/// One directory listed again on its own: its files and symlinks (as nodes), and
+/// its subdirectories by name with their `lstat`. Nothing below it is opened.
+pub struct OneDir {
+    pub children: Vec<Node>,
+    pub subdirs: Vec<(Vec<u8>, Stat)>,
+    pub report: WalkReport,
+}
+
+/// Lists directory `rel` beneath `root` (opened with no symlink followed), applying
+/// `opts.excludes` as a walk would.
+pub fn list_one(root: &OwnedFd, rel: &[u8], opts: &WalkOptions<'_>) -> std::io::Result<OneDir> {
+    let fd = open_dir_beneath(root, rel)?;
+    let report = Mutex::new(WalkReport::default());
+    // As many held as allowed: no subdirectory is opened for a next level that never comes.
+    let held = AtomicUsize::new(HELD_DIRS + 1);
+    let opts = WalkOptions { on_dir: None, ..*opts };
+    let Listing { mut children, subdirs } = list_dir(root, rel, Some(fd), &opts, &report, &held)?;
+    children.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+    let mut subdirs: Vec<(Vec<u8>, Stat)> = subdirs.into_iter().map(|(name, stat, _)| (name, stat)).collect();
+    subdirs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let report = report.into_inner().unwrap_or_default();
+    Ok(OneDir { children, subdirs, report })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod gc;
 pub mod history;
 pub mod journal;
 pub mod lease;
+pub mod live_read;
 pub mod notices;
 pub mod repair;
 pub mod restore;

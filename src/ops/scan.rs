@@ -216,7 +216,7 @@ fn file_entry(name: &[u8], stat: &Stat, c: &Content) -> Entry {
 }
 
 /// A symlink's tree entry: its target kept, never followed.
-fn symlink_entry(name: &[u8], target: &[u8], stat: &Stat) -> Entry {
+pub(crate) fn symlink_entry(name: &[u8], target: &[u8], stat: &Stat) -> Entry {
     Entry {
         name: name.to_vec(),
         kind: EntryKind::Symlink,
@@ -230,7 +230,7 @@ fn symlink_entry(name: &[u8], target: &[u8], stat: &Stat) -> Entry {
 }
 
 /// A subdirectory's tree entry, naming its tree.
-fn dir_entry(name: &[u8], stat: &Stat, tree: ObjectId) -> Entry {
+pub(crate) fn dir_entry(name: &[u8], stat: &Stat, tree: ObjectId) -> Entry {
     Entry {
         name: name.to_vec(),
         kind: EntryKind::Dir,

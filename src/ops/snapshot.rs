@@ -363,7 +363,7 @@ impl Repo {
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
-        let walk_opts = walk::WalkOptions { excludes: &excludes, deadline: self.deadline() };
+        let walk_opts = walk::WalkOptions::new(&excludes, self.deadline());
         let (mut walked, cache) = walk_and_load(conn, ws.as_ref().map(|w| w.id), &root_fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
         let mut classified = classify(&walked, cache, opts.use_stat_cache, &mut outcomes);

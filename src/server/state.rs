@@ -31,6 +31,9 @@ pub(crate) struct AppState {
     pub unused_excludes: Excludes,
     /// The memory budget every pooled handle draws on.
     budget: Arc<crate::base::budget::Budget>,
+    /// The change feeds of running sessions' live trees, shared by every pooled handle: a live
+    /// diff reads again only what changed since the last one.
+    live_feeds: Arc<crate::ops::live_read::LiveFeeds>,
     /// The tokens that may call, read again when the manifest changes.
     pub tokens: crate::ops::tokens::Tokens,
     /// Reaper ticks so far: trash expiry runs on one in `EXPIRE_EVERY`.
@@ -119,6 +122,8 @@ impl AppState {
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let mut first = Repo::open(&opts.repo)?;
         first.set_budget(budget.clone());
+        let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::new());
+        first.set_live_feeds(live_feeds.clone());
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
         std::fs::create_dir_all(&opts.workspaces)
@@ -131,6 +136,7 @@ impl AppState {
             excludes: Mutex::new(HashMap::new()),
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
             budget,
+            live_feeds,
             tokens,
             reaps: std::sync::atomic::AtomicU64::new(0),
             audit,
@@ -193,6 +199,7 @@ impl AppState {
             None => {
                 let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
                 r.set_budget(self.budget.clone());
+                r.set_live_feeds(self.live_feeds.clone());
                 r
             }
         };

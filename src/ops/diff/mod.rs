@@ -7,26 +7,20 @@ pub mod renames;
 pub mod session;
 pub mod tree;
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use rayon::prelude::*;
 
 use crate::base::error::{Error, Result};
 use crate::base::id::SessionId;
-use crate::base::path;
 use crate::base::time::{iso_time, now_ns};
 use crate::fs::walk::{self, WalkOptions};
-use crate::fs::workdir::hash_stream;
 use crate::manifest::{snapshots, workspaces};
 use crate::model::diff::{ChangeStatus, DiffEntry, DiffReport, DiffStats, Endpoint, EndpointKind};
 use crate::model::scope::Scope;
 use crate::model::session::{Session, Status};
-use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
+use crate::model::snapshot::SnapshotInfo;
 use crate::model::tree::{Entry, EntryKind};
-use crate::object::ObjectId;
-use crate::ops::scan::{build, classify, walk_and_load, Built, Content, Outcome, Outcomes};
+use crate::ops::live_read::{read_whole, LiveTree};
+use crate::ops::scan::Built;
 use crate::ops::snapshot::SnapshotOptions;
 use crate::repo::Repo;
 
@@ -100,15 +94,6 @@ impl Default for DiffOptions {
             limit: None,
         }
     }
-}
-
-/// A live tree read into memory: its trees by id, its root, the descriptor its files are read
-/// through, and what could not be read.
-struct LiveTree {
-    root: ObjectId,
-    built: Built,
-    fd: OwnedFd,
-    warnings: Vec<Warning>,
 }
 
 /// A raw change: (path, old entry, new entry).
@@ -218,7 +203,7 @@ impl Repo {
             (Some(_), Some(_)) => {
                 return Err(Error::invalid_argument("both sides are the live tree: compare it with a snapshot"))
             }
-            (Some(l), None) | (None, Some(l)) => &l.built,
+            (Some(l), None) | (None, Some(l)) => &*l.built,
             (None, None) => &empty,
         };
         let select = PathSelect { paths: &opts.paths, scope: &opts.scope };
@@ -350,47 +335,19 @@ impl Repo {
     }
 
     /// Reads the live tree `dir` into trees in memory, as a snapshot would see it but storing
-    /// nothing: the directory cache vouches for unchanged files and directories, the other
-    /// files are hashed in parallel.
+    /// nothing: patched from a change feed when this handle shares a server's
+    /// ([`Repo::set_live_feeds`]), else whole.
     fn read_live(&self, dir: &Path, workspace: &str) -> Result<LiveTree> {
         let conn = self.manifest.conn();
         let excludes = self.effective_excludes(workspace, &SnapshotOptions::default())?;
         let fd = walk::open_root(dir)?;
         let ws = workspaces::get(conn, workspace)?.map(|w| w.id);
-        let walk_opts = WalkOptions { excludes: &excludes, deadline: self.deadline() };
-        let (mut walked, cache) = walk_and_load(conn, ws, &fd, dir, &walk_opts)?;
-        let mut outcomes = Outcomes::new();
-        let classified = classify(&walked, cache, true, &mut outcomes);
-        let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
-        outcomes.par_iter_mut().flat_map(|files| files.par_iter_mut()).for_each(|f| {
-            let (Some(rel), Outcome::Pending) = (f.rel.as_deref(), &f.outcome) else { return };
-            let read =
-                walk::open_beneath(&fd, rel).and_then(|file| hash_stream(std::io::Read::take(file, f.stat.size)));
-            f.outcome = match read {
-                Ok((sha256, id, size)) => Outcome::Done(Content {
-                    id,
-                    sha256,
-                    size,
-                    stat: f.stat,
-                    chunks: None,
-                    cacheable: false,
-                    from_cache: false,
-                }),
-                Err(e) => {
-                    if let Ok(mut w) = warnings.lock() {
-                        w.push(Warning {
-                            path: path::display(rel).into_owned(),
-                            message: format!("cannot be read ({e}); left out"),
-                        });
-                    }
-                    Outcome::Dropped
-                }
-            };
-        });
-        let mut built = Built::default();
-        let root = build(&walked, &classified, &outcomes, &mut built, &mut Counts::default())?.root;
-        let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
-        Ok(LiveTree { root, built, fd, warnings })
+        let walk_opts = WalkOptions::new(&excludes, self.deadline());
+        if let Some(feeds) = &self.live_feeds {
+            return feeds.read(conn, ws, fd, dir, &walk_opts);
+        }
+        let whole = read_whole(conn, ws, &fd, dir, &walk_opts)?;
+        Ok(LiveTree { root: whole.root, built: std::sync::Arc::new(whole.built), fd, warnings: whole.warnings })
     }
 }
 

@@ -1,0 +1,238 @@
+//! A change feed of a whole tree: one inotify watch per directory, read synchronously. Unlike
+//! [`crate::fs::watch`] (notices delivered by a thread, for people watching), this answers
+//! "which directories may differ from when I last looked?", exactly: the kernel queues a
+//! notice inside the system call that makes the change, so once [`TreeFeed::drain`] has read
+//! the queue empty, every change completed before it is in what it returns.
+//!
+//! A directory is watched before it is listed ([`TreeFeed::add`] is the walk's `on_dir`), so a
+//! change is either seen by the listing or noticed afterwards. Directories are watched through
+//! their open descriptor (`/proc/self/fd/N`), never by a path a symlink could redirect. What
+//! a feed cannot vouch for (the kernel queue overflowed, a watch could not be added, the root
+//! itself moved) makes the whole tree [`Drained::Lost`]: read it all again.
+
+use std::collections::{HashMap, HashSet};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::fs::walk::join_rel;
+
+/// The notices a directory's watch asks for: everything that changes what a listing or a file's
+/// content would show. Opens, reads and closes without writing are left out.
+const MASK: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MODIFY)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::CLOSE_WRITE)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF)
+    .union(WatchFlags::ONLYDIR)
+    .union(WatchFlags::EXCL_UNLINK);
+
+/// The read buffer: room for many notices per `read`.
+const BUF: usize = 64 << 10;
+
+/// What changed since the last drain.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// Notices were lost: nothing of the tree can be vouched for.
+    Lost,
+    /// The directories to list again and the paths changed in them.
+    Changed(Dirty),
+}
+
+/// The places a drain found changed, as workspace-relative paths.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Dirty {
+    /// Directories whose entries (names, kinds, metadata or a file's content) changed.
+    pub dirs: HashSet<Vec<u8>>,
+    /// Entries that changed (a file written, anything created, removed, moved or chmodded).
+    pub paths: HashSet<Vec<u8>>,
+    /// Directories created, removed or moved in or out: whatever was known below these paths
+    /// no longer holds; what is there now must be read whole.
+    pub replaced: HashSet<Vec<u8>>,
+}
+
+impl Dirty {
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty() && self.paths.is_empty() && self.replaced.is_empty()
+    }
+}
+
+/// The watches of one tree.
+pub struct TreeFeed {
+    fd: OwnedFd,
+    /// Watch descriptor -> the directory's workspace-relative path.
+    dirs: Mutex<HashMap<i32, Vec<u8>>>,
+    /// A watch could not be added (a limit reached, a race with a removal).
+    lost: AtomicBool,
+}
+
+impl TreeFeed {
+    pub fn new() -> Result<TreeFeed> {
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).map_err(|e| {
+            Error::with_source(
+                ErrorKind::Conflict,
+                "cannot start a change feed: the system's inotify instances are used up \
+                 (fs.inotify.max_user_instances)",
+                std::io::Error::from(e),
+            )
+        })?;
+        Ok(TreeFeed { fd, dirs: Mutex::new(HashMap::new()), lost: AtomicBool::new(false) })
+    }
+
+    /// Watches the directory open as `dir`, at `rel`. A watch that cannot be added makes the
+    /// feed lost (the next drain says so): the tree then has to be read whole.
+    pub fn add(&self, dir: BorrowedFd<'_>, rel: &[u8]) {
+        let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        match inotify::add_watch(&self.fd, proc_path.as_str(), MASK) {
+            Ok(wd) => {
+                if let Ok(mut d) = self.dirs.lock() {
+                    d.insert(wd, rel.to_vec());
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = %String::from_utf8_lossy(rel), error = %e,
+                    "a directory could not be watched; the live tree will be read whole");
+                self.lost.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Reads every notice queued until now.
+    pub fn drain(&self) -> Result<Drained> {
+        let mut dirty = Dirty::default();
+        let mut lost = self.lost.load(Ordering::Relaxed);
+        let mut dirs = self.dirs.lock().map_err(|_| Error::internal("change feed poisoned"))?;
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); BUF];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+        loop {
+            let event = match reader.next() {
+                Ok(e) => e,
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    return Err(Error::with_source(ErrorKind::Io, "reading the change feed", std::io::Error::from(e)))
+                }
+            };
+            let flags = event.events();
+            if flags.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::UNMOUNT) {
+                lost = true;
+                continue;
+            }
+            let Some(dir) = dirs.get(&event.wd()).cloned() else {
+                // A directory since replaced (its notices are read again from where it went).
+                continue;
+            };
+            if flags.contains(ReadFlags::IGNORED) {
+                dirs.remove(&event.wd());
+                continue;
+            }
+            let Some(name) = event.file_name().map(|n| n.to_bytes()).filter(|n| !n.is_empty()) else {
+                // About the directory itself: its removal or move shows in its parent's notices,
+                // except the root's, which has none.
+                if dir.is_empty() && flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
+                    lost = true;
+                }
+                continue;
+            };
+            let path = join_rel(&dir, name);
+            if flags.contains(ReadFlags::ISDIR)
+                && flags.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO)
+            {
+                // Watches of the directories below `path` now name the wrong paths: forget
+                // them; reading what is there again watches it again.
+                let mut under = path.clone();
+                under.push(b'/');
+                dirs.retain(|_, rel| *rel != path && !rel.starts_with(&under));
+                dirty.replaced.insert(path.clone());
+            }
+            dirty.dirs.insert(dir);
+            dirty.paths.insert(path);
+        }
+        if lost {
+            // The watches are kept: a feed read whole again re-adds them, each to the same
+            // watch descriptor.
+            self.lost.store(false, Ordering::Relaxed);
+            dirs.clear();
+            return Ok(Drained::Lost);
+        }
+        Ok(Drained::Changed(dirty))
+    }
+
+    /// How many directories are watched.
+    #[cfg(test)]
+    pub fn watched(&self) -> usize {
+        self.dirs.lock().map(|d| d.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::walk;
+
+    fn feed_of(root: &std::path::Path) -> (TreeFeed, OwnedFd) {
+        let feed = TreeFeed::new().expect("feed");
+        let fd = walk::open_root(root).expect("root");
+        let ex = walk::Excludes::none();
+        let hook = |d: BorrowedFd<'_>, rel: &[u8]| feed.add(d, rel);
+        let opts = walk::WalkOptions { on_dir: Some(&hook), ..walk::WalkOptions::new(&ex, None) };
+        walk::walk(&fd, root, &opts).expect("walk");
+        (feed, fd)
+    }
+
+    fn dirty(feed: &TreeFeed) -> Dirty {
+        match feed.drain().expect("drain") {
+            Drained::Changed(d) => d,
+            Drained::Lost => panic!("lost"),
+        }
+    }
+
+    fn set(items: &[&str]) -> HashSet<Vec<u8>> {
+        items.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_drain_names_the_directories_changed_before_it() {
+        let t = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir_all(t.path().join("a/b")).expect("dirs");
+        std::fs::write(t.path().join("a/b/f"), b"1").expect("f");
+        std::fs::write(t.path().join("top"), b"1").expect("top");
+        let (feed, _fd) = feed_of(t.path());
+        assert_eq!(feed.watched(), 3);
+        assert!(dirty(&feed).is_empty());
+
+        std::fs::write(t.path().join("a/b/f"), b"2").expect("write");
+        let d = dirty(&feed);
+        assert_eq!(d.dirs, set(&["a/b"]));
+        assert_eq!(d.paths, set(&["a/b/f"]));
+        assert!(d.replaced.is_empty());
+
+        std::fs::rename(t.path().join("a/b"), t.path().join("c")).expect("move");
+        let d = dirty(&feed);
+        assert_eq!(d.dirs, set(&["", "a"]));
+        assert_eq!(d.replaced, set(&["a/b", "c"]));
+        // The moved directory's watch was forgotten: its notices are not put under `a/b`.
+        std::fs::write(t.path().join("c/f"), b"3").expect("write moved");
+        assert!(dirty(&feed).is_empty());
+        assert_eq!(feed.watched(), 2);
+    }
+
+    #[test]
+    fn removing_the_root_loses_the_feed() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("r");
+        std::fs::create_dir_all(&root).expect("root");
+        let (feed, _fd) = feed_of(&root);
+        std::fs::rename(&root, t.path().join("elsewhere")).expect("move");
+        assert_eq!(feed.drain().expect("drain"), Drained::Lost);
+    }
+}

@@ -1,0 +1,248 @@
+//! The change feed a server keeps of a running session's live tree: after every kind of change
+//! (writes keeping size and mtime, creations, removals, renames of files and directories, moves
+//! in and out of the tree, mode changes, symlinks, a file replaced by a directory and back,
+//! excluded directories, non-UTF-8 names), a live diff patched from the feed says exactly what
+//! a whole read says.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use common::http::{self, TOKEN};
+use trove::{DiffOptions, DiffReport, DiffTarget, LiveFeeds, Repo, SnapshotOptions};
+
+/// A small deterministic generator (xorshift64*), so a failing sequence can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Every directory and file below `root` (relative), excluded ones too, in a stable order.
+fn listing(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut dirs, mut files) = (vec![PathBuf::new()], Vec::new());
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let mut names: Vec<_> = fs::read_dir(root.join(&rel)).expect("read_dir").map(|e| e.expect("entry")).collect();
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let r = rel.join(e.file_name());
+            let t = e.file_type().expect("type");
+            if t.is_dir() {
+                dirs.push(r.clone());
+                todo.push(r);
+            } else {
+                files.push(r);
+            }
+        }
+    }
+    (dirs, files)
+}
+
+fn name(rng: &mut Rng) -> PathBuf {
+    const NAMES: [&[u8]; 8] = [b"a", b"b", b"src", b"lib.rs", b"x.txt", b"node_modules", b"caf\xe9", b"deep"];
+    PathBuf::from(OsStr::from_bytes(NAMES[rng.below(NAMES.len())]))
+}
+
+/// One random change to the tree at `w`, using `out` (beside it, outside the tree) for moves
+/// in and out. Returns what it did, for the failure message.
+fn change(rng: &mut Rng, w: &Path, out: &Path) -> String {
+    let (dirs, files) = listing(w);
+    let dir = w.join(&dirs[rng.below(dirs.len())]);
+    let file = (!files.is_empty()).then(|| w.join(&files[rng.below(files.len())]));
+    let op = rng.below(12);
+    let r = match (op, &file) {
+        (0, _) => {
+            let p = dir.join(name(rng));
+            fs::write(&p, format!("new {}\n", rng.next())).map(|_| format!("write {}", p.display()))
+        }
+        (1, Some(f)) if f.symlink_metadata().is_ok_and(|m| m.is_file()) => {
+            // The same size and mtime, other bytes: only the feed's notice can tell.
+            let meta = fs::metadata(f).expect("meta");
+            let mut bytes = fs::read(f).expect("read");
+            if let Some(b) = bytes.first_mut() {
+                *b = b.wrapping_add(1);
+            }
+            fs::write(f, &bytes).expect("rewrite");
+            let t = fs::File::options().write(true).open(f).expect("open");
+            t.set_modified(meta.modified().expect("mtime")).expect("set mtime");
+            Ok(format!("rewrite same size and mtime {}", f.display()))
+        }
+        (2, Some(f)) => fs::remove_file(f).map(|_| format!("rm {}", f.display())),
+        (3, _) => {
+            let p = dir.join(name(rng)).join(name(rng));
+            fs::create_dir_all(&p)
+                .and_then(|_| fs::write(p.join("f"), b"in a new directory\n"))
+                .map(|_| format!("mkdir -p {}", p.display()))
+        }
+        (4, Some(f)) => {
+            let to = dir.join(name(rng));
+            fs::rename(f, &to).map(|_| format!("mv {} {}", f.display(), to.display()))
+        }
+        (5, _) if dir != w => {
+            let to = w.join(name(rng));
+            fs::rename(&dir, &to).map(|_| format!("mv dir {} {}", dir.display(), to.display()))
+        }
+        (6, _) if dir != w => fs::remove_dir_all(&dir).map(|_| format!("rm -r {}", dir.display())),
+        (7, Some(f)) => {
+            let mode = if rng.below(2) == 0 { 0o755 } else { 0o600 };
+            fs::set_permissions(f, fs::Permissions::from_mode(mode)).map(|_| format!("chmod {mode:o} {}", f.display()))
+        }
+        (8, _) => {
+            let p = dir.join(name(rng));
+            let _ = fs::remove_file(&p);
+            std::os::unix::fs::symlink(format!("target-{}", rng.below(3)), &p).map(|_| format!("ln -s {}", p.display()))
+        }
+        (9, _) if dir != w => {
+            // Out of the tree and, under another name, back in.
+            let away = out.join(format!("away-{}", rng.next()));
+            fs::rename(&dir, &away)
+                .and_then(|_| fs::write(away.join("while-away"), b"x"))
+                .and_then(|_| fs::rename(&away, w.join(name(rng))))
+                .map(|_| format!("mv out and back {}", dir.display()))
+        }
+        (10, Some(f)) => {
+            // A file replaced by a directory of the same name.
+            fs::remove_file(f)
+                .and_then(|_| fs::create_dir(f))
+                .and_then(|_| fs::write(f.join("inside"), b"now a dir\n"))
+                .map(|_| format!("file to dir {}", f.display()))
+        }
+        (11, _) if dir != w => {
+            let mode = if rng.below(2) == 0 { 0o700 } else { 0o755 };
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode))
+                .map(|_| format!("chmod dir {mode:o} {}", dir.display()))
+        }
+        _ => Ok("nothing".to_string()),
+    };
+    r.unwrap_or_else(|e| format!("failed harmlessly: {e}"))
+}
+
+fn live_diff(repo: &Repo, from: &DiffTarget, w: &Path) -> DiffReport {
+    let to = DiffTarget::Live { dir: w.to_path_buf(), workspace: "w".into() };
+    repo.diff(from, &to, &DiffOptions::default()).expect("diff")
+}
+
+/// What a reviewer sees of a diff (its entries and totals; not when it was read).
+fn seen(r: &DiffReport) -> String {
+    let mut v = serde_json::to_value(r).expect("json");
+    v.as_object_mut().expect("object").remove("to");
+    v.to_string()
+}
+
+/// Two handles on one repository holding a snapshot of `w`: one reading live trees whole, one
+/// through a change feed.
+struct Handles {
+    plain: Repo,
+    base: DiffTarget,
+    served: Repo,
+    feeds: Arc<LiveFeeds>,
+}
+
+fn handles(repo_dir: &Path, w: &Path) -> Handles {
+    let plain = Repo::init(repo_dir, "t").expect("init");
+    let opts = SnapshotOptions { workspace: Some("w".into()), ..SnapshotOptions::default() };
+    let base = DiffTarget::Snapshot(Box::new(plain.snapshot(w, &opts).expect("snapshot")));
+    let mut served = Repo::open(repo_dir).expect("open");
+    let feeds = Arc::new(LiveFeeds::new());
+    served.set_live_feeds(feeds.clone());
+    Handles { plain, base, served, feeds }
+}
+
+#[test]
+fn a_live_diff_patched_from_the_feed_says_what_a_whole_read_says_after_every_change() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (w, out) = (tmp.path().join("w"), tmp.path().join("out"));
+    fs::create_dir_all(&out).expect("out");
+    for (i, d) in ["a", "a/b", "src", "src/deep/er"].iter().enumerate() {
+        fs::create_dir_all(w.join(d)).expect("dir");
+        fs::write(w.join(d).join("f.txt"), format!("file {i}\n")).expect("file");
+    }
+    // Older than the racy window, so the directory cache vouches for them.
+    let old = SystemTime::now() - Duration::from_secs(60);
+    for f in listing(&w).1 {
+        fs::File::options().write(true).open(w.join(f)).expect("open").set_modified(old).expect("mtime");
+    }
+    let Handles { plain, base, served, feeds } = handles(&tmp.path().join("repo"), &w);
+
+    for seed in 1..=4u64 {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let mut done = Vec::new();
+        for step in 0..60 {
+            // Sometimes several changes between two reads.
+            for _ in 0..=rng.below(3) {
+                done.push(change(&mut rng, &w, &out));
+            }
+            let (whole, patched) = (live_diff(&plain, &base, &w), live_diff(&served, &base, &w));
+            assert_eq!(seen(&patched), seen(&whole), "seed {seed} step {step} after: {done:#?}");
+        }
+    }
+    assert_eq!(feeds.len(), 1);
+    // Read whole once, then patched (a lost feed would read whole again).
+    let (whole, patched) = feeds.reads();
+    assert!(whole <= 2 && patched >= 238, "{whole} whole, {patched} patched");
+}
+
+#[test]
+fn a_feed_whose_tree_is_replaced_reads_it_whole_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let w = tmp.path().join("w");
+    fs::create_dir_all(w.join("d")).expect("dir");
+    fs::write(w.join("d/f"), b"one\n").expect("file");
+    let Handles { plain, base, served, feeds } = handles(&tmp.path().join("repo"), &w);
+    assert_eq!(live_diff(&served, &base, &w).stats.changed, 0);
+    // The whole workspace swapped for another directory at the same path.
+    fs::rename(&w, tmp.path().join("old")).expect("move away");
+    fs::create_dir_all(w.join("d")).expect("dir");
+    fs::write(w.join("d/f"), b"two\n").expect("file");
+    fs::write(w.join("g"), b"new\n").expect("file");
+    let r = live_diff(&served, &base, &w);
+    assert_eq!(seen(&r), seen(&live_diff(&plain, &base, &w)));
+    assert_eq!(r.stats.changed, 2, "{:?}", r.entries);
+    assert_eq!(feeds.reads(), (2, 0));
+}
+
+#[test]
+fn a_server_answers_each_change_made_before_the_request_at_once() {
+    let s = http::start(Some(TOKEN), &[]);
+    let ws = s.workspace("fed");
+    http::write(&ws.join("src/a.rs"), b"fn a() {}\n");
+    let id = s.session(r#"{"workspace": "fed"}"#);
+    let changed = |s: &http::Server| -> Vec<String> {
+        let r = s.get(&format!("/v1/sessions/{id}/changes?lines=false"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["path"].as_str().expect("path").to_string())
+            .collect()
+    };
+    assert!(changed(&s).is_empty());
+    // No waiting between a change on disk and the request that must see it.
+    let mut want = Vec::new();
+    for i in 0..20 {
+        let rel = format!("src/d{}/f{i}.rs", i % 3);
+        http::write(&ws.join(&rel), format!("fn f{i}() {{}}\n").as_bytes());
+        want.push(rel);
+        want.sort();
+        assert_eq!(changed(&s), want, "after writing {i}");
+    }
+    fs::remove_dir_all(ws.join("src/d1")).expect("rm");
+    want.retain(|p| !p.starts_with("src/d1/"));
+    assert_eq!(changed(&s), want);
+}
