@@ -55,6 +55,7 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;
          PRAGMA cache_size = -8192;
+         PRAGMA mmap_size = 268435456;
          PRAGMA wal_autocheckpoint = 10000;",
     )
     .map_err(|e| Error::db("configuring the connection", e))
@@ -157,21 +158,7 @@ impl Manifest {
     /// Runs `f` inside one read transaction: a consistent view of the manifest, and one lock
     /// for its many queries instead of one per query. Inside an open transaction, just runs `f`.
     pub fn read<T, E: From<Error>>(&self, f: impl FnOnce() -> std::result::Result<T, E>) -> std::result::Result<T, E> {
-        if !self.conn.is_autocommit() {
-            return f();
-        }
-        let mut begin = self.conn.prepare_cached("BEGIN DEFERRED").map_err(|e| Error::db("starting a read", e))?;
-        begin.execute([]).map_err(|e| Error::db("starting a read", e))?;
-        let out = f();
-        // Ending a read transaction cannot lose anything; a failure here is only reported.
-        let end = self
-            .conn
-            .prepare_cached("COMMIT")
-            .and_then(|mut st| st.execute([]))
-            .map_err(|e| Error::db("ending a read", e));
-        let out = out?;
-        end?;
-        Ok(out)
+        read_on(&self.conn, f)
     }
 
     /// Like [`Manifest::write`], but the commit does not wait for an fsync: for records that
@@ -216,6 +203,26 @@ pub(crate) fn object(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option
 
 pub(crate) fn db(verb: &'static str) -> impl Fn(rusqlite::Error) -> Error {
     move |e| Error::db(verb, e)
+}
+
+/// Runs `f` inside one read transaction of `conn` (or the one already open): a consistent
+/// view, and the database's read lock taken once for its queries instead of once each.
+pub fn read_on<T, E: From<Error>>(
+    conn: &Connection,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    if !conn.is_autocommit() {
+        return f();
+    }
+    let mut begin = conn.prepare_cached("BEGIN DEFERRED").map_err(|e| Error::db("starting a read", e))?;
+    begin.execute([]).map_err(|e| Error::db("starting a read", e))?;
+    let out = f();
+    // Ending a read transaction cannot lose anything; a failure here is only reported.
+    let end =
+        conn.prepare_cached("COMMIT").and_then(|mut st| st.execute([])).map_err(|e| Error::db("ending a read", e));
+    let out = out?;
+    end?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -78,8 +78,7 @@ fn stat_matches(c: &Stat, s: &Stat) -> bool {
 }
 
 /// Walks the live tree open as `fd` and loads workspace `workspace`'s directory records (none
-/// for a workspace not yet recorded). Loading them on this thread while the pool walks gains
-/// nothing measurable: the walk's `lstat`s already keep both cores busy. A record whose tree
+/// for a workspace not yet recorded), the two at once. A record whose tree
 /// the manifest lacks (damage: garbage collection keeps records' trees) is dropped, so its
 /// directory is read again rather than named by a tree that is not there.
 pub(crate) fn walk_and_load(
@@ -89,13 +88,38 @@ pub(crate) fn walk_and_load(
     dir: &std::path::Path,
     opts: &walk::WalkOptions<'_>,
 ) -> Result<(Walked, DirCacheMap)> {
-    let walked = walk::walk(fd, dir, opts)?;
-    let mut cache = match workspace {
-        Some(w) => crate::manifest::dir_cache::load(conn, w)?,
-        None => DirCacheMap::default(),
-    };
-    cache.retain(|_, blob| Record::parse(blob).is_some_and(|r| trees::has_live(conn, &r.tree).unwrap_or(false)));
-    Ok((walked, cache))
+    // The records load on this thread while the pool walks: the walk waits on the kernel
+    // more than it keeps both cores busy (no-change snapshot of 26k files: 85 -> 73 ms).
+    std::thread::scope(|sc| {
+        let walking = sc.spawn(|| walk::walk(fd, dir, opts));
+        let cache = load_records(conn, workspace);
+        let walked = walking.join().map_err(|_| Error::internal("the walk panicked"))?;
+        Ok((walked?, cache?))
+    })
+}
+
+/// Workspace `workspace`'s directory records whose trees are stored and not condemned, in one
+/// read transaction (a lock per lookup cost more than the lookups).
+fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap> {
+    let Some(workspace) = workspace else { return Ok(DirCacheMap::default()) };
+    crate::manifest::read_on(conn, || {
+        let mut cache = crate::manifest::dir_cache::load(conn, workspace)?;
+        let mut dropped = Vec::new();
+        for (key, blob) in &cache {
+            match Record::parse(blob) {
+                Some(r) if trees::has_live(conn, &r.tree)? => {}
+                Some(_) => dropped.push(*key),
+                None => {
+                    tracing::warn!("a directory cache record does not parse; its directory is read again");
+                    dropped.push(*key);
+                }
+            }
+        }
+        for key in dropped {
+            cache.remove(&key);
+        }
+        Ok(cache)
+    })
 }
 
 /// Matches one directory's walked children (sorted by name) against its record's entries
