@@ -10,16 +10,33 @@ use crate::object::ObjectId;
 /// Inserts a tree, given its canonical encoding, unless a tree with this id exists (a
 /// condemned one is no longer condemned); returns whether it was new or condemned.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<bool> {
+    insert_stored(conn, id, &stored(id, encoded)?)
+}
+
+/// A tree as its row holds it: its entry count and its encoding compressed.
+pub struct StoredTree {
+    entries: usize,
+    data: Vec<u8>,
+}
+
+/// Prepares tree `id`'s row from its canonical encoding: the compression, done before (and in
+/// parallel, outside) the transaction that inserts it.
+pub fn stored(id: &ObjectId, encoded: &[u8]) -> Result<StoredTree> {
     let entries = tree::count(encoded).ok_or_else(|| Error::internal(format!("tree {id} is malformed")))?;
-    let data =
-        zstd::bulk::compress(encoded, 3).map_err(|e| Error::internal(format!("cannot compress tree {id}: {e}")))?;
+    let data = crate::object::blob::compress(encoded, 3)?;
+    Ok(StoredTree { entries, data })
+}
+
+/// Inserts a prepared tree row, as [`insert_encoded`].
+pub fn insert_stored(conn: &Connection, id: &ObjectId, tree: &StoredTree) -> Result<bool> {
+    let StoredTree { entries, data } = tree;
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO trees (id, entries, data) VALUES (?1, ?2, ?3)
              ON CONFLICT (id) DO UPDATE SET condemned = NULL WHERE trees.condemned IS NOT NULL",
         )
         .map_err(db("storing a tree"))?;
-    let n = stmt.execute(params![&id.as_bytes()[..], entries as i64, data]).map_err(db("storing a tree"))?;
+    let n = stmt.execute(params![&id.as_bytes()[..], *entries as i64, data]).map_err(db("storing a tree"))?;
     Ok(n == 1)
 }
 

@@ -73,7 +73,8 @@ fn decompress(payload: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
+/// Compresses `raw` at `level` with this thread's context.
+pub(crate) fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     compress_into(raw, level, &mut out)?;
     Ok(out)

@@ -292,19 +292,26 @@ impl Writer<'_> {
 /// order (dense B-tree pages, as for objects). Only changed directories and their ancestors
 /// are built (the others kept their ids through the directory cache), so each is looked up:
 /// no tree is assumed present because an ancestor is, which damage could make untrue.
-fn insert_trees(conn: &Connection, trees: &Built) -> Result<()> {
-    let mut missing: Vec<&ObjectId> = Vec::new();
-    for id in trees.keys() {
+fn insert_trees(conn: &Connection, trees: &[(ObjectId, manifest::trees::StoredTree)]) -> Result<()> {
+    for (id, tree) in trees {
         if !manifest::trees::has_live(conn, id)? {
-            missing.push(id);
+            manifest::trees::insert_stored(conn, id, tree)?;
         }
     }
-    missing.sort_unstable();
-    for id in missing {
-        let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
-        manifest::trees::insert_encoded(conn, id, encoded)?;
-    }
     Ok(())
+}
+
+/// The rows of the trees a snapshot built, compressed in parallel and in id order, before the
+/// transaction that inserts them (compressing 2,600 trees inside it held it 70 ms).
+fn stored_trees(trees: &Built) -> Result<Vec<(ObjectId, manifest::trees::StoredTree)>> {
+    let mut ids: Vec<&ObjectId> = trees.keys().collect();
+    ids.sort_unstable();
+    ids.into_par_iter()
+        .map(|id| {
+            let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
+            Ok((*id, manifest::trees::stored(id, encoded)?))
+        })
+        .collect()
 }
 
 /// Adds to `counts` the files added, changed and removed between two trees; equal subtrees
@@ -384,6 +391,7 @@ impl Repo {
             None => counts.added = counts.files,
         }
 
+        let trees_stored = stored_trees(&trees_built)?;
         // The last moment to give up: after this the snapshot commits.
         self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
@@ -406,7 +414,7 @@ impl Repo {
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &packs, created_ns)?;
             record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
-            insert_trees(tx, &trees_built)?;
+            insert_trees(tx, &trees_stored)?;
             snapshots::insert(tx, ws.id, &info)?;
             manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
             Ok(())
