@@ -8,12 +8,7 @@ cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin trove
 trove=$PWD/target/release/trove
 work=${1:-$(mktemp -d)}
-mkdir -p "$work"
-pid=
-cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-token=bench-$(python3 -c 'import secrets; print(secrets.token_hex(8))')
+. benches/server_env.sh
 
 start() {
     rm -rf "$work/repo" "$work/workspaces"

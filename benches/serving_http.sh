@@ -14,12 +14,7 @@ trove=$PWD/target/release/trove
 file=${2:-$(cd "$tree" && find . -type f -size -2k -size +500c | sed 's|^\./||' | sort | awk 'NR == 1')}
 rounds=${3:-3}
 work=${4:-$(mktemp -d)}
-mkdir -p "$work"
-pid=
-cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-token=bench-$(python3 -c 'import secrets; print(secrets.token_hex(8))')
+. benches/server_env.sh
 rm -rf "$work/repo" "$work/workspaces"
 mkdir -p "$work/workspaces"
 cp -a "$tree" "$work/workspaces/bench"
