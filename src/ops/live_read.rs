@@ -70,7 +70,6 @@ struct Feed {
 
 /// The last read of a live tree: every directory's tree id by path (a directory before those
 /// below it), the trees not in the manifest, and the warnings of that read.
-#[derive(Clone)]
 struct Memo {
     dirs: BTreeMap<Vec<u8>, ObjectId>,
     built: Arc<Built>,
@@ -110,24 +109,30 @@ impl LiveFeeds {
         }
         let memo = feed.memo.take();
         if let (Some(memo), Some(tree)) = (memo, feed.tree.as_ref()) {
-            let patched = match tree.drain()? {
-                Drained::Changed(dirty) if dirty.is_empty() => Some(memo),
-                Drained::Changed(dirty) => match patch(conn, &fd, dir, memo, &dirty, opts, tree) {
+            let patched = match tree.drain() {
+                Ok(Drained::Changed(dirty)) if dirty.is_empty() => Some(memo),
+                Ok(Drained::Changed(dirty)) => match patch(conn, &fd, dir, memo, &dirty, opts, tree) {
                     Ok(m) => Some(m),
                     Err(e) => {
                         tracing::warn!(dir = %dir.display(), error = %e, "patching the live tree failed; it is read whole");
                         None
                     }
                 },
-                Drained::Lost => {
+                Ok(Drained::Lost) => {
                     tracing::info!(dir = %dir.display(), "the change feed lost notices; the live tree is read whole");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "the change feed could not be read; the live tree is read whole");
                     None
                 }
             };
             if let Some(memo) = patched {
                 self.patched.fetch_add(1, Ordering::Relaxed);
-                feed.memo = Some(memo.clone());
-                return Ok(LiveTree { root: memo.root()?, built: memo.built, fd, warnings: memo.warnings });
+                let live =
+                    LiveTree { root: memo.root()?, built: memo.built.clone(), fd, warnings: memo.warnings.clone() };
+                feed.memo = Some(memo);
+                return Ok(live);
             }
         }
         // A new watch for every directory, added as the walk opens it.
