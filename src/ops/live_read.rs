@@ -145,7 +145,7 @@ impl LiveFeeds {
                 None
             }
         };
-        let whole = {
+        let mut whole = {
             let hook = |d: BorrowedFd<'_>, rel: &[u8]| {
                 if let Some(t) = &tree {
                     t.add(d, rel)
@@ -159,14 +159,10 @@ impl LiveFeeds {
                 &WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook) },
             )?
         };
-        let memo = Memo {
-            dirs: whole.dirs.into_iter().collect(),
-            built: Arc::new(whole.built),
-            warnings: whole.warnings.clone(),
-        };
-        let live = LiveTree { root: whole.root, built: memo.built.clone(), fd, warnings: whole.warnings };
+        let dirs = std::mem::take(&mut whole.dirs).into_iter().collect();
+        let live = whole.into_live(fd);
         if tree.is_some() {
-            feed.memo = Some(memo);
+            feed.memo = Some(Memo { dirs, built: live.built.clone(), warnings: live.warnings.clone() });
             feed.tree = tree;
         }
         Ok(live)
@@ -193,13 +189,6 @@ impl LiveFeeds {
         Ok(f)
     }
 
-    /// Stops the feed of `dir` (its session ended).
-    pub fn forget(&self, dir: &Path) {
-        if let Ok(mut feeds) = self.feeds.lock() {
-            feeds.remove(dir);
-        }
-    }
-
     /// How many feeds run.
     pub fn len(&self) -> usize {
         self.feeds.lock().map(|f| f.len()).unwrap_or(0)
@@ -222,6 +211,13 @@ pub(crate) struct Whole {
     pub(crate) built: Built,
     pub(crate) dirs: Vec<(Vec<u8>, ObjectId)>,
     pub(crate) warnings: Vec<Warning>,
+}
+
+impl Whole {
+    /// The read as a diff's live side, its files read through `fd`.
+    pub(crate) fn into_live(self, fd: OwnedFd) -> LiveTree {
+        LiveTree { root: self.root, built: Arc::new(self.built), fd, warnings: self.warnings }
+    }
 }
 
 /// Reads the live tree `dir` (open as `fd`) whole, the directory records of `workspace`

@@ -98,19 +98,17 @@ pub(crate) fn walk_and_load(
     })
 }
 
-/// Workspace `workspace`'s directory records whose trees are stored and not condemned, in one
-/// read transaction (a lock per lookup cost more than the lookups).
+/// Workspace `workspace`'s directory records, less those whose trees are missing or condemned, in
+/// one read transaction (a lock per lookup cost more than the lookups).
 fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap> {
     let Some(workspace) = workspace else { return Ok(DirCacheMap::default()) };
     crate::manifest::read_on(conn, || {
         let mut cache = crate::manifest::dir_cache::load(conn, workspace)?;
         let mut dropped = Vec::new();
         for (key, blob) in &cache {
-            match Record::parse(blob) {
-                Some(r) if trees::has_live(conn, &r.tree)? => {}
-                Some(_) => dropped.push(*key),
-                None => {
-                    tracing::warn!("a directory cache record does not parse; its directory is read again");
+            // One that does not parse stays: `classify` names its directory when it warns.
+            if let Some(r) = Record::parse(blob) {
+                if !trees::has_live(conn, &r.tree)? {
                     dropped.push(*key);
                 }
             }

@@ -346,8 +346,7 @@ impl Repo {
         if let Some(feeds) = &self.live_feeds {
             return feeds.read(conn, ws, fd, dir, &walk_opts);
         }
-        let whole = read_whole(conn, ws, &fd, dir, &walk_opts)?;
-        Ok(LiveTree { root: whole.root, built: std::sync::Arc::new(whole.built), fd, warnings: whole.warnings })
+        Ok(read_whole(conn, ws, &fd, dir, &walk_opts)?.into_live(fd))
     }
 }
 
