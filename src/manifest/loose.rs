@@ -41,8 +41,8 @@ pub fn store(conn: &Connection, bytes: &[u8], level: i32, chunking: &crate::obje
     }
     let mut chunks = Vec::new();
     chunking.for_each_chunk(bytes, |offset, data| {
-        let chunk = ObjectId::of(&data);
-        insert(conn, &chunk, &data, level)?;
+        let chunk = ObjectId::of(data);
+        insert(conn, &chunk, data, level)?;
         chunks.push((offset, chunk));
         Ok(())
     })?;

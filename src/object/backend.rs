@@ -2,6 +2,8 @@
 //!
 //! Hashing, compression and verification live above it (`store.rs`), once. A `put` is durable
 //! when it returns and atomic (a reader sees all of the bytes or none); keys are written once.
+//! A value named by the hash of its own bytes (a pack) is written in pieces through `stage` and
+//! named when complete, so it never has to sit whole in memory.
 
 use crate::base::error::Result;
 
@@ -19,6 +21,39 @@ pub trait Backend: Send + Sync {
     fn size(&self, key: &str) -> Result<u64>;
     /// Removes `key`; removing a missing key is success.
     fn delete(&self, key: &str) -> Result<()>;
+    /// Starts a value whose key is known only once all of it is written, to be stored under a
+    /// key below `dir`. Nothing is visible to readers before `Staged::commit`; a staged value
+    /// dropped uncommitted leaves no key. The default holds the pieces in memory and `put`s
+    /// them; a backend that can write in place (a file) overrides it.
+    fn stage(&self, dir: &str) -> Result<Box<dyn Staged + '_>> {
+        let _ = dir;
+        Ok(Box::new(Buffered { backend: self, bytes: Vec::new() }))
+    }
+}
+
+/// A value being written in pieces, stored under its key by `commit`.
+pub trait Staged: Send {
+    /// Appends `bytes` to the value.
+    fn write(&mut self, bytes: &[u8]) -> Result<()>;
+    /// Stores the whole value under `key` as `Backend::put` would: durable and atomic.
+    fn commit(self: Box<Self>, key: &str) -> Result<()>;
+}
+
+/// The default staging: pieces gathered in memory, stored with one `put`.
+struct Buffered<'a, B: Backend + ?Sized> {
+    backend: &'a B,
+    bytes: Vec<u8>,
+}
+
+impl<B: Backend + ?Sized> Staged for Buffered<'_, B> {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.bytes.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>, key: &str) -> Result<()> {
+        self.backend.put(key, &self.bytes)
+    }
 }
 
 /// The contract every backend passes; run by each implementation's tests.
@@ -47,4 +82,15 @@ pub(crate) fn contract(b: &dyn Backend) {
     b.delete("packs/aa/one.pack").expect("delete");
     b.delete("packs/aa/one.pack").expect("delete again");
     assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack"]);
+    // A staged value appears whole under its key at commit, and not at all if dropped.
+    let mut staged = b.stage("packs").expect("stage");
+    staged.write(b"staged ").expect("write");
+    staged.write(b"value").expect("write");
+    let mut dropped = b.stage("packs").expect("stage");
+    dropped.write(b"dropped").expect("write");
+    drop(dropped);
+    assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack"], "nothing visible before commit");
+    staged.commit("packs/cc/three.pack").expect("commit");
+    assert_eq!(b.get_range("packs/cc/three.pack", 0, 12).expect("get"), b"staged value");
+    assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack", "packs/cc/three.pack"]);
 }

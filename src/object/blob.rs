@@ -83,6 +83,13 @@ pub(crate) fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
 /// Compresses `raw` into `out` (cleared first, capacity kept).
 fn compress_into(raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
     out.clear();
+    compress_after(raw, level, out, 0)
+}
+
+/// Compresses `raw` into `out` from byte `at` on (`out` is `at` bytes long), leaving
+/// `out` holding the bytes before `at` and then the frame.
+fn compress_after(raw: &[u8], level: i32, out: &mut Vec<u8>, at: usize) -> Result<()> {
+    out.truncate(at);
     out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -93,7 +100,9 @@ fn compress_into(raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
             *slot = Some((level, c));
         }
         let (_, c) = slot.as_mut().ok_or_else(|| Error::internal("zstd compressor missing"))?;
-        c.compress_to_buffer(raw, out)
+        let mut tail = std::io::Cursor::new(out);
+        tail.set_position(at as u64);
+        c.compress_to_buffer(raw, &mut tail)
             .map(|_| ())
             .map_err(|e| Error::with_source(crate::base::error::ErrorKind::Internal, "zstd compression failed", e))
     })
@@ -173,12 +182,6 @@ fn encode_kind(kind: Kind, id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<
     Ok(out)
 }
 
-thread_local! {
-    // Compression output, reused: a fresh multi-megabyte buffer per object makes glibc's
-    // allocator hold on to freed memory (see `encode_into`).
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// Encodes into `out` (cleared first), so callers can reuse one buffer for every object:
 /// allocating and freeing megabyte buffers per file is what kept a 100,000-file snapshot's
 /// resident memory far above its live heap.
@@ -194,17 +197,16 @@ pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut 
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(id.as_bytes());
     let compressed = raw.len() >= 64 && worth_compressing(raw, level)?;
-    let used_zstd = compressed
-        && SCRATCH.with(|cell| -> Result<bool> {
-            let mut scratch = cell.borrow_mut();
-            compress_into(raw, level, &mut scratch)?;
-            if (scratch.len() as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) {
-                out.extend_from_slice(&scratch);
-                Ok(true)
-            } else {
-                Ok(false)
-            }
-        })?;
+    // zstd writes straight after the header: no second buffer per thread.
+    let used_zstd = compressed && {
+        compress_after(raw, level, out, HEADER_LEN)?;
+        if ((out.len() - HEADER_LEN) as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) {
+            true
+        } else {
+            out.truncate(HEADER_LEN);
+            false
+        }
+    };
     if used_zstd {
         out[5] = Codec::Zstd as u8;
     } else {

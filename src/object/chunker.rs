@@ -27,19 +27,41 @@ impl Default for Chunking {
 }
 
 impl Chunking {
-    /// Feeds `reader` to `each` chunk by chunk, in order, with the chunk's offset.
-    pub fn for_each_chunk(&self, reader: impl Read, mut each: impl FnMut(u64, Vec<u8>) -> Result<()>) -> Result<()> {
-        let chunker = fastcdc::v2020::StreamCDC::new(reader, self.min, self.avg, self.max);
-        for chunk in chunker {
-            let chunk = chunk.map_err(|e| match e {
-                fastcdc::v2020::Error::IoError(io) => {
-                    Error::with_source(ErrorKind::Io, format!("cannot read while chunking: {io}"), io)
+    /// Feeds `reader` to `each` chunk by chunk, in order, with the chunk's offset. The cut
+    /// points are FastCDC's (normalization level 1, seed 0) over a window of `max` bytes,
+    /// exactly those of `fastcdc::v2020::StreamCDC` (a test keeps them equal).
+    pub fn for_each_chunk(&self, mut reader: impl Read, mut each: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+        let max = self.max as usize;
+        // The window chunks are cut from: each chunk is handed out as a slice of it, not a
+        // copy, so one chunk's bytes are in memory per file being chunked instead of two. It
+        // lives as long as the file's chunking, not the thread: a kept one would still be
+        // resident while a snapshot commits, its memory peak.
+        let mut window = vec![0u8; max];
+        let (mut len, mut offset, mut eof) = (0usize, 0u64, false);
+        loop {
+            while !eof && len < max {
+                match reader.read(&mut window[len..]) {
+                    Ok(0) => eof = true,
+                    Ok(n) => len += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(Error::with_source(ErrorKind::Io, format!("cannot read while chunking: {e}"), e))
+                    }
                 }
-                other => Error::internal(format!("chunking failed: {other}")),
-            })?;
-            each(chunk.offset, chunk.data)?;
+            }
+            if len == 0 {
+                return Ok(());
+            }
+            let fastcdc = fastcdc::v2020::FastCDC::new(&window[..len], self.min, self.avg, self.max);
+            let (_, cut) = fastcdc.cut(0, len);
+            // A window of at least one byte always yields a chunk (the whole window when it is
+            // shorter than `min`); an empty cut would loop forever.
+            let cut = if cut == 0 { len } else { cut };
+            each(offset, &window[..cut])?;
+            offset += cut as u64;
+            window.copy_within(cut..len, 0);
+            len -= cut;
         }
-        Ok(())
     }
 }
 
@@ -63,7 +85,7 @@ mod tests {
         let mut out = Vec::new();
         Chunking::default()
             .for_each_chunk(data, |off, c| {
-                out.push((off, blake3::hash(&c)));
+                out.push((off, blake3::hash(c)));
                 Ok(())
             })
             .expect("chunk");
@@ -80,5 +102,38 @@ mod tests {
         assert!(before.len() >= 4);
         let shared = before.iter().filter(|c| after.contains(c)).count();
         assert!(shared >= before.len() - 1, "only the last chunk may change");
+    }
+
+    #[test]
+    fn cuts_exactly_where_the_stream_chunker_does() {
+        for (len, seed) in
+            [(0usize, 1u64), (1, 2), (300 << 10, 3), (4 << 20, 4), ((9 << 20) + 12_345, 5), (13 << 20, 6)]
+        {
+            let data = noise(len, seed);
+            let c = Chunking::default();
+            let expected: Vec<(u64, blake3::Hash)> = fastcdc::v2020::StreamCDC::new(&data[..], c.min, c.avg, c.max)
+                .map(|r| r.map(|ch| (ch.offset, blake3::hash(&ch.data))).expect("stream chunk"))
+                .collect();
+            assert_eq!(chunks(&data), expected, "{len} bytes");
+        }
+        // A reader handing out a few bytes at a time cuts the same.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(7919);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let data = noise(6 << 20, 8);
+        let mut trickled = Vec::new();
+        Chunking::default()
+            .for_each_chunk(Trickle(&data), |off, c| {
+                trickled.push((off, blake3::hash(c)));
+                Ok(())
+            })
+            .expect("chunk");
+        assert_eq!(trickled, chunks(&data));
     }
 }

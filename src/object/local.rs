@@ -2,7 +2,9 @@
 //!
 //! A put writes a temporary file in the key's directory, fsyncs it, renames it into place and
 //! fsyncs the directory, so a crash leaves either the whole file or none (plus a stray `.tmp`
-//! that nothing references). Reads use positioned reads on cached open handles.
+//! that nothing references). A staged value (a pack being written) is such a temporary in the
+//! directory it was staged below, renamed under its key when committed. Reads use positioned
+//! reads on cached open handles.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::object::backend::Staged;
 use crate::object::Backend;
 
 /// Open handles kept for reads; packs are immutable, so a cached handle never goes stale.
@@ -56,6 +59,56 @@ fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
+/// Creates `dir` if missing, with its own entry made durable in its parent.
+fn ensure_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+fn temporary_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create a temporary file in", dir, e))
+}
+
+/// Syncs the temporary, renames it to `path` and syncs `path`'s directory: after this the
+/// value is whole under its key whatever happens next.
+fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
+    let dir =
+        path.parent().ok_or_else(|| Error::internal(format!("backend path {} has no directory", path.display())))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| Error::io("rename into place", path, e.error))?;
+    sync_dir(dir)
+}
+
+/// A pack being written: a temporary file, written through a kernel buffer and renamed under
+/// its key at commit (the temporary vanishes if dropped; a crash leaves a stray `.tmp`).
+struct StagedFile {
+    root: PathBuf,
+    tmp: tempfile::NamedTempFile,
+}
+
+impl Staged for StagedFile {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.tmp.write_all(bytes).map_err(|e| Error::io("write", self.tmp.path(), e))
+    }
+
+    fn commit(self: Box<Self>, key: &str) -> Result<()> {
+        let path = self.root.join(key);
+        let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
+        ensure_dir(dir)?;
+        // An existing key holds the same bytes (keys are content-derived): replacing it with
+        // the rename is harmless, and leaves it durable even if it was a killed writer's.
+        persist(self.tmp, &path)
+    }
+}
+
 impl Backend for LocalBackend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
         let path = self.path(key);
@@ -66,21 +119,16 @@ impl Backend for LocalBackend {
             File::open(&path).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &path, e))?;
             return sync_dir(dir);
         }
-        if !dir.exists() {
-            fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-            // The new directory's own entry must be durable too.
-            if let Some(parent) = dir.parent() {
-                sync_dir(parent)?;
-            }
-        }
-        let mut tmp = tempfile::Builder::new()
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io("create a temporary file in", dir, e))?;
+        ensure_dir(dir)?;
+        let mut tmp = temporary_in(dir)?;
         tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
-        tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
-        tmp.persist(&path).map_err(|e| Error::io("rename into place", &path, e.error))?;
-        sync_dir(dir)
+        persist(tmp, &path)
+    }
+
+    fn stage(&self, dir: &str) -> Result<Box<dyn Staged + '_>> {
+        let dir = self.path(dir);
+        ensure_dir(&dir)?;
+        Ok(Box::new(StagedFile { root: self.root.clone(), tmp: temporary_in(&dir)? }))
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {

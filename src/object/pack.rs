@@ -1,14 +1,18 @@
-//! Packs: many blobs appended into one immutable file, written with one put (one fsync).
+//! Packs: many blobs appended into one immutable file, written as a stream and named when sealed.
 //!
 //! Layout: an 8-byte header (`TRVP`, format version u32 LE = 1), then blobs back to back
 //! (`blob.rs`). The key is `packs/<hex[..2]>/<hex>.pack` where `hex` is the BLAKE3 of the whole
-//! pack, so a pack names its own content. Writers fill an in-memory buffer and seal it once it
-//! passes the target size; the manifest learns of a pack only after it is durable.
+//! pack, so a pack names its own content. Writers append blobs to a small buffer; full buffers
+//! go, in order, to a writing thread that hashes them and writes them to a staged value
+//! (`Backend::stage`, a temporary file), and a sealed pack goes to a syncing thread that makes
+//! it durable under its name. Memory is a few buffers whatever the pack or workspace size; the
+//! manifest learns of a pack only after it is durable.
 
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::object::backend::Staged;
 use crate::object::{blob, Backend, ObjectId};
 
 /// The first four bytes of every pack.
@@ -17,6 +21,13 @@ pub const MAGIC: &[u8; 4] = b"TRVP";
 pub const VERSION: u32 = 1;
 /// The pack header's length in bytes (magic and version).
 pub const HEADER_LEN: u64 = 8;
+/// The bytes gathered before they go to the writing thread: big enough that writes and hash
+/// updates are few, small enough that the buffers in flight stay a few MiB.
+const PIECE: usize = 1 << 20;
+/// Pieces queued for the writing thread before appenders wait (bounds the memory in flight).
+const QUEUED_PIECES: usize = 4;
+/// Where packs are staged while being written (`Backend::stage`).
+const STAGING_DIR: &str = "packs";
 
 /// Where one object lies in a pack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,43 +55,116 @@ pub struct SealedPack {
     pub objects: Vec<PackedObject>,
 }
 
+/// What the appenders send the writing thread, in pack order.
+enum Piece {
+    /// The next bytes of the open pack.
+    Bytes(Vec<u8>),
+    /// The open pack is complete and holds these objects.
+    Seal(Vec<PackedObject>),
+}
+
+/// The pack being filled, as the appenders see it.
 struct Open {
+    /// Bytes not yet sent to the writing thread.
     buf: Vec<u8>,
+    /// Bytes of this pack already sent.
+    sent: u64,
     objects: Vec<PackedObject>,
 }
 
 impl Open {
-    fn new(mut buf: Vec<u8>) -> Open {
-        buf.clear();
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&VERSION.to_le_bytes());
-        Open { buf, objects: Vec::new() }
+    fn len(&self) -> u64 {
+        self.sent + self.buf.len() as u64
     }
 }
 
-/// Room for a full pack plus the largest blob that can tip it over (a 4 MiB chunk, or a bundle
-/// of up to 256 KiB + 16 KiB, with headers): without it the buffer would double when one lands.
-fn capacity(target_size: usize) -> usize {
-    target_size + (4 << 20) + (1 << 20)
+/// Hashes and writes pieces as they come; hands each sealed pack to the syncing thread.
+fn write_pieces<'a>(
+    backend: &'a dyn Backend,
+    pieces: Receiver<Piece>,
+    spare: &Spare,
+    done: SyncSender<Staging<'a>>,
+) -> Result<()> {
+    let mut staging: Option<Staging<'a>> = None;
+    for piece in pieces {
+        match piece {
+            Piece::Bytes(bytes) => {
+                let s = match &mut staging {
+                    Some(s) => s,
+                    None => staging.insert(Staging {
+                        value: backend.stage(STAGING_DIR)?,
+                        hasher: blake3::Hasher::new(),
+                        size: 0,
+                        objects: Vec::new(),
+                    }),
+                };
+                s.hasher.update(&bytes);
+                s.value.write(&bytes)?;
+                s.size += bytes.len() as u64;
+                spare.give_back(bytes);
+            }
+            Piece::Seal(objects) => {
+                let Some(mut s) = staging.take() else {
+                    return Err(Error::internal("a pack was sealed before any of its bytes were written"));
+                };
+                s.objects = objects;
+                done.send(s).map_err(|_| Error::new(ErrorKind::Io, "the pack syncing thread stopped"))?;
+            }
+        }
+    }
+    Ok(())
 }
 
-fn seal(backend: &dyn Backend, pack: &Open) -> Result<SealedPack> {
-    let hex = blake3::hash(&pack.buf).to_hex();
-    let key = format!("packs/{}/{}.pack", &hex[..2], hex);
-    backend.put(&key, &pack.buf)?;
-    Ok(SealedPack { key, size: pack.buf.len() as u64, objects: pack.objects.clone() })
+/// A pack written whole but not yet durable under its name.
+struct Staging<'a> {
+    value: Box<dyn Staged + 'a>,
+    hasher: blake3::Hasher,
+    size: u64,
+    objects: Vec<PackedObject>,
 }
 
-/// Accepts encoded blobs from many threads; full packs go to a sealing thread so the workers
-/// keep hashing and compressing while a pack is written and fsynced. The hand-off is a
-/// rendezvous and at most one spare buffer is kept, which bounds memory to about four packs
-/// (filling, handed over, being sealed, spare) whatever the workspace size.
+impl Staging<'_> {
+    fn commit(self) -> Result<SealedPack> {
+        let hex = self.hasher.finalize().to_hex();
+        let key = format!("packs/{}/{}.pack", &hex[..2], hex);
+        self.value.commit(&key)?;
+        Ok(SealedPack { key, size: self.size, objects: self.objects })
+    }
+}
+
+/// Buffers the writing thread is done with, reused so each piece does not fault in fresh pages.
+#[derive(Default)]
+struct Spare(Mutex<Vec<Vec<u8>>>);
+
+impl Spare {
+    fn take(&self) -> Vec<u8> {
+        let buf = self.0.lock().ok().and_then(|mut s| s.pop());
+        let mut buf = buf.unwrap_or_else(|| Vec::with_capacity(PIECE + blob::HEADER_LEN));
+        buf.clear();
+        buf
+    }
+
+    fn give_back(&self, buf: Vec<u8>) {
+        // A buffer grown by a big blob (a 4 MiB chunk) is not kept: memory stays a few pieces.
+        if buf.capacity() > 2 * PIECE {
+            return;
+        }
+        if let Ok(mut s) = self.0.lock() {
+            if s.len() < QUEUED_PIECES + 2 {
+                s.push(buf);
+            }
+        }
+    }
+}
+
+/// Accepts encoded blobs from many threads and streams them into packs of about the target
+/// size: the workers keep hashing and compressing while a pack is written and fsynced. The
+/// hand-offs are bounded, so memory is a few 1 MiB pieces whatever the pack or workspace size.
 pub struct PackWriter {
-    target_size: usize,
+    target_size: u64,
     open: Mutex<Open>,
-    full: SyncSender<Open>,
-    /// Buffers the sealer is done with, reused so each pack does not fault in fresh pages.
-    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+    pieces: SyncSender<Piece>,
+    spare: Arc<Spare>,
 }
 
 impl PackWriter {
@@ -92,43 +176,35 @@ impl PackWriter {
         work: impl FnOnce(&PackWriter) -> Result<T>,
     ) -> Result<(T, Vec<SealedPack>)> {
         std::thread::scope(|scope| {
-            let (full, rx) = sync_channel::<Open>(0);
-            let spare = Arc::new(Mutex::new(Vec::new()));
-            let sealer_spare = spare.clone();
-            let sealer = scope.spawn(move || -> Result<Vec<SealedPack>> {
+            let (pieces, to_write) = sync_channel::<Piece>(QUEUED_PIECES);
+            // One sealed pack may wait while the next is written: the pipeline never stops for
+            // a pack's fsync, and a pack waiting is a file, not memory.
+            let (sealed_tx, to_sync) = sync_channel::<Staging<'_>>(1);
+            let spare = Arc::new(Spare::default());
+            let writer_spare = spare.clone();
+            let writing = scope.spawn(move || write_pieces(backend, to_write, &writer_spare, sealed_tx));
+            let syncing = scope.spawn(move || -> Result<Vec<SealedPack>> {
                 let mut sealed = Vec::new();
-                for pack in rx {
-                    sealed.push(seal(backend, &pack)?);
-                    if let Ok(mut s) = sealer_spare.lock() {
-                        if s.is_empty() {
-                            s.push(pack.buf);
-                        }
-                    }
+                for staging in to_sync {
+                    sealed.push(staging.commit()?);
                 }
                 Ok(sealed)
             });
-            let writer = PackWriter {
-                target_size,
-                open: Mutex::new(Open::new(Vec::with_capacity(capacity(target_size)))),
-                full,
-                spare,
-            };
+            let writer =
+                PackWriter { target_size: target_size as u64, open: Mutex::new(Open::fresh(&spare)), pieces, spare };
             let result = work(&writer).and_then(|t| writer.flush().map(|_| t));
             drop(writer);
-            let sealed = sealer.join().map_err(|_| Error::internal("the pack sealing thread panicked"))?;
-            // A sealing failure explains any "sealer stopped" error the workers saw.
+            let written = writing.join().map_err(|_| Error::internal("the pack writing thread panicked"))?;
+            let sealed = syncing.join().map_err(|_| Error::internal("the pack syncing thread panicked"))?;
+            // A writing or syncing failure explains any "stopped" error the workers saw.
+            written?;
             let sealed = sealed?;
             Ok((result?, sealed))
         })
     }
 
-    fn fresh(&self) -> Open {
-        let buf = self.spare.lock().ok().and_then(|mut s| s.pop());
-        Open::new(buf.unwrap_or_else(|| Vec::with_capacity(capacity(self.target_size))))
-    }
-
-    fn send(&self, pack: Open) -> Result<()> {
-        self.full.send(pack).map_err(|_| Error::new(crate::base::error::ErrorKind::Io, "the pack sealer stopped"))
+    fn send(&self, piece: Piece) -> Result<()> {
+        self.pieces.send(piece).map_err(|_| Error::new(ErrorKind::Io, "the pack writing thread stopped"))
     }
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
@@ -141,38 +217,69 @@ impl PackWriter {
         self.append(encoded, members.iter().map(|&(id, raw_len, inner)| (id, raw_len, Some(inner))))
     }
 
-    /// Appends one blob holding `objects` (id, raw length, offset inside a bundle), sealing the
-    /// pack when it passes the target size.
+    /// Appends one blob holding `objects` (id, raw length, offset inside a bundle), passing
+    /// full pieces on and sealing the pack when it passes the target size. Pieces are sent
+    /// under the lock: that keeps them in pack order, and a full queue holds every appender.
     fn append(&self, encoded: &[u8], objects: impl Iterator<Item = (ObjectId, u64, Option<u64>)>) -> Result<()> {
-        let full = {
-            let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
-            let offset = open.buf.len() as u64;
-            let stored_len = encoded.len() as u64;
-            open.buf.extend_from_slice(encoded);
-            for (id, raw_len, inner_offset) in objects {
-                open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset });
-            }
-            if open.buf.len() >= self.target_size {
-                Some(std::mem::replace(&mut *open, self.fresh()))
-            } else {
-                None
-            }
-        };
-        match full {
-            Some(pack) => self.send(pack),
-            None => Ok(()),
+        let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
+        let offset = open.len();
+        let stored_len = encoded.len() as u64;
+        for (id, raw_len, inner_offset) in objects {
+            open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset });
         }
+        // A big blob (a whole chunk) is cut across pieces: what waits in the queue stays a few
+        // MiB whatever the blob sizes.
+        let mut rest = encoded;
+        while !rest.is_empty() {
+            let room = PIECE.saturating_sub(open.buf.len()).max(1);
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            open.buf.extend_from_slice(now);
+            rest = later;
+            if open.buf.len() >= PIECE {
+                self.pass_on(&mut open)?;
+            }
+        }
+        if open.len() >= self.target_size {
+            let full = std::mem::replace(&mut *open, Open::fresh(&self.spare));
+            self.seal(full)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the buffered bytes of the open pack to the writing thread.
+    fn pass_on(&self, open: &mut Open) -> Result<()> {
+        if open.buf.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::replace(&mut open.buf, self.spare.take());
+        open.sent += bytes.len() as u64;
+        self.send(Piece::Bytes(bytes))
+    }
+
+    fn seal(&self, mut pack: Open) -> Result<()> {
+        self.pass_on(&mut pack)?;
+        self.send(Piece::Seal(pack.objects))
     }
 
     fn flush(&self) -> Result<()> {
         let last = {
             let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
-            std::mem::replace(&mut *open, Open::new(Vec::new()))
+            std::mem::replace(&mut *open, Open { buf: Vec::new(), sent: 0, objects: Vec::new() })
         };
         if last.objects.is_empty() {
             return Ok(());
         }
-        self.send(last)
+        self.seal(last)
+    }
+}
+
+impl Open {
+    /// An empty pack: its header, nothing sent.
+    fn fresh(spare: &Spare) -> Open {
+        let mut buf = spare.take();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&VERSION.to_le_bytes());
+        Open { buf, sent: 0, objects: Vec::new() }
     }
 }
 
@@ -264,5 +371,40 @@ mod tests {
             }
         }
         assert_eq!(seen, ids);
+    }
+
+    #[test]
+    fn streams_big_and_small_blobs_to_files_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let backend = crate::object::LocalBackend::new(dir.path());
+        // Blobs of every size around a piece, one bigger than a piece, across several packs.
+        let sizes = [10usize, PIECE - 100, 300, 2 * PIECE + 5, 7, PIECE, 1];
+        let (ids, packs) = PackWriter::run(&backend, 3 * PIECE, |writer| {
+            let mut ids = Vec::new();
+            for (i, &n) in sizes.iter().enumerate() {
+                let raw = crate::sample::Rng::new(i as u64).bytes(n); // incompressible: sizes hold
+                let id = ObjectId::of(&raw);
+                writer.add(id, n as u64, &blob::encode(&id, &raw, 1).expect("encode")).expect("add");
+                ids.push(id);
+            }
+            Ok(ids)
+        })
+        .expect("run");
+        assert!(packs.len() >= 2, "{} packs", packs.len());
+        let mut seen = Vec::new();
+        for p in &packs {
+            assert_eq!(backend.size(&p.key).expect("size"), p.size);
+            let whole = backend.get_range(&p.key, 0, p.size).expect("read");
+            assert!(p.key.contains(&blake3::hash(&whole).to_hex().to_string()), "a pack is named by its bytes");
+            assert_eq!(scan(&backend, &p.key, p.size).expect("scan"), p.objects);
+            seen.extend(p.objects.iter().map(|o| o.id));
+        }
+        assert_eq!(seen, ids);
+        let stray: Vec<_> = walkdir::WalkDir::new(dir.path())
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "tmp"))
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
     }
 }

@@ -48,6 +48,20 @@ thread_local! {
     static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Frees every pool thread's read and encode buffers (megabytes each after a big file): they
+/// would otherwise stay resident through the commit, which is a snapshot's memory peak.
+fn release_buffers() {
+    rayon::broadcast(|_| {
+        for buf in [&READ_BUF, &ENCODED] {
+            buf.with(|cell| {
+                if let Ok(mut b) = cell.try_borrow_mut() {
+                    *b = Vec::new();
+                }
+            });
+        }
+    });
+}
+
 /// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
 /// fill, short enough to spread work over the cores.
 const FILES_PER_RUN: usize = 64;
@@ -261,11 +275,11 @@ impl Writer<'_> {
         let mut chunks = Vec::new();
         let mut size = 0u64;
         let result = self.chunking.for_each_chunk(file, |offset, data| {
-            whole.update(&data);
-            sha.update(&data);
+            whole.update(data);
+            sha.update(data);
             size += data.len() as u64;
-            let id = ObjectId::of(&data);
-            self.store(id, &data, bundle)?;
+            let id = ObjectId::of(data);
+            self.store(id, data, bundle)?;
             chunks.push((offset, id));
             Ok(())
         });
@@ -473,6 +487,7 @@ impl Repo {
             })?;
             writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
         })?;
+        release_buffers();
         opts.progress.finish();
         Ok(read)
     }

@@ -200,11 +200,11 @@ impl Repo {
         let mut chunks = Vec::new();
         chunking.for_each_chunk(std::io::Read::chain(&head[..], reader), |offset, data| {
             self.check_deadline("storing a file")?;
-            sha.update(&data);
-            whole.update(&data);
+            sha.update(data);
+            whole.update(data);
             size += data.len() as u64;
-            let id = ObjectId::of(&data);
-            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &data, level))?;
+            let id = ObjectId::of(data);
+            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, data, level))?;
             chunks.push((offset, id));
             Ok(())
         })?;
