@@ -29,14 +29,15 @@ fn fixture() -> Fixture {
     let repo = Repo::init(&root, "t").expect("init");
     fs::create_dir_all(ws.join("dir")).expect("mkdir");
     let mut rng = trove::sample::Rng::new(7);
-    fs::write(ws.join("old.bin"), rng.bytes(150_000)).expect("write");
+    // Over the bundling limit (256 KiB): a blob of its own, so damaging it damages nothing else.
+    fs::write(ws.join("old.bin"), rng.bytes(300_000)).expect("write");
     fs::write(ws.join("small.txt"), "small\n").expect("write");
     fs::write(ws.join("big.bin"), rng.bytes(3 << 20)).expect("write");
     fs::write(ws.join("dir/inner.txt"), "inner\n").expect("write");
     let opts = SnapshotOptions { workspace: Some("w".into()), ..SnapshotOptions::default() };
     let mut snaps = vec![repo.snapshot(&ws, &opts).expect("snapshot")];
     fs::remove_file(ws.join("old.bin")).expect("rm");
-    fs::write(ws.join("new.bin"), rng.bytes(150_000)).expect("write");
+    fs::write(ws.join("new.bin"), rng.bytes(300_000)).expect("write");
     snaps.push(repo.snapshot(&ws, &opts).expect("snapshot"));
     let w = ws.clone();
     let spec = SessionSpec { workspace: Some("w".into()), persistent: true, ..SessionSpec::default() };

@@ -107,16 +107,16 @@ fn forget_keeps_by_policy_pins_and_running_sessions_and_audits_each() {
     assert!(stdout(&out).contains("keepDaily") && stdout(&out).contains("keepWithinS"), "{}", stdout(&out));
 }
 
-/// A workspace of two 200 KiB random files that share a pack, snapshotted, then one of them
-/// deleted and snapshotted again; with keep-last 1 the first snapshot is forgotten, leaving
-/// its pack half dead.
+/// A workspace of two 300 KB random files that share a pack (each a blob of its own: over the
+/// 256 KiB bundling limit), snapshotted, then one of them deleted and snapshotted again; with
+/// keep-last 1 the first snapshot is forgotten, leaving its pack half dead.
 fn half_dead_pack(dir: &Path) -> (PathBuf, Repo, PathBuf) {
     let (root, ws) = (dir.join("repo"), dir.join("w"));
     let repo = Repo::init(&root, "t").expect("init");
     fs::create_dir_all(&ws).expect("mkdir");
     let mut rng = trove::sample::Rng::new(5);
-    fs::write(ws.join("x.bin"), rng.bytes(200_000)).expect("write");
-    fs::write(ws.join("y.bin"), rng.bytes(200_000)).expect("write");
+    fs::write(ws.join("x.bin"), rng.bytes(300_000)).expect("write");
+    fs::write(ws.join("y.bin"), rng.bytes(300_000)).expect("write");
     fs::write(ws.join("notes.txt"), "kept\n").expect("write");
     snap(&repo, &ws, "w");
     // A pack entirely dead once its snapshot goes.

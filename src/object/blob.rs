@@ -93,11 +93,21 @@ fn compress_after(raw: &[u8], level: i32, out: &mut Vec<u8>, at: usize) -> Resul
     out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().map(|(l, _)| *l) != Some(level) {
-            let c = zstd::bulk::Compressor::new(level).map_err(|e| {
-                Error::with_source(crate::base::error::ErrorKind::Internal, "cannot create a zstd compressor", e)
-            })?;
-            *slot = Some((level, c));
+        let internal = |what: &'static str| {
+            move |e: std::io::Error| Error::with_source(crate::base::error::ErrorKind::Internal, what, e)
+        };
+        match slot.as_mut() {
+            None => {
+                let c = zstd::bulk::Compressor::new(level).map_err(internal("cannot create a zstd compressor"))?;
+                *slot = Some((level, c));
+            }
+            // Objects and bundles alternate levels: the context is kept and its level changed
+            // (a new context per switch cost an allocation of megabytes and its set-up).
+            Some((current, c)) if *current != level => {
+                c.set_compression_level(level).map_err(internal("cannot set the zstd level"))?;
+                *current = level;
+            }
+            Some(_) => {}
         }
         let (_, c) = slot.as_mut().ok_or_else(|| Error::internal("zstd compressor missing"))?;
         let mut tail = std::io::Cursor::new(out);

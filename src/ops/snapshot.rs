@@ -46,10 +46,12 @@ thread_local! {
     // allocator does not accumulate freed megabyte buffers (see `blob::encode_into`).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    // The worker's bundle builder, taken by a run and put back, so its buffers are reused.
+    static BUNDLE: std::cell::RefCell<BundleBuilder> = std::cell::RefCell::new(BundleBuilder::default());
 }
 
-/// Frees every pool thread's read and encode buffers (megabytes each after a big file): they
-/// would otherwise stay resident through the commit, which is a snapshot's memory peak.
+/// Frees every pool thread's read, encode and bundle buffers (megabytes each): they would
+/// otherwise stay resident through the commit, which is a snapshot's memory peak.
 fn release_buffers() {
     rayon::broadcast(|_| {
         for buf in [&READ_BUF, &ENCODED] {
@@ -59,12 +61,18 @@ fn release_buffers() {
                 }
             });
         }
+        BUNDLE.with(|cell| {
+            if let Ok(mut b) = cell.try_borrow_mut() {
+                *b = BundleBuilder::default();
+            }
+        });
     });
 }
 
-/// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
-/// fill, short enough to spread work over the cores.
-const FILES_PER_RUN: usize = 64;
+/// Files read by one worker in a row, sharing one bundle builder: long enough for 1 MiB bundles
+/// to fill (a run's last bundle is sealed however full: at 64 files most bundles were a
+/// fraction of the target), short enough to spread work over the cores.
+const FILES_PER_RUN: usize = 512;
 
 /// How `Repo::snapshot` takes a snapshot.
 pub struct SnapshotOptions<'a> {
@@ -137,7 +145,7 @@ impl Writer<'_> {
         }
         if raw.len() < bundle::MEMBER_MAX {
             if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
-                self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+                self.packs.add_bundle(sealed.members, sealed.encoded)?;
             }
             return Ok(());
         }
@@ -150,7 +158,7 @@ impl Writer<'_> {
 
     fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
         if let Some(sealed) = bundle.seal(self.zstd_level)? {
-            self.packs.add_bundle(&sealed.members, &sealed.encoded)?;
+            self.packs.add_bundle(sealed.members, sealed.encoded)?;
         }
         Ok(())
     }
@@ -474,7 +482,8 @@ impl Repo {
                 if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                     return Err(Error::timeout("reading files for a snapshot", false));
                 }
-                let mut bundle = BundleBuilder::default();
+                let mut bundle =
+                    BUNDLE.with(|cell| cell.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default());
                 for job in run {
                     let size = job.stat.size;
                     *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
@@ -483,7 +492,13 @@ impl Repo {
                     };
                     opts.progress.advance(size);
                 }
-                writer.seal_bundle(&mut bundle)
+                writer.seal_bundle(&mut bundle)?;
+                BUNDLE.with(|cell| {
+                    if let Ok(mut b) = cell.try_borrow_mut() {
+                        *b = bundle;
+                    }
+                });
+                Ok(())
             })?;
             writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
         })?;
