@@ -54,7 +54,7 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;
-         PRAGMA cache_size = -4096;
+         PRAGMA cache_size = -8192;
          PRAGMA mmap_size = 268435456;
          PRAGMA wal_autocheckpoint = 10000;",
     )

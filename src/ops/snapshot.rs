@@ -463,6 +463,10 @@ impl Repo {
                 jobs.push(FileJob { rel, stat: *stat, slot: outcome });
             }
         }
+        if jobs.is_empty() {
+            // Nothing to read (a snapshot where nothing changed): no pack writer, no threads.
+            return Ok((walk_warnings, Vec::new()));
+        }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
         jobs.sort_unstable_by_key(|j| j.rel);
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
