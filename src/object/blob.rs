@@ -82,7 +82,6 @@ pub(crate) fn compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
 
 /// Compresses `raw` into `out` (cleared first, capacity kept).
 fn compress_into(raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
-    out.clear();
     compress_after(raw, level, out, 0)
 }
 
@@ -148,10 +147,7 @@ pub fn encode_bundle(members: &[&[u8]], level: i32) -> Result<(Vec<u8>, Vec<u64>
     let table = 4 + 4 * members.len();
     let total: usize = table + members.iter().map(|m| m.len()).sum::<usize>();
     let mut raw = Vec::with_capacity(total);
-    raw.extend_from_slice(&(members.len() as u32).to_le_bytes());
-    for m in members {
-        raw.extend_from_slice(&(m.len() as u32).to_le_bytes());
-    }
+    write_bundle_table(members.iter().map(|m| m.len() as u64), &mut raw);
     let mut offsets = Vec::with_capacity(members.len());
     for m in members {
         offsets.push(raw.len() as u64);
@@ -159,6 +155,15 @@ pub fn encode_bundle(members: &[&[u8]], level: i32) -> Result<(Vec<u8>, Vec<u64>
     }
     let id = ObjectId::of(&raw);
     Ok((encode_kind(Kind::Bundle, &id, &raw, level)?, offsets))
+}
+
+/// Appends a bundle's member table to `out`: the member count, then each member's length (u32
+/// LE each); the members follow it back to back.
+pub fn write_bundle_table(lens: impl ExactSizeIterator<Item = u64>, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(lens.len() as u32).to_le_bytes());
+    for len in lens {
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+    }
 }
 
 /// The (offset, length) of each member in a bundle's raw bytes, from its member table.

@@ -70,12 +70,8 @@ impl BundleBuilder {
         if self.members.is_empty() {
             return Ok(None);
         }
-        // The layout `blob::encode_bundle` writes: member count, each length, the members.
         self.raw.clear();
-        self.raw.extend_from_slice(&(self.members.len() as u32).to_le_bytes());
-        for (_, len) in &self.members {
-            self.raw.extend_from_slice(&(*len as u32).to_le_bytes());
-        }
+        blob::write_bundle_table(self.members.iter().map(|(_, len)| *len), &mut self.raw);
         let mut offset = self.raw.len() as u64;
         self.raw.extend_from_slice(&self.data);
         let boost = if self.data.len() / self.members.len() < BOOST_BELOW_AVERAGE { BUNDLE_LEVEL_BOOST } else { 0 };
