@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -13,60 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use trove::object::{Backend, MemoryBackend};
 use trove::RestoreOptions;
 use trove::{ErrorKind, Repo, SnapshotOptions};
-
-/// A backend that runs `on_read` once, at the first read: the moment a restore has made its
-/// directories and starts fetching contents.
-struct Tripwire {
-    inner: MemoryBackend,
-    armed: AtomicBool,
-    on_read: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-}
-
-impl Backend for Tripwire {
-    fn put(&self, key: &str, bytes: &[u8]) -> trove::Result<()> {
-        self.inner.put(key, bytes)
-    }
-    fn get_range(&self, key: &str, offset: u64, len: u64) -> trove::Result<Vec<u8>> {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            if let Some(f) = self.on_read.lock().expect("lock").take() {
-                f();
-            }
-        }
-        self.inner.get_range(key, offset, len)
-    }
-    fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn size(&self, key: &str) -> trove::Result<u64> {
-        self.inner.size(key)
-    }
-    fn delete(&self, key: &str) -> trove::Result<()> {
-        self.inner.delete(key)
-    }
-}
-
-struct Shared(Arc<Tripwire>);
-
-impl Backend for Shared {
-    fn put(&self, key: &str, bytes: &[u8]) -> trove::Result<()> {
-        self.0.put(key, bytes)
-    }
-    fn get_range(&self, key: &str, offset: u64, len: u64) -> trove::Result<Vec<u8>> {
-        self.0.get_range(key, offset, len)
-    }
-    fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
-        self.0.list(prefix)
-    }
-    fn size(&self, key: &str) -> trove::Result<u64> {
-        self.0.size(key)
-    }
-    fn delete(&self, key: &str) -> trove::Result<()> {
-        self.0.delete(key)
-    }
-}
 
 #[test]
 fn a_directory_swapped_for_a_symlink_mid_restore_is_never_written_or_deleted_through() {
@@ -81,16 +30,26 @@ fn a_directory_swapped_for_a_symlink_mid_restore_is_never_written_or_deleted_thr
     fs::write(outside.join("a.rs"), "precious\n").expect("write");
     fs::write(outside.join("deep/b.rs"), "precious too\n").expect("write");
 
-    let wire =
-        Arc::new(Tripwire { inner: MemoryBackend::new(), armed: AtomicBool::new(false), on_read: Mutex::new(None) });
-    let repo = Repo::with_backend(Box::new(Shared(wire.clone()))).expect("repo");
-    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    // Armed after the snapshot, the tripwire fires at the restore's first read: the moment it
+    // has made its directories and starts fetching contents.
+    let armed = Arc::new(AtomicBool::new(false));
     let (t, o) = (target.clone(), outside.clone());
-    *wire.on_read.lock().expect("lock") = Some(Box::new(move || {
+    let on_first_read = Mutex::new(Some(move || {
         fs::rename(t.join("src"), t.join("src.moved")).expect("move the real directory away");
         symlink(&o, t.join("src")).expect("plant the symlink");
     }));
-    wire.armed.store(true, Ordering::SeqCst);
+    let wire = armed.clone();
+    let backend = backend::Hooked::default().on_read(move |_, _| {
+        if wire.swap(false, Ordering::SeqCst) {
+            if let Some(f) = on_first_read.lock().expect("lock").take() {
+                f();
+            }
+        }
+        Ok(())
+    });
+    let repo = Repo::with_backend(Box::new(backend)).expect("repo");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    armed.store(true, Ordering::SeqCst);
 
     let opts = RestoreOptions { overwrite: true, ..RestoreOptions::default() };
     let e = repo.restore(&snap, &target, &opts).expect_err("a symlink on the way stops the restore");
@@ -207,4 +166,49 @@ fn kill_9_at_random_moments_of_a_restore_never_tears_a_file() {
         assert!(!staging_left(&target), "kill after {delay_ms} ms: staging left after the next open");
     }
     assert!(killed > 0, "some kills must land before the restore finished");
+}
+
+/// A restore decodes each bundle about once, however its members are spread over the tree:
+/// here every directory also holds a copy of another directory's file (as `node_modules` holds
+/// the same files many times), whose only stored copy sits in a bundle far away in listing
+/// order. Visiting files in listing order decoded such bundles again and again.
+#[test]
+fn a_restore_decodes_each_bundle_about_once_even_when_duplicates_scatter_its_members() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, target) = (tmp.path().join("ws"), tmp.path().join("target"));
+    let mut rng = trove::sample::Rng::new(18);
+    let dirs = 120;
+    let mut own: Vec<Vec<u8>> = Vec::new();
+    for d in 0..dirs {
+        for f in 0..5 {
+            let bytes = rng.bytes(20_000);
+            if f == 0 {
+                own.push(bytes.clone());
+            }
+            common::http::write(&ws.join(format!("p{d:03}/f{f}.js")), &bytes);
+        }
+    }
+    for d in 0..dirs {
+        common::http::write(&ws.join(format!("p{d:03}/copy.js")), &own[(d * 37 + 11) % dirs]);
+    }
+    // Reads of each (pack, offset): one per blob or bundle decoded.
+    let reads: Arc<Mutex<HashMap<(String, u64), usize>>> = Arc::default();
+    let counts = reads.clone();
+    let backend = backend::Hooked::default().on_read(move |key, offset| {
+        *counts.lock().expect("lock").entry((key.to_string(), offset)).or_default() += 1;
+        Ok(())
+    });
+    let repo = Repo::with_backend(Box::new(backend)).expect("repo");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    reads.lock().expect("lock").clear();
+
+    repo.restore(&snap, &target, &RestoreOptions::default()).expect("restore");
+    for d in 0..dirs {
+        assert_eq!(fs::read(target.join(format!("p{d:03}/copy.js"))).expect("copy"), own[(d * 37 + 11) % dirs]);
+    }
+    let reads = reads.lock().expect("lock");
+    let (distinct, total) = (reads.len(), reads.values().sum::<usize>());
+    assert!(distinct >= 10, "the workspace fills several bundles ({distinct} read)");
+    // Each worker may start a run inside a bundle the other one decodes too.
+    assert!(total <= distinct + 4, "{total} reads of {distinct} stored blobs and bundles");
 }

@@ -227,39 +227,19 @@ fn a_flipped_pack_byte_is_a_corrupt_error_naming_the_object() {
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
 }
 
-/// Fails every put after the first `ok` ones: a disk that fills up mid-snapshot.
-struct FailingBackend {
-    inner: trove::object::MemoryBackend,
-    ok: std::sync::atomic::AtomicUsize,
-}
-
-impl Backend for FailingBackend {
-    fn put(&self, key: &str, bytes: &[u8]) -> trove::Result<()> {
-        if self.ok.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
-            return Err(trove::Error::new(ErrorKind::Io, "disk full (simulated)"));
-        }
-        self.inner.put(key, bytes)
-    }
-    fn get_range(&self, key: &str, offset: u64, len: u64) -> trove::Result<Vec<u8>> {
-        self.inner.get_range(key, offset, len)
-    }
-    fn list(&self, prefix: &str) -> trove::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn size(&self, key: &str) -> trove::Result<u64> {
-        self.inner.size(key)
-    }
-    fn delete(&self, key: &str) -> trove::Result<()> {
-        self.inner.delete(key)
-    }
-}
-
 #[test]
 fn a_failed_pack_write_leaves_earlier_snapshots_intact_and_nothing_half_recorded() {
     let tmp = tempfile::tempdir().expect("tmp");
     let ws = tmp.path().join("ws");
     trove::sample::generate(&ws, 200, 2).expect("generate");
-    let backend = FailingBackend { inner: trove::object::MemoryBackend::new(), ok: 1.into() };
+    // Every put after the first fails: a disk that fills up mid-snapshot.
+    let ok = std::sync::atomic::AtomicUsize::new(1);
+    let backend = common::backend::Hooked::default().on_put(move |_, _| {
+        match ok.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(trove::Error::new(ErrorKind::Io, "disk full (simulated)")),
+        }
+    });
     let repo = Repo::with_backend(Box::new(backend)).expect("repo");
     let first = repo.snapshot(&ws, &SnapshotOptions::default()).expect("first fits in one pack");
     fs::write(ws.join("more.bin"), trove::sample::Rng::new(9).bytes(1 << 20)).expect("write");

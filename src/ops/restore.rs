@@ -12,7 +12,9 @@
 //!    the snapshot has a directory is replaced;
 //! 4. stage: files are written in parallel, each under a temporary name beside its place
 //!    (`.trove-rst-<id>-<n>`), verified, given their mode and mtime; symlinks too;
-//! 5. one `syncfs` makes all of their data durable (not one fsync per file);
+//! 5. one `syncfs` makes all of their data durable (not one fsync per file); while step 4
+//!    runs, a flusher thread calls `syncfs` after every 64 MiB staged, so the disk writes while
+//!    the workers decode and this last sync finds little left;
 //! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
 //!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
 //! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
@@ -30,6 +32,8 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, UTIME_OMIT};
@@ -381,25 +385,36 @@ impl Repo {
         })
     }
 
-    /// Step 4: every file staged beside its place under a temporary name, in parallel
-    /// (contiguous runs keep files that share bundles, and directories, together), then every
-    /// symlink.
+    /// Step 4: every file staged beside its place under a temporary name, in parallel over the
+    /// plan's storage order (each worker's contiguous runs keep a bundle's members together),
+    /// with the data written out behind them; then every symlink.
     fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
         let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
         let deadline = self.deadline();
-        plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
-            DirCache::default,
-            |cache, (i, f)| -> Result<()> {
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                    return Err(Error::timeout("restoring files", false));
-                }
-                let dir = cache.get(target, split(&f.rel).0)?;
-                stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
-                    .map_err(|e| e.context(path::display(&f.rel)))?;
-                opts.progress.advance(f.entry.size);
-                Ok(())
-            },
-        )?;
+        let staged = AtomicU64::new(0);
+        std::thread::scope(|scope| -> Result<()> {
+            let (kick, kicked) = mpsc::sync_channel::<()>(1);
+            scope.spawn(move || flush_behind(target, kicked));
+            plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
+                DirCache::default,
+                |cache, (i, f)| -> Result<()> {
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return Err(Error::timeout("restoring files", false));
+                    }
+                    let dir = cache.get(target, split(&f.rel).0)?;
+                    stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
+                        .map_err(|e| e.context(path::display(&f.rel)))?;
+                    opts.progress.advance(f.entry.size);
+                    let before = staged.fetch_add(f.entry.size, Ordering::Relaxed);
+                    if before / FLUSH_BATCH != (before + f.entry.size) / FLUSH_BATCH {
+                        // A flush already asked for covers this batch too: never wait for it.
+                        let _ = kick.try_send(());
+                    }
+                    Ok(())
+                },
+            )
+            // Dropping `kick` here ends the flusher, which the scope then joins.
+        })?;
         let mut cache = DirCache::default();
         for (i, (rel, e)) in plan.links.iter().enumerate() {
             let name = link_name(prefix, i);
@@ -468,6 +483,14 @@ impl Repo {
                 }
             }
         }
+        // In storage order: the workers take contiguous runs of the plan, so each decodes a
+        // bundle once for all its members and reads each pack front to back. Listing order
+        // would visit a bundle several times (a snapshot fills bundles in walk order), and
+        // decode it each time it has left the small shared cache.
+        fn stored_at(f: &FilePlan) -> Option<(&str, u64, Option<u64>)> {
+            f.parts.first().map(|(_, l)| (l.pack.as_str(), l.offset, l.inner_offset))
+        }
+        files.sort_unstable_by(|a, b| stored_at(a).cmp(&stored_at(b)));
         Ok(Plan { dirs, files, links })
     }
 
@@ -510,6 +533,22 @@ impl Repo {
             settled += 1;
         }
         Ok(settled)
+    }
+}
+
+/// Staged bytes after which the flusher starts writing them out: large enough that the syncs
+/// stay few, small enough that step 5 finds little left to write.
+const FLUSH_BATCH: u64 = 64 << 20;
+
+/// Step 4's flusher: for every batch of staged bytes, a `syncfs` on the target, run beside the
+/// writers so the disk works while they decode. Nothing depends on these syncs (step 5's is
+/// the one that counts); they only leave it little to do. A failed one is logged and left to
+/// step 5, which reports it.
+fn flush_behind(target: &Target<'_>, kicked: mpsc::Receiver<()>) {
+    for () in kicked {
+        if let Err(e) = rustix::fs::syncfs(&target.fd) {
+            tracing::warn!(target = %target.path.display(), error = %e, "an early sync of staged files failed; the final sync will report it");
+        }
     }
 }
 

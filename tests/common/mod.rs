@@ -1,6 +1,7 @@
 //! Fixtures shared by the integration tests: workspaces, repositories, and running the binary.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod http;
 
 use std::fs;
