@@ -156,3 +156,50 @@ fn unchanged_files_are_not_read_again() {
     let cached = trove::testing::dir_cache_files(&repo).expect("records");
     assert_eq!(cached, (1, 1), "a file written just now is racy: read again next time");
 }
+
+/// A directory record names the tree its files' contents come from. Pointed at a tree that
+/// lacks them (damage, or a bug), the files it vouches for are read again, never given another
+/// file's content and never an error.
+#[test]
+fn files_a_records_tree_lacks_are_read_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    for (path, text) in [("a/x", "x one"), ("a/y", "y stays"), ("b/p", "p"), ("b/q", "q")] {
+        fs::create_dir_all(ws.join(path).parent().expect("parent")).expect("mkdir");
+        fs::write(ws.join(path), text).expect("write");
+    }
+    let repo = Repo::in_memory().expect("repo");
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    repo.snapshot(&ws, &opts).expect("first");
+
+    // Point a/'s record at b/'s tree.
+    let conn = trove::testing::conn(&repo);
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = conn
+        .prepare("SELECT dir_key, data FROM dir_cache")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let names = |blob: &[u8]| -> Vec<Vec<u8>> {
+        let r = trove::testing::dir_cache::Record::parse(blob).expect("record");
+        r.entries().map(|e| e.expect("entry").name.to_vec()).collect()
+    };
+    let find = |want: &[&[u8]]| rows.iter().find(|(_, blob)| names(blob) == want).expect("a record").clone();
+    let (a_key, mut a_record) = find(&[b"x", b"y"]);
+    let (_, b_record) = find(&[b"p", b"q"]);
+    a_record[1..33].copy_from_slice(&b_record[1..33]);
+    conn.execute("UPDATE dir_cache SET data = ?1 WHERE dir_key = ?2", rusqlite::params![a_record, a_key])
+        .expect("update");
+
+    fs::write(ws.join("a/x"), "x two").expect("write");
+    let snap = repo.snapshot(&ws, &opts).expect("second");
+    let content = |path: &str| {
+        let entry = repo.lookup(&snap, path.as_bytes()).expect(path);
+        repo.read_object(&entry.content.expect("content")).expect("read")
+    };
+    assert_eq!(content("a/x"), b"x two");
+    assert_eq!(content("a/y"), b"y stays", "read again, not taken from the wrong tree");
+    assert_eq!(content("b/p"), b"p");
+}

@@ -1,6 +1,6 @@
 //! The directory cache's record and the search index's posting lists on arbitrary bytes (what a
 //! damaged manifest row holds): parsing never panics, and what parses re-encodes to bytes that
-//! parse the same.
+//! parse the same (a version 1 record's file contents aside, which version 2 leaves out).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,7 +16,12 @@ fuzz_target!(|data: &[u8]| {
         let again = w.finish();
         let back = dir_cache::Record::parse(&again).expect("a written record parses");
         let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("its entries parse");
-        assert_eq!(back, entries, "parse . write is the identity on what parsed");
+        // Written, a version 1 record becomes version 2: a file's content is left to the tree.
+        let mut expected = entries.clone();
+        for e in expected.iter_mut().filter(|e| e.kind == trove::testing::tree::EntryKind::File) {
+            (e.content, e.sha256) = (None, None);
+        }
+        assert_eq!(back, expected, "parse . write is the identity on what parsed, less file contents");
     }
     let mut docs = Vec::new();
     if grams::decode_postings(data, &mut docs).is_some() {

@@ -1,9 +1,12 @@
 //! The directory cache's record: one directory of a live tree as it was last read — each kept
-//! entry with the `lstat` fields that vouch for it, a file's content ids, a subdirectory's tree
-//! id, and the directory's own tree id — one blob per directory (ARCHITECTURE.md, "Directory
-//! cache"). A file whose stat matches its entry is not read again; a directory all of whose
-//! entries match (and whose subdirectories kept their trees) keeps its tree id without
-//! encoding it again.
+//! entry with the `lstat` fields that vouch for it, a subdirectory's tree id, and the
+//! directory's own tree id — one blob per directory (ARCHITECTURE.md, "Directory cache"). A
+//! file whose stat matches its entry is not read again: its content ids are those of the entry
+//! of the same name in the directory's tree. A directory all of whose entries match (and whose
+//! subdirectories kept their trees) keeps its tree id without encoding it again.
+//!
+//! Version 2 leaves a file's content id and SHA-256 to the tree (version 1 repeated them in
+//! every record, half of its bytes); version 1 records still parse, with them.
 //!
 //! Records are read back as untrusted bytes: [`Record::parse`] checks every length against
 //! the blob before using it, and a malformed record is only a cache miss.
@@ -48,8 +51,10 @@ impl Stat {
     }
 }
 
-/// The record format's version byte.
-const VERSION: u8 = 1;
+/// The record format's version byte, as written.
+const VERSION: u8 = 2;
+/// The first version, whose file entries also carry the content id and SHA-256.
+const VERSION_WITH_CONTENT: u8 = 1;
 /// Set on a file's kind byte when its stat could not vouch for it (racy: changed too close to
 /// the read): it is read again next time whatever its stat says.
 const RACY: u8 = 0x80;
@@ -63,9 +68,10 @@ pub struct CachedEntry<'a> {
     pub kind: EntryKind,
     /// Its `lstat` fields when recorded.
     pub stat: Stat,
-    /// A file's content id and SHA-256; a directory's tree id in `content`.
+    /// A directory's tree id; a file's content id in a version 1 record only (version 2
+    /// leaves it to the directory's tree, and writes none).
     pub content: Option<ObjectId>,
-    /// A file's SHA-256.
+    /// A file's SHA-256, in a version 1 record only.
     pub sha256: Option<Sha256>,
     /// A symlink's target.
     pub target: &'a [u8],
@@ -80,6 +86,7 @@ pub struct Record<'a> {
     pub tree: ObjectId,
     entries: &'a [u8],
     count: u32,
+    version: u8,
 }
 
 fn kind_code(kind: EntryKind) -> u8 {
@@ -121,10 +128,7 @@ impl RecordWriter {
         }
         self.out.extend_from_slice(&e.stat.mode.to_le_bytes());
         match e.kind {
-            EntryKind::File => {
-                self.out.extend_from_slice(e.content.unwrap_or(ObjectId([0; 32])).as_bytes());
-                self.out.extend_from_slice(e.sha256.map_or([0; 32], |s| *s.as_bytes()).as_slice());
-            }
+            EntryKind::File => {}
             EntryKind::Dir => self.out.extend_from_slice(e.content.unwrap_or(ObjectId([0; 32])).as_bytes()),
             EntryKind::Symlink => {
                 self.out.extend_from_slice(&target_len.to_le_bytes());
@@ -163,17 +167,18 @@ impl<'a> Record<'a> {
     /// Parses the header of a record; the entries are checked as they are read.
     pub fn parse(blob: &'a [u8]) -> Option<Record<'a>> {
         let mut b = blob;
-        if *take(&mut b, 1)?.first()? != VERSION {
+        let version = *take(&mut b, 1)?.first()?;
+        if version != VERSION && version != VERSION_WITH_CONTENT {
             return None;
         }
         let tree = ObjectId(id_of(&mut b)?);
         let count = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
-        Some(Record { tree, entries: b, count })
+        Some(Record { tree, entries: b, count, version })
     }
 
     /// The entries in name order; `None` (once) where the blob turns out malformed.
     pub fn entries(&self) -> Entries<'a> {
-        Entries { rest: self.entries, left: self.count }
+        Entries { rest: self.entries, left: self.count, with_content: self.version == VERSION_WITH_CONTENT }
     }
 
     /// How many entries it holds.
@@ -186,6 +191,7 @@ impl<'a> Record<'a> {
 pub struct Entries<'a> {
     rest: &'a [u8],
     left: u32,
+    with_content: bool,
 }
 
 impl<'a> Iterator for Entries<'a> {
@@ -196,7 +202,7 @@ impl<'a> Iterator for Entries<'a> {
             return None;
         }
         self.left -= 1;
-        let parsed = parse_entry(&mut self.rest);
+        let parsed = parse_entry(&mut self.rest, self.with_content);
         if parsed.is_none() {
             self.left = 0;
         }
@@ -204,7 +210,7 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-fn parse_entry<'a>(b: &mut &'a [u8]) -> Option<CachedEntry<'a>> {
+fn parse_entry<'a>(b: &mut &'a [u8], with_content: bool) -> Option<CachedEntry<'a>> {
     let code = *take(b, 1)?.first()?;
     let kind = match code & !RACY {
         0 => EntryKind::File,
@@ -223,10 +229,11 @@ fn parse_entry<'a>(b: &mut &'a [u8]) -> Option<CachedEntry<'a>> {
     let stat = Stat { size, mtime_ns, ctime_ns, inode, device, mode };
     let mut e = CachedEntry { name, kind, stat, content: None, sha256: None, target: &[], racy: code & RACY != 0 };
     match kind {
-        EntryKind::File => {
+        EntryKind::File if with_content => {
             e.content = Some(ObjectId(id_of(b)?));
             e.sha256 = Some(Sha256(id_of(b)?));
         }
+        EntryKind::File => {}
         EntryKind::Dir => e.content = Some(ObjectId(id_of(b)?)),
         EntryKind::Symlink => {
             let len = u16::from_le_bytes(take(b, 2)?.try_into().ok()?) as usize;
@@ -252,8 +259,8 @@ mod tests {
                 name: b"a.rs",
                 kind: EntryKind::File,
                 stat: stat(3),
-                content: Some(ObjectId::of(b"abc")),
-                sha256: Some(Sha256([7; 32])),
+                content: None,
+                sha256: None,
                 target: &[],
                 racy: true,
             },
@@ -292,5 +299,35 @@ mod tests {
         let mut bad = blob.clone();
         bad[37] = 9;
         assert!(Record::parse(&bad).expect("header").entries().any(|e| e.is_err()), "unknown kind");
+    }
+
+    #[test]
+    fn a_version_1_record_parses_with_its_files_content() {
+        let tree = ObjectId::of(b"tree");
+        let mut blob = vec![1];
+        blob.extend_from_slice(tree.as_bytes());
+        blob.extend_from_slice(&1u32.to_le_bytes());
+        blob.push(0);
+        blob.extend_from_slice(&4u16.to_le_bytes());
+        blob.extend_from_slice(b"a.rs");
+        for v in [3u64, 5, 7, 11, 9] {
+            blob.extend_from_slice(&v.to_le_bytes());
+        }
+        blob.extend_from_slice(&0o100644u32.to_le_bytes());
+        blob.extend_from_slice(ObjectId::of(b"abc").as_bytes());
+        blob.extend_from_slice(&[7; 32]);
+        let r = Record::parse(&blob).expect("parse");
+        let e: Vec<_> = r.entries().collect::<Result<_, _>>().expect("entries");
+        assert_eq!((e.len(), e[0].name), (1, &b"a.rs"[..]));
+        assert_eq!((e[0].content, e[0].sha256), (Some(ObjectId::of(b"abc")), Some(Sha256([7; 32]))));
+        assert_eq!(e[0].stat.inode, 11);
+        // Written again it is a version 2 record: the content is left to the tree.
+        let mut w = RecordWriter::new(&r.tree);
+        w.push(&e[0]);
+        let again = w.finish();
+        assert_eq!(again.len(), blob.len() - 64);
+        let back = Record::parse(&again).expect("parse");
+        let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("entries");
+        assert_eq!((back[0].content, back[0].sha256, back[0].stat), (None, None, e[0].stat));
     }
 }

@@ -230,14 +230,14 @@ pub(crate) fn read_whole(
     opts: &WalkOptions<'_>,
 ) -> Result<Whole> {
     let (walked, cache) = walk_and_load(conn, workspace, fd, dir, opts)?;
-    trees_of(walked, cache, fd)
+    trees_of(conn, walked, cache, fd)
 }
 
 /// Builds the trees of a walk: classified against `cache`, the files it does not vouch for
 /// hashed in parallel.
-fn trees_of(mut walked: walk::Walked, cache: DirCacheMap, fd: &OwnedFd) -> Result<Whole> {
+fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd: &OwnedFd) -> Result<Whole> {
     let mut outcomes = Outcomes::new();
-    let classified = classify(&walked, cache, true, &mut outcomes);
+    let classified = classify(conn, &walked, cache, true, &mut outcomes)?;
     let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
     outcomes.par_iter_mut().flat_map(|files| files.par_iter_mut()).for_each(|f| {
         let (Some(rel), Outcome::Pending) = (f.rel.as_deref(), &f.outcome) else { return };
@@ -394,7 +394,7 @@ fn patch(
                     let with_hook =
                         WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook) };
                     let walked = walk::walk_from(fd, dir, &sub, &with_hook)?;
-                    let whole = trees_of(walked, DirCacheMap::default(), fd)?;
+                    let whole = trees_of(conn, walked, DirCacheMap::default(), fd)?;
                     built.extend(whole.built);
                     memo.dirs.extend(whole.dirs);
                     if let Ok(mut w) = warnings.lock() {

@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 use rusqlite::Connection;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::fs::walk::{self, Node, Stat, Walked};
 use crate::manifest::dir_cache::{dir_key, DirCacheMap, DirKey};
 use crate::manifest::trees;
@@ -33,6 +33,9 @@ pub(crate) struct Content {
 pub(crate) enum Outcome {
     Pending,
     Done(Content),
+    /// The directory cache vouches for the file and its directory keeps its recorded tree,
+    /// whose entry holds the content: nothing to look up.
+    Vouched,
     Dropped,
 }
 
@@ -64,6 +67,8 @@ pub(crate) struct Classified {
     /// A directory whose every entry matched its record: the tree id it keeps, provided its
     /// subdirectories keep theirs (their ids in the record, in order).
     pub(crate) keeps: Vec<Option<Keeps>>,
+    /// Each directory's recorded tree id, where it has a record.
+    pub(crate) recorded: Vec<Option<ObjectId>>,
     /// Records of directories the walk did not see.
     pub(crate) stale: Vec<DirKey>,
 }
@@ -147,16 +152,10 @@ fn classify_dir(
         match child {
             Node::File { name, stat } => {
                 let done = hit.filter(|c| c.kind == EntryKind::File && !c.racy && stat_matches(&c.stat, stat));
-                let outcome = match done.and_then(|c| Some((c.content?, c.sha256?))) {
-                    Some((id, sha256)) => Outcome::Done(Content {
-                        id,
-                        sha256,
-                        size: stat.size,
-                        stat: *stat,
-                        chunks: None,
-                        cacheable: true,
-                        from_cache: true,
-                    }),
+                let outcome = match done.map(|c| (c.content, c.sha256)) {
+                    // A version 1 record names the content itself.
+                    Some((Some(id), Some(sha256))) => Outcome::Done(cached_content(id, sha256, stat)),
+                    Some(_) => Outcome::Vouched,
                     None => {
                         keeps = false;
                         Outcome::Pending
@@ -191,12 +190,30 @@ fn classify_dir(
     (outcomes, keeps)
 }
 
+/// One directory classified: its key, its files, what it keeps, its record's tree.
+type DirClass = (DirKey, Vec<FileOutcome>, Option<Keeps>, Option<ObjectId>);
+
+/// A file's content as a record (or its directory's recorded tree) names it.
+fn cached_content(id: ObjectId, sha256: Sha256, stat: &Stat) -> Content {
+    Content { id, sha256, size: stat.size, stat: *stat, chunks: None, cacheable: true, from_cache: true }
+}
+
 /// Collects every file of the walked tree into `outcomes`, directory by directory in the
 /// walk's order and by name within one, resolving what the directory cache vouches for; the
 /// directories are matched in parallel. With `use_cache` off every file is pending and no
 /// directory keeps its tree (the records are still tracked, to be rewritten).
-pub(crate) fn classify(walked: &Walked, cache: DirCacheMap, use_cache: bool, outcomes: &mut Outcomes) -> Classified {
-    let per_dir: Vec<(DirKey, Vec<FileOutcome>, Option<Keeps>)> = walked
+///
+/// A vouched-for file of a directory that will be built again (it or something below it
+/// changed) takes its content from the directory's recorded tree, read from `conn`; in one
+/// that keeps its tree it stays `Vouched`.
+pub(crate) fn classify(
+    conn: &Connection,
+    walked: &Walked,
+    cache: DirCacheMap,
+    use_cache: bool,
+    outcomes: &mut Outcomes,
+) -> Result<Classified> {
+    let per_dir: Vec<DirClass> = walked
         .dirs
         .par_iter()
         .map(|dir| {
@@ -207,20 +224,102 @@ pub(crate) fn classify(walked: &Walked, cache: DirCacheMap, use_cache: bool, out
                 tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), "a directory cache record does not parse; its files are read again");
             }
             let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
-            (key, files, keeps)
+            (key, files, keeps, record.map(|r| r.tree))
         })
         .collect();
     let n = per_dir.len();
-    let mut c = Classified { keys: Vec::with_capacity(n), cache, keeps: Vec::with_capacity(n), stale: Vec::new() };
+    let mut c = Classified {
+        keys: Vec::with_capacity(n),
+        cache,
+        keeps: Vec::with_capacity(n),
+        recorded: Vec::with_capacity(n),
+        stale: Vec::new(),
+    };
     outcomes.reserve(n);
-    for (key, files, keeps) in per_dir {
+    for (key, files, keeps, recorded) in per_dir {
         c.keys.push(key);
         c.keeps.push(keeps);
+        c.recorded.push(recorded);
         outcomes.push(files);
     }
     let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
     c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
-    c
+    let keeping = keeping(walked, &c.keeps);
+    for (i, dir) in walked.dirs.iter().enumerate() {
+        if !keeping[i] {
+            resolve_vouched(conn, dir, c.recorded[i].as_ref(), &mut outcomes[i])?;
+        }
+    }
+    Ok(c)
+}
+
+/// Which directories `build` will find unchanged whatever the pending reads return: every
+/// entry matched its record, and every subdirectory is one of these with the tree id the
+/// record names for it. Deepest first, as `build` decides.
+fn keeping(walked: &Walked, keeps: &[Option<Keeps>]) -> Vec<bool> {
+    let mut keeping = vec![false; walked.dirs.len()];
+    for (i, dir) in walked.dirs.iter().enumerate().rev() {
+        let Some((_, subtrees)) = &keeps[i] else { continue };
+        let mut expected = subtrees.iter();
+        let mut same = true;
+        for child in &dir.children {
+            if let Node::Dir { index, .. } = child {
+                let kept = keeps.get(*index).and_then(|k| k.as_ref()).map(|(tree, _)| tree);
+                same &= keeping.get(*index) == Some(&true) && expected.next() == kept;
+            }
+        }
+        keeping[i] = same && expected.next().is_none();
+    }
+    keeping
+}
+
+/// The content of `dir`'s vouched-for files, from the entries of its recorded tree `tree`. A
+/// file the tree does not hold as the record says (or a tree that cannot be read) is read
+/// again instead, and said so in the log.
+fn resolve_vouched(
+    conn: &Connection,
+    dir: &walk::DirNode,
+    tree: Option<&ObjectId>,
+    files: &mut [FileOutcome],
+) -> Result<()> {
+    if !files.iter().any(|f| matches!(f.outcome, Outcome::Vouched)) {
+        return Ok(());
+    }
+    let entries = match tree.map(|t| trees::entries(conn, t)) {
+        Some(Ok(entries)) => entries,
+        // Damage or a vanished tree only costs reading the files; anything else is an error.
+        Some(Err(e)) if !matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound) => return Err(e),
+        failed => {
+            let why = failed.and_then(Result::err).map_or_else(|| "it has none".to_string(), |e| e.to_string());
+            tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), error = %why, "a directory's recorded tree cannot be read; its files are read again");
+            Vec::new()
+        }
+    };
+    let names = dir.children.iter().filter_map(|c| match c {
+        Node::File { name, .. } => Some(name),
+        _ => None,
+    });
+    for (name, f) in names.zip(files.iter_mut()) {
+        if !matches!(f.outcome, Outcome::Vouched) {
+            continue;
+        }
+        let found = entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name.as_slice()))
+            .ok()
+            .and_then(|k| entries.get(k))
+            .filter(|e| e.kind == EntryKind::File && e.size == f.stat.size);
+        f.outcome = match found.and_then(|e| Some((e.content?, e.sha256?))) {
+            Some((id, sha256)) => Outcome::Done(cached_content(id, sha256, &f.stat)),
+            None => {
+                if !entries.is_empty() {
+                    tracing::warn!(path = %String::from_utf8_lossy(&walk::join_rel(&dir.rel, name)), "a directory's recorded tree lacks a file its record vouches for; it is read again");
+                }
+                f.rel = Some(walk::join_rel(&dir.rel, name));
+                Outcome::Pending
+            }
+        };
+    }
+    Ok(())
 }
 
 /// A file's tree entry: its content as read, with the mode the walk saw.
@@ -300,9 +399,14 @@ pub(crate) fn build(
                 for child in &dir.children {
                     match child {
                         Node::File { .. } => {
-                            if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
+                            let size = match files.next().map(|f| (&f.outcome, f.stat.size)) {
+                                Some((Outcome::Done(c), _)) => Some(c.size),
+                                Some((Outcome::Vouched, size)) => Some(size),
+                                _ => None,
+                            };
+                            if let Some(size) = size {
                                 counts.files += 1;
-                                counts.bytes += c.size;
+                                counts.bytes += size;
                             }
                         }
                         Node::Symlink { .. } => counts.symlinks += 1,
@@ -317,13 +421,21 @@ pub(crate) fn build(
         let mut entries = Vec::with_capacity(dir.children.len());
         for child in &dir.children {
             match child {
-                Node::File { name, stat } => {
-                    if let Some(FileOutcome { outcome: Outcome::Done(c), .. }) = files.next() {
+                Node::File { name, stat } => match files.next().map(|f| &f.outcome) {
+                    Some(Outcome::Done(c)) => {
                         counts.files += 1;
                         counts.bytes += c.size;
                         entries.push(file_entry(name, stat, c));
                     }
-                }
+                    // `classify` resolves every file of a directory that is built again.
+                    Some(Outcome::Vouched) => {
+                        return Err(Error::internal(format!(
+                            "'{}' was vouched for in a directory built again",
+                            String::from_utf8_lossy(&walk::join_rel(&dir.rel, name))
+                        )))
+                    }
+                    _ => {}
+                },
                 Node::Symlink { name, target, stat } => {
                     counts.symlinks += 1;
                     entries.push(symlink_entry(name, target, stat));

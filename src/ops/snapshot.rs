@@ -395,7 +395,7 @@ impl Repo {
         let walk_opts = walk::WalkOptions::new(&excludes, self.deadline());
         let (mut walked, cache) = walk_and_load(conn, ws.as_ref().map(|w| w.id), &root_fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
-        let mut classified = classify(&walked, cache, opts.use_stat_cache, &mut outcomes);
+        let mut classified = classify(conn, &walked, cache, opts.use_stat_cache, &mut outcomes)?;
 
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
         let (warnings, packs) = self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, opts)?;
