@@ -1,5 +1,5 @@
 //! The base layer: errors, paths, time, random ids, patterns and their trigrams, the memory
-//! budget, progress, processes and failpoints. It imports nothing else of the crate.
+//! budget, progress, processes, failpoints and varints. It imports nothing else of the crate.
 
 pub mod budget;
 pub mod count;
@@ -13,3 +13,4 @@ pub mod process;
 pub mod progress;
 pub mod random;
 pub mod time;
+pub mod varint;

@@ -11,6 +11,7 @@ use super::db;
 use crate::base::error::{Error, Result};
 use crate::base::grams::Gram;
 use crate::base::id::SnapshotId;
+use crate::base::varint;
 use crate::object::ObjectId;
 
 /// What the index knows of one document.
@@ -28,42 +29,25 @@ pub enum DocKind {
 pub fn encode_postings(docs: &[u64], out: &mut Vec<u8>) {
     let mut prev = 0u64;
     for &d in docs {
-        let mut v = d - prev;
+        varint::put(out, d - prev);
         prev = d;
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
-        }
     }
 }
 
 /// Decodes a posting list, appending to `out`; `None` if it is malformed.
 pub fn decode_postings(bytes: &[u8], out: &mut Vec<u64>) -> Option<()> {
-    let (mut prev, mut v, mut shift) = (0u64, 0u64, 0u32);
-    let mut first = true;
-    for &b in bytes {
-        if shift > 63 {
-            return None;
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 != 0 {
-            shift += 7;
-            continue;
-        }
+    let (mut b, mut prev, mut first) = (bytes, 0u64, true);
+    while !b.is_empty() {
+        let v = varint::take(&mut b)?;
         // Strictly ascending: a zero delta after the first is a malformed list.
         if !first && v == 0 {
             return None;
         }
         prev = prev.checked_add(v)?;
         out.push(prev);
-        (v, shift, first) = (0, 0, false);
+        first = false;
     }
-    (shift == 0).then_some(())
+    Some(())
 }
 
 /// The document of content `id`, if indexed.

@@ -19,14 +19,6 @@ use crate::object::{blob, Backend, ObjectId};
 /// members under 256 KiB in 1 MiB take 6% fewer bytes than under 16 KiB in 256 KiB, close to
 /// a solid `tar | zstd`).
 pub const MEMBER_MAX: usize = 256 << 10;
-/// Bundles of small members are compressed this many zstd levels above the repository's
-/// level: small text-like files gain most from it (npm: -5% bundle bytes).
-pub const BUNDLE_LEVEL_BOOST: i32 = 2;
-/// Bundles whose members average at least this many bytes are compressed at the repository's
-/// level: on them the boost costs more CPU than it saves bytes (crates.io sources: boosting
-/// every 1 MiB bundle took 45% more compression time for 3% fewer bytes).
-pub const BOOST_BELOW_AVERAGE: usize = 16 << 10;
-
 /// A bundle is sealed once its members pass this many raw bytes: the most a single small-file
 /// read decodes.
 pub const TARGET: usize = 1 << 20;
@@ -74,7 +66,6 @@ impl BundleBuilder {
         blob::write_bundle_table(self.members.iter().map(|(_, len)| *len), &mut self.raw);
         let mut offset = self.raw.len() as u64;
         self.raw.extend_from_slice(&self.data);
-        let boost = if self.data.len() / self.members.len() < BOOST_BELOW_AVERAGE { BUNDLE_LEVEL_BOOST } else { 0 };
         self.rows.clear();
         for (id, len) in self.members.drain(..) {
             self.rows.push((id, len, offset));
@@ -82,7 +73,7 @@ impl BundleBuilder {
         }
         self.data.clear();
         let id = ObjectId::of(&self.raw);
-        blob::encode_into(blob::Kind::Bundle, &id, &self.raw, level + boost, &mut self.encoded)?;
+        blob::encode_into(blob::Kind::Bundle, &id, &self.raw, level, &mut self.encoded)?;
         Ok(Some(SealedBundle { encoded: &self.encoded, members: &self.rows }))
     }
 }
