@@ -316,6 +316,36 @@ pub fn decode_unverified(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
     Ok((header, raw))
 }
 
+/// The first `want` raw bytes of a blob (all of them if it has fewer), its lengths checked
+/// but its hash not: a bundle member's reader verifies the member, and needs the bundle only up
+/// to the member's end. A zstd payload is decoded as a stream and left there.
+pub fn decode_prefix(bytes: &[u8], want: u64) -> Result<(Header, Vec<u8>)> {
+    let header = parse_header(bytes)?;
+    if want >= header.raw_len {
+        return decode_unverified(bytes);
+    }
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() as u64 != header.payload_len {
+        return Err(Error::corrupt("its payload length does not match its header"));
+    }
+    // `want` is below `raw_len`, which a well-formed header keeps under MAX_RAW.
+    let want = usize::try_from(want.min(MAX_RAW)).map_err(|_| Error::corrupt("its length does not fit"))?;
+    let raw = match header.codec {
+        Codec::Raw => {
+            payload.get(..want).ok_or_else(|| Error::corrupt("its payload is shorter than its header says"))?.to_vec()
+        }
+        Codec::Zstd => {
+            let mut out = vec![0u8; want];
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(payload)
+                .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?;
+            std::io::Read::read_exact(&mut decoder, &mut out)
+                .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?;
+            out
+        }
+    };
+    Ok((header, raw))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

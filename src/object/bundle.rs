@@ -2,8 +2,9 @@
 //! directory share most of their vocabulary), and the cache of decoded bundles readers share.
 //!
 //! Objects under `MEMBER_MAX` bytes are bundled up to about `TARGET` raw bytes. Reading one
-//! member decodes its bundle (about 1 MiB, under a millisecond), so readers that visit many
-//! files in path order keep the last few decoded bundles in a [`BundleCache`].
+//! member decodes its bundle up to the member (about 1 MiB whole, under a millisecond), so
+//! readers that visit many files in storage order keep the last few decoded bundles in a
+//! [`BundleCache`].
 //!
 //! The sizes are the writer's choice, not the format's: a reader takes a bundle of any size up
 //! to the blob limit, so repositories written with other sizes (256 KiB bundles of members
@@ -80,41 +81,25 @@ impl BundleBuilder {
 
 const CACHED: usize = 8;
 
-/// A decoded bundle and where it came from: ((pack, offset), raw bytes).
+/// A decoded bundle, or the start of one, and where it came from: ((pack, offset), raw bytes).
 type Cached = ((String, u64), Arc<Vec<u8>>);
 
-/// The last few decoded bundles, keyed by (pack, offset); shared by threads.
+/// The last few decoded bundles, keyed by (pack, offset); shared by threads. An entry may hold
+/// only the start of its bundle (see [`BundleCache::member`]).
 #[derive(Default)]
 pub struct BundleCache {
     entries: Mutex<Vec<Cached>>,
 }
 
 impl BundleCache {
-    /// The raw bytes of the bundle at `offset` of `pack`, verified against its own id.
-    pub fn get(&self, backend: &dyn Backend, pack: &str, offset: u64, stored_len: u64) -> Result<Arc<Vec<u8>>> {
-        let key = (pack.to_string(), offset);
-        if let Ok(entries) = self.entries.lock() {
-            if let Some((_, raw)) = entries.iter().find(|(k, _)| *k == key) {
-                return Ok(raw.clone());
-            }
-        }
-        let bytes = backend.get_range(pack, offset, stored_len)?;
-        let (header, raw) = blob::decode_any(&bytes)
-            .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
-        if header.kind != blob::Kind::Bundle {
-            return Err(Error::corrupt(format!("blob at byte {offset} of pack {pack} is not a bundle")));
-        }
-        let raw = Arc::new(raw);
-        if let Ok(mut entries) = self.entries.lock() {
-            if entries.len() >= CACHED {
-                entries.remove(0);
-            }
-            entries.push((key, raw.clone()));
-        }
-        Ok(raw)
-    }
-
-    /// Member `id` of `raw_len` bytes at `inner` of the bundle, verified against its id.
+    /// Member `id` of `raw_len` bytes at `inner` of the bundle at `loc` (pack, offset, stored
+    /// length), verified against its id.
+    ///
+    /// A bundle not cached is decoded up to the member's end when that lies in its first half
+    /// (a lone read, as a review's line counts make, pays only for what it needs), otherwise
+    /// whole; either is cached, and a later member past a cached start decodes the bundle
+    /// whole. Readers in storage order thus decode each bundle about once. The bundle's own id
+    /// is not checked: every member is, on every read.
     pub fn member(
         &self,
         backend: &dyn Backend,
@@ -124,19 +109,62 @@ impl BundleCache {
         raw_len: u64,
     ) -> Result<Vec<u8>> {
         let (pack, offset, stored_len) = loc;
-        let raw = self
-            .get(backend, pack, offset, stored_len)
-            .map_err(|e| Error::corrupt(format!("object {id} is unreadable: {}; run `trove check`", e.message())))?;
-        let range = usize::try_from(inner).ok().zip(usize::try_from(raw_len).ok());
-        let member = range
-            .and_then(|(start, len)| raw.get(start..start.checked_add(len)?))
-            .ok_or_else(|| Error::corrupt(format!("object {id} lies outside its bundle; run `trove check`")))?;
+        let outside = || Error::corrupt(format!("object {id} lies outside its bundle; run `trove check`"));
+        let end = inner.checked_add(raw_len).ok_or_else(outside)?;
+        let raw = match self.cached(pack, offset) {
+            Some(raw) if raw.len() as u64 >= end => raw,
+            // Its start is cached: this reader goes on through the bundle, so all of it.
+            started => {
+                self.decode(backend, pack, offset, stored_len, started.map_or(end, |_| u64::MAX)).map_err(|e| {
+                    Error::corrupt(format!("object {id} is unreadable: {}; run `trove check`", e.message()))
+                })?
+            }
+        };
+        let range = usize::try_from(inner).ok().zip(usize::try_from(end).ok());
+        let member = range.and_then(|(start, end)| raw.get(start..end)).ok_or_else(outside)?;
         if ObjectId::of(member) != *id {
             return Err(Error::corrupt(format!(
                 "object {id} is corrupt: its bytes do not hash to its id; run `trove check`"
             )));
         }
         Ok(member.to_vec())
+    }
+
+    /// What is cached of the bundle at `offset` of `pack`.
+    fn cached(&self, pack: &str, offset: u64) -> Option<Arc<Vec<u8>>> {
+        let entries = self.entries.lock().ok()?;
+        let (_, raw) = entries.iter().find(|((p, o), _)| *o == offset && p == pack)?;
+        Some(raw.clone())
+    }
+
+    /// Decodes the bundle at `offset` of `pack` up to raw byte `end` if that is in its first
+    /// half, else whole, and caches it in place of what was cached of it.
+    fn decode(
+        &self,
+        backend: &dyn Backend,
+        pack: &str,
+        offset: u64,
+        stored_len: u64,
+        end: u64,
+    ) -> Result<Arc<Vec<u8>>> {
+        let bytes = backend.get_range(pack, offset, stored_len)?;
+        let header = blob::parse_header(&bytes)
+            .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
+        if header.kind != blob::Kind::Bundle {
+            return Err(Error::corrupt(format!("blob at byte {offset} of pack {pack} is not a bundle")));
+        }
+        let want = if end <= header.raw_len / 2 { end } else { header.raw_len };
+        let (_, raw) = blob::decode_prefix(&bytes, want)
+            .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
+        let raw = Arc::new(raw);
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.retain(|((p, o), _)| !(*o == offset && p == pack));
+            if entries.len() >= CACHED {
+                entries.remove(0);
+            }
+            entries.push(((pack.to_string(), offset), raw.clone()));
+        }
+        Ok(raw)
     }
 }
 
@@ -175,5 +203,50 @@ mod tests {
             }
         }
         assert_eq!(count, 60);
+    }
+
+    /// Members read through the cache in any order: from a cached start, past it, from a
+    /// bundle stored raw, and a damaged member refused.
+    #[test]
+    fn members_read_from_the_start_of_a_bundle_or_all_of_it() {
+        use crate::object::MemoryBackend;
+        let backend = MemoryBackend::new();
+        let members: Vec<Vec<u8>> = (0..40u32).map(|i| format!("line {i}\n").repeat(900).into_bytes()).collect();
+        let noise: Vec<Vec<u8>> =
+            (0..3u32).map(|i| (0..5000u32).map(|j| (j.wrapping_mul(2654435761 + i) >> 13) as u8).collect()).collect();
+        let mut pack = Vec::new();
+        let mut located = Vec::new();
+        for (group, level) in [(&members, 3), (&noise, 3)] {
+            let refs: Vec<&[u8]> = group.iter().map(|m| &m[..]).collect();
+            let (blob, offsets) = blob::encode_bundle(&refs, level).expect("encode");
+            let at = pack.len() as u64;
+            for (m, inner) in group.iter().zip(offsets) {
+                located.push((ObjectId::of(m), m.clone(), at, blob.len() as u64, inner));
+            }
+            pack.extend_from_slice(&blob);
+        }
+        backend.put("packs/p", &pack).expect("put");
+        let cache = BundleCache::default();
+        let read = |k: usize| {
+            let (id, _, at, len, inner) = &located[k];
+            cache.member(&backend, id, ("packs/p", *at, *len), *inner, located[k].1.len() as u64)
+        };
+        // A member near the start: only the start of its bundle is decoded.
+        assert_eq!(read(1).expect("member"), located[1].1);
+        let cached = cache.entries.lock().expect("lock")[0].1.len();
+        let whole = 4 + 4 * 40 + members.iter().map(Vec::len).sum::<usize>();
+        assert!(cached < whole / 2, "{cached} of {whole} bytes decoded");
+        // The next one, past that start: the whole bundle, once for all the others.
+        assert_eq!(read(2).expect("member"), located[2].1);
+        assert_eq!(cache.entries.lock().expect("lock")[0].1.len(), whole, "decoded whole");
+        for k in (0..40).rev().chain(40..43) {
+            assert_eq!(read(k).expect("member"), located[k].1, "member {k}");
+        }
+        let entries = cache.entries.lock().expect("lock");
+        assert_eq!(entries.len(), 2, "one entry per bundle");
+        drop(entries);
+        let (id, m, at, len, inner) = &located[5];
+        let wrong = cache.member(&backend, id, ("packs/p", *at, *len), inner + 1, m.len() as u64);
+        assert_eq!(wrong.expect_err("shifted").kind(), crate::base::error::ErrorKind::Corrupt);
     }
 }
