@@ -158,8 +158,8 @@ fn unchanged_files_are_not_read_again() {
 }
 
 /// A directory record names the tree its files' contents come from. Pointed at a tree that
-/// lacks them (damage, or a bug), the files it vouches for are read again, never given another
-/// file's content and never an error.
+/// lacks them (damage, or a bug), the files it vouches for are read again: no error, and no
+/// content taken from the wrong tree.
 #[test]
 fn files_a_records_tree_lacks_are_read_again() {
     let tmp = tempfile::tempdir().expect("tmp");

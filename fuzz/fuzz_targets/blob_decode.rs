@@ -1,6 +1,7 @@
 //! The blob codec on arbitrary bytes (what a damaged or hostile pack holds): parsing a header,
-//! decoding a blob of either kind and a bundle's member table never panic, never allocate what
-//! the bytes merely claim, and whatever decodes hashes to the id its header names.
+//! decoding a blob of either kind (whole or its start) and a bundle's member table never panic,
+//! never allocate what the bytes merely claim, and whatever decodes hashes to the id its header
+//! names.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +19,18 @@ fuzz_target!(|data: &[u8]| {
                 for (offset, len) in members {
                     assert!(offset + len <= raw.len() as u64, "members lie inside the bundle");
                 }
+            }
+        }
+    }
+    // The start of a blob: never more than asked or than the header says, and the start of
+    // what a whole decode gives.
+    if let Some((&want, rest)) = data.split_first() {
+        let want = u64::from(want) * 97;
+        if let Ok((header, start)) = blob::decode_prefix(rest, want) {
+            assert!(start.len() as u64 <= want.max(header.raw_len));
+            assert!(start.len() as u64 <= header.raw_len);
+            if let Ok((_, whole)) = blob::decode_unverified(rest) {
+                assert!(whole.starts_with(&start), "a prefix is the start of the whole");
             }
         }
     }

@@ -1,10 +1,12 @@
 //! The base layer: errors, paths, time, random ids, patterns and their trigrams, the memory
-//! budget, progress, processes, failpoints and varints. It imports nothing else of the crate.
+//! budget, progress, processes, failpoints, syncing behind a writer, and varints. It imports
+//! nothing else of the crate.
 
 pub mod budget;
 pub mod count;
 pub mod error;
 pub mod failpoint;
+pub mod flush;
 pub mod grams;
 pub mod id;
 pub mod path;

@@ -31,29 +31,6 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// A shared backend is a backend: what a caller keeps a handle to (to watch or steer it) while
-/// a repository owns it.
-impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        (**self).put(key, bytes)
-    }
-    fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
-        (**self).get_range(key, offset, len)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        (**self).list(prefix)
-    }
-    fn size(&self, key: &str) -> Result<u64> {
-        (**self).size(key)
-    }
-    fn delete(&self, key: &str) -> Result<()> {
-        (**self).delete(key)
-    }
-    fn stage(&self, dir: &str) -> Result<Box<dyn Staged + '_>> {
-        (**self).stage(dir)
-    }
-}
-
 /// A value being written in pieces, stored under its key by `commit`.
 pub trait Staged: Send {
     /// Appends `bytes` to the value.

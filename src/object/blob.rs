@@ -21,6 +21,8 @@ pub const HEADER_LEN: usize = 56;
 /// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
 /// and whole-file objects at the chunking threshold. A header claiming more is damaged.
 pub const MAX_RAW: u64 = 64 << 20;
+/// The largest zstd window a blob's frame may ask for: 2^26 bytes, [`MAX_RAW`].
+const MAX_WINDOW_LOG: u32 = 26;
 /// No stored blob is larger: its payload is stored raw unless compression makes it smaller.
 pub const MAX_STORED: u64 = HEADER_LEN as u64 + MAX_RAW;
 
@@ -321,7 +323,8 @@ pub fn decode_unverified(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
 /// to the member's end. A zstd payload is decoded as a stream and left there.
 pub fn decode_prefix(bytes: &[u8], want: u64) -> Result<(Header, Vec<u8>)> {
     let header = parse_header(bytes)?;
-    if want >= header.raw_len {
+    if want >= header.raw_len || header.raw_len > MAX_RAW {
+        // All of it, or a header no blob has: `decode_unverified` refuses that.
         return decode_unverified(bytes);
     }
     let payload = &bytes[HEADER_LEN..];
@@ -337,6 +340,11 @@ pub fn decode_prefix(bytes: &[u8], want: u64) -> Result<(Header, Vec<u8>)> {
         Codec::Zstd => {
             let mut out = vec![0u8; want];
             let mut decoder = zstd::stream::read::Decoder::with_buffer(payload)
+                .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?;
+            // No blob needs a window over its own size limit; a damaged frame asking for one
+            // is refused before zstd allocates it.
+            decoder
+                .window_log_max(MAX_WINDOW_LOG)
                 .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?;
             std::io::Read::read_exact(&mut decoder, &mut out)
                 .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?;

@@ -2,9 +2,9 @@
 //! directory share most of their vocabulary), and the cache of decoded bundles readers share.
 //!
 //! Objects under `MEMBER_MAX` bytes are bundled up to about `TARGET` raw bytes. Reading one
-//! member decodes its bundle up to the member (about 1 MiB whole, under a millisecond), so
-//! readers that visit many files in storage order keep the last few decoded bundles in a
-//! [`BundleCache`].
+//! member decodes its bundle (about 1 MiB, under a millisecond; only up to the member when it
+//! ends in the first half), so readers that visit many files in storage order keep the last
+//! few decoded bundles in a [`BundleCache`].
 //!
 //! The sizes are the writer's choice, not the format's: a reader takes a bundle of any size up
 //! to the blob limit, so repositories written with other sizes (256 KiB bundles of members
@@ -158,6 +158,10 @@ impl BundleCache {
             .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
         let raw = Arc::new(raw);
         if let Ok(mut entries) = self.entries.lock() {
+            // Another reader may have cached more of it meanwhile: keep the longer.
+            if entries.iter().any(|((p, o), kept)| *o == offset && p == pack && kept.len() >= raw.len()) {
+                return Ok(raw);
+            }
             entries.retain(|((p, o), _)| !(*o == offset && p == pack));
             if entries.len() >= CACHED {
                 entries.remove(0);

@@ -13,8 +13,9 @@
 //! 4. stage: files are written in parallel, each under a temporary name beside its place
 //!    (`.trove-rst-<id>-<n>`), verified, given their mode and mtime; symlinks too;
 //! 5. one `syncfs` makes all of their data durable (not one fsync per file); while step 4
-//!    runs, a flusher thread calls `syncfs` after every 64 MiB staged, so the disk writes while
-//!    the workers decode and this last sync finds little left;
+//!    runs, a thread calls `syncfs` after every 64 MiB staged, so the disk writes while the
+//!    workers decode and this last sync finds little left (one of those failing fails the
+//!    restore here: a write error may be reported to one sync only);
 //! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
 //!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
 //! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
@@ -33,7 +34,6 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, UTIME_OMIT};
@@ -42,6 +42,7 @@ use serde::Serialize;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::failpoint::failpoint;
+use crate::base::flush;
 use crate::base::path;
 use crate::base::progress::{NoProgress, Progress};
 use crate::base::time::now_ns;
@@ -89,7 +90,11 @@ pub struct RestoreReport {
 /// Everything a restore creates, in listing (pre-)order; paths are relative to the target.
 struct Plan {
     dirs: Vec<(Vec<u8>, Entry)>,
+    /// In listing order, which keeps a directory's files together (each step opens a file's
+    /// directory once per run of its files).
     files: Vec<FilePlan>,
+    /// Indexes into `files` in the order their contents are stored, which step 4 stages in.
+    by_storage: Vec<usize>,
     links: Vec<(Vec<u8>, Entry)>,
 }
 
@@ -197,7 +202,9 @@ fn split(rel: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-/// The last directory a worker opened: consecutive entries of a plan mostly share a parent.
+/// The last directory a worker opened: consecutive entries of a plan mostly share a parent (in
+/// listing order, and in storage order too, where a bundle's members are files read in path
+/// order).
 #[derive(Default)]
 struct DirCache {
     rel: Option<Vec<u8>>,
@@ -392,29 +399,33 @@ impl Repo {
         let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
         let deadline = self.deadline();
         let staged = AtomicU64::new(0);
-        std::thread::scope(|scope| -> Result<()> {
-            let (kick, kicked) = mpsc::sync_channel::<()>(1);
-            scope.spawn(move || flush_behind(target, kicked));
-            plan.files.par_iter().enumerate().with_min_len(16).try_for_each_init(
-                DirCache::default,
-                |cache, (i, f)| -> Result<()> {
-                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                        return Err(Error::timeout("restoring files", false));
-                    }
-                    let dir = cache.get(target, split(&f.rel).0)?;
-                    stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
-                        .map_err(|e| e.context(path::display(&f.rel)))?;
-                    opts.progress.advance(f.entry.size);
-                    let before = staged.fetch_add(f.entry.size, Ordering::Relaxed);
-                    if before / FLUSH_BATCH != (before + f.entry.size) / FLUSH_BATCH {
-                        // A flush already asked for covers this batch too: never wait for it.
-                        let _ = kick.try_send(());
-                    }
-                    Ok(())
-                },
-            )
-            // Dropping `kick` here ends the flusher, which the scope then joins.
-        })?;
+        let (written, flushed) = flush::behind(
+            || rustix::fs::syncfs(&target.fd).map_err(Into::into),
+            |kick| {
+                plan.by_storage.par_iter().with_min_len(16).try_for_each_init(
+                    DirCache::default,
+                    |cache, &i| -> Result<()> {
+                        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                            return Err(Error::timeout("restoring files", false));
+                        }
+                        let f = plan.files.get(i).ok_or_else(|| Error::internal("a restore's order names no file"))?;
+                        let dir = cache.get(target, split(&f.rel).0)?;
+                        stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
+                            .map_err(|e| e.context(path::display(&f.rel)))?;
+                        opts.progress.advance(f.entry.size);
+                        let before = staged.fetch_add(f.entry.size, Ordering::Relaxed);
+                        if before / FLUSH_BATCH != (before + f.entry.size) / FLUSH_BATCH {
+                            kick.kick();
+                        }
+                        Ok(())
+                    },
+                )
+            },
+        );
+        written?;
+        // A failed early sync may be reported once only: step 5's could then succeed over data
+        // that never reached the disk.
+        flushed.map_err(|e| target.err("sync", b"", e))?;
         let mut cache = DirCache::default();
         for (i, (rel, e)) in plan.links.iter().enumerate() {
             let name = link_name(prefix, i);
@@ -483,15 +494,17 @@ impl Repo {
                 }
             }
         }
-        // In storage order: the workers take contiguous runs of the plan, so each decodes a
+        // Staged in storage order: the workers take contiguous runs of it, so each decodes a
         // bundle once for all its members and reads each pack front to back. Listing order
-        // would visit a bundle several times (a snapshot fills bundles in walk order), and
-        // decode it each time it has left the small shared cache.
+        // would visit a bundle several times (deduplication puts a file's content in a bundle
+        // written for another path), decoding it again each time it left the small shared
+        // cache.
         fn stored_at(f: &FilePlan) -> Option<(&str, u64, Option<u64>)> {
             f.parts.first().map(|(_, l)| (l.pack.as_str(), l.offset, l.inner_offset))
         }
-        files.sort_unstable_by(|a, b| stored_at(a).cmp(&stored_at(b)));
-        Ok(Plan { dirs, files, links })
+        let mut by_storage: Vec<usize> = (0..files.len()).collect();
+        by_storage.sort_unstable_by(|&a, &b| stored_at(&files[a]).cmp(&stored_at(&files[b])));
+        Ok(Plan { dirs, files, by_storage, links })
     }
 
     /// Cleans up after restores a crash interrupted: run when a repository is opened. A restore
@@ -536,21 +549,9 @@ impl Repo {
     }
 }
 
-/// Staged bytes after which the flusher starts writing them out: large enough that the syncs
-/// stay few, small enough that step 5 finds little left to write.
+/// Staged bytes after which step 4 has them written out (`syncfs`, beside the writers): large
+/// enough that the syncs stay few, small enough that step 5 finds little left to write.
 const FLUSH_BATCH: u64 = 64 << 20;
-
-/// Step 4's flusher: for every batch of staged bytes, a `syncfs` on the target, run beside the
-/// writers so the disk works while they decode. Nothing depends on these syncs (step 5's is
-/// the one that counts); they only leave it little to do. A failed one is logged and left to
-/// step 5, which reports it.
-fn flush_behind(target: &Target<'_>, kicked: mpsc::Receiver<()>) {
-    for () in kicked {
-        if let Err(e) = rustix::fs::syncfs(&target.fd) {
-            tracing::warn!(target = %target.path.display(), error = %e, "an early sync of staged files failed; the final sync will report it");
-        }
-    }
-}
 
 /// Removes every entry named `prefix…` anywhere under `root` (a crashed restore's temporaries,
 /// found by walking the target), with an explicit stack and no symlink followed.

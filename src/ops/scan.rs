@@ -67,8 +67,6 @@ pub(crate) struct Classified {
     /// A directory whose every entry matched its record: the tree id it keeps, provided its
     /// subdirectories keep theirs (their ids in the record, in order).
     pub(crate) keeps: Vec<Option<Keeps>>,
-    /// Each directory's recorded tree id, where it has a record.
-    pub(crate) recorded: Vec<Option<ObjectId>>,
     /// Records of directories the walk did not see.
     pub(crate) stale: Vec<DirKey>,
 }
@@ -126,8 +124,9 @@ fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap
 }
 
 /// Matches one directory's walked children (sorted by name) against its record's entries
-/// (sorted by name): files the record vouches for are done, the others pending. Returns the
-/// directory's files and what it keeps when everything matched.
+/// (sorted by name): files the record vouches for are `Vouched` (`Done` from a version 1
+/// record, which names their contents), the others pending. Returns the directory's files and
+/// what it keeps when everything matched.
 fn classify_dir(
     walked: &Walked,
     children: &[Node],
@@ -228,34 +227,34 @@ pub(crate) fn classify(
         })
         .collect();
     let n = per_dir.len();
-    let mut c = Classified {
-        keys: Vec::with_capacity(n),
-        cache,
-        keeps: Vec::with_capacity(n),
-        recorded: Vec::with_capacity(n),
-        stale: Vec::new(),
-    };
+    let mut c = Classified { keys: Vec::with_capacity(n), cache, keeps: Vec::with_capacity(n), stale: Vec::new() };
+    let mut recorded = Vec::with_capacity(n);
     outcomes.reserve(n);
-    for (key, files, keeps, recorded) in per_dir {
+    for (key, files, keeps, tree) in per_dir {
         c.keys.push(key);
         c.keeps.push(keeps);
-        c.recorded.push(recorded);
+        recorded.push(tree);
         outcomes.push(files);
     }
     let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
     c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
     let keeping = keeping(walked, &c.keeps);
-    for (i, dir) in walked.dirs.iter().enumerate() {
-        if !keeping[i] {
-            resolve_vouched(conn, dir, c.recorded[i].as_ref(), &mut outcomes[i])?;
+    // One read transaction for all the tree reads (a lock per read cost more than the reads).
+    crate::manifest::read_on(conn, || {
+        for (((dir, files), keep), tree) in walked.dirs.iter().zip(outcomes.iter_mut()).zip(&keeping).zip(&recorded) {
+            if !keep {
+                resolve_vouched(conn, dir, tree.as_ref(), files)?;
+            }
         }
-    }
+        Ok::<_, Error>(())
+    })?;
     Ok(c)
 }
 
-/// Which directories `build` will find unchanged whatever the pending reads return: every
-/// entry matched its record, and every subdirectory is one of these with the tree id the
-/// record names for it. Deepest first, as `build` decides.
+/// Directories `build` is sure to keep whatever the pending reads return: every entry matched
+/// its record, and every subdirectory is one of these with the tree id the record names for it.
+/// Deepest first, as `build` decides. `build` may keep more (a subdirectory built again can
+/// come out with its old id): those only had their files' contents looked up for nothing.
 fn keeping(walked: &Walked, keeps: &[Option<Keeps>]) -> Vec<bool> {
     let mut keeping = vec![false; walked.dirs.len()];
     for (i, dir) in walked.dirs.iter().enumerate().rev() {

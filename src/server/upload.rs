@@ -94,41 +94,33 @@ fn write_flushing(
         |what: &str, e: std::io::Error| Error::with_source(ErrorKind::Io, format!("cannot {what} an upload: {e}"), e);
     let mut file = wd.create_temp(from, from, 0o644, &mut Vec::new())?;
     let flusher_file = file.try_clone().map_err(|e| io("flush", e))?;
-    let (sha, size) = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
-        let flusher = scope.spawn(move || -> std::io::Result<()> {
-            while rx.recv().is_ok() {
-                flusher_file.sync_data()?;
+    let (written, flushed) = crate::base::flush::behind(
+        || flusher_file.sync_data(),
+        |kick| {
+            let mut sha = <sha2::Sha256 as sha2::Digest>::new();
+            let (mut size, mut since) = (0u64, 0u64);
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = match chunks.read(&mut buf) {
+                    Ok(0) => break Ok((sha, size)),
+                    Ok(n) => n,
+                    Err(e) => break Err(io("read", e)),
+                };
+                sha2::Digest::update(&mut sha, &buf[..n]);
+                if let Err(e) = file.write_all(&buf[..n]) {
+                    break Err(io("write", e));
+                }
+                size += n as u64;
+                since += n as u64;
+                if since >= FLUSH_EVERY {
+                    kick.kick();
+                    since = 0;
+                }
             }
-            Ok(())
-        });
-        let mut sha = <sha2::Sha256 as sha2::Digest>::new();
-        let (mut size, mut since) = (0u64, 0u64);
-        let mut buf = vec![0u8; 1 << 20];
-        let done = loop {
-            let n = match chunks.read(&mut buf) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) => break Err(io("read", e)),
-            };
-            sha2::Digest::update(&mut sha, &buf[..n]);
-            if let Err(e) = file.write_all(&buf[..n]) {
-                break Err(io("write", e));
-            }
-            size += n as u64;
-            since += n as u64;
-            if since >= FLUSH_EVERY {
-                // A flush already running is enough: this one is skipped, not queued.
-                let _ = tx.try_send(());
-                since = 0;
-            }
-        };
-        drop(tx);
-        let flushed = flusher.join().unwrap_or_else(|_| Err(std::io::Error::other("the flushing thread failed")));
-        done?;
-        flushed.map_err(|e| io("flush", e))?;
-        Ok::<_, Error>((sha, size))
-    })?;
+        },
+    );
+    let (sha, size) = written?;
+    flushed.map_err(|e| io("flush", e))?;
     file.sync_all().map_err(|e| io("sync", e))?;
     Ok((sha2::Digest::finalize(sha).into(), size))
 }

@@ -2,8 +2,9 @@
 //! temporary tables in one read transaction (so the view is consistent), then every row of the
 //! object store's tables those marks do not reach.
 //!
-//! Roots: every snapshot's tree, every directory cache record (its trees and file contents: a
-//! snapshot reuses them without looking them up), every trash item, the pre-images and new
+//! Roots: every snapshot's tree, every directory cache record (its trees, and through them its
+//! files' contents, which a snapshot reuses; a version 1 record also names them itself), every
+//! trash item, the pre-images and new
 //! contents of audit records within their workspace's trash age, and every journaled plan.
 //! Operations in flight are not roots: they hold leases, which the sweep honours.
 
@@ -158,7 +159,8 @@ impl Repo {
     }
 
     /// The directory cache's records as roots: the trees they name (their own and their
-    /// subdirectories') onto `trees`, their files' contents marked. A record that does not
+    /// subdirectories') onto `trees`, which reach their files' contents; a version 1 record's
+    /// file contents marked as it names them. A record that does not
     /// parse is only a cache miss for snapshots, so it names nothing here either.
     fn mark_dir_cache(&self, conn: &Connection, trees: &mut Vec<(ObjectId, bool)>) -> Result<()> {
         let mut stmt = conn.prepare("SELECT data FROM dir_cache").map_err(|e| Error::db("reading the roots", e))?;
