@@ -203,3 +203,33 @@ fn files_a_records_tree_lacks_are_read_again() {
     assert_eq!(content("a/y"), b"y stays", "read again, not taken from the wrong tree");
     assert_eq!(content("b/p"), b"p");
 }
+
+/// A record whose tree garbage collection has condemned is not relied on: the directory is
+/// read and its tree stored again, which clears the mark, so the snapshot never points at a
+/// tree the next collection may delete.
+#[test]
+fn a_records_condemned_tree_is_stored_again_not_kept() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(ws.join("a")).expect("mkdir");
+    fs::write(ws.join("a/x"), "x").expect("write");
+    fs::write(ws.join("top"), "t").expect("write");
+    let repo = Repo::in_memory().expect("repo");
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    let first = repo.snapshot(&ws, &opts).expect("first");
+    let a_tree = repo.lookup(&first, b"a").expect("a").content.expect("a's tree");
+
+    let conn = trove::testing::conn(&repo);
+    let mark = |v: Option<i64>| {
+        conn.execute("UPDATE trees SET condemned = ?1 WHERE id = ?2", rusqlite::params![v, &a_tree.as_bytes()[..]])
+            .expect("update")
+    };
+    assert_eq!(mark(Some(1)), 1, "a's tree is stored");
+    let second = repo.snapshot(&ws, &opts).expect("second, nothing changed");
+    assert_eq!(repo.lookup(&second, b"a").expect("a").content, Some(a_tree), "same tree");
+    let condemned: Option<i64> = conn
+        .query_row("SELECT condemned FROM trees WHERE id = ?1", [&a_tree.as_bytes()[..]], |r| r.get(0))
+        .expect("row");
+    assert_eq!(condemned, None, "stored again, not kept on the record's word");
+}

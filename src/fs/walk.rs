@@ -9,7 +9,7 @@
 //! pull outside files into a snapshot. Sockets, FIFOs and devices are counted and skipped. A
 //! directory that cannot be read becomes a warning.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -115,11 +115,17 @@ impl Excludes {
 
     /// Whether the entry `name` at workspace-relative `rel` (a directory if `is_dir`) is left out.
     pub fn is_excluded(&self, rel: &[u8], name: &[u8], is_dir: bool) -> bool {
-        let name = Path::new(std::ffi::OsStr::from_bytes(name));
-        let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
-        self.names.is_match(name)
-            || self.paths.is_match(rel)
-            || (is_dir && (self.dir_names.is_match(name) || self.dir_paths.is_match(rel)))
+        // A walk asks this of every entry: each candidate is built once, and only for the
+        // sets that have patterns (none at all with `--no-default-excludes`).
+        let matches = |sets: [&GlobSet; 2], path: &[u8]| {
+            let [a, b] = sets;
+            if a.is_empty() && (!is_dir || b.is_empty()) {
+                return false;
+            }
+            let c = globset::Candidate::new(Path::new(std::ffi::OsStr::from_bytes(path)));
+            a.is_match_candidate(&c) || (is_dir && b.is_match_candidate(&c))
+        };
+        matches([&self.names, &self.dir_names], name) || matches([&self.paths, &self.dir_paths], rel)
     }
 }
 
@@ -463,17 +469,28 @@ const HELD_DIRS: usize = 256;
 
 /// The names in directory `fd` (at `rel`), read before any is looked at: the listing owns the
 /// descriptor (no second open of "." as `Dir::read_from` would do) and borrows it mutably while
-/// it iterates.
-fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::Result<(rustix::fs::Dir, Vec<CString>)> {
+/// it iterates. The names are kept NUL-terminated end to end in one buffer ([`names`]), not
+/// one allocation each: a walk lists every entry of the tree.
+fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::Result<(rustix::fs::Dir, Vec<u8>)> {
     let mut listing = rustix::fs::Dir::new(fd)?;
-    let mut names: Vec<CString> = Vec::new();
+    let mut names = Vec::new();
     for entry in listing.by_ref() {
         match entry {
-            Ok(e) => names.push(e.file_name().to_owned()),
+            Ok(e) => names.extend_from_slice(e.file_name().to_bytes_with_nul()),
             Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
         }
     }
     Ok((listing, names))
+}
+
+/// The names `read_names` packed into one buffer, in order.
+fn names(buf: &[u8]) -> impl Iterator<Item = &CStr> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let name = CStr::from_bytes_until_nul(rest).ok()?;
+        rest = &rest[name.to_bytes_with_nul().len()..];
+        Some(name)
+    })
 }
 
 /// Subdirectory `cname` of `dir` opened for the next level, while fewer than `HELD_DIRS` are
@@ -510,30 +527,35 @@ fn list_dir(
     if let Some(hook) = opts.on_dir {
         hook(fd.as_fd(), rel);
     }
-    let (listing, names) = read_names(fd, rel, report)?;
+    let (listing, buf) = read_names(fd, rel, report)?;
     let dir = listing.fd()?;
     let mut children = Vec::new();
     let mut subdirs = Vec::new();
-    for cname in &names {
-        let cname: &CStr = cname.as_c_str();
+    // Each child's workspace-relative path, for exclusions and warnings: one buffer whose
+    // tail is rewritten per child (`rel/`, or nothing at the root).
+    let mut child_rel = join_rel(rel, b"");
+    let base = child_rel.len();
+    for cname in names(&buf) {
         let name = cname.to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
-        let child_rel = join_rel(rel, name);
+        child_rel.truncate(base);
+        child_rel.extend_from_slice(name);
+        let child_rel = &child_rel[..];
         let st = match rustix::fs::statat(dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(s) => s,
             Err(Errno::NOENT) => {
-                warn(report, &child_rel, "vanished during the walk".into());
+                warn(report, child_rel, "vanished during the walk".into());
                 continue;
             }
             Err(e) => {
-                warn(report, &child_rel, format!("cannot stat: {e}"));
+                warn(report, child_rel, format!("cannot stat: {e}"));
                 continue;
             }
         };
         let ft = FileType::from_raw_mode(st.st_mode as _);
-        if excludes.is_excluded(&child_rel, name, ft == FileType::Directory) {
+        if excludes.is_excluded(child_rel, name, ft == FileType::Directory) {
             continue;
         }
         let stat = stat_of_raw(&st);
@@ -542,7 +564,7 @@ fn list_dir(
             FileType::RegularFile => children.push(Node::File { name: name.to_vec(), stat }),
             FileType::Symlink => match rustix::fs::readlinkat(dir, cname, Vec::new()) {
                 Ok(t) => children.push(Node::Symlink { name: name.to_vec(), target: t.into_bytes(), stat }),
-                Err(e) => warn(report, &child_rel, format!("cannot read symlink: {e}")),
+                Err(e) => warn(report, child_rel, format!("cannot read symlink: {e}")),
             },
             _ => {
                 if let Ok(mut r) = report.lock() {

@@ -127,6 +127,20 @@ pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
     stmt.exists([&id.as_bytes()[..]]).map_err(db("reading a tree"))
 }
 
+/// The ids of condemned trees: usually none. With [`exists`] (which reads the id index alone)
+/// it answers [`has_live`] for many trees at half the lookups.
+pub fn condemned_ids(conn: &Connection) -> Result<std::collections::HashSet<ObjectId>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT id FROM trees WHERE condemned IS NOT NULL")
+        .map_err(db("listing condemned trees"))?;
+    let rows = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).map_err(db("listing condemned trees"))?;
+    let mut out = std::collections::HashSet::new();
+    for r in rows {
+        out.insert(ObjectId::from_slice(&r.map_err(db("listing condemned trees"))?)?);
+    }
+    Ok(out)
+}
+
 /// Whether tree `id` is stored (condemned or not).
 pub fn exists(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM trees WHERE id = ?1").map_err(db("reading a tree"))?;

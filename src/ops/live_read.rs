@@ -242,7 +242,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     outcomes.par_iter_mut().flat_map(|files| files.par_iter_mut()).for_each(|f| {
         let (Some(rel), Outcome::Pending) = (f.rel.as_deref(), &f.outcome) else { return };
         f.outcome = match hash_file(fd, rel, f.stat.size) {
-            Ok((sha256, id, size)) => Outcome::Done(Content {
+            Ok((sha256, id, size)) => Outcome::Done(Box::new(Content {
                 id,
                 sha256,
                 size,
@@ -250,7 +250,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
                 chunks: None,
                 cacheable: false,
                 from_cache: false,
-            }),
+            })),
             Err(e) => {
                 unreadable(&warnings, rel, &e);
                 Outcome::Dropped

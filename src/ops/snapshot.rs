@@ -491,7 +491,7 @@ impl Repo {
                 for job in run {
                     let size = job.stat.size;
                     *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
-                        Some(c) => Outcome::Done(c),
+                        Some(c) => Outcome::Done(Box::new(c)),
                         None => Outcome::Dropped,
                     };
                     opts.progress.advance(size);
@@ -541,8 +541,10 @@ fn record_outcomes(
     stale: &[DirKey],
 ) -> Result<()> {
     for f in outcomes.iter().flatten() {
-        if let Outcome::Done(Content { chunks: Some(chunks), id, from_cache: false, .. }) = &f.outcome {
-            objects::insert_chunk_list(tx, id, chunks)?;
+        if let Outcome::Done(c) = &f.outcome {
+            if let Content { chunks: Some(chunks), id, from_cache: false, .. } = &**c {
+                objects::insert_chunk_list(tx, id, chunks)?;
+            }
         }
     }
     // Keys in order, so the cache's pages fill densely (see `insert_packs`).
