@@ -194,8 +194,9 @@ fn classify_dir(
     (outcomes, keeps)
 }
 
-/// One directory classified: its key, its files, what it keeps, its record's tree.
-type DirClass = (DirKey, Vec<FileOutcome>, Option<Keeps>, Option<ObjectId>);
+/// One directory classified: its key, whether it had a record, its files, what it keeps, its
+/// record's tree.
+type DirClass = (DirKey, bool, Vec<FileOutcome>, Option<Keeps>, Option<ObjectId>);
 
 /// A file's content as a record (or its directory's recorded tree) names it.
 fn cached_content(id: ObjectId, sha256: Sha256, stat: &Stat) -> Content {
@@ -228,21 +229,27 @@ pub(crate) fn classify(
                 tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), "a directory cache record does not parse; its files are read again");
             }
             let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
-            (key, files, keeps, record.map(|r| r.tree))
+            (key, old.is_some(), files, keeps, record.map(|r| r.tree))
         })
         .collect();
     let n = per_dir.len();
     let mut c = Classified { keys: Vec::with_capacity(n), cache, keeps: Vec::with_capacity(n), stale: Vec::new() };
     let mut recorded = Vec::with_capacity(n);
     outcomes.reserve(n);
-    for (key, files, keeps, tree) in per_dir {
+    let mut matched = 0;
+    for (key, had_record, files, keeps, tree) in per_dir {
+        matched += usize::from(had_record);
         c.keys.push(key);
         c.keeps.push(keeps);
         recorded.push(tree);
         outcomes.push(files);
     }
-    let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
-    c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
+    // Walked directories have distinct keys: when as many had a record as there are records,
+    // none is stale, and the set below (a hash per directory) is not needed.
+    if matched < c.cache.len() {
+        let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
+        c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
+    }
     let keeping = keeping(walked, &c.keeps);
     // One read transaction for all the tree reads (a lock per read cost more than the reads).
     crate::manifest::read_on(conn, || {

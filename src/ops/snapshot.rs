@@ -50,6 +50,10 @@ thread_local! {
     static BUNDLE: std::cell::RefCell<BundleBuilder> = std::cell::RefCell::new(BundleBuilder::default());
 }
 
+/// Below this many trees built, a snapshot frees its walk's structures on a thread beside the
+/// commit; at or above it (much changed, or a first snapshot) before, for the memory peak.
+const FREE_BESIDE: usize = 1024;
+
 /// Frees every pool thread's read, encode and bundle buffers (megabytes each): they would
 /// otherwise stay resident through the commit, which is a snapshot's memory peak.
 fn release_buffers() {
@@ -407,7 +411,16 @@ impl Repo {
         let root = built.root;
         let new_records = records(&walked, &classified, &outcomes, &built);
         let stale = std::mem::take(&mut classified.stale);
-        drop((walked, classified, built));
+        let walk_state = (walked, classified, built);
+        if trees_built.len() < FREE_BESIDE {
+            // Little changed: the tree's names and records are freed on a thread beside the
+            // commit (a millisecond of a no-change snapshot of 18k files). Should the thread
+            // not start, the closure is dropped here, and they with it.
+            let _ = std::thread::Builder::new().name("trove-free".into()).spawn(move || drop(walk_state));
+        } else {
+            // Much was built: freed before the trees are encoded, to keep the peak down.
+            drop(walk_state);
+        }
         match &parent {
             Some(p) => diff_counts(conn, &p.root, &root, &trees_built, &mut counts)?,
             None => counts.added = counts.files,
