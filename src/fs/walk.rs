@@ -473,7 +473,8 @@ const HELD_DIRS: usize = 256;
 /// one allocation each: a walk lists every entry of the tree.
 fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::Result<(rustix::fs::Dir, Vec<u8>)> {
     let mut listing = rustix::fs::Dir::new(fd)?;
-    let mut names = Vec::new();
+    // Room for a typical directory's names at once, not a dozen reallocations on the way.
+    let mut names = Vec::with_capacity(2048);
     for entry in listing.by_ref() {
         match entry {
             Ok(e) => names.extend_from_slice(e.file_name().to_bytes_with_nul()),
@@ -481,6 +482,11 @@ fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::R
         }
     }
     Ok((listing, names))
+}
+
+/// How many names `read_names` packed into `buf` (each ends in a NUL).
+fn name_count(buf: &[u8]) -> usize {
+    buf.iter().filter(|&&b| b == 0).count()
 }
 
 /// The names `read_names` packed into one buffer, in order.
@@ -529,7 +535,7 @@ fn list_dir(
     }
     let (listing, buf) = read_names(fd, rel, report)?;
     let dir = listing.fd()?;
-    let mut children = Vec::new();
+    let mut children = Vec::with_capacity(name_count(&buf));
     let mut subdirs = Vec::new();
     // Each child's workspace-relative path, for exclusions and warnings: one buffer whose
     // tail is rewritten per child (`rel/`, or nothing at the root).

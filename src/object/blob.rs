@@ -299,6 +299,13 @@ pub fn decode_any(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
 /// Decodes a blob of either kind, its lengths checked but its hash not: for a bundle whose
 /// members the caller verifies one by one (hashing the bundle too would hash every byte twice).
 pub fn decode_unverified(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
+    let (header, payload) = checked(bytes)?;
+    Ok((header, decode_whole(&header, payload)?))
+}
+
+/// A blob's header and payload, the header's claims checked against the bytes there are: what
+/// both decoders start from.
+fn checked(bytes: &[u8]) -> Result<(Header, &[u8])> {
     let header = parse_header(bytes)?;
     if header.raw_len > MAX_RAW {
         return Err(Error::corrupt(format!("its header claims {} bytes", header.raw_len)));
@@ -307,6 +314,10 @@ pub fn decode_unverified(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
     if payload.len() as u64 != header.payload_len {
         return Err(Error::corrupt("its payload length does not match its header"));
     }
+    Ok((header, payload))
+}
+
+fn decode_whole(header: &Header, payload: &[u8]) -> Result<Vec<u8>> {
     let raw = match header.codec {
         Codec::Raw => payload.to_vec(),
         Codec::Zstd => decompress(payload, header.raw_len as usize)
@@ -315,24 +326,19 @@ pub fn decode_unverified(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
     if raw.len() as u64 != header.raw_len {
         return Err(Error::corrupt("its content is not as long as its header says"));
     }
-    Ok((header, raw))
+    Ok(raw)
 }
 
 /// The first `want` raw bytes of a blob (all of them if it has fewer), its lengths checked
 /// but its hash not: a bundle member's reader verifies the member, and needs the bundle only up
 /// to the member's end. A zstd payload is decoded as a stream and left there.
 pub fn decode_prefix(bytes: &[u8], want: u64) -> Result<(Header, Vec<u8>)> {
-    let header = parse_header(bytes)?;
-    if want >= header.raw_len || header.raw_len > MAX_RAW {
-        // All of it, or a header no blob has: `decode_unverified` refuses that.
-        return decode_unverified(bytes);
+    let (header, payload) = checked(bytes)?;
+    if want >= header.raw_len {
+        return Ok((header, decode_whole(&header, payload)?));
     }
-    let payload = &bytes[HEADER_LEN..];
-    if payload.len() as u64 != header.payload_len {
-        return Err(Error::corrupt("its payload length does not match its header"));
-    }
-    // `want` is below `raw_len`, which a well-formed header keeps under MAX_RAW.
-    let want = usize::try_from(want.min(MAX_RAW)).map_err(|_| Error::corrupt("its length does not fit"))?;
+    // `want` is below `raw_len`, which `checked` keeps under MAX_RAW.
+    let want = usize::try_from(want).map_err(|_| Error::corrupt("its length does not fit"))?;
     let raw = match header.codec {
         Codec::Raw => {
             payload.get(..want).ok_or_else(|| Error::corrupt("its payload is shorter than its header says"))?.to_vec()

@@ -148,14 +148,13 @@ impl BundleCache {
         end: u64,
     ) -> Result<Arc<Vec<u8>>> {
         let bytes = backend.get_range(pack, offset, stored_len)?;
-        let header = blob::parse_header(&bytes)
-            .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
+        let corrupt = |e: Error| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}"));
+        let header = blob::parse_header(&bytes).map_err(corrupt)?;
         if header.kind != blob::Kind::Bundle {
             return Err(Error::corrupt(format!("blob at byte {offset} of pack {pack} is not a bundle")));
         }
         let want = if end <= header.raw_len / 2 { end } else { header.raw_len };
-        let (_, raw) = blob::decode_prefix(&bytes, want)
-            .map_err(|e| Error::corrupt(format!("bundle at byte {offset} of pack {pack} is corrupt: {e}")))?;
+        let (_, raw) = blob::decode_prefix(&bytes, want).map_err(corrupt)?;
         let raw = Arc::new(raw);
         if let Ok(mut entries) = self.entries.lock() {
             // Another reader may have cached more of it meanwhile: keep the longer.

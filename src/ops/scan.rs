@@ -66,9 +66,9 @@ pub(crate) struct Classified {
     /// Each directory's key; the records as they were (to write only what changes).
     pub(crate) keys: Vec<DirKey>,
     pub(crate) cache: DirCacheMap,
-    /// A directory whose every entry matched its record: the tree id it keeps, provided its
-    /// subdirectories keep theirs (their ids in the record, in order).
-    pub(crate) keeps: Vec<Option<Keeps>>,
+    /// The recorded tree id of each directory that keeps it ([`keeping`]): `build` takes these
+    /// as they are, and builds every other directory.
+    pub(crate) kept: Vec<Option<ObjectId>>,
     /// Records of directories the walk did not see.
     pub(crate) stale: Vec<DirKey>,
 }
@@ -233,14 +233,15 @@ pub(crate) fn classify(
         })
         .collect();
     let n = per_dir.len();
-    let mut c = Classified { keys: Vec::with_capacity(n), cache, keeps: Vec::with_capacity(n), stale: Vec::new() };
+    let mut c = Classified { keys: Vec::with_capacity(n), cache, kept: Vec::new(), stale: Vec::new() };
+    let mut keeps = Vec::with_capacity(n);
     let mut recorded = Vec::with_capacity(n);
     outcomes.reserve(n);
     let mut matched = 0;
-    for (key, had_record, files, keeps, tree) in per_dir {
+    for (key, had_record, files, dir_keeps, tree) in per_dir {
         matched += usize::from(had_record);
         c.keys.push(key);
-        c.keeps.push(keeps);
+        keeps.push(dir_keeps);
         recorded.push(tree);
         outcomes.push(files);
     }
@@ -250,7 +251,8 @@ pub(crate) fn classify(
         let seen: crate::object::RandomKeySet<DirKey> = c.keys.iter().copied().collect();
         c.stale = c.cache.keys().filter(|k| !seen.contains(*k)).copied().collect();
     }
-    let keeping = keeping(walked, &c.keeps);
+    let keeping = keeping(walked, &keeps);
+    c.kept = keeps.into_iter().zip(&keeping).map(|(k, &yes)| k.filter(|_| yes).map(|(tree, _)| tree)).collect();
     // One read transaction for all the tree reads (a lock per read cost more than the reads).
     crate::manifest::read_on(conn, || {
         for (((dir, files), keep), tree) in walked.dirs.iter().zip(outcomes.iter_mut()).zip(&keeping).zip(&recorded) {
@@ -263,10 +265,11 @@ pub(crate) fn classify(
     Ok(c)
 }
 
-/// Directories `build` is sure to keep whatever the pending reads return: every entry matched
-/// its record, and every subdirectory is one of these with the tree id the record names for it.
-/// Deepest first, as `build` decides. `build` may keep more (a subdirectory built again can
-/// come out with its old id): those only had their files' contents looked up for nothing.
+/// The directories that keep their recorded tree, whatever the pending reads return: every
+/// entry matched its record, and every subdirectory is one of these with the tree id the record
+/// names for it. Deepest first. This is `build`'s decision: a directory above a subdirectory
+/// built again is built too, even when that subdirectory comes out with its old id (the same
+/// entries encode to the same tree).
 fn keeping(walked: &Walked, keeps: &[Option<Keeps>]) -> Vec<bool> {
     let mut keeping = vec![false; walked.dirs.len()];
     for (i, dir) in walked.dirs.iter().enumerate().rev() {
@@ -383,8 +386,8 @@ pub(crate) struct BuiltIds {
 }
 
 /// Builds every directory's tree, deepest first (the walk lists parents before children): a
-/// directory the cache vouched for whole keeps its tree id when its subdirectories kept
-/// theirs; the others are encoded into `trees`. Fills `counts`.
+/// directory `classify` found kept keeps its recorded tree id; the others are encoded into
+/// `trees`. Fills `counts`.
 pub(crate) fn build(
     walked: &Walked,
     classified: &Classified,
@@ -398,36 +401,27 @@ pub(crate) fn build(
     for (i, dir) in walked.dirs.iter().enumerate().rev() {
         let sub = |index: usize| ids[index].ok_or_else(|| Error::internal("a subdirectory came before its parent"));
         let mut files = outcomes[i].iter();
-        if let Some((tree, subtrees)) = &classified.keeps[i] {
-            let mut expected = subtrees.iter();
-            let mut same = true;
+        if let Some(tree) = classified.kept[i] {
             for child in &dir.children {
-                if let Node::Dir { index, .. } = child {
-                    same &= expected.next() == Some(&sub(*index)?);
-                }
-            }
-            if same && expected.next().is_none() {
-                for child in &dir.children {
-                    match child {
-                        Node::File { .. } => {
-                            let size = match files.next().map(|f| (&f.outcome, f.stat.size)) {
-                                Some((Outcome::Done(c), _)) => Some(c.size),
-                                Some((Outcome::Vouched, size)) => Some(size),
-                                _ => None,
-                            };
-                            if let Some(size) = size {
-                                counts.files += 1;
-                                counts.bytes += size;
-                            }
+                match child {
+                    Node::File { .. } => {
+                        let size = match files.next().map(|f| (&f.outcome, f.stat.size)) {
+                            Some((Outcome::Done(c), _)) => Some(c.size),
+                            Some((Outcome::Vouched, size)) => Some(size),
+                            _ => None,
+                        };
+                        if let Some(size) = size {
+                            counts.files += 1;
+                            counts.bytes += size;
                         }
-                        Node::Symlink { .. } => counts.symlinks += 1,
-                        Node::Dir { .. } => counts.dirs += 1,
                     }
+                    Node::Symlink { .. } => counts.symlinks += 1,
+                    Node::Dir { .. } => counts.dirs += 1,
                 }
-                ids[i] = Some(*tree);
-                kept[i] = true;
-                continue;
             }
+            ids[i] = Some(tree);
+            kept[i] = true;
+            continue;
         }
         let mut entries = Vec::with_capacity(dir.children.len());
         for child in &dir.children {
