@@ -297,13 +297,7 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
     repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
     let mut from_packs = Vec::new();
     let conn = trove::testing::conn(&repo);
-    let packs: Vec<(String, i64)> = conn
-        .prepare("SELECT name, size FROM packs")
-        .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    let packs: Vec<(String, i64)> = pairs(conn, "SELECT name, size FROM packs");
     for (name, size) in packs {
         for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan") {
             from_packs.push((o.id, name.clone(), o.offset, o.stored_len, o.raw_len, o.inner_offset));
@@ -390,13 +384,7 @@ fn a_chunk_list_that_reassembles_other_bytes_is_corrupt() {
     let entry = repo.lookup(&snap, b"big.bin").expect("lookup");
     // Swap the first two chunks' places: every chunk still verifies, the file does not.
     let conn = trove::testing::conn(&repo);
-    let chunks: Vec<(i64, Vec<u8>)> = conn
-        .prepare("SELECT seq, chunk FROM chunk_lists ORDER BY seq LIMIT 2")
-        .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    let chunks: Vec<(i64, Vec<u8>)> = pairs(conn, "SELECT seq, chunk FROM chunk_lists ORDER BY seq LIMIT 2");
     assert_eq!(chunks.len(), 2);
     conn.execute("UPDATE chunk_lists SET chunk = ?1 WHERE seq = ?2", rusqlite::params![chunks[1].1, chunks[0].0])
         .expect("tamper");

@@ -6,6 +6,8 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
+mod common;
+
 use proptest::prelude::*;
 use trove::{Repo, SnapshotOptions};
 
@@ -175,13 +177,7 @@ fn files_a_records_tree_lacks_are_read_again() {
 
     // Point a/'s record at b/'s tree.
     let conn = trove::testing::conn(&repo);
-    let rows: Vec<(Vec<u8>, Vec<u8>)> = conn
-        .prepare("SELECT dir_key, data FROM dir_cache")
-        .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = common::pairs(conn, "SELECT dir_key, data FROM dir_cache");
     let names = |blob: &[u8]| -> Vec<Vec<u8>> {
         let r = trove::testing::dir_cache::Record::parse(blob).expect("record");
         r.entries().map(|e| e.expect("entry").name.to_vec()).collect()

@@ -81,3 +81,16 @@ pub fn tree_state(dir: &Path) -> Vec<EntryState> {
     }
     out
 }
+
+/// Every row of `sql`, a query of two columns, as pairs.
+pub fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+) -> Vec<(A, B)> {
+    conn.prepare(sql)
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
