@@ -264,3 +264,34 @@ fn tool_audit_and_revert_from_the_command_line() {
     assert!(stderr(&again).contains("changed since"), "{}", stderr(&again));
     assert_eq!(trove(&repo, &["revert", "9999"]).status.code(), Some(1));
 }
+
+/// What a command skips it says on stderr: the library logs through `tracing`, and every
+/// one-shot command shows warnings (`TROVE_LOG` filters them).
+#[test]
+fn a_snapshots_warnings_reach_stderr() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "a\n").expect("write");
+    assert!(trove(&repo, &["init"]).status.success());
+    let snap = |log: &str| {
+        Command::new(trove_bin())
+            .args(["--repo", repo.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8"), "--workspace", "w"])
+            .env("TROVE_LOG", log)
+            .output()
+            .expect("run")
+    };
+    assert!(snap("warn").status.success());
+    // A directory record that does not parse: the snapshot reads the directory again, and says so.
+    let damage = || {
+        let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("open");
+        assert_eq!(conn.execute("UPDATE dir_cache SET data = x'ff'", []).expect("damage"), 1);
+    };
+    damage();
+    let quiet = snap("error");
+    assert!(quiet.status.success() && stderr(&quiet).is_empty(), "{}", stderr(&quiet));
+    damage();
+    let o = snap("warn");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a directory cache record does not parse"), "{}", stderr(&o));
+}

@@ -5,6 +5,7 @@
 mod bar;
 pub mod commands;
 mod format;
+pub(crate) mod logging;
 mod output;
 
 use std::io::Write;
@@ -23,6 +24,10 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let mut out = out();
     let out = &mut out;
     let open = || trove::Repo::open(path);
+    // The servers start their own log, with its level and format options.
+    if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+        logging::start_warnings();
+    }
     let code = match cli.command {
         Command::Init(args) => commands::init::run(out, path, json, args)?,
         Command::Snapshot(args) => commands::snapshot::run(out, path, json, args)?,

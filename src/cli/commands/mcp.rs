@@ -28,7 +28,7 @@ pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> 
     // stdout is the protocol's: the log goes to stderr (`TROVE_LOG`, default warnings only, as
     // an agent framework shows a tool server's stderr to people).
     let level = std::env::var("TROVE_LOG").unwrap_or_else(|_| "warn".to_string());
-    super::serve::start_logging(Some(&level), false)?;
+    crate::cli::logging::start(Some(&level), false)?;
     let repo = Repo::open(repo_path)?;
     // Refused before the protocol starts: a client learns at once that the session is unknown.
     repo.session(&args.session)?;

@@ -74,36 +74,6 @@ pub struct Args {
     pub log_format: String,
 }
 
-/// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
-/// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
-/// crash in a request shows in the same log as everything else, once.
-pub(crate) fn start_logging(level: Option<&str>, json: bool) -> Result<(), Failure> {
-    use tracing_subscriber::EnvFilter;
-    let filter = match level {
-        Some(l) => EnvFilter::try_new(l),
-        None => EnvFilter::try_from_env("TROVE_LOG").or_else(|_| EnvFilter::try_new("info")),
-    }
-    .map_err(|e| Error::invalid_argument(format!("log level: {e}: give e.g. info, debug or trove=debug")))?;
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    let installed = if json { builder.json().try_init() } else { builder.try_init() };
-    installed.map_err(|e| Error::internal(format!("cannot start logging: {e}")))?;
-    std::panic::set_hook(Box::new(|info| {
-        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        tracing::error!(at = %at, panic = %message, "panic");
-    }));
-    Ok(())
-}
-
 /// `--memory-budget`: a byte count with an optional unit (`KiB`, `MiB`, `GiB`).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -125,7 +95,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `trove serve`: binds, prints the address (and a new token on a first start), serves until
 /// SIGINT or SIGTERM, and lets in-flight requests finish.
 pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
-    start_logging(opts.log_level.as_deref(), opts.log_format == "json")?;
+    crate::cli::logging::start(opts.log_level.as_deref(), opts.log_format == "json")?;
     let repo = Repo::open(repo_path)?;
     // The manifest's tokens are read by the server itself, live; only an environment token is
     // handed over. A first start with neither creates one.

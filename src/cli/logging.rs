@@ -1,0 +1,53 @@
+//! The log on stderr: the server's (and the MCP server's) whole log, and for every other
+//! command the warnings of what it skipped and why (a record that does not parse, a file read
+//! again), which the library reports through `tracing` and never prints itself.
+
+use trove::Error;
+
+use crate::cli::output::Failure;
+
+/// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
+/// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
+/// crash in a request shows in the same log as everything else, once.
+pub(crate) fn start(level: Option<&str>, json: bool) -> Result<(), Failure> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l),
+        None => EnvFilter::try_from_env("TROVE_LOG").or_else(|_| EnvFilter::try_new("info")),
+    }
+    .map_err(|e| Error::invalid_argument(format!("log level: {e}: give e.g. info, debug or trove=debug")))?;
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let installed = if json { builder.json().try_init() } else { builder.try_init() };
+    installed.map_err(|e| Error::internal(format!("cannot start logging: {e}")))?;
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(at = %at, panic = %message, "panic");
+    }));
+    Ok(())
+}
+
+/// For a one-shot command: warnings and errors on stderr (`TROVE_LOG` sets another filter),
+/// plain text without timestamps. A `TROVE_LOG` that does not parse falls back to warnings,
+/// as the server falls back to its default.
+pub(crate) fn start_warnings() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("TROVE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Only fails when a subscriber is installed already: then that one logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .try_init();
+}
