@@ -23,7 +23,7 @@ pub struct StoredTree {
 /// parallel, outside) the transaction that inserts it.
 pub fn stored(id: &ObjectId, encoded: &[u8]) -> Result<StoredTree> {
     let entries = tree::count(encoded).ok_or_else(|| Error::internal(format!("tree {id} is malformed")))?;
-    let data = crate::object::blob::compress(encoded, 3)?;
+    let data = crate::object::blob::compress(encoded, 3).map_err(|e| e.context(format!("tree {id}")))?;
     Ok(StoredTree { entries, data })
 }
 
