@@ -2,6 +2,18 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::Mutex;
+
+/// The bar on the terminal, if one is: the log's writer hides it while it writes a line.
+static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Runs `f` (a write to stderr) with the bar on the terminal, if any, cleared and redrawn after.
+pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+    match SHOWN.lock().ok().and_then(|shown| shown.clone()) {
+        Some(bar) => bar.suspend(f),
+        None => f(),
+    }
+}
 
 pub struct Bar {
     bar: ProgressBar,
@@ -10,9 +22,23 @@ pub struct Bar {
 impl Bar {
     /// A bar on stderr when it is a terminal, otherwise one that draws nothing.
     pub fn new() -> Bar {
-        let target =
-            if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        Bar { bar: ProgressBar::with_draw_target(None, target) }
+        let shown = std::io::stderr().is_terminal();
+        let target = if shown { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(None, target);
+        if shown {
+            if let Ok(mut s) = SHOWN.lock() {
+                *s = Some(bar.clone());
+            }
+        }
+        Bar { bar }
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if let Ok(mut s) = SHOWN.lock() {
+            *s = None;
+        }
     }
 }
 

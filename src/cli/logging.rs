@@ -37,17 +37,32 @@ pub(crate) fn start(level: Option<&str>, json: bool) -> Result<(), Failure> {
 }
 
 /// For a one-shot command: warnings and errors on stderr (`TROVE_LOG` sets another filter),
-/// plain text without timestamps. A `TROVE_LOG` that does not parse falls back to warnings,
-/// as the server falls back to its default.
-pub(crate) fn start_warnings() {
+/// plain text without timestamps, or one JSON object a line with `--json` (the failure line
+/// that may follow is one too). A `TROVE_LOG` that does not parse falls back to warnings, as the
+/// server falls back to its default. A progress bar on the terminal is cleared for each line.
+pub(crate) fn start_warnings(json: bool) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TROVE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    // Only fails when a subscriber is installed already: then that one logs.
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .without_time()
-        .try_init();
+        .with_writer(|| BarAware)
+        .with_ansi(!json && std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time();
+    // Only fails when a subscriber is installed already: then that one logs.
+    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+}
+
+/// stderr, written with the progress bar (if one is drawn) out of the way.
+struct BarAware;
+
+impl std::io::Write for BarAware {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        crate::cli::bar::suspend(|| std::io::stderr().write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }

@@ -2,7 +2,7 @@
 //! library calls and prints the result, as a table for people or one JSON document with
 //! `--json`; this file only dispatches.
 
-mod bar;
+pub(crate) mod bar;
 pub mod commands;
 mod format;
 pub(crate) mod logging;
@@ -26,7 +26,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let open = || trove::Repo::open(path);
     // The servers start their own log, with its level and format options.
     if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
-        logging::start_warnings();
+        logging::start_warnings(json);
     }
     let code = match cli.command {
         Command::Init(args) => commands::init::run(out, path, json, args)?,

@@ -128,15 +128,22 @@ pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
 }
 
 /// The ids of condemned trees: usually none. With [`exists`] (which reads the id index alone)
-/// it answers [`has_live`] for many trees at half the lookups.
-pub fn condemned_ids(conn: &Connection) -> Result<std::collections::HashSet<ObjectId>> {
+/// it answers [`has_live`] for many trees at half the lookups. A row whose id is not an id
+/// (damage `check` reports) is left out: no record can name it.
+pub fn condemned_ids(conn: &Connection) -> Result<crate::object::RandomKeySet<ObjectId>> {
     let mut stmt = conn
         .prepare_cached("SELECT id FROM trees WHERE condemned IS NOT NULL")
         .map_err(db("listing condemned trees"))?;
     let rows = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).map_err(db("listing condemned trees"))?;
-    let mut out = std::collections::HashSet::new();
+    let mut out = crate::object::RandomKeySet::default();
     for r in rows {
-        out.insert(ObjectId::from_slice(&r.map_err(db("listing condemned trees"))?)?);
+        let bytes = r.map_err(db("listing condemned trees"))?;
+        match ObjectId::from_slice(&bytes) {
+            Ok(id) => {
+                out.insert(id);
+            }
+            Err(e) => tracing::warn!(error = %e, "a condemned tree row has a malformed id; `trove check` reports it"),
+        }
     }
     Ok(out)
 }

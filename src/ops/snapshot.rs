@@ -51,7 +51,8 @@ thread_local! {
 }
 
 /// Below this many trees built, a snapshot frees its walk's structures on a thread beside the
-/// commit; at or above it (much changed, or a first snapshot) before, for the memory peak.
+/// commit; at or above it (much changed, or a big tree's first snapshot) before, for the
+/// memory peak.
 const FREE_BESIDE: usize = 1024;
 
 /// Frees every pool thread's read, encode and bundle buffers (megabytes each): they would

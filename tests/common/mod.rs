@@ -15,7 +15,14 @@ pub fn trove_bin() -> PathBuf {
 
 /// Runs `trove --repo REPO ARGS...` and returns its output.
 pub fn trove(repo: &Path, args: &[&str]) -> Output {
-    Command::new(trove_bin()).arg("--repo").arg(repo).args(args).env_remove("TROVE_REPO").output().expect("run trove")
+    Command::new(trove_bin())
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .env_remove("TROVE_REPO")
+        .env_remove("TROVE_LOG")
+        .output()
+        .expect("run trove")
 }
 
 pub fn stdout(o: &Output) -> String {
