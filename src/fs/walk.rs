@@ -471,22 +471,26 @@ const HELD_DIRS: usize = 256;
 /// descriptor (no second open of "." as `Dir::read_from` would do) and borrows it mutably while
 /// it iterates. The names are kept NUL-terminated end to end in one buffer ([`names`]), not
 /// one allocation each: a walk lists every entry of the tree.
-fn read_names(fd: OwnedFd, rel: &[u8], report: &Mutex<WalkReport>) -> std::io::Result<(rustix::fs::Dir, Vec<u8>)> {
+/// Returns the listing, the names and how many there are.
+fn read_names(
+    fd: OwnedFd,
+    rel: &[u8],
+    report: &Mutex<WalkReport>,
+) -> std::io::Result<(rustix::fs::Dir, Vec<u8>, usize)> {
     let mut listing = rustix::fs::Dir::new(fd)?;
     // Room for a typical directory's names at once, not a dozen reallocations on the way.
     let mut names = Vec::with_capacity(2048);
+    let mut count = 0;
     for entry in listing.by_ref() {
         match entry {
-            Ok(e) => names.extend_from_slice(e.file_name().to_bytes_with_nul()),
+            Ok(e) => {
+                names.extend_from_slice(e.file_name().to_bytes_with_nul());
+                count += 1;
+            }
             Err(e) => warn(report, rel, format!("could not list an entry: {e}")),
         }
     }
-    Ok((listing, names))
-}
-
-/// How many names `read_names` packed into `buf` (each ends in a NUL).
-fn name_count(buf: &[u8]) -> usize {
-    buf.iter().filter(|&&b| b == 0).count()
+    Ok((listing, names, count))
 }
 
 /// The names `read_names` packed into one buffer, in order.
@@ -533,9 +537,9 @@ fn list_dir(
     if let Some(hook) = opts.on_dir {
         hook(fd.as_fd(), rel);
     }
-    let (listing, buf) = read_names(fd, rel, report)?;
+    let (listing, buf, count) = read_names(fd, rel, report)?;
     let dir = listing.fd()?;
-    let mut children = Vec::with_capacity(name_count(&buf));
+    let mut children = Vec::with_capacity(count);
     let mut subdirs = Vec::new();
     // Each child's workspace-relative path, for exclusions and warnings: one buffer whose
     // tail is rewritten per child (`rel/`, or nothing at the root).
