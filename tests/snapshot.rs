@@ -397,3 +397,51 @@ fn a_chunk_list_that_reassembles_other_bytes_is_corrupt() {
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(!out.join("big.bin").exists(), "no wrong file left behind");
 }
+
+#[test]
+fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_everywhere() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(ws.join("d")).expect("mkdir");
+    // Past the loose limits: 40 files, so the first snapshot writes a pack.
+    for i in 0..40 {
+        fs::write(ws.join("d").join(format!("f{i}.txt")), format!("file {i}\n").repeat(50)).expect("write");
+    }
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    // Files written a moment ago are "racy" and read again; the test wants only its edits read.
+    let opts = SnapshotOptions { racy_window_ns: 0, ..SnapshotOptions::default() };
+    let first = repo.snapshot(&ws, &opts).expect("snapshot");
+    let (packs, loose) = (count(&repo, "packs"), count(&repo, "loose_objects"));
+    assert!(packs >= 1);
+    assert_eq!(loose, 0);
+
+    // Two small files changed, one added: three loose objects, no pack.
+    fs::write(ws.join("d/f3.txt"), "three, edited\n").expect("edit");
+    fs::write(ws.join("d/f7.txt"), "seven, edited\n").expect("edit");
+    fs::write(ws.join("new.txt"), "new\n").expect("add");
+    let second = repo.snapshot(&ws, &opts).expect("snapshot");
+    assert_eq!((second.counts.changed, second.counts.added), (2, 1));
+    assert_eq!(count(&repo, "packs"), packs, "a small change writes no pack");
+    assert_eq!(count(&repo, "loose_objects"), 3);
+
+    // Read, restored and checked like packed content.
+    let entry = repo.lookup(&second, b"d/f3.txt").expect("lookup");
+    assert_eq!(repo.read_content(&entry).expect("read"), b"three, edited\n");
+    let out = tmp.path().join("out");
+    repo.restore(&second, &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(tree_state(&out), tree_state(&ws));
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.loose, 3);
+
+    // Garbage collection keeps what a snapshot refers to; the same content is not stored twice.
+    let gc = repo.gc(&trove::GcOptions { grace: std::time::Duration::ZERO, ..trove::GcOptions::default() });
+    gc.expect("gc");
+    assert_eq!(count(&repo, "loose_objects"), 3);
+    fs::write(ws.join("copy.txt"), "new\n").expect("copy");
+    repo.snapshot(&ws, &opts).expect("snapshot");
+    assert_eq!(count(&repo, "loose_objects"), 3);
+    let again = tmp.path().join("again");
+    repo.restore(&first, &again, &RestoreOptions::default()).expect("restore first");
+    assert_eq!(fs::read(again.join("d/f3.txt")).expect("read"), "file 3\n".repeat(50).into_bytes());
+}

@@ -17,12 +17,24 @@ pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Resul
     if has_live(conn, id)? || super::objects::has_live(conn, id)? {
         return Ok(());
     }
-    let encoded = blob::encode(id, raw, level)?;
+    put(conn, id, raw.len() as u64, &blob::encode(id, raw, level)?)
+}
+
+/// Like [`insert`], for an object already encoded as a blob (`blob::encode`) of `raw_len`
+/// bytes: a snapshot encodes before its transaction, which then stores only what it lacks.
+pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
+    if has_live(conn, id)? || super::objects::has_live(conn, id)? {
+        return Ok(());
+    }
+    put(conn, id, raw_len, encoded)
+}
+
+fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)
          ON CONFLICT (id) DO UPDATE SET condemned = NULL WHERE loose_objects.condemned IS NOT NULL",
     )
-    .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw.len() as i64, encoded]))
+    .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw_len as i64, encoded]))
     .map_err(db("storing a loose object"))?;
     Ok(())
 }

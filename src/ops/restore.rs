@@ -34,6 +34,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, UTIME_OMIT};
@@ -47,6 +48,7 @@ use crate::base::path;
 use crate::base::progress::{NoProgress, Progress};
 use crate::base::time::now_ns;
 use crate::fs::walk;
+use crate::manifest::loose;
 use crate::manifest::objects::{self, Location};
 use crate::manifest::restores::{self, Pending};
 use crate::model::audit::AuditRecord;
@@ -101,7 +103,9 @@ struct Plan {
 struct FilePlan {
     rel: Vec<u8>,
     entry: Entry,
-    parts: Vec<(ObjectId, Location)>,
+    /// Each object of the file and where it lies in a pack; `None`: loose in the manifest (a
+    /// small snapshot's or a tool's object).
+    parts: Vec<(ObjectId, Option<Location>)>,
 }
 
 fn timespec(ns: i64) -> Timespec {
@@ -397,6 +401,11 @@ impl Repo {
     /// with the data written out behind them; then every symlink.
     fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
         let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+        // Loose objects are read through a connection of their own, shared by the workers;
+        // opened only when the plan has any.
+        let has_loose = plan.files.iter().any(|f| f.parts.iter().any(|(_, l)| l.is_none()));
+        let loose = if has_loose { Some(Mutex::new(self.manifest.reader()?)) } else { None };
+        let store = Store { backend, bundles, loose: loose.as_ref() };
         let deadline = self.deadline();
         let staged = AtomicU64::new(0);
         let (written, flushed) = flush::behind(
@@ -410,7 +419,7 @@ impl Repo {
                         }
                         let f = plan.files.get(i).ok_or_else(|| Error::internal("a restore's order names no file"))?;
                         let dir = cache.get(target, split(&f.rel).0)?;
-                        stage_file(backend, bundles, dir, &staged_name(prefix, i), f)
+                        stage_file(&store, dir, &staged_name(prefix, i), f)
                             .map_err(|e| e.context(path::display(&f.rel)))?;
                         opts.progress.advance(f.entry.size);
                         let before = staged.fetch_add(f.entry.size, Ordering::Relaxed);
@@ -467,9 +476,12 @@ impl Repo {
                             if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
                         let mut parts = Vec::with_capacity(ids.len());
                         for oid in ids {
-                            let loc = objects::locate(self.manifest.conn(), &oid)?.ok_or_else(|| {
-                                Error::corrupt(format!("object {oid} is referenced but not stored; run `trove check`"))
-                            })?;
+                            let loc = objects::locate(self.manifest.conn(), &oid)?;
+                            if loc.is_none() && !loose::contains(self.manifest.conn(), &oid)? {
+                                return Err(Error::corrupt(format!(
+                                    "object {oid} is referenced but not stored; run `trove check`"
+                                )));
+                            }
                             parts.push((oid, loc));
                         }
                         files.push(FilePlan { rel: rel.to_vec(), entry: e.clone(), parts });
@@ -500,7 +512,7 @@ impl Repo {
         // written for another path), decoding it again each time it left the small shared
         // cache.
         fn stored_at(f: &FilePlan) -> Option<(&str, u64, Option<u64>)> {
-            f.parts.first().map(|(_, l)| (l.pack.as_str(), l.offset, l.inner_offset))
+            f.parts.first().and_then(|(_, l)| l.as_ref()).map(|l| (l.pack.as_str(), l.offset, l.inner_offset))
         }
         let mut by_storage: Vec<usize> = (0..files.len()).collect();
         by_storage.sort_unstable_by(|&a, &b| stored_at(&files[a]).cmp(&stored_at(&files[b])));
@@ -594,15 +606,34 @@ fn remove_temporaries(root: &OwnedFd, prefix: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Where a restore's workers read objects: packs through the backend and the bundle cache,
+/// loose objects through a manifest connection.
+struct Store<'a> {
+    backend: &'a dyn crate::object::Backend,
+    bundles: &'a BundleCache,
+    loose: Option<&'a Mutex<rusqlite::Connection>>,
+}
+
+impl Store<'_> {
+    /// The verified bytes of object `id`, from `loc` or, without one, loose.
+    fn fetch(&self, id: &ObjectId, loc: Option<&Location>) -> Result<Vec<u8>> {
+        if let Some(loc) = loc {
+            return crate::ops::view::fetch(self.backend, self.bundles, id, loc);
+        }
+        let conn = self.loose.ok_or_else(|| Error::internal("a restore reads a loose object without a reader"))?;
+        let encoded = {
+            let conn = conn.lock().map_err(|_| Error::internal("loose reader poisoned"))?;
+            loose::get(&conn, id)?
+        };
+        let encoded = encoded
+            .ok_or_else(|| Error::corrupt(format!("object {id} is referenced but not stored; run `trove check`")))?;
+        crate::object::blob::decode(id, &encoded)
+    }
+}
+
 /// Writes one file under the temporary `name` in its directory `dir`, verified, with its mode
 /// and mtime.
-fn stage_file(
-    backend: &dyn crate::object::Backend,
-    bundles: &BundleCache,
-    dir: &OwnedFd,
-    name: &[u8],
-    f: &FilePlan,
-) -> Result<()> {
+fn stage_file(store: &Store<'_>, dir: &OwnedFd, name: &[u8], f: &FilePlan) -> Result<()> {
     let shown = || Path::new(OsStr::from_bytes(&f.rel)).to_path_buf();
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600))
@@ -611,7 +642,7 @@ fn stage_file(
     let chunked = f.parts.len() > 1 || f.parts.first().is_some_and(|p| Some(p.0) != f.entry.content);
     let mut whole = blake3::Hasher::new();
     for (id, loc) in &f.parts {
-        let raw = crate::ops::view::fetch(backend, bundles, id, loc)?;
+        let raw = store.fetch(id, loc.as_ref())?;
         if chunked {
             whole.update(&raw);
         }

@@ -74,6 +74,14 @@ fn release_buffers() {
     });
 }
 
+/// A snapshot of a workspace snapshotted before, with at most this many files to read, none over
+/// `LOOSE_MAX` bytes, stores them as loose objects in its own transaction (ARCHITECTURE.md, "Loose objects"), read on the calling
+/// thread: a pack for an edit of a few files cost its writer's threads, a second connection,
+/// and the pack's fsync, rename and directory fsync (1-2 ms of a 75 ms snapshot), and left a
+/// pack file of a few hundred bytes behind each snapshot of an agent's session.
+const LOOSE_FILES: usize = 16;
+const LOOSE_MAX: u64 = 64 << 10;
+
 /// Files read by one worker in a row, sharing one bundle builder: long enough for 1 MiB bundles
 /// to fill (a run's last bundle is sealed however full: at 64 files most bundles were a
 /// fraction of the target), short enough to spread work over the cores.
@@ -124,13 +132,28 @@ struct FileJob<'n> {
     slot: &'n mut Outcome,
 }
 
-/// Shared state of the parallel read phase.
+/// Where the read phase puts what the repository may lack.
+enum Sink<'a> {
+    /// Into packs, after a lookup in the index through a reader connection.
+    Packs { packs: &'a PackWriter, reader: Mutex<Connection> },
+    /// Encoded blobs (id, raw length, blob) for the snapshot's transaction, which stores those
+    /// it lacks as loose objects.
+    Loose(Mutex<Vec<(ObjectId, u64, Vec<u8>)>>),
+}
+
+/// What a snapshot read and stored: sealed packs, or loose blobs for its transaction.
+#[derive(Default)]
+struct Stored {
+    packs: Vec<crate::object::SealedPack>,
+    loose: Vec<(ObjectId, u64, Vec<u8>)>,
+}
+
+/// Shared state of the read phase.
 struct Writer<'a> {
     zstd_level: i32,
     chunking: crate::object::Chunking,
-    reader: Mutex<Connection>,
     seen: Mutex<RandomKeySet<ObjectId>>,
-    packs: &'a PackWriter,
+    sink: Sink<'a>,
     warnings: Mutex<Vec<Warning>>,
 }
 
@@ -141,8 +164,16 @@ impl Writer<'_> {
         if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
             return Ok(());
         }
+        let (packs, reader) = match &self.sink {
+            Sink::Packs { packs, reader } => (packs, reader),
+            Sink::Loose(kept) => {
+                let encoded = blob::encode(&id, raw, self.zstd_level)?;
+                kept.lock().map_err(|_| Error::internal("loose list poisoned"))?.push((id, raw.len() as u64, encoded));
+                return Ok(());
+            }
+        };
         let known = {
-            let reader = self.reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
+            let reader = reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
             objects::has_live(&reader, &id)?
         };
         if known {
@@ -150,20 +181,21 @@ impl Writer<'_> {
         }
         if raw.len() < bundle::MEMBER_MAX {
             if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
-                self.packs.add_bundle(sealed.members, sealed.encoded)?;
+                packs.add_bundle(sealed.members, sealed.encoded)?;
             }
             return Ok(());
         }
         ENCODED.with(|cell| {
             let mut encoded = cell.borrow_mut();
             blob::encode_into(blob::Kind::Object, &id, raw, self.zstd_level, &mut encoded)?;
-            self.packs.add(id, raw.len() as u64, &encoded)
+            packs.add(id, raw.len() as u64, &encoded)
         })
     }
 
     fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
-        if let Some(sealed) = bundle.seal(self.zstd_level)? {
-            self.packs.add_bundle(sealed.members, sealed.encoded)?;
+        // A loose sink never fills a bundle.
+        if let (Sink::Packs { packs, .. }, Some(sealed)) = (&self.sink, bundle.seal(self.zstd_level)?) {
+            packs.add_bundle(sealed.members, sealed.encoded)?;
         }
         Ok(())
     }
@@ -403,7 +435,10 @@ impl Repo {
         let mut classified = classify(conn, &walked, cache, opts.use_stat_cache, &mut outcomes)?;
 
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
-        let (warnings, packs) = self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, opts)?;
+        // A workspace's first snapshot always packs: loose objects are for the edits after it.
+        let may_go_loose = parent.is_some();
+        let (warnings, stored) =
+            self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, may_go_loose, opts)?;
         crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
@@ -448,11 +483,14 @@ impl Repo {
         self.manifest.write(|tx| {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
-            objects::insert_packs(tx, &packs, created_ns)?;
+            objects::insert_packs(tx, &stored.packs, created_ns)?;
+            for (id, raw_len, encoded) in &stored.loose {
+                manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?;
+            }
             record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
             insert_trees(tx, &trees_stored)?;
             snapshots::insert(tx, ws.id, &info)?;
-            manifest::audit::append(tx, &snapshot_record(&info, opts, packs.len()))?;
+            manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len()))?;
             Ok(())
         })?;
         self.checkpoint_if_due();
@@ -461,16 +499,19 @@ impl Repo {
 
     /// Step 2: reads what the directory cache could not vouch for, in parallel, into packs; step 3:
     /// every pack durable (`PackWriter::run` returns only once all are sealed) before the
-    /// manifest may point at them. Returns the warnings (the walk's, then the reads') and the
-    /// sealed packs.
+    /// manifest may point at them. A few small files after an earlier snapshot
+    /// (`may_go_loose`) are read here instead, into loose blobs for the snapshot's transaction
+    /// (`LOOSE_FILES`). Returns the warnings (the walk's, then
+    /// the reads') and what was stored.
     fn read_pending(
         &self,
         root_fd: &OwnedFd,
         outcomes: &mut Outcomes,
         walk_warnings: Vec<Warning>,
         scan_start: i64,
+        may_go_loose: bool,
         opts: &SnapshotOptions<'_>,
-    ) -> Result<(Vec<Warning>, Vec<crate::object::SealedPack>)> {
+    ) -> Result<(Vec<Warning>, Stored)> {
         let mut jobs: Vec<FileJob<'_>> = Vec::new();
         for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut().flatten() {
             if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
@@ -479,20 +520,44 @@ impl Repo {
         }
         if jobs.is_empty() {
             // Nothing to read (a snapshot where nothing changed): no pack writer, no threads.
-            return Ok((walk_warnings, Vec::new()));
+            return Ok((walk_warnings, Stored::default()));
         }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
         jobs.sort_unstable_by_key(|j| j.rel);
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
+        if may_go_loose && jobs.len() <= LOOSE_FILES && jobs.iter().all(|j| j.stat.size <= LOOSE_MAX) {
+            let writer = Writer {
+                zstd_level: self.config.zstd_level,
+                chunking: self.config.chunking,
+                seen: Mutex::new(RandomKeySet::default()),
+                sink: Sink::Loose(Mutex::new(Vec::new())),
+                warnings: Mutex::new(walk_warnings),
+            };
+            let mut bundle = BundleBuilder::default();
+            for job in &mut jobs {
+                let size = job.stat.size;
+                *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
+                    Some(c) => Outcome::Done(Box::new(c)),
+                    None => Outcome::Dropped,
+                };
+                opts.progress.advance(size);
+            }
+            opts.progress.finish();
+            let loose = match writer.sink {
+                Sink::Loose(kept) => kept.into_inner().map_err(|_| Error::internal("loose list poisoned"))?,
+                Sink::Packs { .. } => Vec::new(),
+            };
+            let warnings = writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
+            return Ok((warnings, Stored { packs: Vec::new(), loose }));
+        }
         let reader = self.manifest.pinned_reader()?;
         let read = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,
-                reader: Mutex::new(reader),
                 seen: Mutex::new(RandomKeySet::default()),
-                packs,
+                sink: Sink::Packs { packs, reader: Mutex::new(reader) },
                 warnings: Mutex::new(walk_warnings),
             };
             let deadline = self.deadline();
@@ -522,7 +587,8 @@ impl Repo {
         })?;
         release_buffers();
         opts.progress.finish();
-        Ok(read)
+        let (warnings, packs) = read;
+        Ok((warnings, Stored { packs, loose: Vec::new() }))
     }
 }
 

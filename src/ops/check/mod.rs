@@ -148,7 +148,7 @@ pub struct CheckReport {
     pub orphan_packs: u64,
     /// Packed objects checked.
     pub objects: u64,
-    /// Loose objects (the file tools' pre-images and new contents) checked.
+    /// Loose objects (the file tools' pre-images and new contents, small snapshots' files) checked.
     pub loose: u64,
     /// Chunked contents whose lists were checked (and, reading data, reassembled).
     pub chunked: u64,
