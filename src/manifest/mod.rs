@@ -48,16 +48,7 @@ pub struct Manifest {
     memory_uri: Option<String>,
 }
 
-/// Above this size the WAL is copied into the database when a manifest is closed; below it the
-/// WAL is left for the next process, whose first connection reads it back (at most about this
-/// much, a fraction of a millisecond from the page cache). SQLite's own close copied the WAL
-/// every time: a write into the database and two fsyncs, and the WAL's deletion, re-creation
-/// and header sync by the next command, about 4 ms of a 75 ms no-change snapshot.
-const CLOSE_CHECKPOINT_BYTES: u64 = 1 << 20;
-
 fn configure(conn: &Connection) -> Result<()> {
-    // `journal_size_limit = 0`: when the WAL starts over after a checkpoint, its file is cut to
-    // what the first commit wrote, so its size tells how much the next opener reads back.
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
@@ -65,14 +56,9 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA busy_timeout = 10000;
          PRAGMA cache_size = -8192;
          PRAGMA mmap_size = 268435456;
-         PRAGMA wal_autocheckpoint = 10000;
-         PRAGMA journal_size_limit = 0;",
+         PRAGMA wal_autocheckpoint = 10000;",
     )
-    .map_err(|e| Error::db("configuring the connection", e))?;
-    // Closing never checkpoints by itself; `Manifest`'s drop decides (`CLOSE_CHECKPOINT_BYTES`).
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-        .map_err(|e| Error::db("configuring the connection", e))?;
-    Ok(())
+    .map_err(|e| Error::db("configuring the connection", e))
 }
 
 impl Manifest {
@@ -201,43 +187,6 @@ impl Manifest {
         let out = f(&tx)?;
         tx.commit().map_err(|e| Error::db("committing", e))?;
         Ok(out)
-    }
-}
-
-impl Drop for Manifest {
-    /// Copies a WAL grown past `CLOSE_CHECKPOINT_BYTES` into the database and empties it. It
-    /// must be emptied, not only copied: the next process's first connection rebuilds the WAL's
-    /// index from the file and cannot know what was copied, so a WAL only copied would be read
-    /// back, and copied again, by every later command. Another process reading or writing the
-    /// repository is not waited for: the checkpoint then copies what it can, and a later close
-    /// tries again. Committed data is durable in the WAL either way.
-    fn drop(&mut self) {
-        let Some(path) = self.conn.path().filter(|p| !p.is_empty() && self.memory_uri.is_none()) else { return };
-        let wal = format!("{path}-wal");
-        let size = match std::fs::metadata(&wal) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                tracing::warn!(path = %wal, error = %e, "cannot tell the manifest's WAL size; not checkpointed");
-                return;
-            }
-        };
-        if size <= CLOSE_CHECKPOINT_BYTES {
-            return;
-        }
-        let checkpoint = || -> rusqlite::Result<bool> {
-            self.conn.execute_batch("PRAGMA busy_timeout = 0;")?;
-            self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)).map(|busy| busy == 0)
-        };
-        match checkpoint() {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(path = %wal, bytes = size, "the manifest's WAL is in use elsewhere; left for a later close")
-            }
-            Err(e) => {
-                tracing::warn!(path = %wal, bytes = size, error = %e, "the manifest's WAL could not be checkpointed; the next opener reads it back")
-            }
-        }
     }
 }
 
