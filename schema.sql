@@ -145,9 +145,10 @@ CREATE TABLE api_tokens (
 
 -- schema-version: 3
 -- Objects written one at a time by the agent file tools (pre-images of overwritten, edited,
--- moved and deleted files): the blob format of the packs, kept in the manifest so that storing
--- one commits with the audit record that refers to it, in one fsync. Big files are chunked and
--- their chunk list goes to `chunk_lists` as for snapshots.
+-- moved and deleted files), and the files of a snapshot that read only a few small ones: the
+-- blob format of the packs, kept in the manifest so that storing one commits with the record
+-- that refers to it, in one fsync. Big files are chunked and their chunk list goes to
+-- `chunk_lists` as for snapshots.
 CREATE TABLE loose_objects (
     id          BLOB PRIMARY KEY,            -- BLAKE3 of the raw bytes
     raw_len     INTEGER NOT NULL,

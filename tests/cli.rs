@@ -271,7 +271,10 @@ fn tool_audit_and_revert_from_the_command_line() {
 fn a_snapshots_warnings_reach_stderr() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
-    fs::create_dir_all(&ws).expect("mkdir");
+    for dir in ["x", "y"] {
+        fs::create_dir_all(ws.join(dir)).expect("mkdir");
+        fs::write(ws.join(dir).join("b.txt"), "b\n").expect("write");
+    }
     fs::write(ws.join("a.txt"), "a\n").expect("write");
     assert!(trove(&repo, &["init"]).status.success());
     let snap = |log: &str| {
@@ -282,10 +285,11 @@ fn a_snapshots_warnings_reach_stderr() {
             .expect("run")
     };
     assert!(snap("warn").status.success());
-    // A directory record that does not parse: the snapshot reads the directory again, and says so.
+    // Directory records that do not parse: the snapshot reads the directories again, and says
+    // so once, with how many.
     let damage = || {
         let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("open");
-        assert_eq!(conn.execute("UPDATE dir_cache SET data = x'ff'", []).expect("damage"), 1);
+        assert_eq!(conn.execute("UPDATE dir_cache SET data = x'ff'", []).expect("damage"), 3);
     };
     damage();
     let quiet = snap("error");
@@ -293,5 +297,6 @@ fn a_snapshots_warnings_reach_stderr() {
     damage();
     let o = snap("warn");
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("a directory cache record does not parse"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).matches("a directory cache record does not parse").count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("count=3"), "{}", stderr(&o));
 }

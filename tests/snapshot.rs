@@ -411,18 +411,35 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     // Files written a moment ago are "racy" and read again; the test wants only its edits read.
     let opts = SnapshotOptions { racy_window_ns: 0, ..SnapshotOptions::default() };
     let first = repo.snapshot(&ws, &opts).expect("snapshot");
-    let (packs, loose) = (count(&repo, "packs"), count(&repo, "loose_objects"));
+    let packs = count(&repo, "packs");
     assert!(packs >= 1);
-    assert_eq!(loose, 0);
+    assert_eq!(count(&repo, "loose_objects"), 0);
+    let conn = trove::testing::conn(&repo);
+    let last_details = || -> serde_json::Value {
+        let text: String = conn
+            .query_row("SELECT details FROM audit WHERE operation = 'snapshot' ORDER BY seq DESC LIMIT 1", [], |r| {
+                r.get(0)
+            })
+            .expect("audit");
+        serde_json::from_str(&text).expect("json")
+    };
+    let rows_of = |table: &str, content: &[u8]| -> i64 {
+        let id = trove::object::ObjectId::of(content);
+        conn.query_row(&format!("SELECT COUNT(*) FROM {table} WHERE id = ?1"), [id.as_bytes().to_vec()], |r| r.get(0))
+            .expect("count")
+    };
 
-    // Two small files changed, one added: three loose objects, no pack.
+    // Two small files changed, one added, one a copy of a packed file: three loose objects
+    // (the copy's content is stored already), no pack.
     fs::write(ws.join("d/f3.txt"), "three, edited\n").expect("edit");
     fs::write(ws.join("d/f7.txt"), "seven, edited\n").expect("edit");
     fs::write(ws.join("new.txt"), "new\n").expect("add");
+    fs::write(ws.join("d/f5 copy.txt"), "file 5\n".repeat(50)).expect("copy");
     let second = repo.snapshot(&ws, &opts).expect("snapshot");
-    assert_eq!((second.counts.changed, second.counts.added), (2, 1));
+    assert_eq!((second.counts.changed, second.counts.added), (2, 2));
     assert_eq!(count(&repo, "packs"), packs, "a small change writes no pack");
     assert_eq!(count(&repo, "loose_objects"), 3);
+    assert_eq!((last_details()["packs"].as_u64(), last_details()["loose"].as_u64()), (Some(0), Some(3)));
 
     // Read, restored and checked like packed content.
     let entry = repo.lookup(&second, b"d/f3.txt").expect("lookup");
@@ -433,15 +450,35 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     let report = repo.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.loose, 3);
-
-    // Garbage collection keeps what a snapshot refers to; the same content is not stored twice.
     let gc = repo.gc(&trove::GcOptions { grace: std::time::Duration::ZERO, ..trove::GcOptions::default() });
     gc.expect("gc");
-    assert_eq!(count(&repo, "loose_objects"), 3);
-    fs::write(ws.join("copy.txt"), "new\n").expect("copy");
-    repo.snapshot(&ws, &opts).expect("snapshot");
-    assert_eq!(count(&repo, "loose_objects"), 3);
+    assert_eq!(count(&repo, "loose_objects"), 3, "garbage collection keeps what a snapshot refers to");
     let again = tmp.path().join("again");
     repo.restore(&first, &again, &RestoreOptions::default()).expect("restore first");
     assert_eq!(fs::read(again.join("d/f3.txt")).expect("read"), "file 3\n".repeat(50).into_bytes());
+
+    // Another workspace's first snapshot always packs, even a small one, and does not pack
+    // again what is stored loose.
+    let other = tmp.path().join("other");
+    fs::create_dir_all(&other).expect("mkdir");
+    fs::write(other.join("a.txt"), "three, edited\n").expect("write");
+    fs::write(other.join("b.txt"), "only here\n").expect("write");
+    repo.snapshot(&other, &opts).expect("snapshot other");
+    assert_eq!(count(&repo, "packs"), packs + 1);
+    assert_eq!(count(&repo, "loose_objects"), 3);
+    assert_eq!(rows_of("objects", b"three, edited\n"), 0, "loose content was packed again");
+    assert_eq!(rows_of("objects", b"only here\n"), 1);
+
+    // Past the limits, a later snapshot packs: 17 files, or one file over 64 KiB.
+    for i in 0..17 {
+        fs::write(ws.join("d").join(format!("f{i}.txt")), format!("again {i}\n")).expect("write");
+    }
+    repo.snapshot(&ws, &opts).expect("snapshot 17");
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 2, 3));
+    fs::write(ws.join("big.bin"), vec![7u8; (64 << 10) + 1]).expect("write");
+    repo.snapshot(&ws, &opts).expect("snapshot big");
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 3, 3));
+    fs::write(ws.join("edge.bin"), vec![8u8; 64 << 10]).expect("write");
+    repo.snapshot(&ws, &opts).expect("snapshot edge");
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 3, 4), "64 KiB itself goes loose");
 }

@@ -1,5 +1,6 @@
 //! Manifest rows of loose objects: objects stored one at a time, inside the transaction that
-//! refers to them (the file tools' pre-images), in the packs' blob format.
+//! refers to them (the file tools' pre-images and new contents, a small snapshot's files), in
+//! the packs' blob format.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -22,11 +23,13 @@ pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Resul
 
 /// Like [`insert`], for an object already encoded as a blob (`blob::encode`) of `raw_len`
 /// bytes: a snapshot encodes before its transaction, which then stores only what it lacks.
-pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
+/// Whether it was stored.
+pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<bool> {
     if has_live(conn, id)? || super::objects::has_live(conn, id)? {
-        return Ok(());
+        return Ok(false);
     }
-    put(conn, id, raw_len, encoded)
+    put(conn, id, raw_len, encoded)?;
+    Ok(true)
 }
 
 fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
@@ -67,6 +70,13 @@ pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
     conn.prepare_cached("SELECT 1 FROM loose_objects WHERE id = ?1 AND condemned IS NULL")
         .and_then(|mut st| st.exists([&id.as_bytes()[..]]))
         .map_err(db("looking up a loose object"))
+}
+
+/// Whether any object is stored loose: a snapshot that packs looks here too only if so.
+pub fn any(conn: &Connection) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM loose_objects LIMIT 1")
+        .and_then(|mut st| st.exists([]))
+        .map_err(db("looking for loose objects"))
 }
 
 /// Whether object `id` is stored loose (condemned or not: it can still be read).

@@ -165,8 +165,8 @@ impl Repo {
             return Ok(report);
         }
         let _lease = self.lease("repair")?;
-        // Every snapshot's rewrite first, in memory; then the markers packed (as snapshot
-        // content always is); then one transaction records it all.
+        // Every snapshot's rewrite first, in memory; then the markers packed; then one
+        // transaction records it all.
         let mut rewrites = Vec::new();
         for snap in crate::manifest::snapshots::list(conn, None)? {
             let mut rewrite = Rewrite {

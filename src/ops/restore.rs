@@ -2,8 +2,9 @@
 //! without ever writing outside the target and without ever leaving a torn file.
 //!
 //! Order of work, and why it is safe (ARCHITECTURE.md, "Restore"):
-//! 1. plan: every entry to create, with every object located, in one manifest read; a missing
-//!    object or a bad name fails before the target is touched;
+//! 1. plan: every entry to create, with every object located (packed, or loose: read later
+//!    through a shared reader), in one manifest read; a missing object or a bad name fails
+//!    before the target is touched;
 //! 2. record the restore in the manifest (`restores`), holding a lock file for as long as it
 //!    runs;
 //! 3. directories: created (or checked) one at a time, each opened beneath the target with

@@ -194,9 +194,44 @@ fn classify_dir(
     (outcomes, keeps)
 }
 
-/// One directory classified: its key, whether it had a record, its files, what it keeps, its
-/// record's tree.
-type DirClass = (DirKey, bool, Vec<FileOutcome>, Option<Keeps>, Option<ObjectId>);
+/// One directory classified against its record.
+struct DirClass {
+    key: DirKey,
+    /// The cache held a record for it (parsed or not).
+    had_record: bool,
+    /// The record was there but did not parse.
+    unparsed: bool,
+    files: Vec<FileOutcome>,
+    /// What it keeps if nothing below it changes (`classify_dir`).
+    keeps: Option<Keeps>,
+    /// The tree its record names.
+    recorded: Option<ObjectId>,
+}
+
+/// Damage of one kind met in the directory cache, logged once with how often and where first:
+/// a wholly damaged cache of a big tree would otherwise log a line per directory or file.
+#[derive(Default)]
+struct Tally {
+    count: usize,
+    first: String,
+    error: String,
+}
+
+impl Tally {
+    fn add(&mut self, path: &[u8], error: impl FnOnce() -> String) {
+        if self.count == 0 {
+            self.first = String::from_utf8_lossy(path).into_owned();
+            self.error = error();
+        }
+        self.count += 1;
+    }
+
+    fn log(&self, message: &str) {
+        if self.count > 0 {
+            tracing::warn!(count = self.count, first = %self.first, error = %self.error, "{message}");
+        }
+    }
+}
 
 /// A file's content as a record (or its directory's recorded tree) names it.
 fn cached_content(id: ObjectId, sha256: Sha256, stat: &Stat) -> Content {
@@ -225,11 +260,15 @@ pub(crate) fn classify(
             let key = dir_key(&dir.rel);
             let old = cache.get(&key);
             let record = old.and_then(|b| Record::parse(b));
-            if old.is_some() && record.is_none() {
-                tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), "a directory cache record does not parse; its files are read again");
-            }
             let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
-            (key, old.is_some(), files, keeps, record.map(|r| r.tree))
+            DirClass {
+                key,
+                had_record: old.is_some(),
+                unparsed: old.is_some() && record.is_none(),
+                files,
+                keeps,
+                recorded: record.map(|r| r.tree),
+            }
         })
         .collect();
     let n = per_dir.len();
@@ -238,13 +277,18 @@ pub(crate) fn classify(
     let mut recorded = Vec::with_capacity(n);
     outcomes.reserve(n);
     let mut matched = 0;
-    for (key, had_record, files, dir_keeps, tree) in per_dir {
-        matched += usize::from(had_record);
-        c.keys.push(key);
-        keeps.push(dir_keeps);
-        recorded.push(tree);
-        outcomes.push(files);
+    let mut unparsed = Tally::default();
+    for (d, dir) in per_dir.into_iter().zip(&walked.dirs) {
+        matched += usize::from(d.had_record);
+        if d.unparsed {
+            unparsed.add(&dir.rel, String::new);
+        }
+        c.keys.push(d.key);
+        keeps.push(d.keeps);
+        recorded.push(d.recorded);
+        outcomes.push(d.files);
     }
+    unparsed.log("a directory cache record does not parse; its files are read again");
     // Walked directories have distinct keys: when as many had a record as there are records,
     // none is stale, and the set below (a hash per directory) is not needed.
     if matched < c.cache.len() {
@@ -254,14 +298,18 @@ pub(crate) fn classify(
     let keeping = keeping(walked, &keeps);
     c.kept = keeps.into_iter().zip(&keeping).map(|(k, &yes)| k.filter(|_| yes).map(|(tree, _)| tree)).collect();
     // One read transaction for all the tree reads (a lock per read cost more than the reads).
+    let mut damage = [Tally::default(), Tally::default()];
     crate::manifest::read_on(conn, || {
         for (((dir, files), keep), tree) in walked.dirs.iter().zip(outcomes.iter_mut()).zip(&keeping).zip(&recorded) {
             if !keep {
-                resolve_vouched(conn, dir, tree.as_ref(), files)?;
+                resolve_vouched(conn, dir, tree.as_ref(), files, &mut damage)?;
             }
         }
         Ok::<_, Error>(())
     })?;
+    let [unreadable, lacking] = damage;
+    unreadable.log("a directory's recorded tree cannot be read; its files are read again");
+    lacking.log("a directory's recorded tree lacks a file its record vouches for; it is read again");
     Ok(c)
 }
 
@@ -289,12 +337,13 @@ fn keeping(walked: &Walked, keeps: &[Option<Keeps>]) -> Vec<bool> {
 
 /// The content of `dir`'s vouched-for files, from the entries of its recorded tree `tree`. A
 /// file the tree does not hold as the record says (or a tree that cannot be read) is read
-/// again instead, and said so in the log.
+/// again instead, and counted in `damage` (trees that cannot be read, files a tree lacks).
 fn resolve_vouched(
     conn: &Connection,
     dir: &walk::DirNode,
     tree: Option<&ObjectId>,
     files: &mut [FileOutcome],
+    damage: &mut [Tally; 2],
 ) -> Result<()> {
     if !files.iter().any(|f| matches!(f.outcome, Outcome::Vouched)) {
         return Ok(());
@@ -304,8 +353,9 @@ fn resolve_vouched(
         // Damage or a vanished tree only costs reading the files; anything else is an error.
         Some(Err(e)) if !matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound) => return Err(e),
         failed => {
-            let why = failed.and_then(Result::err).map_or_else(|| "it has none".to_string(), |e| e.to_string());
-            tracing::warn!(dir = %String::from_utf8_lossy(&dir.rel), error = %why, "a directory's recorded tree cannot be read; its files are read again");
+            damage[0].add(&dir.rel, || {
+                failed.and_then(Result::err).map_or_else(|| "it has none".to_string(), |e| e.to_string())
+            });
             Vec::new()
         }
     };
@@ -326,7 +376,7 @@ fn resolve_vouched(
             Some((id, sha256)) => Outcome::Done(Box::new(cached_content(id, sha256, &f.stat))),
             None => {
                 if !entries.is_empty() {
-                    tracing::warn!(path = %String::from_utf8_lossy(&walk::join_rel(&dir.rel, name)), "a directory's recorded tree lacks a file its record vouches for; it is read again");
+                    damage[1].add(&walk::join_rel(&dir.rel, name), String::new);
                 }
                 f.rel = Some(walk::join_rel(&dir.rel, name));
                 Outcome::Pending

@@ -4,7 +4,8 @@
 //! the directory cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
 //! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
 //! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees,
-//! directory records, snapshot and audit record. A crash before (4) commits leaves only unindexed packs,
+//! directory records, snapshot and audit record. A later snapshot that reads only a few small
+//! files stores them as loose objects in (4) instead, and writes no pack. A crash before (4) commits leaves only unindexed packs,
 //! which nothing references and garbage collection reclaims; the repository still opens and
 //! earlier snapshots are untouched.
 
@@ -134,8 +135,10 @@ struct FileJob<'n> {
 
 /// Where the read phase puts what the repository may lack.
 enum Sink<'a> {
-    /// Into packs, after a lookup in the index through a reader connection.
-    Packs { packs: &'a PackWriter, reader: Mutex<Connection> },
+    /// Into packs, after a lookup in the index through a reader connection, and among the loose
+    /// objects when there are any (`loose_too`): content an earlier small snapshot or a tool
+    /// stored loose is not stored a second time.
+    Packs { packs: &'a PackWriter, reader: Mutex<Connection>, loose_too: bool },
     /// Encoded blobs (id, raw length, blob) for the snapshot's transaction, which stores those
     /// it lacks as loose objects.
     Loose(Mutex<Vec<(ObjectId, u64, Vec<u8>)>>),
@@ -164,8 +167,8 @@ impl Writer<'_> {
         if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
             return Ok(());
         }
-        let (packs, reader) = match &self.sink {
-            Sink::Packs { packs, reader } => (packs, reader),
+        let (packs, reader, loose_too) = match &self.sink {
+            Sink::Packs { packs, reader, loose_too } => (packs, reader, *loose_too),
             Sink::Loose(kept) => {
                 let encoded = blob::encode(&id, raw, self.zstd_level)?;
                 kept.lock().map_err(|_| Error::internal("loose list poisoned"))?.push((id, raw.len() as u64, encoded));
@@ -174,7 +177,7 @@ impl Writer<'_> {
         };
         let known = {
             let reader = reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
-            objects::has_live(&reader, &id)?
+            objects::has_live(&reader, &id)? || (loose_too && manifest::loose::has_live(&reader, &id)?)
         };
         if known {
             return Ok(());
@@ -484,13 +487,14 @@ impl Repo {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             objects::insert_packs(tx, &stored.packs, created_ns)?;
+            let mut loose = 0;
             for (id, raw_len, encoded) in &stored.loose {
-                manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?;
+                loose += usize::from(manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?);
             }
             record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
             insert_trees(tx, &trees_stored)?;
             snapshots::insert(tx, ws.id, &info)?;
-            manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len()))?;
+            manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len(), loose))?;
             Ok(())
         })?;
         self.checkpoint_if_due();
@@ -552,12 +556,13 @@ impl Repo {
             return Ok((warnings, Stored { packs: Vec::new(), loose }));
         }
         let reader = self.manifest.pinned_reader()?;
+        let loose_too = manifest::loose::any(&reader)?;
         let read = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,
                 seen: Mutex::new(RandomKeySet::default()),
-                sink: Sink::Packs { packs, reader: Mutex::new(reader) },
+                sink: Sink::Packs { packs, reader: Mutex::new(reader), loose_too },
                 warnings: Mutex::new(walk_warnings),
             };
             let deadline = self.deadline();
@@ -640,7 +645,8 @@ fn record_outcomes(
 }
 
 /// The audit record of snapshot `info`.
-fn snapshot_record(info: &SnapshotInfo, opts: &SnapshotOptions<'_>, packs: usize) -> AuditRecord {
+/// `packs` written, `loose` objects stored in the manifest.
+fn snapshot_record(info: &SnapshotInfo, opts: &SnapshotOptions<'_>, packs: usize, loose: usize) -> AuditRecord {
     let mut record = AuditRecord::ok(info.created_ns, &opts.actor, "snapshot");
     record.workspace = Some(info.workspace.clone());
     record.session = opts.session.clone();
@@ -654,6 +660,7 @@ fn snapshot_record(info: &SnapshotInfo, opts: &SnapshotOptions<'_>, packs: usize
         "removed": info.counts.removed,
         "warnings": info.warnings.len(),
         "packs": packs,
+        "loose": loose,
     });
     record
 }

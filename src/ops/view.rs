@@ -113,7 +113,7 @@ impl Repo {
         let conn = self.manifest.conn();
         match objects::locate(conn, id)? {
             Some(loc) => fetch(self.backend.as_ref(), &self.bundles, id, &loc),
-            // Not packed: a pre-image the file tools stored in the manifest.
+            // Not packed: stored in the manifest (a tool's pre-image, a small snapshot's file).
             None => match crate::manifest::loose::get(conn, id)? {
                 Some(encoded) => blob::decode(id, &encoded),
                 None => {

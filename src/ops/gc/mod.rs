@@ -72,7 +72,7 @@ impl Default for GcOptions {
 pub struct KindCounts {
     /// Packed objects.
     pub objects: u64,
-    /// Loose objects (the file tools' pre-images and contents).
+    /// Loose objects (the file tools' pre-images and contents, small snapshots' files).
     pub loose: u64,
     /// Trees.
     pub trees: u64,

@@ -289,7 +289,8 @@ fn is_binary(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some()
 }
 
-/// Where one object of a file lies: in a pack, or loose in the manifest (a pre-image).
+/// Where one object of a file lies: in a pack, or loose in the manifest (a tool's pre-image, a
+/// small snapshot's file).
 enum Part {
     Packed(ObjectId, Location),
     Loose(ObjectId, Vec<u8>),
