@@ -76,12 +76,16 @@ fn release_buffers() {
 }
 
 /// A snapshot of a workspace snapshotted before, with at most this many files to read, none over
-/// `LOOSE_MAX` bytes, stores them as loose objects in its own transaction (ARCHITECTURE.md, "Loose objects"), read on the calling
-/// thread: a pack for an edit of a few files cost its writer's threads, a second connection,
-/// and the pack's fsync, rename and directory fsync (1-2 ms of a 75 ms snapshot), and left a
-/// pack file of a few hundred bytes behind each snapshot of an agent's session.
+/// `LOOSE_MAX` bytes and `LOOSE_TOTAL` in all, stores them as loose objects in its own
+/// transaction (ARCHITECTURE.md, "Loose objects"), read on the calling thread: a pack for an
+/// edit of a few files cost its writer's threads, a second connection, and the pack's fsync,
+/// rename and directory fsync (3-4 ms of a 65 ms snapshot), and left a pack file of a few
+/// hundred bytes behind each snapshot of an agent's session. Bigger contents go to packs: written
+/// through the WAL (and copied again at its checkpoint), a 45 KB file already cost what the pack
+/// saved.
 const LOOSE_FILES: usize = 16;
-const LOOSE_MAX: u64 = 64 << 10;
+const LOOSE_MAX: u64 = 16 << 10;
+const LOOSE_TOTAL: u64 = 64 << 10;
 
 /// Files read by one worker in a row, sharing one bundle builder: long enough for 1 MiB bundles
 /// to fill (a run's last bundle is sealed however full: at 64 files most bundles were a
@@ -530,7 +534,10 @@ impl Repo {
         jobs.sort_unstable_by_key(|j| j.rel);
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
-        if may_go_loose && jobs.len() <= LOOSE_FILES && jobs.iter().all(|j| j.stat.size <= LOOSE_MAX) {
+        let small = jobs.len() <= LOOSE_FILES
+            && jobs.iter().all(|j| j.stat.size <= LOOSE_MAX)
+            && jobs.iter().map(|j| j.stat.size).sum::<u64>() <= LOOSE_TOTAL;
+        if may_go_loose && small {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,
