@@ -79,3 +79,55 @@ fn kill_9_at_any_moment_of_a_snapshot_keeps_the_repository_sound() {
     repo.restore(&last, &out, &RestoreOptions::default()).expect("restore final");
     assert_eq!(tree_state(&out), tree_state(&ws));
 }
+
+/// A later snapshot of a small edit stores its files loose inside its own transaction: killed
+/// just before that transaction, it leaves nothing (no loose row, no snapshot); the next one
+/// stores them whole.
+#[test]
+fn a_small_edits_snapshot_killed_before_its_commit_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, root) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    fs::create_dir_all(&ws).expect("mkdir");
+    for i in 0..30 {
+        fs::write(ws.join(format!("f{i}.txt")), format!("file {i}\n").repeat(20)).expect("write");
+    }
+    let repo = Repo::init(&root, "test").expect("init");
+    repo.snapshot(&ws, &SnapshotOptions::default()).expect("first");
+    // Past the racy window, a second snapshot records every file as settled: after it only the
+    // edited files are read again.
+    std::thread::sleep(Duration::from_millis(2100));
+    let baseline = repo.snapshot(&ws, &SnapshotOptions::default()).expect("baseline");
+    drop(repo);
+    fs::write(ws.join("f3.txt"), "edited\n").expect("edit");
+    fs::write(ws.join("new.txt"), "added\n").expect("add");
+    let loose = |repo: &Repo| -> i64 {
+        trove::testing::conn(repo).query_row("SELECT COUNT(*) FROM loose_objects", [], |r| r.get(0)).expect("count")
+    };
+
+    let killed = Command::new(trove_bin())
+        .args(["--repo", root.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8")])
+        .env("TROVE_FAILPOINT", "snapshot:packed")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run");
+    assert!(!killed.success(), "the failpoint stops the snapshot");
+    let repo = Repo::open(&root).expect("open");
+    assert_eq!(repo.snapshots(None).expect("list").len(), 2);
+    assert_eq!(loose(&repo), 0, "nothing of the killed snapshot is stored");
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    drop(repo);
+
+    let done = trove(&root, &["snapshot", ws.to_str().expect("utf8")]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let repo = Repo::open(&root).expect("open");
+    assert_eq!(loose(&repo), 2, "the edit went loose");
+    let snaps = repo.snapshots(None).expect("list");
+    let out = tmp.path().join("out");
+    repo.restore(snaps.last().expect("latest"), &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(tree_state(&out), tree_state(&ws));
+    let first = tmp.path().join("first");
+    repo.restore(&baseline, &first, &RestoreOptions::default()).expect("restore baseline");
+    assert_eq!(fs::read(first.join("f3.txt")).expect("read"), "file 3\n".repeat(20).into_bytes());
+}
