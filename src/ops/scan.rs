@@ -227,8 +227,10 @@ impl Tally {
     }
 
     fn log(&self, message: &str) {
-        if self.count > 0 {
-            tracing::warn!(count = self.count, first = %self.first, error = %self.error, "{message}");
+        match (self.count, self.error.is_empty()) {
+            (0, _) => {}
+            (count, true) => tracing::warn!(count, first = %self.first, "{message}"),
+            (count, false) => tracing::warn!(count, first = %self.first, error = %self.error, "{message}"),
         }
     }
 }
