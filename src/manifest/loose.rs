@@ -15,7 +15,7 @@ pub const WHOLE_LIMIT: usize = 1 << 20;
 pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
     // An object already stored (loose or packed) needs no second copy, unless garbage
     // collection condemned it: then this copy is stored, and clears the mark.
-    if has_live(conn, id)? || super::objects::has_live(conn, id)? {
+    if stored(conn, id)? {
         return Ok(());
     }
     put(conn, id, raw.len() as u64, &blob::encode(id, raw, level)?)
@@ -25,11 +25,17 @@ pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Resul
 /// bytes: a snapshot encodes before its transaction, which then stores only what it lacks.
 /// Whether it was stored.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<bool> {
-    if has_live(conn, id)? || super::objects::has_live(conn, id)? {
+    if stored(conn, id)? {
         return Ok(false);
     }
     put(conn, id, raw_len, encoded)?;
     Ok(true)
+}
+
+/// Whether `id` is stored, loose or packed, and not condemned: garbage collection's condemned
+/// objects are hidden from writers, which store their own copy (clearing the mark).
+fn stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    Ok(has_live(conn, id)? || super::objects::has_live(conn, id)?)
 }
 
 fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {

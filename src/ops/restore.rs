@@ -622,13 +622,8 @@ impl Store<'_> {
             return crate::ops::view::fetch(self.backend, self.bundles, id, loc);
         }
         let conn = self.loose.ok_or_else(|| Error::internal("a restore reads a loose object without a reader"))?;
-        let encoded = {
-            let conn = conn.lock().map_err(|_| Error::internal("loose reader poisoned"))?;
-            loose::get(&conn, id)?
-        };
-        let encoded = encoded
-            .ok_or_else(|| Error::corrupt(format!("object {id} is referenced but not stored; run `trove check`")))?;
-        crate::object::blob::decode(id, &encoded)
+        let conn = conn.lock().map_err(|_| Error::internal("loose reader poisoned"))?;
+        crate::ops::view::read_loose(&conn, id)
     }
 }
 

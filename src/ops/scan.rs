@@ -199,13 +199,18 @@ struct DirClass {
     key: DirKey,
     /// The cache held a record for it (parsed or not).
     had_record: bool,
-    /// The record was there but did not parse.
-    unparsed: bool,
     files: Vec<FileOutcome>,
     /// What it keeps if nothing below it changes (`classify_dir`).
     keeps: Option<Keeps>,
-    /// The tree its record names.
+    /// The tree its record names; `None` with `had_record`: the record did not parse.
     recorded: Option<ObjectId>,
+}
+
+/// What `resolve_vouched` found damaged: recorded trees that cannot be read, files a tree lacks.
+#[derive(Default)]
+struct Damage {
+    unreadable: Tally,
+    lacking: Tally,
 }
 
 /// Damage of one kind met in the directory cache, logged once with how often and where first:
@@ -263,14 +268,7 @@ pub(crate) fn classify(
             let old = cache.get(&key);
             let record = old.and_then(|b| Record::parse(b));
             let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
-            DirClass {
-                key,
-                had_record: old.is_some(),
-                unparsed: old.is_some() && record.is_none(),
-                files,
-                keeps,
-                recorded: record.map(|r| r.tree),
-            }
+            DirClass { key, had_record: old.is_some(), files, keeps, recorded: record.map(|r| r.tree) }
         })
         .collect();
     let n = per_dir.len();
@@ -282,7 +280,7 @@ pub(crate) fn classify(
     let mut unparsed = Tally::default();
     for (d, dir) in per_dir.into_iter().zip(&walked.dirs) {
         matched += usize::from(d.had_record);
-        if d.unparsed {
+        if d.had_record && d.recorded.is_none() {
             unparsed.add(&dir.rel, String::new);
         }
         c.keys.push(d.key);
@@ -300,7 +298,7 @@ pub(crate) fn classify(
     let keeping = keeping(walked, &keeps);
     c.kept = keeps.into_iter().zip(&keeping).map(|(k, &yes)| k.filter(|_| yes).map(|(tree, _)| tree)).collect();
     // One read transaction for all the tree reads (a lock per read cost more than the reads).
-    let mut damage = [Tally::default(), Tally::default()];
+    let mut damage = Damage::default();
     crate::manifest::read_on(conn, || {
         for (((dir, files), keep), tree) in walked.dirs.iter().zip(outcomes.iter_mut()).zip(&keeping).zip(&recorded) {
             if !keep {
@@ -309,9 +307,8 @@ pub(crate) fn classify(
         }
         Ok::<_, Error>(())
     })?;
-    let [unreadable, lacking] = damage;
-    unreadable.log("a directory's recorded tree cannot be read; its files are read again");
-    lacking.log("a directory's recorded tree lacks a file its record vouches for; it is read again");
+    damage.unreadable.log("a directory's recorded tree cannot be read; its files are read again");
+    damage.lacking.log("a directory's recorded tree lacks a file its record vouches for; it is read again");
     Ok(c)
 }
 
@@ -345,7 +342,7 @@ fn resolve_vouched(
     dir: &walk::DirNode,
     tree: Option<&ObjectId>,
     files: &mut [FileOutcome],
-    damage: &mut [Tally; 2],
+    damage: &mut Damage,
 ) -> Result<()> {
     if !files.iter().any(|f| matches!(f.outcome, Outcome::Vouched)) {
         return Ok(());
@@ -355,7 +352,7 @@ fn resolve_vouched(
         // Damage or a vanished tree only costs reading the files; anything else is an error.
         Some(Err(e)) if !matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound) => return Err(e),
         failed => {
-            damage[0].add(&dir.rel, || {
+            damage.unreadable.add(&dir.rel, || {
                 failed.and_then(Result::err).map_or_else(|| "it has none".to_string(), |e| e.to_string())
             });
             Vec::new()
@@ -378,7 +375,7 @@ fn resolve_vouched(
             Some((id, sha256)) => Outcome::Done(Box::new(cached_content(id, sha256, &f.stat))),
             None => {
                 if !entries.is_empty() {
-                    damage[1].add(&walk::join_rel(&dir.rel, name), String::new);
+                    damage.lacking.add(&walk::join_rel(&dir.rel, name), String::new);
                 }
                 f.rel = Some(walk::join_rel(&dir.rel, name));
                 Outcome::Pending

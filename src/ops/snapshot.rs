@@ -137,6 +137,9 @@ struct FileJob<'n> {
     slot: &'n mut Outcome,
 }
 
+/// A loose object ready for the snapshot's transaction: id, raw length, blob.
+type LooseBlob = (ObjectId, u64, Vec<u8>);
+
 /// Where the read phase puts what the repository may lack.
 enum Sink<'a> {
     /// Into packs, after a lookup in the index through a reader connection, and among the loose
@@ -145,14 +148,14 @@ enum Sink<'a> {
     Packs { packs: &'a PackWriter, reader: Mutex<Connection>, loose_too: bool },
     /// Encoded blobs (id, raw length, blob) for the snapshot's transaction, which stores those
     /// it lacks as loose objects.
-    Loose(Mutex<Vec<(ObjectId, u64, Vec<u8>)>>),
+    Loose(Mutex<Vec<LooseBlob>>),
 }
 
 /// What a snapshot read and stored: sealed packs, or loose blobs for its transaction.
 #[derive(Default)]
 struct Stored {
     packs: Vec<crate::object::SealedPack>,
-    loose: Vec<(ObjectId, u64, Vec<u8>)>,
+    loose: Vec<LooseBlob>,
 }
 
 /// Shared state of the read phase.
@@ -534,10 +537,11 @@ impl Repo {
         jobs.sort_unstable_by_key(|j| j.rel);
         opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
         let racy = opts.racy_window_ns;
-        let small = jobs.len() <= LOOSE_FILES
+        let small = may_go_loose
+            && jobs.len() <= LOOSE_FILES
             && jobs.iter().all(|j| j.stat.size <= LOOSE_MAX)
             && jobs.iter().map(|j| j.stat.size).sum::<u64>() <= LOOSE_TOTAL;
-        if may_go_loose && small {
+        if small {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,

@@ -114,12 +114,7 @@ impl Repo {
         match objects::locate(conn, id)? {
             Some(loc) => fetch(self.backend.as_ref(), &self.bundles, id, &loc),
             // Not packed: stored in the manifest (a tool's pre-image, a small snapshot's file).
-            None => match crate::manifest::loose::get(conn, id)? {
-                Some(encoded) => blob::decode(id, &encoded),
-                None => {
-                    Err(Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`")))
-                }
-            },
+            None => read_loose(conn, id),
         }
     }
 
@@ -189,6 +184,14 @@ impl Repo {
         let mut out = Vec::with_capacity(entry.size.min(64 << 20) as usize);
         self.open_content(entry)?.read_to_end(&mut out).map_err(from_io)?;
         Ok(out)
+    }
+}
+
+/// Reads loose object `id` from the manifest, verifying it; one the manifest lacks is corrupt.
+pub(crate) fn read_loose(conn: &rusqlite::Connection, id: &ObjectId) -> Result<Vec<u8>> {
+    match crate::manifest::loose::get(conn, id)? {
+        Some(encoded) => blob::decode(id, &encoded),
+        None => Err(Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))),
     }
 }
 
