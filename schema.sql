@@ -405,3 +405,19 @@ CREATE TABLE session_tokens (
     revoked_ns  INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX session_tokens_by_session ON session_tokens(session);
+
+-- schema-version: 11
+-- A directory's record is kept in parts of at most `manifest::dir_cache::PART` (960) bytes, one
+-- row each, numbered from 0: a row that size stays within its page, where a whole record of a big
+-- directory spilled into overflow pages and left their tails unused. Records written before stay
+-- as they are (one part, however long) until their directory next changes.
+CREATE TABLE dir_cache_parts (
+    workspace   INTEGER NOT NULL REFERENCES workspaces(id),
+    dir_key     BLOB NOT NULL,               -- first 16 bytes of BLAKE3(workspace-relative path)
+    part        INTEGER NOT NULL,            -- 0, 1, 2...: the record is their data in this order
+    data        BLOB NOT NULL,
+    PRIMARY KEY (workspace, dir_key, part)
+) WITHOUT ROWID;
+INSERT INTO dir_cache_parts (workspace, dir_key, part, data) SELECT workspace, dir_key, 0, data FROM dir_cache;
+DROP TABLE dir_cache;
+ALTER TABLE dir_cache_parts RENAME TO dir_cache;

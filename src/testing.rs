@@ -5,6 +5,7 @@
 pub use crate::fs::live::READ_LIMIT;
 pub use crate::fs::lock::Locked;
 pub use crate::fs::workdir::WorkDir;
+pub use crate::manifest::dir_cache::PART as DIR_CACHE_PART;
 pub use crate::manifest::{audit, grams, journal, loose, objects, trash, workspaces};
 pub use crate::model::dir_cache;
 pub use crate::model::tree;
@@ -35,12 +36,11 @@ pub fn dir_cache_files(repo: &Repo) -> crate::base::error::Result<(usize, usize)
     use crate::model::dir_cache::Record;
     use crate::model::tree::EntryKind;
     let conn = repo.manifest().conn();
-    let mut stmt =
-        conn.prepare("SELECT data FROM dir_cache").map_err(|e| crate::base::error::Error::db("reading", e))?;
-    let blobs = stmt
-        .query_map([], |r| r.get::<_, Vec<u8>>(0))
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(|e| crate::base::error::Error::db("reading", e))?;
+    let mut blobs = Vec::new();
+    crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+        blobs.push(blob);
+        Ok(())
+    })?;
     let (mut trusted, mut racy) = (0, 0);
     for blob in &blobs {
         let record =

@@ -229,3 +229,101 @@ fn a_records_condemned_tree_is_stored_again_not_kept() {
         .expect("row");
     assert_eq!(condemned, None, "stored again, not kept on the record's word");
 }
+
+/// A big directory's record is kept in parts no larger than `DIR_CACHE_PART`, numbered from 0:
+/// they read back as the whole record, a record that shrinks leaves no part behind, a record
+/// of one long part (as written before parts) is still used, and one with a part missing is a
+/// miss: the directory is read again and its record written whole.
+#[test]
+fn a_big_directorys_record_is_kept_in_parts_that_read_back_whole() {
+    let part = trove::testing::DIR_CACHE_PART;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(ws.join("big")).expect("mkdir");
+    let file = |i: usize| ws.join("big").join(format!("{i:04}-a-file-name-long-enough-to-fill-the-record"));
+    for i in 0..200 {
+        fs::write(file(i), format!("file {i}")).expect("write");
+    }
+    let repo = Repo::in_memory().expect("repo");
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    let first = repo.snapshot(&ws, &opts).expect("first");
+    let conn = trove::testing::conn(&repo);
+    // The parts of big/'s record (the one with 200 entries): (part, length), in order.
+    let big_key = || -> Vec<u8> {
+        let rows: Vec<(Vec<u8>, i64)> =
+            common::pairs(conn, "SELECT dir_key, count(*) FROM dir_cache GROUP BY dir_key ORDER BY count(*) DESC");
+        rows[0].0.clone()
+    };
+    let parts = |key: &[u8]| -> Vec<(i64, i64)> {
+        conn.prepare("SELECT part, length(data) FROM dir_cache WHERE dir_key = ?1 ORDER BY part")
+            .expect("prepare")
+            .query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    let key = big_key();
+    let written = parts(&key);
+    let len: i64 = written.iter().map(|(_, l)| l).sum();
+    assert!(len > 8 * part as i64, "the record is {len} bytes");
+    assert_eq!(written.len() as i64, (len + part as i64 - 1) / part as i64, "{written:?}");
+    assert!(written.iter().enumerate().all(|(i, (p, l))| *p == i as i64 && *l <= part as i64), "{written:?}");
+    assert_eq!(trove::testing::dir_cache_files(&repo).expect("records"), (200, 0), "the parts read back whole");
+
+    // Nothing changed: the record is used as it is, not written again.
+    let second = repo.snapshot(&ws, &opts).expect("second");
+    assert_eq!(second.root, first.root);
+    assert_eq!(parts(&key), written);
+
+    // A record written before parts existed (one long part) is still used: not written again.
+    let record: Vec<u8> = {
+        let rows: Vec<(i64, Vec<u8>)> = conn
+            .prepare("SELECT part, data FROM dir_cache WHERE dir_key = ?1 ORDER BY part")
+            .expect("prepare")
+            .query_map([&key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        rows.into_iter().flat_map(|(_, d)| d).collect()
+    };
+    conn.execute("DELETE FROM dir_cache WHERE dir_key = ?1", [&key]).expect("delete");
+    conn.execute(
+        "INSERT INTO dir_cache (workspace, dir_key, part, data) SELECT id, ?1, 0, ?2 FROM workspaces",
+        rusqlite::params![key, record],
+    )
+    .expect("one part");
+    repo.snapshot(&ws, &opts).expect("third");
+    assert_eq!(parts(&key), vec![(0, len)], "a whole record in one part is used as it is");
+    assert_eq!(trove::testing::dir_cache_files(&repo).expect("records"), (200, 0));
+
+    // A part missing: the record is a miss, and the directory's record is written whole again.
+    let key_parts = written.len() as i64;
+    conn.execute("DELETE FROM dir_cache WHERE dir_key = ?1", [&key]).expect("delete");
+    for (i, piece) in record.chunks(part).enumerate() {
+        if i != 1 {
+            conn.execute(
+                "INSERT INTO dir_cache (workspace, dir_key, part, data) SELECT id, ?1, ?2, ?3 FROM workspaces",
+                rusqlite::params![key, i as i64, piece],
+            )
+            .expect("part");
+        }
+    }
+    let fourth = repo.snapshot(&ws, &opts).expect("fourth");
+    assert_eq!(fourth.root, first.root);
+    assert_eq!(parts(&key), written, "read again and written in {key_parts} parts");
+
+    // The record shrinks: its parts past the new end are gone.
+    for i in 20..200 {
+        fs::remove_file(file(i)).expect("remove");
+    }
+    let fifth = repo.snapshot(&ws, &opts).expect("fifth");
+    assert_eq!(fifth.counts.files, 20);
+    let shrunk = parts(&key);
+    let new_len: i64 = shrunk.iter().map(|(_, l)| l).sum();
+    assert!(new_len < len / 5, "{new_len} of {len}");
+    assert_eq!(shrunk.len() as i64, (new_len + part as i64 - 1) / part as i64, "{shrunk:?}");
+    assert!(shrunk.iter().enumerate().all(|(i, (p, _))| *p == i as i64), "{shrunk:?}");
+    let content = repo.lookup(&fifth, b"big/0007-a-file-name-long-enough-to-fill-the-record").expect("lookup");
+    assert_eq!(repo.read_object(&content.content.expect("content")).expect("read"), b"file 7");
+}

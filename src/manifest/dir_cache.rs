@@ -1,5 +1,5 @@
 //! Manifest rows of the directory cache: one record per directory of a workspace's live tree
-//! (`model::dir_cache` encodes it), keyed by a hash of the directory's path.
+//! (`model::dir_cache` encodes it), keyed by a hash of the directory's path and stored in parts.
 
 use rusqlite::{params, Connection};
 
@@ -17,32 +17,92 @@ pub fn dir_key(rel: &[u8]) -> DirKey {
     k
 }
 
+/// Bytes of a record one row holds. A row of a `WITHOUT ROWID` table keeps at most about 1,000
+/// bytes in its 4 KiB page and spills the rest into overflow pages of their own, whose unused
+/// tails were a quarter of the cache's pages on npm (a big directory's record is 1-20 KB). Rows
+/// of this size, key included, stay in the page, and a record's parts sit side by side.
+pub const PART: usize = 960;
+
 /// A workspace's records by key. Keys are random already, so they hash as they are.
 pub type DirCacheMap = RandomKeyMap<DirKey, Vec<u8>>;
 
-/// Every record of workspace `workspace`. A row whose key is malformed is skipped: the
-/// directory is then only a cache miss.
-pub fn load(conn: &Connection, workspace: i64) -> Result<DirCacheMap> {
-    let mut stmt = conn
-        .prepare_cached("SELECT dir_key, data FROM dir_cache WHERE workspace = ?1")
-        .map_err(db("loading the directory cache"))?;
-    let mut rows = stmt.query([workspace]).map_err(db("loading the directory cache"))?;
-    let mut out = DirCacheMap::default();
-    while let Some(r) = rows.next().map_err(db("loading the directory cache"))? {
-        let key =
-            r.get_ref(0).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db("loading the directory cache"))?;
-        let Ok(key) = DirKey::try_from(key) else { continue };
-        let data: Vec<u8> = r.get(1).map_err(db("loading the directory cache"))?;
-        out.insert(key, data);
+/// Hands `each` every whole record (workspace, key, bytes) of workspace `workspace`, or of
+/// all workspaces. A record whose parts do not run 0, 1, 2... or whose key is malformed is
+/// skipped: its directory is then only a cache miss.
+pub fn for_each(
+    conn: &Connection,
+    workspace: Option<i64>,
+    mut each: impl FnMut(i64, &DirKey, Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    const WHAT: &str = "reading the directory cache";
+    // The primary key's order: a record's parts come one after the other, in order.
+    let sql = match workspace {
+        Some(_) => "SELECT workspace, dir_key, part, data FROM dir_cache WHERE workspace = ?1 ORDER BY dir_key, part",
+        None => "SELECT workspace, dir_key, part, data FROM dir_cache ORDER BY workspace, dir_key, part",
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(db(WHAT))?;
+    let mut rows = match workspace {
+        Some(ws) => stmt.query([ws]),
+        None => stmt.query([]),
     }
+    .map_err(db(WHAT))?;
+    // The record being gathered: its workspace and key, the part expected next (None once a
+    // part is missing or repeated), and its bytes.
+    let mut current: Option<(i64, DirKey, Option<i64>)> = None;
+    let mut data = Vec::new();
+    while let Some(r) = rows.next().map_err(db(WHAT))? {
+        let ws: i64 = r.get(0).map_err(db(WHAT))?;
+        let key = r.get_ref(1).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db(WHAT))?;
+        let Ok(key) = DirKey::try_from(key) else { continue };
+        let part: i64 = r.get(2).map_err(db(WHAT))?;
+        let bytes = r.get_ref(3).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db(WHAT))?;
+        match &mut current {
+            Some((cws, ckey, next)) if *cws == ws && *ckey == key => {
+                *next = next.filter(|n| *n == part).map(|n| n + 1);
+            }
+            _ => {
+                if let Some((cws, ckey, Some(_))) = current.take() {
+                    each(cws, &ckey, std::mem::take(&mut data))?;
+                }
+                data.clear();
+                current = Some((ws, key, (part == 0).then_some(1)));
+            }
+        }
+        data.extend_from_slice(bytes);
+    }
+    if let Some((cws, ckey, Some(_))) = current {
+        each(cws, &ckey, data)?;
+    }
+    Ok(())
+}
+
+/// Every record of workspace `workspace`.
+pub fn load(conn: &Connection, workspace: i64) -> Result<DirCacheMap> {
+    let mut out = DirCacheMap::default();
+    for_each(conn, Some(workspace), |_, key, data| {
+        out.insert(*key, data);
+        Ok(())
+    })?;
     Ok(out)
 }
 
+/// Stores `data` as the record of `key`, replacing the one it had.
 pub fn upsert(conn: &Connection, workspace: i64, key: &DirKey, data: &[u8]) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached("INSERT OR REPLACE INTO dir_cache (workspace, dir_key, data) VALUES (?1, ?2, ?3)")
-        .map_err(db("updating the directory cache"))?;
-    stmt.execute(params![workspace, &key[..], data]).map_err(db("updating the directory cache"))?;
+    const WHAT: &str = "updating the directory cache";
+    let mut put = conn
+        .prepare_cached("INSERT OR REPLACE INTO dir_cache (workspace, dir_key, part, data) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(db(WHAT))?;
+    // An empty record is still one part, so a key always has part 0.
+    let mut parts = 0i64;
+    for piece in data.chunks(PART).chain(data.is_empty().then_some(&[][..])) {
+        put.execute(params![workspace, &key[..], parts, piece]).map_err(db(WHAT))?;
+        parts += 1;
+    }
+    // The parts of a longer record it replaces.
+    let mut tail = conn
+        .prepare_cached("DELETE FROM dir_cache WHERE workspace = ?1 AND dir_key = ?2 AND part >= ?3")
+        .map_err(db(WHAT))?;
+    tail.execute(params![workspace, &key[..], parts]).map_err(db(WHAT))?;
     Ok(())
 }
 

@@ -48,20 +48,15 @@ impl Checking<'_> {
             self.report.snapshots += 1;
             stack.push((snap.root, format!("the root of snapshot {}", snap.id)));
         }
-        let mut stmt = conn.prepare("SELECT data FROM dir_cache").map_err(db("reading the directory cache"))?;
-        let records: Vec<Vec<u8>> = stmt
-            .query_map([], |r| r.get(0))
-            .map_err(db("reading the directory cache"))?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(db("reading the directory cache"))?;
-        for blob in &records {
-            if let Some(r) = crate::model::dir_cache::Record::parse(blob) {
+        crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+            if let Some(r) = crate::model::dir_cache::Record::parse(&blob) {
                 // A record's tree is only reused while it is there; when it is, it must be whole.
                 if trees::exists(conn, &r.tree)? {
                     stack.push((r.tree, "a directory cache record".to_string()));
                 }
             }
-        }
+            Ok(())
+        })?;
         while let Some((id, referrer)) = stack.pop() {
             self.repo.check_deadline("checking trees")?;
             if !seen.insert(id) {

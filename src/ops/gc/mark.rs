@@ -163,12 +163,8 @@ impl Repo {
     /// file contents marked as it names them. A record that does not
     /// parse is only a cache miss for snapshots, so it names nothing here either.
     fn mark_dir_cache(&self, conn: &Connection, trees: &mut Vec<(ObjectId, bool)>) -> Result<()> {
-        let mut stmt = conn.prepare("SELECT data FROM dir_cache").map_err(|e| Error::db("reading the roots", e))?;
-        let mut rows = stmt.query([]).map_err(|e| Error::db("reading the roots", e))?;
-        while let Some(r) = rows.next().map_err(|e| Error::db("reading the roots", e))? {
-            let blob = r.get_ref(0).and_then(|v| v.as_blob().map_err(Into::into));
-            let blob = blob.map_err(|e| Error::db("reading the roots", e))?;
-            let Some(record) = Record::parse(blob) else { continue };
+        crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+            let Some(record) = Record::parse(&blob) else { return Ok(()) };
             trees.push((record.tree, false));
             for e in record.entries() {
                 let Ok(e) = e else { break };
@@ -178,7 +174,7 @@ impl Repo {
                     _ => {}
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
