@@ -9,7 +9,7 @@ use rusqlite::Connection;
 
 use crate::base::error::{Error, Result};
 use crate::base::time::now_ns;
-use crate::manifest::{loose, objects, trees};
+use crate::manifest::{dir_cache, loose, objects, trees};
 use crate::model::tree::EntryKind;
 use crate::model::workspace::DEFAULT_TRASH_AGE_S;
 use crate::object::ObjectId;
@@ -48,7 +48,7 @@ impl Checking<'_> {
             self.report.snapshots += 1;
             stack.push((snap.root, format!("the root of snapshot {}", snap.id)));
         }
-        crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+        dir_cache::for_each(conn, None, |_, _, blob| {
             if let Some(r) = crate::model::dir_cache::Record::parse(&blob) {
                 // A record's tree is only reused while it is there; when it is, it must be whole.
                 if trees::exists(conn, &r.tree)? {

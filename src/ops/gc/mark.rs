@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::base::error::{Error, Result};
-use crate::manifest::gc;
+use crate::manifest::{dir_cache, gc};
 use crate::model::dir_cache::Record;
 use crate::model::tree::EntryKind;
 use crate::model::workspace::DEFAULT_TRASH_AGE_S;
@@ -163,7 +163,7 @@ impl Repo {
     /// file contents marked as it names them. A record that does not
     /// parse is only a cache miss for snapshots, so it names nothing here either.
     fn mark_dir_cache(&self, conn: &Connection, trees: &mut Vec<(ObjectId, bool)>) -> Result<()> {
-        crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+        dir_cache::for_each(conn, None, |_, _, blob| {
             let Some(record) = Record::parse(&blob) else { return Ok(()) };
             trees.push((record.tree, false));
             for e in record.entries() {
