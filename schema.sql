@@ -421,3 +421,9 @@ CREATE TABLE dir_cache_parts (
 INSERT INTO dir_cache_parts (workspace, dir_key, part, data) SELECT workspace, dir_key, 0, data FROM dir_cache;
 DROP TABLE dir_cache;
 ALTER TABLE dir_cache_parts RENAME TO dir_cache;
+
+-- schema-version: 12
+-- The zstd level a garbage collection's recompression (`trove gc --recompress`) encoded a pack's
+-- blobs at, each blob kept as it was where that did not make it smaller; NULL for packs a
+-- snapshot wrote, at the repository's `zstd_level`, and for packs rewritten from those.
+ALTER TABLE packs ADD COLUMN level INTEGER;

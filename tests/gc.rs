@@ -252,28 +252,40 @@ fn gc_reclaims_the_pack_of_a_snapshot_killed_before_its_commit() {
 fn kill_9_during_gc_at_every_stage_leaves_a_repository_that_checks_clean() {
     let stages = ["gc:marked", "gc:condemned", "gc:swept", "gc:repack-written", "gc:repacked", "gc:pack-row-deleted"];
     for stage in stages {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let (root, repo, _) = half_dead_pack(tmp.path());
-        let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
-        let expected = restored(&repo, &kept, &tmp.path().join("expected"));
-        drop(repo);
-        let out = Command::new(trove_bin())
-            .args(["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"])
-            .env("TROVE_FAILPOINT", stage)
-            .output()
-            .expect("run");
-        assert!(!out.status.success(), "{stage}: the failpoint stops the collection");
-        let repo = Repo::open(&root).unwrap_or_else(|e| panic!("{stage}: does not open: {e}"));
-        let report = repo.check().expect("check");
-        assert!(report.problems.is_empty(), "{stage}: {:?}", report.problems);
-        assert_eq!(restored(&repo, &kept, &tmp.path().join("after")), expected, "{stage}");
-        // The next collection finishes the work.
-        let r = repo.gc(&now_gc()).unwrap_or_else(|e| panic!("{stage}: the next gc: {e}"));
-        assert_eq!(r.waiting, 0, "{stage}: {r:?}");
-        let report = repo.check().expect("check");
-        assert!(report.problems.is_empty() && report.orphan_packs == 0, "{stage}: {report:?}");
-        assert_eq!(restored(&repo, &kept, &tmp.path().join("last")), expected, "{stage}");
+        killed_gc_leaves_a_clean_repository(stage, None);
     }
+    // A recompression killed at each stage of its rewrite: the same.
+    for stage in ["gc:repack-written", "gc:repacked", "gc:pack-row-deleted"] {
+        killed_gc_leaves_a_clean_repository(stage, Some(9));
+    }
+}
+
+/// A collection (recompressing at `recompress`) killed at `stage` leaves a repository that
+/// opens, checks clean and restores what it held; the next one finishes the work.
+fn killed_gc_leaves_a_clean_repository(stage: &str, recompress: Option<i32>) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, repo, _) = half_dead_pack(tmp.path());
+    let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
+    let expected = restored(&repo, &kept, &tmp.path().join("expected"));
+    drop(repo);
+    let level = recompress.map(|l| l.to_string());
+    let mut args = vec!["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"];
+    args.extend(level.iter().flat_map(|l| ["--recompress", l.as_str()]));
+    let out = Command::new(trove_bin()).args(&args).env("TROVE_FAILPOINT", stage).output().expect("run");
+    assert!(!out.status.success(), "{stage}: the failpoint stops the collection");
+    let repo = Repo::open(&root).unwrap_or_else(|e| panic!("{stage}: does not open: {e}"));
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{stage}: {:?}", report.problems);
+    assert_eq!(restored(&repo, &kept, &tmp.path().join("after")), expected, "{stage}");
+    // The next collection finishes the work.
+    let r = repo.gc(&GcOptions { recompress, ..now_gc() }).unwrap_or_else(|e| panic!("{stage}: the next gc: {e}"));
+    assert_eq!(r.waiting, 0, "{stage}: {r:?}");
+    if let Some(l) = recompress {
+        assert_eq!(count(&repo, &format!("SELECT COUNT(*) FROM packs WHERE level IS NOT {l}")), 0, "{stage}");
+    }
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty() && report.orphan_packs == 0, "{stage}: {report:?}");
+    assert_eq!(restored(&repo, &kept, &tmp.path().join("last")), expected, "{stage}");
 }
 
 /// A tool call on a session that must succeed; returns its result.
@@ -458,4 +470,73 @@ fn the_server_forgets_and_collects_on_its_schedule() {
         std::thread::sleep(Duration::from_millis(200));
     }
     clean(&repo);
+}
+
+/// `gc --recompress` rewrites the packs snapshots compressed fast, at a higher level: the
+/// repository gets smaller, every file restores byte for byte, `check` reading every byte finds
+/// nothing, the packs carry the level so a second run rewrites nothing, and a higher level
+/// rewrites them again. A level zstd does not have is refused, changing nothing.
+#[test]
+fn gc_recompress_rewrites_fast_compressed_packs_smaller_and_everything_reads_back() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    let repo = Repo::init(&root, "t").expect("init");
+    let ws = tmp.path().join("w");
+    // Real text (this crate's sources: small files in bundles), one big file of it (chunked),
+    // and random bytes (stored raw, which no level makes smaller).
+    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &ws.join("src"));
+    let mut big = Vec::new();
+    for f in ["src/ops/snapshot.rs", "src/ops/restore.rs", "src/ops/scan.rs", "src/repo.rs"] {
+        big.extend(fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).expect("read source"));
+    }
+    let big = big.repeat((3 << 20) / big.len() + 1);
+    fs::write(ws.join("all.rs"), &big).expect("write");
+    fs::write(ws.join("noise.bin"), trove::sample::Rng::new(5).bytes(300_000)).expect("write");
+    let s = snap(&repo, &ws, "w");
+    let expected = restored(&repo, &s, &tmp.path().join("before"));
+    let live_bytes = |repo: &Repo| count(repo, "SELECT SUM(size) FROM packs WHERE retired IS NULL");
+    let before = live_bytes(&repo);
+    let packs_before = count(&repo, "SELECT COUNT(*) FROM packs");
+
+    let refused = trove(&root, &["gc", "--grace", "0s", "--recompress", "23"]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("not a zstd level from 1 to 19"), "{}", stderr(&refused));
+    assert_eq!((live_bytes(&repo), count(&repo, "SELECT COUNT(*) FROM packs")), (before, packs_before));
+
+    let out = trove(&root, &["gc", "--grace", "0s", "--recompress", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(r["packsRecompressed"].as_i64(), Some(packs_before), "{r}");
+    assert_eq!(r["packsDeleted"].as_i64(), Some(packs_before), "the old packs go at once with no grace: {r}");
+    let repo = Repo::open(&root).expect("open");
+    let after = live_bytes(&repo);
+    assert!(after < before, "level 9 makes {before} bytes of packs smaller: {after}");
+    assert_eq!(r["packBytesWritten"].as_i64(), Some(after), "{r}");
+    assert_eq!(r["bytesReclaimed"].as_i64(), Some(before - after), "net of the copies: {r}");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM packs WHERE level IS NOT 9"), 0);
+    assert_eq!(restored(&repo, &s, &tmp.path().join("after")), expected, "byte for byte");
+    clean(&repo);
+    let details =
+        count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'gc' AND details LIKE '%\"recompressLevel\":9%'");
+    assert_eq!(details, 1, "the audit record names the level");
+
+    // Done once: nothing below level 9 is left to rewrite.
+    let again = repo.gc(&GcOptions { recompress: Some(9), ..now_gc() }).expect("gc");
+    assert_eq!((again.packs_rewritten, again.packs_recompressed), (0, 0), "{again:?}");
+    // A higher level rewrites them again.
+    let higher = repo.gc(&GcOptions { recompress: Some(12), ..now_gc() }).expect("gc");
+    assert!(higher.packs_recompressed >= 1, "{higher:?}");
+    assert!(live_bytes(&repo) <= after);
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM packs WHERE level IS NOT 12"), 0);
+    assert_eq!(restored(&repo, &s, &tmp.path().join("last")), expected);
+    clean(&repo);
+    // A snapshot after it packs at the repository's level again, beside the recompressed packs.
+    fs::write(ws.join("new.rs"), "fn later() {}\n".repeat(2000)).expect("write");
+    let later = snap(&repo, &ws, "w");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM packs WHERE level IS NULL"), 1);
+    let entry = repo.lookup(&later, b"new.rs").expect("lookup");
+    assert_eq!(
+        repo.read_object(&entry.content.expect("content")).expect("read"),
+        "fn later() {}\n".repeat(2000).as_bytes()
+    );
 }

@@ -6,6 +6,8 @@
 //! (`sha256sum` format, paths from the workspace root). Today's writer bundles objects under
 //! 256 KiB in about 1 MiB: a snapshot taken into the old repository mixes both sizes.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -13,26 +15,6 @@ use sha2::{Digest, Sha256};
 use trove::{Repo, RestoreOptions, SnapshotOptions};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/repo_before_issue18");
-
-/// A writable copy of the fixture (opening a repository may write to it).
-fn copy_tree(from: &Path, to: &Path) {
-    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
-    while let Some((src, dst)) = stack.pop() {
-        fs::create_dir_all(&dst).expect("mkdir");
-        for entry in fs::read_dir(&src).expect("read fixture") {
-            let entry = entry.expect("entry");
-            let target = dst.join(entry.file_name());
-            let kind = entry.file_type().expect("type");
-            if kind.is_dir() {
-                stack.push((entry.path(), target));
-            } else if kind.is_symlink() {
-                std::os::unix::fs::symlink(fs::read_link(entry.path()).expect("readlink"), &target).expect("symlink");
-            } else {
-                fs::copy(entry.path(), &target).expect("copy");
-            }
-        }
-    }
-}
 
 /// Every regular file under `dir` with its SHA-256, sorted by path, `sha256sum`'s way.
 fn digests(dir: &Path) -> Vec<(String, String)> {
@@ -78,7 +60,7 @@ fn restore_latest(repo: &Repo, to: &Path) -> PathBuf {
 fn a_repository_written_before_issue_18_opens_checks_clean_reads_and_takes_new_snapshots() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("repo");
-    copy_tree(Path::new(FIXTURE), &root);
+    common::copy_tree(Path::new(FIXTURE), &root);
     let repo = Repo::open(&root).expect("the old repository opens");
     let report = repo.check().expect("check runs");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
@@ -95,7 +77,7 @@ fn a_repository_written_before_issue_18_opens_checks_clean_reads_and_takes_new_s
 
     // Today's writer adds to it: new files of every bundling class, old ones deduplicated.
     let ws = tmp.path().join("ws");
-    copy_tree(&latest, &ws);
+    common::copy_tree(&latest, &ws);
     let line = "let mut value = match self { Some(x) => x, None => return Err(e) };\n";
     fs::write(ws.join("docs/new_mid.md"), line.repeat(1500)).expect("write"); // ~100 KiB: now bundled
     fs::write(ws.join("src/new_small.rs"), "pub fn added() {}\n").expect("write");

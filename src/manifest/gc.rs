@@ -318,13 +318,15 @@ pub struct PackUse {
     pub size: u64,
     /// Bytes of blobs some index row points into (a bundle counts whole).
     pub live: u64,
+    /// The level a recompression encoded it at (`packs.level`); None: the repository's.
+    pub level: Option<i32>,
 }
 
 /// Every pack not yet retired, with its live bytes.
 pub fn pack_use(conn: &Connection) -> Result<Vec<PackUse>> {
     let mut stmt = conn
         .prepare(
-            "SELECT p.id, p.name, p.size, COALESCE(SUM(b.stored_len), 0) FROM packs p
+            "SELECT p.id, p.name, p.size, COALESCE(SUM(b.stored_len), 0), p.level FROM packs p
              LEFT JOIN (SELECT DISTINCT pack, offset, stored_len FROM objects) b ON b.pack = p.id
              WHERE p.retired IS NULL GROUP BY p.id ORDER BY p.id",
         )
@@ -336,6 +338,7 @@ pub fn pack_use(conn: &Connection) -> Result<Vec<PackUse>> {
                 name: r.get(1)?,
                 size: r.get::<_, i64>(2)? as u64,
                 live: r.get::<_, i64>(3)? as u64,
+                level: r.get(4)?,
             })
         })
         .map_err(db("measuring packs"))?;
@@ -390,11 +393,19 @@ pub fn packs_in_use(conn: &Connection) -> Result<std::collections::BTreeSet<i64>
     rows.map(|r| r.map_err(db("listing packs in use"))).collect()
 }
 
-/// Points the objects of the blob at `old_offset` of pack `old` at `new_offset` of pack `new`
-/// (those still there: a writer may have stored its own copy meanwhile).
-pub fn move_blob(conn: &Connection, old: i64, old_offset: u64, new: i64, new_offset: u64) -> Result<()> {
-    conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2 WHERE pack = ?3 AND offset = ?4")
-        .and_then(|mut s| s.execute(params![new, new_offset as i64, old, old_offset as i64]))
+/// Points the objects of the blob at `old_offset` of pack `old` at its copy, `stored_len` bytes
+/// at `new_offset` of pack `new` (those still there: a writer may have stored its own copy
+/// meanwhile). A recompressed copy is shorter; a verbatim one is as long.
+pub fn move_blob(
+    conn: &Connection,
+    old: i64,
+    old_offset: u64,
+    new: i64,
+    new_offset: u64,
+    stored_len: u64,
+) -> Result<()> {
+    conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3 WHERE pack = ?4 AND offset = ?5")
+        .and_then(|mut s| s.execute(params![new, new_offset as i64, stored_len as i64, old, old_offset as i64]))
         .map_err(db("moving objects to a new pack"))?;
     Ok(())
 }

@@ -287,6 +287,17 @@ pub fn decode(expected: &ObjectId, bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(raw)
 }
 
+/// Encodes stored blob `bytes` again at `level` into `out` (cleared first): its raw bytes,
+/// decoded and verified against its id, encoded as they were, kind and id kept, so every index
+/// row pointing into it stays true but for where it lies and its stored length (a bundle's
+/// members keep their offsets). Returns whether the new encoding is smaller; when it is not,
+/// the caller keeps the blob as it was.
+pub fn reencode(bytes: &[u8], level: i32, out: &mut Vec<u8>) -> Result<bool> {
+    let (header, raw) = decode_any(bytes)?;
+    encode_into(header.kind, &header.id, &raw, level, out)?;
+    Ok(out.len() < bytes.len())
+}
+
 /// Decodes a blob of either kind and verifies its bytes hash to the id in its header.
 pub fn decode_any(bytes: &[u8]) -> Result<(Header, Vec<u8>)> {
     let (header, raw) = decode_unverified(bytes)?;

@@ -101,3 +101,24 @@ pub fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
         .collect::<Result<_, _>>()
         .expect("rows")
 }
+
+/// A copy of the tree at `from` (a fixture, which opening a repository may write to; or real
+/// files for a workspace) at `to`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        fs::create_dir_all(&dst).expect("mkdir");
+        for entry in fs::read_dir(&src).expect("read the tree to copy") {
+            let entry = entry.expect("entry");
+            let target = dst.join(entry.file_name());
+            let kind = entry.file_type().expect("type");
+            if kind.is_dir() {
+                stack.push((entry.path(), target));
+            } else if kind.is_symlink() {
+                std::os::unix::fs::symlink(fs::read_link(entry.path()).expect("readlink"), &target).expect("symlink");
+            } else {
+                fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+}

@@ -52,6 +52,10 @@ pub struct GcOptions {
     /// Rewrite the manifest whole at the end (`VACUUM`): gives back its free pages when it
     /// was made without incremental auto-vacuum, and blocks writers while it runs.
     pub vacuum: bool,
+    /// Rewrite the packs compressed below this zstd level (1-19), every live blob decoded and
+    /// encoded again at it: snapshots compress fast, and this buys the size back later, as
+    /// `git gc` does for loose objects. None: no pack is rewritten for its level.
+    pub recompress: Option<i32>,
 }
 
 impl Default for GcOptions {
@@ -62,6 +66,7 @@ impl Default for GcOptions {
             repack_threshold: DEFAULT_REPACK_THRESHOLD,
             actor: "library".into(),
             vacuum: false,
+            recompress: None,
         }
     }
 }
@@ -114,19 +119,27 @@ pub struct GcReport {
     pub in_flight: u64,
     /// Leases of processes that are gone, removed.
     pub stale_leases: u64,
-    /// Packs rewritten because most of them was dead.
+    /// Packs rewritten: most of them was dead, or they were compressed below `recompress`.
     pub packs_rewritten: u64,
+    /// Of those, packs rewritten to be compressed at the `recompress` level.
+    pub packs_recompressed: u64,
     /// Pack files deleted (emptied or rewritten ones, once nothing can still read them).
     pub packs_deleted: u64,
     /// Pack files the index did not know (left by a crash), deleted.
     pub orphans_deleted: u64,
     /// Bytes freed: deleted pack files and loose objects, less the packs written anew.
     pub bytes_reclaimed: u64,
+    /// Bytes of the packs rewrites wrote.
+    pub pack_bytes_written: u64,
     /// Bytes the manifest file gave back (its pages freed by deleted rows).
     pub manifest_bytes_reclaimed: u64,
     /// The newest epoch whose condemnations could be deleted.
     pub horizon: i64,
 }
+
+/// The highest level `recompress` takes: zstd's levels past it need windows larger than any
+/// blob and memory to match.
+pub const MAX_RECOMPRESS: i32 = 19;
 
 /// How long taking the collection lock waits for a holder to let go.
 const GC_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -172,6 +185,13 @@ impl Repo {
     /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
     /// once what the first condemned.
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
+        if let Some(level) = opts.recompress {
+            if !(1..=MAX_RECOMPRESS).contains(&level) {
+                return Err(Error::invalid_argument(format!(
+                    "recompression level {level} is not a zstd level from 1 to {MAX_RECOMPRESS}: give e.g. 9"
+                )));
+            }
+        }
         let _lock = self.gc_lock()?;
         let mut report = GcReport { dry_run: opts.dry_run, ..GcReport::default() };
         if !opts.dry_run {
@@ -198,9 +218,12 @@ impl Repo {
             "condemned": report.condemned,
             "waiting": report.waiting,
             "packsRewritten": report.packs_rewritten,
+            "packsRecompressed": report.packs_recompressed,
+            "recompressLevel": opts.recompress,
             "packsDeleted": report.packs_deleted,
             "orphansDeleted": report.orphans_deleted,
             "bytesReclaimed": report.bytes_reclaimed,
+            "packBytesWritten": report.pack_bytes_written,
             "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
             "graceSeconds": opts.grace.as_secs(),
         });

@@ -14,7 +14,7 @@ use crate::base::failpoint::failpoint;
 use crate::base::time::now_ns;
 use crate::manifest::gc;
 use crate::object::pack::HEADER_LEN;
-use crate::object::{ObjectId, PackWriter, SealedPack};
+use crate::object::{blob, ObjectId, PackWriter, SealedPack};
 use crate::repo::Repo;
 
 use super::{GcOptions, GcReport};
@@ -38,53 +38,82 @@ impl Repo {
             }
             Ok(())
         })?;
-        // Packs mostly dead.
-        let sparse: Vec<gc::PackUse> = gc::pack_use(conn)?
+        // Packs mostly dead, and with `recompress`, packs compressed below its level.
+        let base = self.config.zstd_level;
+        let below = |p: &gc::PackUse| opts.recompress.is_some_and(|l| p.level.unwrap_or(base) < l);
+        let chosen: Vec<gc::PackUse> = gc::pack_use(conn)?
             .into_iter()
             .filter(|p| {
                 let body = p.size.saturating_sub(HEADER_LEN).max(1);
-                p.live > 0 && (body.saturating_sub(p.live)) as f64 / body as f64 > opts.repack_threshold
+                let sparse = (body.saturating_sub(p.live)) as f64 / body as f64 > opts.repack_threshold;
+                p.live > 0 && (sparse || below(p))
             })
             .collect();
+        report.packs_recompressed += chosen.iter().filter(|p| below(p)).count() as u64;
         let mut run: Vec<gc::PackUse> = Vec::new();
         let mut run_bytes = 0u64;
-        for p in sparse {
+        for p in chosen {
             run_bytes += p.live;
             run.push(p);
             if run_bytes >= REPACK_RUN {
-                self.repack(&std::mem::take(&mut run), report)?;
+                self.repack(&std::mem::take(&mut run), opts.recompress, report)?;
                 run_bytes = 0;
             }
         }
         if !run.is_empty() {
-            self.repack(&run, report)?;
+            self.repack(&run, opts.recompress, report)?;
         }
         failpoint("gc:repacked");
         self.delete_retired(opts, report)?;
-        self.delete_orphans(opts, report)
+        self.delete_orphans(opts, report)?;
+        // Net of the copies: the packs they replace are only deleted once nothing in flight can
+        // read them, in this collection or a later one.
+        report.bytes_reclaimed = report.bytes_reclaimed.saturating_sub(report.pack_bytes_written);
+        Ok(())
     }
 
     /// Copies the live blobs of `packs` into new packs, points the index at the copies, and
-    /// retires the old packs.
-    fn repack(&self, packs: &[gc::PackUse], report: &mut GcReport) -> Result<()> {
+    /// retires the old packs. With `recompress`, the blobs of a pack compressed below that level
+    /// are encoded again at it (kept as they are where that is no smaller); the others are
+    /// copied verbatim.
+    fn repack(&self, packs: &[gc::PackUse], recompress: Option<i32>, report: &mut GcReport) -> Result<()> {
         let ids: Vec<i64> = packs.iter().map(|p| p.id).collect();
         let blobs = self.manifest.read(|| gc::pack_blobs(self.manifest.conn(), &ids))?;
-        let names: BTreeMap<i64, &str> = packs.iter().map(|p| (p.id, p.name.as_str())).collect();
+        let base = self.config.zstd_level;
+        // Per pack: its key, and the level to encode its blobs at (None: copied verbatim).
+        let sources: BTreeMap<i64, (&str, Option<i32>)> = packs
+            .iter()
+            .map(|p| (p.id, (p.name.as_str(), recompress.filter(|l| p.level.unwrap_or(base) < *l))))
+            .collect();
         // Each copied blob: (old pack, old offset, the id of one object in it).
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
+        let mut encoded = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
             for (pack, list) in &blobs {
-                let name = names.get(pack).copied().ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
+                let &(name, level) = sources.get(pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
                 for (offset, stored_len, members) in list {
                     self.check_deadline("rewriting packs")?;
-                    let bytes = self.backend.get_range(name, *offset, *stored_len)?;
-                    // Verbatim: the blob's header names its id and lengths, checked on every read.
+                    let read = self.backend.get_range(name, *offset, *stored_len)?;
+                    // Verbatim, or encoded again from its verified raw bytes: either way the
+                    // blob's header names its id and lengths, checked on every read.
+                    let bytes = match level {
+                        Some(level) => match blob::reencode(&read, level, &mut encoded) {
+                            Ok(true) => &encoded[..],
+                            Ok(false) => &read[..],
+                            Err(e) => {
+                                // Damage stays as it is, for `check` to report and `repair` to mend.
+                                tracing::warn!(pack = name, offset, error = %e, "a blob does not decode; copied as it is, not recompressed");
+                                &read[..]
+                            }
+                        },
+                        None => &read[..],
+                    };
                     match members.as_slice() {
-                        [(id, raw_len, None)] => writer.add(*id, *raw_len, &bytes)?,
+                        [(id, raw_len, None)] => writer.add(*id, *raw_len, bytes)?,
                         _ => {
                             let rows: Vec<(ObjectId, u64, u64)> =
                                 members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
-                            writer.add_bundle(&rows, &bytes)?;
+                            writer.add_bundle(&rows, bytes)?;
                         }
                     }
                     if let Some(first) = members.first() {
@@ -96,19 +125,23 @@ impl Repo {
         })?;
         failpoint("gc:repack-written");
         let new_bytes: u64 = sealed.iter().map(|p| p.size).sum();
+        // What the new packs' blobs are compressed at, at least: the level they were encoded
+        // at, or the lowest of their sources' (unknown if one is the repository's own).
+        let level =
+            recompress.or_else(|| packs.iter().map(|p| p.level).collect::<Option<Vec<i32>>>()?.into_iter().min());
         self.manifest.write(|tx| {
             let epoch = gc::new_epoch(tx, now_ns())?;
-            let mut at: BTreeMap<ObjectId, (i64, u64)> = BTreeMap::new();
+            let mut at: BTreeMap<ObjectId, (i64, u64, u64)> = BTreeMap::new();
             for p in &sealed {
-                let id = insert_pack_row(tx, p)?;
+                let id = insert_pack_row(tx, p, level)?;
                 for o in &p.objects {
-                    at.insert(o.id, (id, o.offset));
+                    at.insert(o.id, (id, o.offset, o.stored_len));
                 }
             }
             for (old, offset, first) in &moved {
-                let &(new, new_offset) =
+                let &(new, new_offset, stored_len) =
                     at.get(first).ok_or_else(|| Error::internal("a copied blob is not in the new packs"))?;
-                gc::move_blob(tx, *old, *offset, new, new_offset)?;
+                gc::move_blob(tx, *old, *offset, new, new_offset, stored_len)?;
             }
             let in_use = gc::packs_in_use(tx)?;
             for p in packs {
@@ -119,7 +152,7 @@ impl Repo {
             Ok(())
         })?;
         report.packs_rewritten += packs.len() as u64;
-        report.bytes_reclaimed = report.bytes_reclaimed.saturating_sub(new_bytes);
+        report.pack_bytes_written += new_bytes;
         Ok(())
     }
 
@@ -182,11 +215,12 @@ impl Repo {
     }
 }
 
-/// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted).
-fn insert_pack_row(conn: &rusqlite::Connection, p: &SealedPack) -> Result<i64> {
+/// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted), with
+/// the level its blobs are compressed at, if known.
+fn insert_pack_row(conn: &rusqlite::Connection, p: &SealedPack, level: Option<i32>) -> Result<i64> {
     conn.execute(
-        "INSERT INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
-        rusqlite::params![p.key, p.size as i64, p.objects.len() as i64, now_ns()],
+        "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)",
+        rusqlite::params![p.key, p.size as i64, p.objects.len() as i64, now_ns(), level],
     )
     .map_err(|e| Error::db("recording a rewritten pack", e))?;
     Ok(conn.last_insert_rowid())
