@@ -87,39 +87,39 @@ impl Repo {
             .collect();
         // Each copied blob: (old pack, old offset, the id of one object in it).
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
-        let mut encoded = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
-            for (pack, list) in &blobs {
-                let &(name, level) = sources.get(pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
-                for (offset, stored_len, members) in list {
-                    self.check_deadline("rewriting packs")?;
-                    let read = self.backend.get_range(name, *offset, *stored_len)?;
+            // Blobs are read a batch at a time, encoded again on every core, and added in order.
+            let mut batch: Vec<Copy<'_>> = Vec::new();
+            let mut batch_bytes = 0u64;
+            let all = blobs.iter().flat_map(|(pack, list)| list.iter().map(move |b| (*pack, b)));
+            let mut all = all.peekable();
+            while let Some((pack, (offset, stored_len, members))) = all.next() {
+                self.check_deadline("rewriting packs")?;
+                let &(name, level) = sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
+                let read = self.backend.get_range(name, *offset, *stored_len)?;
+                batch_bytes += read.len() as u64;
+                batch.push(Copy { pack, name, offset: *offset, members, read, level, encoded: None });
+                if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
+                    continue;
+                }
+                reencode_batch(&mut batch);
+                for c in batch.drain(..) {
                     // Verbatim, or encoded again from its verified raw bytes: either way the
                     // blob's header names its id and lengths, checked on every read.
-                    let bytes = match level {
-                        Some(level) => match blob::reencode(&read, level, &mut encoded) {
-                            Ok(true) => &encoded[..],
-                            Ok(false) => &read[..],
-                            Err(e) => {
-                                // Damage stays as it is, for `check` to report and `repair` to mend.
-                                tracing::warn!(pack = name, offset, error = %e, "a blob does not decode; copied as it is, not recompressed");
-                                &read[..]
-                            }
-                        },
-                        None => &read[..],
-                    };
-                    match members.as_slice() {
+                    let bytes = c.encoded.as_deref().unwrap_or(&c.read);
+                    match c.members.as_slice() {
                         [(id, raw_len, None)] => writer.add(*id, *raw_len, bytes)?,
                         _ => {
                             let rows: Vec<(ObjectId, u64, u64)> =
-                                members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
+                                c.members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
                             writer.add_bundle(&rows, bytes)?;
                         }
                     }
-                    if let Some(first) = members.first() {
-                        moved.push((*pack, *offset, first.0));
+                    if let Some(first) = c.members.first() {
+                        moved.push((c.pack, c.offset, first.0));
                     }
                 }
+                batch_bytes = 0;
             }
             Ok(())
         })?;
@@ -213,6 +213,56 @@ impl Repo {
         }
         Ok(())
     }
+}
+
+/// Bytes of blobs a rewrite reads before encoding them again: bounds what it holds (these and
+/// their new encodings) while giving every core a share.
+const REENCODE_BATCH: u64 = 16 << 20;
+
+/// A blob being copied by a rewrite.
+struct Copy<'a> {
+    pack: i64,
+    name: &'a str,
+    offset: u64,
+    /// The objects in it: (id, raw length, offset inside a bundle).
+    members: &'a Vec<(ObjectId, u64, Option<u64>)>,
+    /// Its stored bytes.
+    read: Vec<u8>,
+    /// The level to encode it at again; None: copied verbatim.
+    level: Option<i32>,
+    /// Its new encoding, where one was made and is smaller.
+    encoded: Option<Vec<u8>>,
+}
+
+/// Encodes again the blobs of `batch` that have a level, on as many threads as there are cores.
+/// A blob that does not decode is copied as it is: damage stays for `check` to report and
+/// `repair` to mend, and is logged here.
+fn reencode_batch(batch: &mut [Copy<'_>]) {
+    if batch.iter().all(|c| c.level.is_none()) {
+        return;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(batch.len()).max(1);
+    let share = batch.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for part in batch.chunks_mut(share) {
+            scope.spawn(move || {
+                for c in part {
+                    let Some(level) = c.level else { continue };
+                    let mut out = Vec::new();
+                    match blob::reencode(&c.read, level, &mut out) {
+                        Ok(true) => c.encoded = Some(out),
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(
+                            pack = c.name,
+                            offset = c.offset,
+                            error = %e,
+                            "a blob does not decode; copied as it is, not recompressed"
+                        ),
+                    }
+                }
+            });
+        }
+    });
 }
 
 /// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted), with
