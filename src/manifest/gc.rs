@@ -430,9 +430,11 @@ pub fn retired_packs(conn: &Connection) -> Result<Vec<(i64, String, u64, i64)>> 
 }
 
 /// Forgets retired pack `pack` (its file goes next).
-pub fn delete_pack(conn: &Connection, pack: i64) -> Result<()> {
-    conn.execute("DELETE FROM packs WHERE id = ?1 AND retired IS NOT NULL", [pack]).map_err(db("deleting a pack"))?;
-    Ok(())
+pub fn delete_pack(conn: &Connection, pack: i64) -> Result<bool> {
+    let n = conn
+        .execute("DELETE FROM packs WHERE id = ?1 AND retired IS NOT NULL", [pack])
+        .map_err(db("deleting a pack"))?;
+    Ok(n == 1)
 }
 
 /// Every pack key the index knows, retired ones included.

@@ -40,8 +40,12 @@ pub struct Location {
 pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
     let mut rows = Vec::new();
     for pack in packs {
+        // A pack is named by its bytes: the same bytes written again (the same new objects in
+        // the same order) find their row, which stops being retired now that rows point into
+        // it, so garbage collection does not delete it (`gc::delete_pack` takes retired rows only).
         conn.execute(
-            "INSERT OR IGNORE INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (name) DO UPDATE SET retired = NULL",
             params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
         )
         .map_err(db("recording a pack"))?;

@@ -412,6 +412,29 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
 }
 
 impl Repo {
+    /// Checks, inside the snapshot's transaction, that the packs it wrote are still there: a
+    /// pack is named by its bytes, and a garbage collection may have deleted a retired pack
+    /// with these very bytes after they were written (it deletes a file only inside its own
+    /// transaction, so it cannot do so between this check and the commit).
+    fn packs_still_there(&self, packs: &[crate::object::SealedPack]) -> Result<()> {
+        for p in packs {
+            match self.backend.size(&p.key) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "pack {} this snapshot wrote was deleted by a garbage collection running at the same time: take the snapshot again",
+                            p.key
+                        ),
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
     pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
         let row = workspaces::get(self.manifest.conn(), workspace)?;
@@ -493,6 +516,7 @@ impl Repo {
         self.manifest.write(|tx| {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
+            self.packs_still_there(&stored.packs)?;
             objects::insert_packs(tx, &stored.packs, created_ns)?;
             let mut loose = 0;
             for (id, raw_len, encoded) in &stored.loose {

@@ -362,12 +362,13 @@ pub(crate) async fn maintain(state: Arc<AppState>, mut stop: tokio::sync::watch:
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
-        let grace = state.opts.gc_grace;
+        let (grace, recompress) = (state.opts.gc_grace, state.opts.maintenance_recompress);
         let done: Result<_> = state
             .blocking(move |_, repo| {
                 let forgot = repo.forget(None, false, "trove-serve")?;
                 let gone: usize = forgot.workspaces.iter().map(|w| w.forgotten.len()).sum();
-                let opts = crate::ops::gc::GcOptions { grace, actor: "trove-serve".into(), ..Default::default() };
+                let opts =
+                    crate::ops::gc::GcOptions { grace, recompress, actor: "trove-serve".into(), ..Default::default() };
                 Ok((gone, repo.gc(&opts)?))
             })
             .await;

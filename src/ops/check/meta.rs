@@ -83,18 +83,23 @@ impl Checking<'_> {
     /// Every pack row against the backend; orphan files counted.
     pub(super) fn check_packs(&mut self) -> Result<BTreeMap<String, PackState>> {
         let conn = self.repo.manifest.conn();
-        let mut stmt = conn.prepare("SELECT name, size FROM packs ORDER BY id").map_err(db("listing packs"))?;
-        let rows: Vec<(String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        let mut stmt = conn
+            .prepare("SELECT name, size, retired IS NOT NULL FROM packs ORDER BY id")
+            .map_err(db("listing packs"))?;
+        let rows: Vec<(String, i64, bool)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(db("listing packs"))?
             .collect::<rusqlite::Result<_>>()
             .map_err(db("listing packs"))?;
         let backend = self.repo.backend.as_ref();
         let mut packs = BTreeMap::new();
-        for (name, size) in rows {
+        for (name, size, retired) in rows {
             let size = size.max(0) as u64;
             let actual = match backend.size(&name) {
                 Ok(n) => Some(n),
+                // A retired pack holds nothing anything points to: a collection stopped between
+                // deleting its file and committing the row's deletion leaves just this.
+                Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound && retired => continue,
                 Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => None,
                 Err(e) => return Err(e),
             };

@@ -163,11 +163,22 @@ impl Repo {
             if retired > horizon {
                 continue;
             }
-            self.manifest.write(|tx| gc::delete_pack(tx, id))?;
-            failpoint("gc:pack-row-deleted");
-            self.backend.delete(&name)?;
-            report.packs_deleted += 1;
-            report.bytes_reclaimed += size;
+            // The file goes inside the transaction that deletes the row, and only if the row
+            // was still retired: a snapshot that wrote the same bytes again (a pack is named by
+            // them) either committed first, taking the row back, or commits after and finds its
+            // file gone (it checks in its own transaction) and fails, storing nothing.
+            let deleted = self.manifest.write(|tx| {
+                if !gc::delete_pack(tx, id)? {
+                    return Ok(false);
+                }
+                failpoint("gc:pack-row-deleted");
+                self.backend.delete(&name)?;
+                Ok(true)
+            })?;
+            if deleted {
+                report.packs_deleted += 1;
+                report.bytes_reclaimed += size;
+            }
         }
         Ok(())
     }
@@ -266,12 +277,16 @@ fn reencode_batch(batch: &mut [Copy<'_>]) {
 }
 
 /// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted), with
-/// the level its blobs are compressed at, if known.
+/// the level its blobs are compressed at, if known. A rewrite that changed nothing in a pack
+/// (every blob copied as it was, in the same order) wrote the same bytes under the same name:
+/// that row is the one returned, marked with the level and no longer retired if it was.
 fn insert_pack_row(conn: &rusqlite::Connection, p: &SealedPack, level: Option<i32>) -> Result<i64> {
+    let db = |e| Error::db("recording a rewritten pack", e);
     conn.execute(
-        "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (name) DO UPDATE SET retired = NULL, level = excluded.level",
         rusqlite::params![p.key, p.size as i64, p.objects.len() as i64, now_ns(), level],
     )
-    .map_err(|e| Error::db("recording a rewritten pack", e))?;
-    Ok(conn.last_insert_rowid())
+    .map_err(db)?;
+    conn.query_row("SELECT id FROM packs WHERE name = ?1", [&p.key], |r| r.get(0)).map_err(db)
 }
