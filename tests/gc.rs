@@ -250,12 +250,20 @@ fn gc_reclaims_the_pack_of_a_snapshot_killed_before_its_commit() {
 
 #[test]
 fn kill_9_during_gc_at_every_stage_leaves_a_repository_that_checks_clean() {
-    let stages = ["gc:marked", "gc:condemned", "gc:swept", "gc:repack-written", "gc:repacked", "gc:pack-row-deleted"];
+    let stages = [
+        "gc:marked",
+        "gc:condemned",
+        "gc:swept",
+        "gc:repack-written",
+        "gc:repacked",
+        "gc:pack-row-deleted",
+        "gc:pack-file-deleted",
+    ];
     for stage in stages {
         killed_gc_leaves_a_clean_repository(stage, None);
     }
     // A recompression killed at each stage of its rewrite: the same.
-    for stage in ["gc:repack-written", "gc:repacked", "gc:pack-row-deleted"] {
+    for stage in ["gc:repack-written", "gc:repacked", "gc:pack-row-deleted", "gc:pack-file-deleted"] {
         killed_gc_leaves_a_clean_repository(stage, Some(9));
     }
 }
@@ -264,7 +272,12 @@ fn kill_9_during_gc_at_every_stage_leaves_a_repository_that_checks_clean() {
 /// opens, checks clean and restores what it held; the next one finishes the work.
 fn killed_gc_leaves_a_clean_repository(stage: &str, recompress: Option<i32>) {
     let tmp = tempfile::tempdir().expect("tmp");
-    let (root, repo, _) = half_dead_pack(tmp.path());
+    let (root, repo, ws) = half_dead_pack(tmp.path());
+    if recompress.is_some() {
+        // Text, which the rewrite makes smaller (the half-dead pack holds random bytes).
+        fs::write(ws.join("text.rs"), fs::read(file!()).expect("read this test").repeat(8)).expect("write");
+        snap(&repo, &ws, "w");
+    }
     let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
     let expected = restored(&repo, &kept, &tmp.path().join("expected"));
     drop(repo);
@@ -581,4 +594,44 @@ fn a_snapshot_writing_a_retired_packs_bytes_again_takes_it_back() {
         "the same bytes in both workspaces\n".repeat(50).as_bytes()
     );
     clean(&repo);
+}
+
+/// A blob that does not decode is not copied by a recompression: it stays in its pack (which
+/// stays), counted and logged, `check` still reports it, and every other pack is recompressed.
+#[test]
+fn a_damaged_blob_is_left_in_its_pack_by_a_recompression() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    let repo = Repo::init(&root, "t").expect("init");
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
+    for (ws, text) in [(&one, "first workspace, line "), (&two, "second workspace, line ")] {
+        fs::create_dir_all(ws).expect("mkdir");
+        let body: String = (0..4000).map(|i| format!("{text}{}\n", i % 97)).collect();
+        fs::write(ws.join("a.txt"), body).expect("write");
+    }
+    let s1 = snap(&repo, &one, "one");
+    let s2 = snap(&repo, &two, "two");
+    let packs: Vec<(i64, String)> =
+        common::pairs(trove::testing::conn(&repo), "SELECT id, name FROM packs ORDER BY id");
+    assert_eq!(packs.len(), 2);
+    // Flip a byte in the middle of the first pack's only blob.
+    let damaged = root.join(&packs[0].1);
+    let mut bytes = fs::read(&damaged).expect("read pack");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    fs::write(&damaged, &bytes).expect("damage");
+    let problems_before = repo.check().expect("check").problems.len();
+    assert!(problems_before > 0);
+
+    let r = repo.gc(&GcOptions { recompress: Some(9), ..now_gc() }).expect("gc");
+    assert_eq!(r.blobs_left, 1, "{r:?}");
+    assert_eq!(count(&repo, &format!("SELECT COUNT(*) FROM packs WHERE id = {} AND retired IS NULL", packs[0].0)), 1);
+    assert_eq!(fs::read(&damaged).expect("still there"), bytes, "left as it was");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM packs WHERE level = 9"), 1, "the healthy pack is recompressed");
+    let report = repo.check().expect("check");
+    assert_eq!(report.problems.len(), problems_before, "{:?}", report.problems);
+    let entry = repo.lookup(&s2, b"a.txt").expect("lookup");
+    assert!(repo.read_object(&entry.content.expect("content")).expect("read").starts_with(b"second workspace"));
+    let entry = repo.lookup(&s1, b"a.txt").expect("lookup");
+    assert!(repo.read_object(&entry.content.expect("content")).is_err(), "still damaged, not hidden");
 }

@@ -195,6 +195,7 @@ impl Repo {
             Ok(())
         })?;
         self.manifest.write(|tx| {
+            self.packs_still_there(&packs)?;
             objects::insert_packs(tx, &packs, now_ns())?;
             // A directory record may name a lost content or tree, which the next snapshot would
             // reuse as it is: every workspace reads its files again instead.

@@ -412,11 +412,12 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
 }
 
 impl Repo {
-    /// Checks, inside the snapshot's transaction, that the packs it wrote are still there: a
-    /// pack is named by its bytes, and a garbage collection may have deleted a retired pack
-    /// with these very bytes after they were written (it deletes a file only inside its own
-    /// transaction, so it cannot do so between this check and the commit).
-    fn packs_still_there(&self, packs: &[crate::object::SealedPack]) -> Result<()> {
+    /// Checks, inside the transaction recording them (a snapshot's, a repair's), that the packs
+    /// written are still there: a pack is named by its bytes, and a garbage collection may have
+    /// deleted a retired or orphan pack with these very bytes after they were written (it
+    /// deletes a file only inside its own transaction, so not between this check and the
+    /// commit). An index repair holds the collection lock and needs no check.
+    pub(crate) fn packs_still_there(&self, packs: &[crate::object::SealedPack]) -> Result<()> {
         for p in packs {
             match self.backend.size(&p.key) {
                 Ok(_) => {}
@@ -424,7 +425,7 @@ impl Repo {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!(
-                            "pack {} this snapshot wrote was deleted by a garbage collection running at the same time: take the snapshot again",
+                            "pack {} just written was deleted by a garbage collection running at the same time: run the command again",
                             p.key
                         ),
                     ))

@@ -131,6 +131,9 @@ pub struct GcReport {
     pub bytes_reclaimed: u64,
     /// Bytes of the packs rewrites wrote.
     pub pack_bytes_written: u64,
+    /// Blobs a rewrite could not read or decode: left in their packs (which stay) for `check`
+    /// to report and `repair` to mend.
+    pub blobs_left: u64,
     /// Bytes the manifest file gave back (its pages freed by deleted rows).
     pub manifest_bytes_reclaimed: u64,
     /// The newest epoch whose condemnations could be deleted.
@@ -224,6 +227,7 @@ impl Repo {
             "orphansDeleted": report.orphans_deleted,
             "bytesReclaimed": report.bytes_reclaimed,
             "packBytesWritten": report.pack_bytes_written,
+            "blobsLeft": report.blobs_left,
             "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
             "graceSeconds": opts.grace.as_secs(),
         });

@@ -3,9 +3,16 @@
 //! retired; retired packs and pack files the index never knew (a crash's leftovers) are
 //! deleted once nothing in flight can still hold a location in them.
 //!
+//! With a level to recompress at, packs compressed below it are rewritten too, their blobs
+//! encoded again at it.
+//!
 //! Order, for crashes: new packs are durable before the transaction that points the index at
-//! them (a crash before it leaves orphans, reclaimed later); a pack's row goes before its file
-//! (a crash between leaves an orphan file, never a row naming a missing file).
+//! them (a crash before it leaves orphans, reclaimed later); a retired pack's file is deleted
+//! inside the transaction deleting its row (a crash between leaves a retired row without its
+//! file, which nothing points into and the next collection deletes), and an orphan's inside
+//! one that finds the index still without it. A snapshot checks its packs' files in its own
+//! transaction, so it never commits a pack deleted under it (packs are named by their bytes,
+//! which a writer can produce again).
 
 use std::collections::BTreeMap;
 
@@ -96,14 +103,29 @@ impl Repo {
             while let Some((pack, (offset, stored_len, members))) = all.next() {
                 self.check_deadline("rewriting packs")?;
                 let &(name, level) = sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
-                let read = self.backend.get_range(name, *offset, *stored_len)?;
+                let read = match self.backend.get_range(name, *offset, *stored_len) {
+                    Ok(read) => read,
+                    // Left where it is (its pack stays in use): `check` reports it, `repair`
+                    // mends it, and the rest of the collection goes on.
+                    Err(e) => {
+                        tracing::warn!(pack = name, offset, error = %e, "a blob cannot be read; left in its pack");
+                        report.blobs_left += 1;
+                        continue;
+                    }
+                };
                 batch_bytes += read.len() as u64;
-                batch.push(Copy { pack, name, offset: *offset, members, read, level, encoded: None });
+                batch.push(Copy { pack, name, offset: *offset, members, read, level, encoded: None, damaged: false });
                 if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
                     continue;
                 }
                 reencode_batch(&mut batch);
                 for c in batch.drain(..) {
+                    if c.damaged {
+                        // Not copied beside healthy blobs, where it would make the new pack
+                        // unscannable: left in its pack, which stays in use.
+                        report.blobs_left += 1;
+                        continue;
+                    }
                     // Verbatim, or encoded again from its verified raw bytes: either way the
                     // blob's header names its id and lengths, checked on every read.
                     let bytes = c.encoded.as_deref().unwrap_or(&c.read);
@@ -173,6 +195,7 @@ impl Repo {
                 }
                 failpoint("gc:pack-row-deleted");
                 self.backend.delete(&name)?;
+                failpoint("gc:pack-file-deleted");
                 Ok(true)
             })?;
             if deleted {
@@ -211,16 +234,21 @@ impl Repo {
                 continue;
             }
             // Its writer may have committed it since it was noted (and ended, taking its lease
-            // away): then it is no orphan.
-            if gc::pack_names(conn)?.contains(&name) {
-                self.manifest.write(|tx| gc::forget_orphan(tx, &name))?;
-                continue;
-            }
+            // away): then it is no orphan. Checked and deleted in one transaction, so a writer
+            // committing the same bytes (a snapshot run again after a crash) is not cut short.
             let size = self.backend.size(&name).unwrap_or(0);
-            self.backend.delete(&name)?;
-            self.manifest.write(|tx| gc::forget_orphan(tx, &name))?;
-            report.orphans_deleted += 1;
-            report.bytes_reclaimed += size;
+            let deleted = self.manifest.write(|tx| {
+                let orphan = !gc::pack_names(tx)?.contains(&name);
+                if orphan {
+                    self.backend.delete(&name)?;
+                }
+                gc::forget_orphan(tx, &name)?;
+                Ok(orphan)
+            })?;
+            if deleted {
+                report.orphans_deleted += 1;
+                report.bytes_reclaimed += size;
+            }
         }
         Ok(())
     }
@@ -243,16 +271,22 @@ struct Copy<'a> {
     level: Option<i32>,
     /// Its new encoding, where one was made and is smaller.
     encoded: Option<Vec<u8>>,
+    /// It did not decode or verify, so it is not copied.
+    damaged: bool,
 }
 
-/// Encodes again the blobs of `batch` that have a level, on as many threads as there are cores.
-/// A blob that does not decode is copied as it is: damage stays for `check` to report and
-/// `repair` to mend, and is logged here.
+/// Threads encoding a batch at most: a server's maintenance shares the machine with requests.
+const REENCODE_THREADS: usize = 4;
+
+/// Encodes again the blobs of `batch` that have a level, on a thread per core (at most
+/// [`REENCODE_THREADS`]). A blob that does not decode or verify is marked damaged and logged:
+/// it stays in its pack for `check` to report and `repair` to mend.
 fn reencode_batch(batch: &mut [Copy<'_>]) {
     if batch.iter().all(|c| c.level.is_none()) {
         return;
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(batch.len()).max(1);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(REENCODE_THREADS).min(batch.len()).max(1);
     let share = batch.len().div_ceil(threads);
     std::thread::scope(|scope| {
         for part in batch.chunks_mut(share) {
@@ -263,12 +297,15 @@ fn reencode_batch(batch: &mut [Copy<'_>]) {
                     match blob::reencode(&c.read, level, &mut out) {
                         Ok(true) => c.encoded = Some(out),
                         Ok(false) => {}
-                        Err(e) => tracing::warn!(
-                            pack = c.name,
-                            offset = c.offset,
-                            error = %e,
-                            "a blob does not decode; copied as it is, not recompressed"
-                        ),
+                        Err(e) => {
+                            c.damaged = true;
+                            tracing::warn!(
+                                pack = c.name,
+                                offset = c.offset,
+                                error = %e,
+                                "a blob does not decode; left in its pack, not recompressed"
+                            )
+                        }
                     }
                 }
             });
