@@ -34,24 +34,28 @@ pub struct Location {
     pub inner_offset: Option<u64>,
 }
 
+/// Records pack `pack` (its objects are the caller's to index or move) and returns its row id.
+/// A pack is named by its bytes: the same bytes written again (the same new objects in the same
+/// order, or a rewrite that changed nothing) find their row, which stops being retired now that
+/// rows point into it, so garbage collection does not delete it (`gc::delete_pack` takes retired
+/// rows only). `level`: the zstd level a recompression wrote it at; None keeps what the row has.
+pub fn record_pack(conn: &Connection, pack: &SealedPack, now_ns: i64, level: Option<i32>) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (name) DO UPDATE SET retired = NULL, level = COALESCE(excluded.level, level)",
+        params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns, level],
+    )
+    .map_err(db("recording a pack"))?;
+    conn.query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0)).map_err(db("recording a pack"))
+}
+
 /// Records sealed packs and indexes their objects. Objects are inserted in id order: B-tree
 /// pages filled in key order stay nearly full, where random-order inserts leave them about
 /// two-thirds full.
 pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
     let mut rows = Vec::new();
     for pack in packs {
-        // A pack is named by its bytes: the same bytes written again (the same new objects in
-        // the same order) find their row, which stops being retired now that rows point into
-        // it, so garbage collection does not delete it (`gc::delete_pack` takes retired rows only).
-        conn.execute(
-            "INSERT INTO packs (name, size, objects, created_ns) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (name) DO UPDATE SET retired = NULL",
-            params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns],
-        )
-        .map_err(db("recording a pack"))?;
-        let pack_id: i64 = conn
-            .query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0))
-            .map_err(db("recording a pack"))?;
+        let pack_id = record_pack(conn, pack, now_ns, None)?;
         rows.extend(pack.objects.iter().map(|o| (pack_id, o)));
     }
     rows.sort_unstable_by_key(|r| r.1.id);

@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use crate::base::error::{Error, Result};
 use crate::base::failpoint::failpoint;
 use crate::base::time::now_ns;
-use crate::manifest::gc;
+use crate::manifest::{gc, objects};
 use crate::object::pack::HEADER_LEN;
-use crate::object::{blob, ObjectId, PackWriter, SealedPack};
+use crate::object::{blob, ObjectId, PackWriter};
 use crate::repo::Repo;
 
 use super::{GcOptions, GcReport};
@@ -155,7 +155,8 @@ impl Repo {
             let epoch = gc::new_epoch(tx, now_ns())?;
             let mut at: BTreeMap<ObjectId, (i64, u64, u64)> = BTreeMap::new();
             for p in &sealed {
-                let id = insert_pack_row(tx, p, level)?;
+                // Its objects' rows are moved to it below, not inserted.
+                let id = objects::record_pack(tx, p, now_ns(), level)?;
                 for o in &p.objects {
                     at.insert(o.id, (id, o.offset, o.stored_len));
                 }
@@ -311,19 +312,4 @@ fn reencode_batch(batch: &mut [Copy<'_>]) {
             });
         }
     });
-}
-
-/// Records a pack written by a rewrite (its objects' rows are moved to it, not inserted), with
-/// the level its blobs are compressed at, if known. A rewrite that changed nothing in a pack
-/// (every blob copied as it was, in the same order) wrote the same bytes under the same name:
-/// that row is the one returned, marked with the level and no longer retired if it was.
-fn insert_pack_row(conn: &rusqlite::Connection, p: &SealedPack, level: Option<i32>) -> Result<i64> {
-    let db = |e| Error::db("recording a rewritten pack", e);
-    conn.execute(
-        "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (name) DO UPDATE SET retired = NULL, level = excluded.level",
-        rusqlite::params![p.key, p.size as i64, p.objects.len() as i64, now_ns(), level],
-    )
-    .map_err(db)?;
-    conn.query_row("SELECT id FROM packs WHERE name = ?1", [&p.key], |r| r.get(0)).map_err(db)
 }
