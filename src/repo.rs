@@ -14,7 +14,7 @@ use crate::base::time::now_ns;
 use crate::manifest::Manifest;
 use crate::model::audit::AuditRecord;
 use crate::object::bundle::BundleCache;
-use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend};
+use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend, SealedPack};
 
 /// The repository's settings file, in its root.
 pub const CONFIG_FILE: &str = "config.json";
@@ -330,5 +330,70 @@ impl Repo {
     /// Waits for the lock of the workspace at `live_dir`, giving up at the request's deadline.
     pub(crate) fn lock_live(&self, live_dir: &Path) -> Result<crate::fs::lock::Locked> {
         crate::fs::lock::Locked::acquire(&self.locks_dir(), live_dir, self.deadline())
+    }
+
+    /// Records packs just written, and indexes their objects, inside the caller's write
+    /// transaction (a snapshot's, a repair's, a rewrite's is separate: it also sets a level),
+    /// after checking that each pack's file is still there. A pack is named by its bytes, and a
+    /// garbage collection may have deleted a retired or orphan pack with these very bytes after
+    /// they were written; it deletes a file only inside its own write transaction, so not
+    /// between this check and the caller's commit. Every writer records through here, so none
+    /// can forget the check.
+    pub(crate) fn record_packs(&self, tx: &rusqlite::Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
+        for p in packs {
+            match self.backend.size(&p.key) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "pack {} just written was deleted by a garbage collection running at the same time: run the command again",
+                            p.key
+                        ),
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        crate::manifest::objects::insert_packs(tx, packs, now_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{ObjectId, PackWriter};
+
+    fn one_pack(repo: &Repo, content: &[u8]) -> Result<Vec<SealedPack>> {
+        let id = ObjectId::of(content);
+        let encoded = crate::object::blob::encode(&id, content, 3)?;
+        let ((), packs) = PackWriter::run(repo.backend(), 1 << 20, |w| w.add(id, content.len() as u64, &encoded))?;
+        Ok(packs)
+    }
+
+    fn pack_rows(repo: &Repo) -> Result<i64> {
+        repo.manifest
+            .conn()
+            .query_row("SELECT count(*) FROM packs", [], |r| r.get(0))
+            .map_err(|e| Error::db("counting", e))
+    }
+
+    #[test]
+    fn packs_are_recorded_only_while_their_files_are_there() -> Result<()> {
+        let repo = Repo::in_memory()?;
+        let kept = one_pack(&repo, b"kept")?;
+        repo.manifest.write(|tx| repo.record_packs(tx, &kept, now_ns()))?;
+        assert_eq!(pack_rows(&repo)?, 1);
+
+        // A collection deleted the file (same bytes, same name) between the write and the
+        // transaction recording it: the transaction fails and records nothing.
+        let lost = one_pack(&repo, b"lost")?;
+        repo.backend().delete(&lost[0].key)?;
+        let err = repo.manifest.write(|tx| repo.record_packs(tx, &lost, now_ns())).err();
+        let err = err.ok_or_else(|| Error::internal("a pack without its file was recorded"))?;
+        assert_eq!(err.kind(), ErrorKind::Conflict);
+        assert!(err.message().contains(&lost[0].key), "{err}");
+        assert_eq!(pack_rows(&repo)?, 1);
+        Ok(())
     }
 }

@@ -444,6 +444,12 @@ pub fn pack_names(conn: &Connection) -> Result<std::collections::BTreeSet<String
     rows.map(|r| r.map_err(db("listing packs"))).collect()
 }
 
+/// Whether the index knows pack `name`, retired or not.
+pub fn pack_known(conn: &Connection, name: &str) -> Result<bool> {
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM packs WHERE name = ?1)", [name], |r| r.get(0))
+        .map_err(db("looking up a pack"))
+}
+
 /// The orphan pack files seen before, with the epoch each was first seen in.
 pub fn orphans(conn: &Connection) -> Result<Vec<(String, i64)>> {
     let mut stmt = conn.prepare("SELECT name, epoch FROM gc_orphans ORDER BY name").map_err(db("listing orphans"))?;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::base::error::{Error, Result};
 use crate::base::id::SnapshotId;
 use crate::base::time::{iso_time, now_ns};
-use crate::manifest::{self, gc, objects, trees};
+use crate::manifest::{self, gc, trees};
 use crate::model::audit::AuditRecord;
 use crate::model::snapshot::Warning;
 use crate::model::tree::{self, Entry, EntryKind};
@@ -94,7 +94,7 @@ impl Repo {
                     tx.execute("DELETE FROM packs WHERE name = ?1", [name]).map_err(|e| Error::db("rebuilding the index", e))?;
                 }
             }
-            objects::insert_packs(tx, &sealed, now_ns())?;
+            self.record_packs(tx, &sealed, now_ns())?;
             let mut rec = AuditRecord::ok(now_ns(), actor, "repair_index");
             rec.details = serde_json::json!({ "packs": report.packs, "objects": report.objects, "unreadable": report.unreadable });
             manifest::audit::append(tx, &rec)?;
@@ -195,8 +195,7 @@ impl Repo {
             Ok(())
         })?;
         self.manifest.write(|tx| {
-            self.packs_still_there(&packs)?;
-            objects::insert_packs(tx, &packs, now_ns())?;
+            self.record_packs(tx, &packs, now_ns())?;
             // A directory record may name a lost content or tree, which the next snapshot would
             // reuse as it is: every workspace reads its files again instead.
             tx.execute_batch("DELETE FROM dir_cache;").map_err(|e| Error::db("repairing", e))?;

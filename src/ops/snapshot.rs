@@ -412,30 +412,6 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
 }
 
 impl Repo {
-    /// Checks, inside the transaction recording them (a snapshot's, a repair's), that the packs
-    /// written are still there: a pack is named by its bytes, and a garbage collection may have
-    /// deleted a retired or orphan pack with these very bytes after they were written (it
-    /// deletes a file only inside its own transaction, so not between this check and the
-    /// commit). An index repair holds the collection lock and needs no check.
-    pub(crate) fn packs_still_there(&self, packs: &[crate::object::SealedPack]) -> Result<()> {
-        for p in packs {
-            match self.backend.size(&p.key) {
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!(
-                            "pack {} just written was deleted by a garbage collection running at the same time: run the command again",
-                            p.key
-                        ),
-                    ))
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
     /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
     pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
         let row = workspaces::get(self.manifest.conn(), workspace)?;
@@ -517,8 +493,7 @@ impl Repo {
         self.manifest.write(|tx| {
             let ws = workspaces::ensure(tx, &name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
-            self.packs_still_there(&stored.packs)?;
-            objects::insert_packs(tx, &stored.packs, created_ns)?;
+            self.record_packs(tx, &stored.packs, created_ns)?;
             let mut loose = 0;
             for (id, raw_len, encoded) in &stored.loose {
                 loose += usize::from(manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?);

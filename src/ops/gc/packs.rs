@@ -96,7 +96,7 @@ impl Repo {
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
             // Blobs are read a batch at a time, encoded again on every core, and added in order.
-            let mut batch: Vec<Copy<'_>> = Vec::new();
+            let mut batch: Vec<Rewrite<'_>> = Vec::new();
             let mut batch_bytes = 0u64;
             let all = blobs.iter().flat_map(|(pack, list)| list.iter().map(move |b| (*pack, b)));
             let mut all = all.peekable();
@@ -114,7 +114,16 @@ impl Repo {
                     }
                 };
                 batch_bytes += read.len() as u64;
-                batch.push(Copy { pack, name, offset: *offset, members, read, level, encoded: None, damaged: false });
+                batch.push(Rewrite {
+                    pack,
+                    name,
+                    offset: *offset,
+                    members,
+                    read,
+                    level,
+                    encoded: None,
+                    damaged: false,
+                });
                 if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
                     continue;
                 }
@@ -239,7 +248,7 @@ impl Repo {
             // committing the same bytes (a snapshot run again after a crash) is not cut short.
             let size = self.backend.size(&name).unwrap_or(0);
             let deleted = self.manifest.write(|tx| {
-                let orphan = !gc::pack_names(tx)?.contains(&name);
+                let orphan = !gc::pack_known(tx, &name)?;
                 if orphan {
                     self.backend.delete(&name)?;
                 }
@@ -259,8 +268,8 @@ impl Repo {
 /// their new encodings) while giving every core a share.
 const REENCODE_BATCH: u64 = 16 << 20;
 
-/// A blob being copied by a rewrite.
-struct Copy<'a> {
+/// A blob being rewritten: copied verbatim, or encoded again at a level.
+struct Rewrite<'a> {
     pack: i64,
     name: &'a str,
     offset: u64,
@@ -282,7 +291,7 @@ const REENCODE_THREADS: usize = 4;
 /// Encodes again the blobs of `batch` that have a level, on a thread per core (at most
 /// [`REENCODE_THREADS`]). A blob that does not decode or verify is marked damaged and logged:
 /// it stays in its pack for `check` to report and `repair` to mend.
-fn reencode_batch(batch: &mut [Copy<'_>]) {
+fn reencode_batch(batch: &mut [Rewrite<'_>]) {
     if batch.iter().all(|c| c.level.is_none()) {
         return;
     }
