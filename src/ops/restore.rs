@@ -7,10 +7,11 @@
 //!    before the target is touched;
 //! 2. record the restore in the manifest (`restores`), holding a lock file for as long as it
 //!    runs;
-//! 3. directories: created (or checked) one at a time, each opened beneath the target with
-//!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so a symlink planted anywhere on the
-//!    way (or swapped in meanwhile) is never followed; with `overwrite`, a non-directory where
-//!    the snapshot has a directory is replaced;
+//! 3. directories: created (or checked) parents first, each in its parent's descriptor and
+//!    opened there with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so a symlink planted
+//!    anywhere on the way (or swapped in meanwhile) is never followed; the subtrees below
+//!    depth 2 on every core; with `overwrite`, a non-directory where the snapshot has a
+//!    directory is replaced;
 //! 4. stage: files are written in parallel, each under a temporary name beside its place
 //!    (`.trove-rst-<id>-<n>`), verified, given their mode and mtime; symlinks too;
 //! 5. one `syncfs` makes all of their data durable (not one fsync per file); while step 4
@@ -18,7 +19,8 @@
 //!    workers decode and this last sync finds little left (one of those failing fails the
 //!    restore here: a write error may be reported to one sync only);
 //! 6. each staged entry is renamed over its place (atomic: a reader or a crash sees the old
-//!    file or the new one, never a torn one); directory modes and mtimes are set, deepest first;
+//!    file or the new one, never a torn one), on every core; directory modes and mtimes are
+//!    set, children before parents;
 //! 7. a second `syncfs` makes the renames durable, then the `restores` row goes, with the audit
 //!    record.
 //!
@@ -176,23 +178,22 @@ impl Target<'_> {
         walk::open_dir_beneath(&self.fd, rel).map_err(|e| self.err("open directory", rel, e))
     }
 
-    /// Makes directory `rel` (its parent exists: plans list parents first); with `overwrite`, a
-    /// file or symlink in its place is removed first, never followed.
-    fn ensure_dir(&self, rel: &[u8], overwrite: bool) -> Result<()> {
-        let (parent, name) = split(rel);
-        let dir = self.dir(parent)?;
-        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+    /// Makes directory `rel` in `dir`, its parent (plans list parents first); with `overwrite`,
+    /// a file or symlink in its place is removed first, never followed.
+    fn ensure_dir(&self, dir: &OwnedFd, rel: &[u8], overwrite: bool) -> Result<()> {
+        let (_, name) = split(rel);
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
                 return Ok(())
             }
             Ok(_) if overwrite => {
-                rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| self.err("replace", rel, e))?
+                rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(|e| self.err("replace", rel, e))?
             }
             Ok(_) => return Err(self.taken(rel)),
             Err(Errno::NOENT) => {}
             Err(e) => return Err(self.err("stat", rel, e)),
         }
-        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+        match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(self.err("create directory", rel, e)),
         }
@@ -658,21 +659,129 @@ fn stage_file(store: &Store<'_>, dir: &OwnedFd, name: &[u8], f: &FilePlan) -> Re
 }
 
 /// Step 3: the plan's directories, parents first. Into a fresh target a directory someone makes
-/// meanwhile is fine; otherwise an existing one is checked (`Target::ensure_dir`).
+/// meanwhile is fine; otherwise an existing one is checked (`Target::ensure_dir`). The shallow
+/// ones first, then the subtrees below them on every core (`Levels`).
 fn make_dirs(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>, fresh: bool) -> Result<()> {
-    let mut cache = DirCache::default();
-    for (rel, _) in &plan.dirs {
-        if fresh {
+    let make = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| -> Result<()> {
+        let mut stack = DirStack::default();
+        for (rel, entry) in dirs {
+            stack.leave_for(rel, |_, _, _| Ok(()))?;
             let (parent, name) = split(rel);
-            match rustix::fs::mkdirat(cache.get(target, parent)?, name, Mode::from_raw_mode(0o700)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(target.err("create directory", rel, e)),
+            let opened;
+            let dir = match stack.fd_of(target, parent) {
+                Some(fd) => fd,
+                None => {
+                    opened = target.dir(parent)?;
+                    &opened
+                }
+            };
+            if fresh {
+                match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(target.err("create directory", rel, e)),
+                }
+            } else {
+                target.ensure_dir(dir, rel, opts.overwrite)?;
             }
-        } else {
-            target.ensure_dir(rel, opts.overwrite)?;
+            let fd = if stack.deep() {
+                None
+            } else {
+                Some(walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?)
+            };
+            stack.push(rel, entry, fd);
+        }
+        Ok(())
+    };
+    let levels = Levels::of(plan.dirs.iter().map(|(rel, _)| rel.as_slice()));
+    make(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))?;
+    levels.subtrees.par_iter().try_for_each(|r| make(&mut plan.dirs[r.clone()].iter()))
+}
+
+/// A plan's directories (in listing order) cut for work on every core: those above
+/// [`SUBTREE_DEPTH`], and the runs of the subtrees rooted at that depth, which touch disjoint
+/// parts of the tree.
+struct Levels {
+    shallow: Vec<usize>,
+    subtrees: Vec<std::ops::Range<usize>>,
+}
+
+/// The depth (components) at which [`Levels`] cuts subtrees: two, so a tree with one big
+/// directory at its top (`deps/`, `node_modules/`, `src/`) still falls into many.
+const SUBTREE_DEPTH: usize = 2;
+
+impl Levels {
+    fn of<'a>(dirs: impl Iterator<Item = &'a [u8]>) -> Levels {
+        let mut levels = Levels { shallow: Vec::new(), subtrees: Vec::new() };
+        for (i, rel) in dirs.enumerate() {
+            let depth = rel.iter().filter(|&&b| b == b'/').count() + 1;
+            if depth < SUBTREE_DEPTH {
+                levels.shallow.push(i);
+            } else if depth == SUBTREE_DEPTH {
+                levels.subtrees.push(i..i + 1);
+            } else {
+                match levels.subtrees.last_mut() {
+                    Some(run) if run.end == i => run.end = i + 1,
+                    // Below a directory the plan does not list (a partial restore's): a run
+                    // of its own, its parent made already.
+                    _ => levels.subtrees.push(i..i + 1),
+                }
+            }
+        }
+        levels
+    }
+}
+
+/// While a plan's directories are visited in listing (pre-)order: the directories on the path to
+/// the current one, open, so each is made or opened by one lookup in its parent instead of a
+/// walk from the target, and handed back (`leave_for`) once everything beneath it was visited.
+/// Descriptors are held for the first [`DIR_STACK`] levels only, so their number stays bounded
+/// whatever the tree's depth (deeper directories are opened from the target).
+#[derive(Default)]
+struct DirStack<'p> {
+    path: Vec<(&'p [u8], &'p Entry, Option<OwnedFd>)>,
+}
+
+/// Directory levels [`DirStack`] holds open at most.
+const DIR_STACK: usize = 64;
+
+impl<'p> DirStack<'p> {
+    /// Leaves every directory `rel` is not beneath, deepest first, handing each to `left`.
+    fn leave_for(
+        &mut self,
+        rel: &[u8],
+        mut left: impl FnMut(&'p [u8], &'p Entry, Option<&OwnedFd>) -> Result<()>,
+    ) -> Result<()> {
+        while let Some(&(top, _, _)) = self.path.last() {
+            if rel.len() > top.len() && rel.starts_with(top) && rel[top.len()] == b'/' {
+                break;
+            }
+            if let Some((top, entry, fd)) = self.path.pop() {
+                left(top, entry, fd.as_ref())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The open directory `rel` (the target itself when empty), if held.
+    fn fd_of<'s>(&'s self, target: &'s Target<'_>, rel: &[u8]) -> Option<&'s OwnedFd> {
+        if rel.is_empty() {
+            return Some(&target.fd);
+        }
+        match self.path.last() {
+            Some((top, _, fd)) if *top == rel => fd.as_ref(),
+            _ => None,
         }
     }
-    Ok(())
+
+    /// Whether the next directory entered is past the levels held open.
+    fn deep(&self) -> bool {
+        self.path.len() >= DIR_STACK
+    }
+
+    /// Enters directory `rel` (beneath the current one), open or not.
+    fn push(&mut self, rel: &'p [u8], entry: &'p Entry, fd: Option<OwnedFd>) {
+        self.path.push((rel, entry, fd));
+    }
 }
 
 /// Refuses, before anything is replaced, a directory where the snapshot has a file, and without
@@ -701,35 +810,84 @@ fn check_in_the_way(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>)
 }
 
 /// Step 6: every staged file and link renamed into its place (over what is there only with
-/// `overwrite`).
+/// `overwrite`), in runs of listing order on every core: a run's entries mostly share a
+/// directory (opened once), and different runs mostly lock different directories.
 fn put_in_place(target: &Target<'_>, prefix: &[u8], plan: &Plan, overwrite: bool) -> Result<()> {
     let flags = if overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
-    let mut cache = DirCache::default();
-    let staged = plan.files.iter().enumerate().map(|(i, f)| (staged_name(prefix, i), &f.rel));
-    let links = plan.links.iter().enumerate().map(|(i, l)| (link_name(prefix, i), &l.0));
-    for (n, (from, rel)) in staged.chain(links).enumerate() {
-        let (parent, name) = split(rel);
-        let dir = cache.get(target, parent)?;
-        rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
-            .map_err(|e| target.err("put in place", rel, e))?;
-        if n == 0 {
-            failpoint("restore:rename:first");
-        }
-    }
-    Ok(())
+    let files = plan.files.len();
+    (0..files + plan.links.len()).into_par_iter().with_min_len(RENAME_RUN).try_for_each_init(
+        DirCache::default,
+        |cache, n| -> Result<()> {
+            let (from, rel) = match n.checked_sub(files) {
+                None => (staged_name(prefix, n), &plan.files[n].rel),
+                Some(i) => (link_name(prefix, i), &plan.links[i].0),
+            };
+            let (parent, name) = split(rel);
+            let dir = cache.get(target, parent)?;
+            rustix::fs::renameat_with(dir, from.as_slice(), dir, name, flags)
+                .map_err(|e| target.err("put in place", rel, e))?;
+            if n == 0 {
+                failpoint("restore:rename:first");
+            }
+            Ok(())
+        },
+    )
 }
 
+/// Renames a worker of step 6 takes at least at a time.
+const RENAME_RUN: usize = 256;
+
 /// The directories' modes and times, children first (writing into a directory changes its
-/// mtime).
+/// mtime): each set through its own descriptor when a walk in listing order leaves it; the
+/// subtrees of `Levels` on every core, then the shallow directories.
 fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
-    let mut cache = DirCache::default();
-    for (rel, e) in plan.dirs.iter().rev() {
-        let (parent, name) = split(rel);
-        let dir = cache.get(target, parent)?;
-        rustix::fs::chmodat(dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
-            .map_err(|err| target.err("set mode of", rel, err))?;
-        rustix::fs::utimensat(dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|err| target.err("set mtime of", rel, err))?;
+    let set = |rel: &[u8], e: &Entry, fd: Option<&OwnedFd>| -> Result<()> {
+        match fd {
+            Some(fd) => {
+                rustix::fs::fchmod(fd, Mode::from_raw_mode(e.mode))
+                    .map_err(|err| target.err("set mode of", rel, err))?;
+                rustix::fs::futimens(fd, &mtime_only(e.mtime_ns)).map_err(|err| target.err("set mtime of", rel, err))
+            }
+            None => {
+                let (parent, name) = split(rel);
+                let dir = target.dir(parent)?;
+                rustix::fs::chmodat(&dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
+                    .map_err(|err| target.err("set mode of", rel, err))?;
+                rustix::fs::utimensat(&dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|err| target.err("set mtime of", rel, err))
+            }
+        }
+    };
+    let walk = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| -> Result<()> {
+        let mut stack = DirStack::default();
+        for (rel, entry) in dirs {
+            stack.leave_for(rel, set)?;
+            let (parent, name) = split(rel);
+            let fd = match stack.fd_of(target, parent) {
+                Some(dir) if !stack.deep() => {
+                    Some(walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?)
+                }
+                _ => None,
+            };
+            stack.push(rel, entry, fd);
+        }
+        stack.leave_for(b"", set)
+    };
+    let levels = Levels::of(plan.dirs.iter().map(|(rel, _)| rel.as_slice()));
+    levels.subtrees.par_iter().try_for_each(|r| walk(&mut plan.dirs[r.clone()].iter()))?;
+    walk(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_cut_the_listing_into_shallow_directories_and_disjoint_subtrees() {
+        let dirs: [&[u8]; 8] = [b"a", b"a/b", b"a/b/c", b"a/b/c/d", b"a/e", b"f", b"f/g/h", b"f/i"];
+        let levels = Levels::of(dirs.into_iter());
+        assert_eq!(levels.shallow, [0, 5]);
+        // `f/g/h`'s parent is not listed (a partial restore): a run of its own.
+        assert_eq!(levels.subtrees, [1..4, 4..5, 6..7, 7..8]);
     }
-    Ok(())
 }
