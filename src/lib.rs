@@ -63,7 +63,9 @@ pub use ops::audit::bundle::{verify_bundle, BundleSummary};
 pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
 pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
-pub use ops::gc::{GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_REPACK_THRESHOLD};
+pub use ops::gc::{
+    GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_RECOMPRESS, DEFAULT_REPACK_THRESHOLD,
+};
 pub use ops::live_read::LiveFeeds;
 pub use ops::repair::{RepairIndexReport, RepairReport, LOST_DIR_MARKER};
 pub use ops::restore::{RestoreOptions, RestoreReport};

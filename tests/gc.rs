@@ -472,7 +472,8 @@ fn the_server_forgets_and_collects_on_its_schedule() {
     let server = common::http::start_on(
         tmp,
         Some(common::http::TOKEN),
-        &["--maintenance-interval", "1s", "--gc-grace", "0s", "--maintenance-recompress", "9"],
+        // Recompressing at 9 is the default.
+        &["--maintenance-interval", "1s", "--gc-grace", "0s"],
     );
     let repo = Repo::open(&server.repo).expect("open");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -491,6 +492,33 @@ fn the_server_forgets_and_collects_on_its_schedule() {
         std::thread::sleep(Duration::from_millis(200));
     }
     clean(&repo);
+}
+
+/// `--maintenance-recompress 0` keeps the scheduled collection from recompressing.
+#[test]
+fn the_servers_collection_leaves_packs_as_written_with_recompression_off() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    let ws = tmp.path().join("w");
+    {
+        let repo = Repo::init(&root, "t").expect("init");
+        fs::create_dir_all(&ws).expect("mkdir");
+        fs::write(ws.join("a.txt"), "text that level 9 would compress again\n".repeat(2000)).expect("write");
+        snap(&repo, &ws, "w");
+    }
+    let server = common::http::start_on(
+        tmp,
+        Some(common::http::TOKEN),
+        &["--maintenance-interval", "1s", "--gc-grace", "0s", "--maintenance-recompress", "0"],
+    );
+    let repo = Repo::open(&server.repo).expect("open");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'gc'") < 2 {
+        assert!(Instant::now() < deadline, "the server did not collect twice within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM packs WHERE level IS NOT NULL"), 0, "no pack was recompressed");
+    assert!(count(&repo, "SELECT COUNT(*) FROM packs") > 0);
 }
 
 /// `gc --recompress` rewrites the packs snapshots compressed fast, at a higher level: the

@@ -41,7 +41,8 @@ pub struct ServeOptions {
     /// The grace period of the scheduled garbage collection.
     pub gc_grace: Duration,
     /// The zstd level the scheduled garbage collection recompresses packs at (`GcOptions::
-    /// recompress`); None: it does not.
+    /// recompress`; by default `DEFAULT_RECOMPRESS`, so a served repository shrinks to about a
+    /// `.tar.zst` of its trees an interval after its snapshots); None: it does not.
     pub maintenance_recompress: Option<i32>,
     /// The absolute directory the sandbox file API maps onto a session's workspace, unless
     /// the session names its own.
@@ -76,7 +77,7 @@ impl ServeOptions {
             checkpoint_interval: Duration::from_secs(60),
             maintenance_interval: Duration::from_secs(3600),
             gc_grace: crate::ops::gc::DEFAULT_GRACE,
-            maintenance_recompress: None,
+            maintenance_recompress: Some(crate::ops::gc::DEFAULT_RECOMPRESS),
             sandbox_root: crate::tools::fileapi::DEFAULT_SANDBOX_ROOT.to_string(),
             upload_limit: 4 << 30,
             cors_origins: Vec::new(),

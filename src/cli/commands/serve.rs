@@ -45,10 +45,12 @@ pub struct Args {
     /// The grace period of the scheduled garbage collection
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub gc_grace: std::time::Duration,
-    /// Have the scheduled garbage collection recompress the packs snapshots wrote at this zstd
-    /// level (as `trove gc --recompress`; 9 makes a repository about as small as a `.tar.zst`)
-    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(i32).range(1..=19))]
-    pub maintenance_recompress: Option<i32>,
+    /// The zstd level the scheduled garbage collection recompresses the packs snapshots wrote at
+    /// (as `trove gc --recompress`; 9 makes a repository about as small as a `.tar.zst` of its
+    /// trees; 0: it does not recompress)
+    #[arg(long, value_name = "LEVEL", default_value_t = trove::DEFAULT_RECOMPRESS,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub maintenance_recompress: i32,
     /// How often activity is recorded, expired sessions are ended and expired trash purged
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub reap_interval: std::time::Duration,
@@ -130,7 +132,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.checkpoint_interval = opts.checkpoint_interval;
     options.maintenance_interval = opts.maintenance_interval;
     options.gc_grace = opts.gc_grace;
-    options.maintenance_recompress = opts.maintenance_recompress;
+    options.maintenance_recompress = (opts.maintenance_recompress > 0).then_some(opts.maintenance_recompress);
     trove::path::check_sandbox_root(&opts.sandbox_root)?;
     options.sandbox_root = opts.sandbox_root;
     options.upload_limit = opts.upload_limit;

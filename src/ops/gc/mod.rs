@@ -140,6 +140,11 @@ pub struct GcReport {
     pub horizon: i64,
 }
 
+/// The level `trove gc --recompress` without a level and `trove serve`'s scheduled collection
+/// recompress at: on the trees measured, 86% of level 15's saving for a sixth of its CPU, and a
+/// repository about as small as a `.tar.zst` of its tree.
+pub const DEFAULT_RECOMPRESS: i32 = 9;
+
 /// The highest level `recompress` takes: zstd's levels past it need windows larger than any
 /// blob and memory to match.
 pub const MAX_RECOMPRESS: i32 = 19;
