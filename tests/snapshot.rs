@@ -72,6 +72,25 @@ fn restore_refuses_a_non_empty_target_and_can_restore_one_path() {
     assert!(fs::symlink_metadata(out.join("run.sh")).expect("lstat").is_file());
 }
 
+/// Paths given twice, or one inside another, are restored once (a whole restore plans without
+/// that check: its listing names each path once).
+#[test]
+fn overlapping_restore_paths_restore_each_entry_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    rich_workspace(&ws);
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let (one, many) = (tmp.path().join("one"), tmp.path().join("many"));
+    let alone = repo
+        .restore(&snap, &one, &RestoreOptions { paths: vec![b"src".to_vec()], ..RestoreOptions::default() })
+        .expect("restore src");
+    let paths = vec![b"src/deep".to_vec(), b"src".to_vec(), b"src".to_vec(), b"src/main.rs".to_vec()];
+    let overlapping = repo.restore(&snap, &many, &RestoreOptions { paths, ..RestoreOptions::default() }).expect("restore");
+    assert_eq!((overlapping.files, overlapping.dirs), (alone.files, alone.dirs));
+    assert_eq!(tree_state(&many), tree_state(&one));
+}
+
 #[test]
 fn unchanged_directories_share_trees_and_a_large_file_edit_stores_only_new_chunks() {
     let tmp = tempfile::tempdir().expect("tmp");

@@ -102,14 +102,43 @@ pub fn has_live(conn: &Connection, id: &ObjectId) -> Result<bool> {
 
 /// Where object `id` is packed, if it is.
 pub fn locate(conn: &Connection, id: &ObjectId) -> Result<Option<Location>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
-             WHERE o.id = ?1",
-        )
-        .map_err(db("locating an object"))?;
+    let mut stmt = conn.prepare_cached(LOCATE).map_err(db("locating an object"))?;
     stmt.query_row([&id.as_bytes()[..]], |r| location(r, 0)).optional().map_err(db("locating an object"))
 }
+
+/// Locates many objects (a restore's plan: every file of a snapshot) with its statements
+/// prepared once: looking each statement up in the connection's cache per object (hashing and
+/// comparing its text) cost a quarter of a plan's time.
+pub struct Locator<'c> {
+    chunks: rusqlite::Statement<'c>,
+    locate: rusqlite::Statement<'c>,
+}
+
+impl<'c> Locator<'c> {
+    /// Prepares the statements on `conn`.
+    pub fn new(conn: &'c Connection) -> Result<Locator<'c>> {
+        Ok(Locator {
+            chunks: conn.prepare(CHUNK_LIST).map_err(db("reading a chunk list"))?,
+            locate: conn.prepare(LOCATE).map_err(db("locating an object"))?,
+        })
+    }
+
+    /// As [`chunk_list`].
+    pub fn chunk_list(&mut self, content: &ObjectId) -> Result<Vec<(u64, ObjectId)>> {
+        chunks_of(&mut self.chunks, content)
+    }
+
+    /// As [`locate`].
+    pub fn locate(&mut self, id: &ObjectId) -> Result<Option<Location>> {
+        self.locate.query_row([&id.as_bytes()[..]], |r| location(r, 0)).optional().map_err(db("locating an object"))
+    }
+}
+
+const LOCATE: &str =
+    "SELECT p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
+     WHERE o.id = ?1";
+
+const CHUNK_LIST: &str = "SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq";
 
 /// Records that content `content` is `chunks` (offset and id of each), in order; a condemned
 /// list of the same content is no longer condemned.
@@ -138,9 +167,11 @@ pub fn has_live_chunk_list(conn: &Connection, content: &ObjectId) -> Result<bool
 
 /// The ordered chunks of a chunked file's content; empty for single-object content.
 pub fn chunk_list(conn: &Connection, content: &ObjectId) -> Result<Vec<(u64, ObjectId)>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq")
-        .map_err(db("reading a chunk list"))?;
+    let mut stmt = conn.prepare_cached(CHUNK_LIST).map_err(db("reading a chunk list"))?;
+    chunks_of(&mut stmt, content)
+}
+
+fn chunks_of(stmt: &mut rusqlite::Statement<'_>, content: &ObjectId) -> Result<Vec<(u64, ObjectId)>> {
     let rows = stmt
         .query_map([&content.as_bytes()[..]], |r| Ok((r.get::<_, u64>(0)?, r.get::<_, Vec<u8>>(1)?)))
         .map_err(db("reading a chunk list"))?;

@@ -454,8 +454,13 @@ impl Repo {
         let mut dirs: Vec<(Vec<u8>, Entry)> = Vec::new();
         let mut files: Vec<FilePlan> = Vec::new();
         let mut links: Vec<(Vec<u8>, Entry)> = Vec::new();
+        // Paths given twice, or one inside another, are planned once; a whole snapshot's
+        // listing names each path once, so it needs no set of them.
         let mut planned = std::collections::HashSet::new();
         let roots: Vec<Vec<u8>> = if opts.paths.is_empty() { vec![Vec::new()] } else { opts.paths.clone() };
+        let once = roots.len() == 1 && roots[0].is_empty();
+        let conn = self.manifest.conn();
+        let mut locator = objects::Locator::new(conn)?;
         for root in &roots {
             let entry = self.lookup(snap, root)?;
             let norm = path::components(root)?.join(&b'/');
@@ -463,7 +468,7 @@ impl Repo {
                 for part in rel.split(|&b| b == b'/') {
                     safe_name(part)?;
                 }
-                if !planned.insert(rel.to_vec()) {
+                if !once && !planned.insert(rel.to_vec()) {
                     return Ok(());
                 }
                 match e.kind {
@@ -473,13 +478,13 @@ impl Repo {
                         let id = e.content.ok_or_else(|| {
                             Error::corrupt(format!("'{}' has no content in the snapshot", path::display(rel)))
                         })?;
-                        let chunks = objects::chunk_list(self.manifest.conn(), &id)?;
+                        let chunks = locator.chunk_list(&id)?;
                         let ids: Vec<ObjectId> =
                             if chunks.is_empty() { vec![id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
                         let mut parts = Vec::with_capacity(ids.len());
                         for oid in ids {
-                            let loc = objects::locate(self.manifest.conn(), &oid)?;
-                            if loc.is_none() && !loose::contains(self.manifest.conn(), &oid)? {
+                            let loc = locator.locate(&oid)?;
+                            if loc.is_none() && !loose::contains(conn, &oid)? {
                                 return Err(Error::corrupt(format!(
                                     "object {oid} is referenced but not stored; run `trove check`"
                                 )));
