@@ -337,8 +337,8 @@ impl Repo {
     /// after checking that each pack's file is still there. A pack is named by its bytes, and a
     /// garbage collection may have deleted a retired or orphan pack with these very bytes after
     /// they were written; it deletes a file only inside its own write transaction, so not
-    /// between this check and the caller's commit. Every writer records through here, so none
-    /// can forget the check.
+    /// between this check and the caller's commit. Snapshots and repairs record through here, so
+    /// none can forget the check (gc's rewrite records its own, holding `gc.lock`).
     pub(crate) fn record_packs(&self, tx: &rusqlite::Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
         for p in packs {
             match self.backend.size(&p.key) {

@@ -86,9 +86,33 @@ fn overlapping_restore_paths_restore_each_entry_once() {
         .restore(&snap, &one, &RestoreOptions { paths: vec![b"src".to_vec()], ..RestoreOptions::default() })
         .expect("restore src");
     let paths = vec![b"src/deep".to_vec(), b"src".to_vec(), b"src".to_vec(), b"src/main.rs".to_vec()];
-    let overlapping = repo.restore(&snap, &many, &RestoreOptions { paths, ..RestoreOptions::default() }).expect("restore");
+    let overlapping =
+        repo.restore(&snap, &many, &RestoreOptions { paths, ..RestoreOptions::default() }).expect("restore");
     assert_eq!((overlapping.files, overlapping.dirs), (alone.files, alone.dirs));
     assert_eq!(tree_state(&many), tree_state(&one));
+}
+
+/// A deep path given before its ancestor: the directories are planned in pre-order again (the
+/// ancestor's listing comes after the path's own directories), so every directory exists
+/// before its children are made and gets its mode and mtime after them.
+#[test]
+fn a_deep_path_given_before_its_ancestor_restores_every_directory_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    for (f, body) in
+        [("src/bin/x/f.rs", "f"), ("src/lib/foo.rs", "foo"), ("src/lib/sub/g.rs", "g"), ("src/lib/sub/h/i.rs", "i")]
+    {
+        fs::create_dir_all(ws.join(f).parent().expect("parent")).expect("mkdir");
+        fs::write(ws.join(f), body).expect("write");
+    }
+    fs::set_permissions(ws.join("src/lib/sub"), fs::Permissions::from_mode(0o750)).expect("chmod");
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let out = tmp.path().join("out");
+    let paths = vec![b"src/lib/sub/h".to_vec(), b"src/lib/foo.rs".to_vec(), b"src".to_vec()];
+    repo.restore(&snap, &out, &RestoreOptions { paths, ..RestoreOptions::default() }).expect("restore");
+    assert_eq!(tree_state(&out.join("src")), tree_state(&ws.join("src")));
 }
 
 #[test]

@@ -92,8 +92,9 @@ pub struct RestoreReport {
     pub bytes: u64,
 }
 
-/// Everything a restore creates, in listing (pre-)order; paths are relative to the target.
+/// Everything a restore creates; paths are relative to the target.
 struct Plan {
+    /// In pre-order: each directory after its parent, each subtree contiguous.
     dirs: Vec<(Vec<u8>, Entry)>,
     /// In listing order, which keeps a directory's files together (each step opens a file's
     /// directory once per run of its files).
@@ -513,6 +514,13 @@ impl Repo {
                 }
             }
         }
+        // Several paths are listed one after the other (and ancestors on their own): sorted by
+        // components, the directories are in pre-order again, each subtree contiguous and after
+        // its parent, as steps 3 and 6 need (byte order would not do: `a/b-c` sorts between
+        // `a/b` and `a/b/d`).
+        if !once {
+            dirs.sort_unstable_by(|a, b| a.0.split(|&c| c == b'/').cmp(b.0.split(|&c| c == b'/')));
+        }
         // Staged in storage order: the workers take contiguous runs of it, so each decodes a
         // bundle once for all its members and reads each pack front to back. Listing order
         // would visit a bundle several times (deduplication puts a file's content in a bundle
@@ -697,7 +705,7 @@ fn make_dirs(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>, fresh:
         }
         Ok(())
     };
-    let levels = Levels::of(plan.dirs.iter().map(|(rel, _)| rel.as_slice()));
+    let levels = Levels::of(&plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect::<Vec<_>>());
     make(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))?;
     levels.subtrees.par_iter().try_for_each(|r| make(&mut plan.dirs[r.clone()].iter()))
 }
@@ -715,20 +723,24 @@ struct Levels {
 const SUBTREE_DEPTH: usize = 2;
 
 impl Levels {
-    fn of<'a>(dirs: impl Iterator<Item = &'a [u8]>) -> Levels {
+    /// Cuts `dirs`, which must be in pre-order (`Plan::dirs`); a deeper directory that does
+    /// not follow its subtree's root (which a pre-order never has) puts everything in one
+    /// sequential run rather than risk a child made beside its parent.
+    fn of(dirs: &[&[u8]]) -> Levels {
         let mut levels = Levels { shallow: Vec::new(), subtrees: Vec::new() };
-        for (i, rel) in dirs.enumerate() {
+        let mut root: &[u8] = b"";
+        for (i, &rel) in dirs.iter().enumerate() {
             let depth = rel.iter().filter(|&&b| b == b'/').count() + 1;
             if depth < SUBTREE_DEPTH {
                 levels.shallow.push(i);
             } else if depth == SUBTREE_DEPTH {
                 levels.subtrees.push(i..i + 1);
+                root = rel;
             } else {
+                let beneath = rel.starts_with(root) && rel.get(root.len()) == Some(&b'/');
                 match levels.subtrees.last_mut() {
-                    Some(run) if run.end == i => run.end = i + 1,
-                    // Below a directory the plan does not list (a partial restore's): a run
-                    // of its own, its parent made already.
-                    _ => levels.subtrees.push(i..i + 1),
+                    Some(run) if run.end == i && beneath => run.end = i + 1,
+                    _ => return Levels { shallow: (0..dirs.len()).collect(), subtrees: Vec::new() },
                 }
             }
         }
@@ -739,15 +751,22 @@ impl Levels {
 /// While a plan's directories are visited in listing (pre-)order: the directories on the path to
 /// the current one, open, so each is made or opened by one lookup in its parent instead of a
 /// walk from the target, and handed back (`leave_for`) once everything beneath it was visited.
-/// Descriptors are held for the first [`DIR_STACK`] levels only, so their number stays bounded
-/// whatever the tree's depth (deeper directories are opened from the target).
-#[derive(Default)]
+/// Descriptors are held for the first levels only ([`DIR_STACK`] in all, shared by the
+/// workers), so their number stays bounded whatever the tree's depth and the number of cores
+/// (deeper directories are opened from the target).
 struct DirStack<'p> {
     path: Vec<(&'p [u8], &'p Entry, Option<OwnedFd>)>,
+    held: usize,
 }
 
-/// Directory levels [`DirStack`] holds open at most.
-const DIR_STACK: usize = 64;
+/// Directory descriptors the stacks of one restore hold open at most, all workers together.
+const DIR_STACK: usize = 256;
+
+impl Default for DirStack<'_> {
+    fn default() -> Self {
+        DirStack { path: Vec::new(), held: (DIR_STACK / rayon::current_num_threads().max(1)).clamp(2, 64) }
+    }
+}
 
 impl<'p> DirStack<'p> {
     /// Leaves every directory `rel` is not beneath, deepest first, handing each to `left`.
@@ -780,7 +799,7 @@ impl<'p> DirStack<'p> {
 
     /// Whether the next directory entered is past the levels held open.
     fn deep(&self) -> bool {
-        self.path.len() >= DIR_STACK
+        self.path.len() >= self.held
     }
 
     /// Enters directory `rel` (beneath the current one), open or not.
@@ -847,38 +866,37 @@ const RENAME_RUN: usize = 256;
 /// subtrees of `Levels` on every core, then the shallow directories.
 fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
     let set = |rel: &[u8], e: &Entry, fd: Option<&OwnedFd>| -> Result<()> {
-        match fd {
-            Some(fd) => {
-                rustix::fs::fchmod(fd, Mode::from_raw_mode(e.mode))
-                    .map_err(|err| target.err("set mode of", rel, err))?;
-                rustix::fs::futimens(fd, &mtime_only(e.mtime_ns)).map_err(|err| target.err("set mtime of", rel, err))
-            }
+        // Past the levels held open, the directory is opened now (beneath the target, no
+        // symlink followed): never named in a call that could follow one.
+        let opened;
+        let fd = match fd {
+            Some(fd) => fd,
             None => {
-                let (parent, name) = split(rel);
-                let dir = target.dir(parent)?;
-                rustix::fs::chmodat(&dir, name, Mode::from_raw_mode(e.mode), AtFlags::empty())
-                    .map_err(|err| target.err("set mode of", rel, err))?;
-                rustix::fs::utimensat(&dir, name, &mtime_only(e.mtime_ns), AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|err| target.err("set mtime of", rel, err))
+                opened = target.dir(rel)?;
+                &opened
             }
-        }
+        };
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(e.mode)).map_err(|err| target.err("set mode of", rel, err))?;
+        rustix::fs::futimens(fd, &mtime_only(e.mtime_ns)).map_err(|err| target.err("set mtime of", rel, err))
     };
     let walk = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| -> Result<()> {
         let mut stack = DirStack::default();
         for (rel, entry) in dirs {
             stack.leave_for(rel, set)?;
             let (parent, name) = split(rel);
-            let fd = match stack.fd_of(target, parent) {
-                Some(dir) if !stack.deep() => {
-                    Some(walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?)
-                }
-                _ => None,
+            let fd = if stack.deep() {
+                None
+            } else {
+                Some(match stack.fd_of(target, parent) {
+                    Some(dir) => walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?,
+                    None => target.dir(rel)?,
+                })
             };
             stack.push(rel, entry, fd);
         }
         stack.leave_for(b"", set)
     };
-    let levels = Levels::of(plan.dirs.iter().map(|(rel, _)| rel.as_slice()));
+    let levels = Levels::of(&plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect::<Vec<_>>());
     levels.subtrees.par_iter().try_for_each(|r| walk(&mut plan.dirs[r.clone()].iter()))?;
     walk(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))
 }
@@ -887,12 +905,38 @@ fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// `src/lib/a` comes after `src/bin` in the listing of `src`, which the paths give after
+    /// `src/lib`'s own directories: the plan sorts them back into pre-order.
+    #[test]
+    fn a_plan_of_several_paths_lists_directories_in_pre_order() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("/tmp"), e))?;
+        let ws = tmp.path().join("ws");
+        for d in ["src/bin/x", "src/lib/a", "src/lib/sub/h"] {
+            std::fs::create_dir_all(ws.join(d)).map_err(|e| Error::io("mkdir", &ws, e))?;
+        }
+        let repo = Repo::in_memory()?;
+        let snap = repo.snapshot(&ws, &crate::SnapshotOptions::default())?;
+        let opts =
+            RestoreOptions { paths: vec![b"src/lib/sub/h".to_vec(), b"src".to_vec()], ..RestoreOptions::default() };
+        let plan = repo.manifest.read(|| repo.plan(&snap, &opts))?;
+        let dirs: Vec<&[u8]> = plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect();
+        let expected: [&[u8]; 7] =
+            [b"src", b"src/bin", b"src/bin/x", b"src/lib", b"src/lib/a", b"src/lib/sub", b"src/lib/sub/h"];
+        assert_eq!(dirs, expected);
+        assert_eq!(Levels::of(&dirs).subtrees, [1..3, 3..7]);
+        Ok(())
+    }
+
     #[test]
     fn levels_cut_the_listing_into_shallow_directories_and_disjoint_subtrees() {
-        let dirs: [&[u8]; 8] = [b"a", b"a/b", b"a/b/c", b"a/b/c/d", b"a/e", b"f", b"f/g/h", b"f/i"];
-        let levels = Levels::of(dirs.into_iter());
+        let dirs: [&[u8]; 8] = [b"a", b"a/b", b"a/b/c", b"a/b/c/d", b"a/e", b"f", b"f/g", b"f/g/h"];
+        let levels = Levels::of(&dirs);
         assert_eq!(levels.shallow, [0, 5]);
-        // `f/g/h`'s parent is not listed (a partial restore): a run of its own.
-        assert_eq!(levels.subtrees, [1..4, 4..5, 6..7, 7..8]);
+        assert_eq!(levels.subtrees, [1..4, 4..5, 6..8]);
+        // Not a pre-order (`a/b/x` away from `a/b`): one sequential run, parents first.
+        let dirs: [&[u8]; 5] = [b"a", b"a/b", b"a/c", b"a/c/y", b"a/b/x"];
+        let levels = Levels::of(&dirs);
+        assert_eq!(levels.shallow, [0, 1, 2, 3, 4]);
+        assert!(levels.subtrees.is_empty());
     }
 }
