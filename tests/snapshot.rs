@@ -92,6 +92,31 @@ fn overlapping_restore_paths_restore_each_entry_once() {
     assert_eq!(tree_state(&many), tree_state(&one));
 }
 
+/// A conflict `--overwrite` cannot settle (a directory where the snapshot has a file) is found
+/// before anything changes: a file where the snapshot has a directory, which the restore would
+/// replace, is still there after the refusal, and so is everything else.
+#[test]
+fn a_refused_overwrite_restore_changes_nothing_in_the_target() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(ws.join("a")).expect("mkdir");
+    fs::write(ws.join("a/x.txt"), "x").expect("write");
+    fs::write(ws.join("b"), "b").expect("write");
+    let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
+    let snap = repo.snapshot(&ws, &SnapshotOptions::default()).expect("snapshot");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(out.join("b")).expect("mkdir");
+    fs::write(out.join("b/mine.txt"), "mine").expect("write");
+    fs::write(out.join("a"), "a file where the snapshot has a directory").expect("write");
+    let before = tree_state(&out);
+    let err = repo
+        .restore(&snap, &out, &RestoreOptions { overwrite: true, ..RestoreOptions::default() })
+        .expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    assert!(err.to_string().contains("'b'"), "{err}");
+    assert_eq!(tree_state(&out), before, "the refusal changed nothing");
+}
+
 /// A deep path given before its ancestor: the directories are planned in pre-order again (the
 /// ancestor's listing comes after the path's own directories), so every directory exists
 /// before its children are made and gets its mode and mtime after them.

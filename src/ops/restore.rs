@@ -368,12 +368,12 @@ impl Repo {
         opts: &RestoreOptions<'_>,
         fresh: bool,
     ) -> Result<RestoreReport> {
-        // 3. Directories, parents first; then, into a directory that was not empty, refuse
-        // before anything is replaced.
-        make_dirs(target, plan, opts, fresh)?;
+        // 3. Into a directory that was not empty, refuse before anything changes; then the
+        // directories, parents first.
         if !fresh {
             check_in_the_way(target, plan, opts)?;
         }
+        make_dirs(target, plan, opts, fresh)?;
         self.check_deadline("preparing the restore")?;
         // 4. Stage.
         let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
@@ -808,25 +808,45 @@ impl<'p> DirStack<'p> {
     }
 }
 
-/// Refuses, before anything is replaced, a directory where the snapshot has a file, and without
-/// `overwrite` anything where the snapshot has a file or link.
+/// Refuses, before anything in the target changes, a directory where the snapshot has a file
+/// or link, and without `overwrite` anything else in the place of a snapshot entry. An entry
+/// whose parent is missing, or is not a directory (replaced by step 3 with `overwrite`, refused
+/// here as that parent's own entry without it), has nothing in its way.
 fn check_in_the_way(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
-    let mut cache = DirCache::default();
-    for rel in plan.files.iter().map(|f| &f.rel).chain(plan.links.iter().map(|l| &l.0)) {
+    let dirs = plan.dirs.iter().map(|(rel, _)| (rel, true));
+    let others = plan.files.iter().map(|f| (&f.rel, false)).chain(plan.links.iter().map(|l| (&l.0, false)));
+    let mut open: Option<(&[u8], Option<OwnedFd>)> = None;
+    for (rel, is_dir) in dirs.chain(others) {
         let (parent, name) = split(rel);
-        match rustix::fs::statat(cache.get(target, parent)?, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!(
-                        "'{}' in {} is a directory where the snapshot has a file: move it away first",
-                        path::display(rel),
-                        target.path.display()
-                    ),
-                ));
+        if open.as_ref().map(|(p, _)| *p) != Some(parent) {
+            let fd = match walk::open_dir_beneath(&target.fd, parent) {
+                Ok(fd) => Some(fd),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => None,
+                Err(e) => return Err(target.err("open directory", parent, e)),
+            };
+            open = Some((parent, fd));
+        }
+        let Some((_, Some(dir))) = &open else { continue };
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                let there = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+                match (is_dir, there) {
+                    (true, true) => {}
+                    (false, true) => {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!(
+                                "'{}' in {} is a directory where the snapshot has a file: move it away first",
+                                path::display(rel),
+                                target.path.display()
+                            ),
+                        ))
+                    }
+                    _ if !opts.overwrite => return Err(target.taken(rel)),
+                    _ => {}
+                }
             }
-            Ok(_) if !opts.overwrite => return Err(target.taken(rel)),
-            Ok(_) | Err(Errno::NOENT) => {}
+            Err(Errno::NOENT) => {}
             Err(e) => return Err(target.err("stat", rel, e)),
         }
     }
