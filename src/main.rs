@@ -111,6 +111,9 @@ struct FailureRecord<'a> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread: growing the table later stops the opening thread for an RCU grace
+    // period each time (`trove::base::descriptors`).
+    trove::reserve_descriptors(trove::RESERVED_DESCRIPTORS);
     let args = match Cli::try_parse() {
         Ok(a) => a,
         Err(e) => {
