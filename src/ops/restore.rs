@@ -373,7 +373,8 @@ impl Repo {
         if !fresh {
             check_in_the_way(target, plan, opts)?;
         }
-        make_dirs(target, plan, opts, fresh)?;
+        let levels = Levels::of(&plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect::<Vec<_>>());
+        make_dirs(target, plan, &levels, opts, fresh)?;
         self.check_deadline("preparing the restore")?;
         // 4. Stage.
         let total: u64 = plan.files.iter().map(|f| f.entry.size).sum();
@@ -387,7 +388,7 @@ impl Repo {
         // 6. Into place. From here on the restore goes to the end: it is quick, and stopping
         // halfway would leave the target neither old nor new.
         put_in_place(target, prefix, plan, opts.overwrite)?;
-        set_dir_times(target, plan)?;
+        set_dir_times(target, plan, &levels)?;
         // 7. The renames and directory times durable.
         rustix::fs::syncfs(&target.fd).map_err(|e| target.err("sync", b"", e))?;
         opts.progress.finish();
@@ -674,40 +675,53 @@ fn stage_file(store: &Store<'_>, dir: &OwnedFd, name: &[u8], f: &FilePlan) -> Re
 /// Step 3: the plan's directories, parents first. Into a fresh target a directory someone makes
 /// meanwhile is fine; otherwise an existing one is checked (`Target::ensure_dir`). The shallow
 /// ones first, then the subtrees below them on every core (`Levels`).
-fn make_dirs(target: &Target<'_>, plan: &Plan, opts: &RestoreOptions<'_>, fresh: bool) -> Result<()> {
-    let make = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| -> Result<()> {
-        let mut stack = DirStack::default();
-        for (rel, entry) in dirs {
-            stack.leave_for(rel, |_, _, _| Ok(()))?;
-            let (parent, name) = split(rel);
-            let opened;
-            let dir = match stack.fd_of(target, parent) {
-                Some(fd) => fd,
-                None => {
-                    opened = target.dir(parent)?;
-                    &opened
-                }
-            };
-            if fresh {
-                match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(target.err("create directory", rel, e)),
-                }
-            } else {
-                target.ensure_dir(dir, rel, opts.overwrite)?;
+fn make_dirs(target: &Target<'_>, plan: &Plan, levels: &Levels, opts: &RestoreOptions<'_>, fresh: bool) -> Result<()> {
+    let make = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| {
+        let enter = |dir: &OwnedFd, rel: &[u8]| {
+            if !fresh {
+                return target.ensure_dir(dir, rel, opts.overwrite);
             }
-            let fd = if stack.deep() {
-                None
-            } else {
-                Some(walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?)
-            };
-            stack.push(rel, entry, fd);
-        }
-        Ok(())
+            match rustix::fs::mkdirat(dir, split(rel).1, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(Errno::EXIST) => Ok(()),
+                Err(e) => Err(target.err("create directory", rel, e)),
+            }
+        };
+        walk_dirs(target, dirs, enter, |_, _, _| Ok(()))
     };
-    let levels = Levels::of(&plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect::<Vec<_>>());
     make(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))?;
     levels.subtrees.par_iter().try_for_each(|r| make(&mut plan.dirs[r.clone()].iter()))
+}
+
+/// Visits `dirs` (in pre-order) with a [`DirStack`]: `enter` is given each directory's parent,
+/// open, before the directory itself is opened there (to make or check it), and `leave` each
+/// directory, with its descriptor if held, once everything beneath it was visited.
+fn walk_dirs<'p>(
+    target: &Target<'_>,
+    dirs: &mut dyn Iterator<Item = &'p (Vec<u8>, Entry)>,
+    mut enter: impl FnMut(&OwnedFd, &[u8]) -> Result<()>,
+    mut leave: impl FnMut(&'p [u8], &'p Entry, Option<&OwnedFd>) -> Result<()>,
+) -> Result<()> {
+    let mut stack = DirStack::default();
+    for (rel, entry) in dirs {
+        stack.leave_for(rel, &mut leave)?;
+        let (parent, name) = split(rel);
+        let opened;
+        let dir = match stack.fd_of(target, parent) {
+            Some(fd) => fd,
+            None => {
+                opened = target.dir(parent)?;
+                &opened
+            }
+        };
+        enter(dir, rel)?;
+        let fd = if stack.deep() {
+            None
+        } else {
+            Some(walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?)
+        };
+        stack.push(rel, entry, fd);
+    }
+    stack.leave_for(b"", leave)
 }
 
 /// A plan's directories (in listing order) cut for work on every core: those above
@@ -884,7 +898,7 @@ const RENAME_RUN: usize = 256;
 /// The directories' modes and times, children first (writing into a directory changes its
 /// mtime): each set through its own descriptor when a walk in listing order leaves it; the
 /// subtrees of `Levels` on every core, then the shallow directories.
-fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
+fn set_dir_times(target: &Target<'_>, plan: &Plan, levels: &Levels) -> Result<()> {
     let set = |rel: &[u8], e: &Entry, fd: Option<&OwnedFd>| -> Result<()> {
         // Past the levels held open, the directory is opened now (beneath the target, no
         // symlink followed): never named in a call that could follow one.
@@ -899,24 +913,7 @@ fn set_dir_times(target: &Target<'_>, plan: &Plan) -> Result<()> {
         rustix::fs::fchmod(fd, Mode::from_raw_mode(e.mode)).map_err(|err| target.err("set mode of", rel, err))?;
         rustix::fs::futimens(fd, &mtime_only(e.mtime_ns)).map_err(|err| target.err("set mtime of", rel, err))
     };
-    let walk = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| -> Result<()> {
-        let mut stack = DirStack::default();
-        for (rel, entry) in dirs {
-            stack.leave_for(rel, set)?;
-            let (parent, name) = split(rel);
-            let fd = if stack.deep() {
-                None
-            } else {
-                Some(match stack.fd_of(target, parent) {
-                    Some(dir) => walk::open_dir_beneath(dir, name).map_err(|e| target.err("open directory", rel, e))?,
-                    None => target.dir(rel)?,
-                })
-            };
-            stack.push(rel, entry, fd);
-        }
-        stack.leave_for(b"", set)
-    };
-    let levels = Levels::of(&plan.dirs.iter().map(|(rel, _)| rel.as_slice()).collect::<Vec<_>>());
+    let walk = |dirs: &mut dyn Iterator<Item = &(Vec<u8>, Entry)>| walk_dirs(target, dirs, |_, _| Ok(()), set);
     levels.subtrees.par_iter().try_for_each(|r| walk(&mut plan.dirs[r.clone()].iter()))?;
     walk(&mut levels.shallow.iter().map(|&i| &plan.dirs[i]))
 }
