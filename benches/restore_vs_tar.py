@@ -9,9 +9,11 @@ each side's median wall, CPU and peak memory.
 
 Usage: benches/restore_vs_tar.py [PAIRS] DIR...   (release build; zstd, GNU tar)
 Each DIR is snapshotted into a fresh repository (`--no-default-excludes`) and archived with
-`tar | zstd -3`; restores go to a scratch directory beside the repository, deleted at the end
-(deleting many files slows the next file creations for minutes on some filesystems: start a
-later sitting a few minutes after).
+`tar | zstd -3`; restores go to scratch directories, all deleted once every tree is measured:
+ext4 without a journal does not reuse an inode freed in the last one to six minutes, and until
+then every file creation scans past the freed ones (`recently_deleted` in a kernel profile),
+slowing trove and tar alike by 3-10x. For the same reason, start a sitting six minutes after
+deleting many files.
 """
 import json
 import os
@@ -46,9 +48,11 @@ def main():
     pairs = int(args.pop(0)) if args and args[0].isdigit() else 9
     if not args:
         sys.exit(__doc__)
-    for tree in args:
-        work = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
-        try:
+    works = []
+    try:
+        for tree in args:
+            work = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+            works.append(work)
             repo, archive, out = f"{work}/repo", f"{work}/tree.tar.zst", f"{work}/out"
             os.mkdir(out)
             subprocess.run([TROVE, "init", "--repo", repo], check=True, stdout=subprocess.DEVNULL)
@@ -68,7 +72,8 @@ def main():
                 print(f"  {name}: wall {spread([r[side][0] for r in runs])} s, cpu {spread([r[side][1] for r in runs])} s, "
                       f"peak {statistics.median([r[side][2] for r in runs]):.1f} MiB")
             print(f"  trove / tar: wall {spread(wall)}, cpu {spread(cpu)}")
-        finally:
+    finally:
+        for work in works:
             shutil.rmtree(work, ignore_errors=True)
 
 
