@@ -66,6 +66,7 @@ pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
 pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
 pub use ops::gc::{
     GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_RECOMPRESS, DEFAULT_REPACK_THRESHOLD,
+    MAX_RECOMPRESS,
 };
 pub use ops::live_read::LiveFeeds;
 pub use ops::repair::{RepairIndexReport, RepairReport, LOST_DIR_MARKER};

@@ -49,7 +49,7 @@ pub struct Args {
     /// (as `trove gc --recompress`; 9 makes a repository about as small as a `.tar.zst` of its
     /// trees; 0: it does not recompress)
     #[arg(long, value_name = "LEVEL", default_value_t = trove::DEFAULT_RECOMPRESS,
-          value_parser = clap::value_parser!(i32).range(0..=19))]
+          value_parser = clap::value_parser!(i32).range(0..=i64::from(trove::MAX_RECOMPRESS)))]
     pub maintenance_recompress: i32,
     /// How often activity is recorded, expired sessions are ended and expired trash purged
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
