@@ -229,6 +229,8 @@ impl Progress for Saboteur {
         fs::remove_file(self.ws.join("vanishes.txt")).expect("rm");
         fs::remove_file(self.ws.join("becomes-link.txt")).expect("rm");
         std::os::unix::fs::symlink("/etc/hostname", self.ws.join("becomes-link.txt")).expect("symlink");
+        let touched = fs::File::options().write(true).open(self.ws.join("touched.txt")).expect("open");
+        touched.set_modified(std::time::UNIX_EPOCH + TOUCHED_AT).expect("set mtime");
         let (path, stop) = (self.ws.join("grows.bin"), self.stop.clone());
         std::thread::spawn(move || {
             use std::io::Write;
@@ -245,6 +247,9 @@ impl Progress for Saboteur {
     fn finish(&self) {}
 }
 
+/// The mtime the saboteur gives `touched.txt` between the walk and the reading.
+const TOUCHED_AT: std::time::Duration = std::time::Duration::from_secs(1_000_000_000);
+
 #[test]
 fn files_that_vanish_change_or_turn_into_links_become_warnings() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -253,6 +258,7 @@ fn files_that_vanish_change_or_turn_into_links_become_warnings() {
     fs::write(ws.join("vanishes.txt"), "here").expect("write");
     fs::write(ws.join("becomes-link.txt"), "here").expect("write");
     fs::write(ws.join("stays.txt"), "stays").expect("write");
+    fs::write(ws.join("touched.txt"), "touched").expect("write");
     fs::write(ws.join("grows.bin"), trove::sample::Rng::new(1).bytes(64 << 20)).expect("write");
     let repo = Repo::init(&tmp.path().join("repo"), "test").expect("init");
     let stop = Arc::new(AtomicBool::new(false));
@@ -266,6 +272,10 @@ fn files_that_vanish_change_or_turn_into_links_become_warnings() {
     assert!(warned("grows.bin", "changed while being read"), "{:?}", snap.warnings);
     assert!(repo.lookup(&snap, b"vanishes.txt").is_err());
     assert_eq!(repo.read_content(&repo.lookup(&snap, b"stays.txt").expect("kept")).expect("read"), b"stays");
+    // An entry holds the status the file had once read, not the walk's.
+    assert!(warned("touched.txt", "changed while being read"), "{:?}", snap.warnings);
+    let touched = repo.lookup(&snap, b"touched.txt").expect("kept");
+    assert_eq!(touched.mtime_ns, TOUCHED_AT.as_nanos() as i64);
 }
 
 #[test]

@@ -30,13 +30,26 @@ impl Chunking {
     /// Feeds `reader` to `each` chunk by chunk, in order, with the chunk's offset. The cut
     /// points are FastCDC's (normalization level 1, seed 0) over a window of `max` bytes,
     /// exactly those of `fastcdc::v2020::StreamCDC` (a test keeps them equal).
-    pub fn for_each_chunk(&self, mut reader: impl Read, mut each: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+    pub fn for_each_chunk(&self, reader: impl Read, each: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+        self.for_each_chunk_in(&mut Vec::new(), reader, each)
+    }
+
+    /// [`Chunking::for_each_chunk`] cutting from `window`, grown to `max` bytes if smaller: a
+    /// caller chunking many files keeps one window instead of faulting in a fresh `max` bytes
+    /// per file (and, freed, each pushed glibc's heap to keep more memory resident).
+    pub fn for_each_chunk_in(
+        &self,
+        window: &mut Vec<u8>,
+        mut reader: impl Read,
+        mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let max = self.max as usize;
         // The window chunks are cut from: each chunk is handed out as a slice of it, not a
-        // copy, so one chunk's bytes are in memory per file being chunked instead of two. It
-        // lives as long as the file's chunking, not the thread: a kept one would still be
-        // resident while a snapshot commits, its memory peak.
-        let mut window = vec![0u8; max];
+        // copy, so one chunk's bytes are in memory per file being chunked instead of two.
+        if window.len() < max {
+            window.resize(max, 0);
+        }
+        let window = &mut window[..max];
         let (mut len, mut offset, mut eof) = (0usize, 0u64, false);
         loop {
             while !eof && len < max {
@@ -135,5 +148,22 @@ mod tests {
             })
             .expect("chunk");
         assert_eq!(trickled, chunks(&data));
+    }
+
+    #[test]
+    fn a_window_reused_across_files_cuts_each_as_a_fresh_one() {
+        let c = Chunking::default();
+        // Longer than `max` to begin with, and left holding the previous file's bytes.
+        let mut window = vec![0xAB; 2 * c.max as usize];
+        for (len, seed) in [(9 << 20, 11u64), (3 << 20, 12), (0, 13), ((5 << 20) + 7, 14)] {
+            let data = noise(len, seed);
+            let mut cut = Vec::new();
+            c.for_each_chunk_in(&mut window, &data[..], |off, chunk| {
+                cut.push((off, blake3::hash(chunk)));
+                Ok(())
+            })
+            .expect("chunk");
+            assert_eq!(cut, chunks(&data), "{len} bytes");
+        }
     }
 }

@@ -30,7 +30,7 @@ use crate::model::snapshot::{Counts, Warning};
 use crate::model::tree::{self, Entry, EntryKind};
 use crate::object::ObjectId;
 use crate::ops::scan::{
-    build, classify, dir_entry, symlink_entry, tree_entries, walk_and_load, Built, Content, Outcome, Outcomes,
+    build, classify, dir_entry, pending, symlink_entry, tree_entries, walk_and_load, Built, Content, Outcome, Outcomes,
 };
 
 /// A live tree read into memory: its trees by id (the ones not in the manifest), its root, the
@@ -239,20 +239,14 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     let mut outcomes = Outcomes::new();
     let classified = classify(conn, &walked, cache, true, &mut outcomes)?;
     let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
-    outcomes.par_iter_mut().flat_map(|files| files.par_iter_mut()).for_each(|f| {
-        let (Some(rel), Outcome::Pending) = (f.rel.as_deref(), &f.outcome) else { return };
-        f.outcome = match hash_file(fd, rel, f.stat.size) {
-            Ok((sha256, id, size)) => Outcome::Done(Box::new(Content {
-                id,
-                sha256,
-                size,
-                stat: f.stat,
-                chunks: None,
-                cacheable: false,
-                from_cache: false,
-            })),
+    pending(&walked, &mut outcomes).par_iter_mut().for_each(|job| {
+        let rel = job.rel();
+        job.file.outcome = match hash_file(fd, &rel, job.file.stat.size) {
+            Ok((sha256, id, size)) => {
+                Outcome::Done(Box::new(Content { id, sha256, size, chunks: None, cacheable: false, from_cache: false }))
+            }
             Err(e) => {
-                unreadable(&warnings, rel, &e);
+                unreadable(&warnings, &rel, &e);
                 Outcome::Dropped
             }
         };
@@ -380,7 +374,7 @@ fn patch(
                         }
                     }
                 }
-                Node::Symlink { name, target, stat } => entries.push(symlink_entry(name, target, stat)),
+                Node::Symlink { name, link } => entries.push(symlink_entry(name, &link.target, &link.stat)),
                 Node::Dir { .. } => {}
             }
         }

@@ -21,7 +21,6 @@ pub(crate) struct Content {
     pub(crate) id: ObjectId,
     pub(crate) sha256: Sha256,
     pub(crate) size: u64,
-    pub(crate) stat: Stat,
     /// For chunked files: (offset, chunk id) in order.
     pub(crate) chunks: Option<Vec<(u64, ObjectId)>>,
     /// Safe to trust to the directory cache (not racy, not changed while read).
@@ -48,10 +47,46 @@ pub(crate) type Built = RandomKeyMap<ObjectId, Vec<u8>>;
 /// One file of the walk and what became of it. A directory's files are kept in name order,
 /// which is also the order `build` visits them, so no map by path is needed.
 pub(crate) struct FileOutcome {
+    /// The file's status as the walk saw it, and once the file is read, as it was after
+    /// reading (what its tree entry and directory-cache record hold).
     pub(crate) stat: Stat,
-    /// The workspace-relative path, built only for files that must be read.
-    pub(crate) rel: Option<Vec<u8>>,
     pub(crate) outcome: Outcome,
+}
+
+/// A file still to be read (its outcome `Pending`), found by [`pending`]: its directory and its
+/// listing entry, borrowed from the walk (a path of its own per file took 5 MB at 100,000
+/// files), and its outcome to fill. 24 bytes.
+pub(crate) struct PendingFile<'a> {
+    dir: &'a walk::DirNode,
+    node: &'a Node,
+    pub(crate) file: &'a mut FileOutcome,
+}
+
+impl PendingFile<'_> {
+    /// Its directory's workspace-relative path and its name.
+    pub(crate) fn place(&self) -> (&[u8], &[u8]) {
+        (&self.dir.rel, self.node.name())
+    }
+
+    /// The workspace-relative path.
+    pub(crate) fn rel(&self) -> Vec<u8> {
+        walk::join_rel(&self.dir.rel, self.node.name())
+    }
+}
+
+/// Every pending file of `outcomes` (as [`classify`] left them for `walked`), in walk order.
+pub(crate) fn pending<'a>(walked: &'a Walked, outcomes: &'a mut Outcomes) -> Vec<PendingFile<'a>> {
+    let count = outcomes.iter().flatten().filter(|f| matches!(f.outcome, Outcome::Pending)).count();
+    let mut out = Vec::with_capacity(count);
+    for (dir, files) in walked.dirs.iter().zip(outcomes.iter_mut()) {
+        let nodes = dir.children.iter().filter(|c| matches!(c, Node::File { .. }));
+        for (node, file) in nodes.zip(files.iter_mut()) {
+            if matches!(file.outcome, Outcome::Pending) {
+                out.push(PendingFile { dir, node, file });
+            }
+        }
+    }
+    out
 }
 
 /// Each walked directory's files (in walk order).
@@ -135,7 +170,6 @@ fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap
 fn classify_dir(
     walked: &Walked,
     children: &[Node],
-    rel: &[u8],
     record: Option<&Record<'_>>,
     use_cache: bool,
 ) -> (Vec<FileOutcome>, Option<Keeps>) {
@@ -154,7 +188,7 @@ fn classify_dir(
         }
         let hit = cached.get(j).filter(|c| c.name == name);
         match child {
-            Node::File { name, stat } => {
+            Node::File { stat, .. } => {
                 let done = hit.filter(|c| c.kind == EntryKind::File && !c.racy && stat_matches(&c.stat, stat));
                 let outcome = match done.map(|c| (c.content, c.sha256)) {
                     // A version 1 record names the content itself.
@@ -165,15 +199,14 @@ fn classify_dir(
                         Outcome::Pending
                     }
                 };
-                let rel = matches!(outcome, Outcome::Pending).then(|| walk::join_rel(rel, name));
-                outcomes.push(FileOutcome { stat: *stat, rel, outcome });
+                outcomes.push(FileOutcome { stat: *stat, outcome });
             }
-            Node::Symlink { target, stat, .. } => {
+            Node::Symlink { link, .. } => {
                 keeps &= hit.is_some_and(|c| {
                     c.kind == EntryKind::Symlink
-                        && c.target == target.as_slice()
-                        && c.stat.mode == stat.mode
-                        && c.stat.mtime_ns == stat.mtime_ns
+                        && c.target == link.target.as_slice()
+                        && c.stat.mode == link.stat.mode
+                        && c.stat.mtime_ns == link.stat.mtime_ns
                 });
             }
             Node::Dir { index, .. } => {
@@ -242,7 +275,7 @@ impl Tally {
 
 /// A file's content as a record (or its directory's recorded tree) names it.
 fn cached_content(id: ObjectId, sha256: Sha256, stat: &Stat) -> Content {
-    Content { id, sha256, size: stat.size, stat: *stat, chunks: None, cacheable: true, from_cache: true }
+    Content { id, sha256, size: stat.size, chunks: None, cacheable: true, from_cache: true }
 }
 
 /// Collects every file of the walked tree into `outcomes`, directory by directory in the
@@ -267,7 +300,7 @@ pub(crate) fn classify(
             let key = dir_key(&dir.rel);
             let old = cache.get(&key);
             let record = old.and_then(|b| Record::parse(b));
-            let (files, keeps) = classify_dir(walked, &dir.children, &dir.rel, record.as_ref(), use_cache);
+            let (files, keeps) = classify_dir(walked, &dir.children, record.as_ref(), use_cache);
             DirClass { key, had_record: old.is_some(), files, keeps, recorded: record.map(|r| r.tree) }
         })
         .collect();
@@ -377,7 +410,6 @@ fn resolve_vouched(
                 if !entries.is_empty() {
                     damage.lacking.add(&walk::join_rel(&dir.rel, name), String::new);
                 }
-                f.rel = Some(walk::join_rel(&dir.rel, name));
                 Outcome::Pending
             }
         };
@@ -385,14 +417,15 @@ fn resolve_vouched(
     Ok(())
 }
 
-/// A file's tree entry: its content as read, with the mode the walk saw.
-fn file_entry(name: &[u8], stat: &Stat, c: &Content) -> Entry {
+/// A file's tree entry: its content as read, with the mode the walk saw (`walked`) and the
+/// mtime it had once read (`read`).
+fn file_entry(name: &[u8], walked: &Stat, read: &Stat, c: &Content) -> Entry {
     Entry {
         name: name.to_vec(),
         kind: EntryKind::File,
-        mode: stat.perm(),
+        mode: walked.perm(),
         size: c.size,
-        mtime_ns: c.stat.mtime_ns,
+        mtime_ns: read.mtime_ns,
         content: Some(c.id),
         sha256: Some(c.sha256),
         target: None,
@@ -475,14 +508,14 @@ pub(crate) fn build(
         let mut entries = Vec::with_capacity(dir.children.len());
         for child in &dir.children {
             match child {
-                Node::File { name, stat } => match files.next().map(|f| &f.outcome) {
-                    Some(Outcome::Done(c)) => {
+                Node::File { name, stat } => match files.next().map(|f| (&f.outcome, &f.stat)) {
+                    Some((Outcome::Done(c), read)) => {
                         counts.files += 1;
                         counts.bytes += c.size;
-                        entries.push(file_entry(name, stat, c));
+                        entries.push(file_entry(name, stat, read, c));
                     }
                     // `classify` resolves every file of a directory that is built again.
-                    Some(Outcome::Vouched) => {
+                    Some((Outcome::Vouched, _)) => {
                         return Err(Error::internal(format!(
                             "'{}' was vouched for in a directory built again",
                             String::from_utf8_lossy(&walk::join_rel(&dir.rel, name))
@@ -490,9 +523,9 @@ pub(crate) fn build(
                     }
                     _ => {}
                 },
-                Node::Symlink { name, target, stat } => {
+                Node::Symlink { name, link } => {
                     counts.symlinks += 1;
-                    entries.push(symlink_entry(name, target, stat));
+                    entries.push(symlink_entry(name, &link.target, &link.stat));
                 }
                 Node::Dir { name, index } => {
                     counts.dirs += 1;
@@ -529,13 +562,13 @@ pub(crate) fn records(
         for child in &dir.children {
             let (name, kind, stat, content, sha256, target, racy) = match child {
                 Node::File { name, .. } => match files.next() {
-                    Some(FileOutcome { outcome: Outcome::Done(c), .. }) => {
-                        (name, EntryKind::File, c.stat, Some(c.id), Some(c.sha256), &[][..], !c.cacheable)
+                    Some(FileOutcome { outcome: Outcome::Done(c), stat }) => {
+                        (name, EntryKind::File, *stat, Some(c.id), Some(c.sha256), &[][..], !c.cacheable)
                     }
                     _ => continue,
                 },
-                Node::Symlink { name, target, stat } => {
-                    (name, EntryKind::Symlink, *stat, None, None, &target[..], false)
+                Node::Symlink { name, link } => {
+                    (name, EntryKind::Symlink, link.stat, None, None, &link.target[..], false)
                 }
                 Node::Dir { name, index } => {
                     (name, EntryKind::Dir, walked.dirs[*index].stat, Some(built.ids[*index]), None, &[][..], false)
@@ -563,4 +596,13 @@ pub(crate) fn tree_entries(conn: &Connection, id: &ObjectId, new: &Built) -> Res
 pub(crate) fn built_entries(trees: &Built, id: &ObjectId) -> Result<Vec<Entry>> {
     let encoded = trees.get(id).ok_or_else(|| Error::internal(format!("tree {id} was not built")))?;
     tree::decode(encoded).ok_or_else(|| Error::internal(format!("tree {id} does not decode")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_pending_file_is_three_references() {
+        // One per file to read, all held through the read phase, a snapshot's memory peak.
+        assert_eq!(std::mem::size_of::<super::PendingFile<'_>>(), 3 * std::mem::size_of::<usize>());
+    }
 }

@@ -34,7 +34,9 @@ use crate::model::tree::{Entry, EntryKind};
 use crate::object::bundle::{self, BundleBuilder};
 use crate::object::{blob, ObjectId, PackWriter, RandomKeySet, Sha256};
 use crate::ops::diff::tree::{diff_trees, PathSelect, Trees};
-use crate::ops::scan::{build, classify, records, walk_and_load, Built, Content, FileOutcome, Outcome, Outcomes};
+use crate::ops::scan::{
+    build, classify, pending, records, walk_and_load, Built, Content, Outcome, Outcomes, PendingFile,
+};
 use crate::repo::Repo;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -47,6 +49,8 @@ thread_local! {
     // allocator does not accumulate freed megabyte buffers (see `blob::encode_into`).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    // The window large files are chunked from (`Chunking::for_each_chunk_in`).
+    static WINDOW: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     // The worker's bundle builder, taken by a run and put back, so its buffers are reused.
     static BUNDLE: std::cell::RefCell<BundleBuilder> = std::cell::RefCell::new(BundleBuilder::default());
 }
@@ -60,7 +64,7 @@ const FREE_BESIDE: usize = 1024;
 /// otherwise stay resident through the commit, which is a snapshot's memory peak.
 fn release_buffers() {
     rayon::broadcast(|_| {
-        for buf in [&READ_BUF, &ENCODED] {
+        for buf in [&READ_BUF, &ENCODED, &WINDOW] {
             buf.with(|cell| {
                 if let Ok(mut b) = cell.try_borrow_mut() {
                     *b = Vec::new();
@@ -129,12 +133,6 @@ impl Default for SnapshotOptions<'_> {
             progress: &NoProgress,
         }
     }
-}
-
-struct FileJob<'n> {
-    rel: &'n [u8],
-    stat: Stat,
-    slot: &'n mut Outcome,
 }
 
 /// A loose object ready for the snapshot's transaction: id, raw length, blob.
@@ -248,20 +246,43 @@ impl Writer<'_> {
         }
     }
 
-    /// Reads one file. `Ok(None)` means it could not be read and a warning was recorded;
-    /// `Err` is a repository failure that must abort the snapshot.
-    fn read_file(
+    /// Reads one pending file into its outcome: `Done` with its status after reading, or
+    /// `Dropped` (it could not be read: a warning says why). `Err` is a repository failure that
+    /// must abort the snapshot.
+    fn read_into(
         &self,
         root: &OwnedFd,
-        job: &FileJob<'_>,
+        job: &mut PendingFile<'_>,
         scan_start: i64,
         racy_ns: i64,
         bundle: &mut BundleBuilder,
-    ) -> Result<Option<Content>> {
-        let Some(file) = self.open_file(root, job.rel) else { return Ok(None) };
+    ) -> Result<()> {
+        let rel = job.rel();
+        match self.read_file(root, &rel, &job.file.stat, scan_start, racy_ns, bundle)? {
+            Some((content, after)) => {
+                job.file.outcome = Outcome::Done(Box::new(content));
+                job.file.stat = after;
+            }
+            None => job.file.outcome = Outcome::Dropped,
+        }
+        Ok(())
+    }
+
+    /// Reads the file at `rel`, which the walk saw as `before`: its content and its status after
+    /// reading. `Ok(None)` means it could not be read and a warning was recorded.
+    fn read_file(
+        &self,
+        root: &OwnedFd,
+        rel: &[u8],
+        before: &Stat,
+        scan_start: i64,
+        racy_ns: i64,
+        bundle: &mut BundleBuilder,
+    ) -> Result<Option<(Content, Stat)>> {
+        let Some(file) = self.open_file(root, rel) else { return Ok(None) };
         // The walk's lstat is the "before"; one fstat after reading tells whether the file
         // changed in between (or was replaced: the inode differs).
-        let before = job.stat;
+        let before = *before;
         // Read exactly the size the walk saw: a file that keeps growing (a log being written)
         // must not keep the snapshot chasing its end; the growth is caught below.
         let limited = Read::take(&file, before.size);
@@ -273,28 +294,27 @@ impl Writer<'_> {
         let mut content = match read {
             Ok(Some(c)) => c,
             Ok(None) => {
-                self.warn(job.rel, "cannot be read; not in this snapshot".into());
+                self.warn(rel, "cannot be read; not in this snapshot".into());
                 return Ok(None);
             }
             Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read file") => {
-                self.warn(job.rel, format!("{e}; not in this snapshot"));
+                self.warn(rel, format!("{e}; not in this snapshot"));
                 return Ok(None);
             }
             Err(e) => return Err(e),
         };
-        let Some(after) = self.stat_after(&file, job.rel) else { return Ok(None) };
+        let Some(after) = self.stat_after(&file, rel) else { return Ok(None) };
         let changed = after.size != before.size
             || after.mtime_ns != before.mtime_ns
             || after.ctime_ns != before.ctime_ns
             || after.inode != before.inode
             || content.size != before.size;
         if changed {
-            self.warn(job.rel, "changed while being read; this snapshot holds the bytes as read".into());
+            self.warn(rel, "changed while being read; this snapshot holds the bytes as read".into());
         }
         let newest = before.mtime_ns.max(before.ctime_ns);
-        content.stat = after;
         content.cacheable = !changed && newest < scan_start.saturating_sub(racy_ns);
-        Ok(Some(content))
+        Ok(Some((content, after)))
     }
 
     fn read_whole(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
@@ -313,15 +333,7 @@ impl Writer<'_> {
         let id = ObjectId::of(raw);
         let sha256: Sha256 = sha2::Sha256::digest(raw).into();
         self.store(id, raw, bundle)?;
-        Ok(Some(Content {
-            id,
-            sha256,
-            size: raw.len() as u64,
-            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
-            chunks: None,
-            cacheable: false,
-            from_cache: false,
-        }))
+        Ok(Some(Content { id, sha256, size: raw.len() as u64, chunks: None, cacheable: false, from_cache: false }))
     }
 
     fn read_chunked(&self, file: impl Read, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
@@ -329,14 +341,19 @@ impl Writer<'_> {
         let mut sha = sha2::Sha256::new();
         let mut chunks = Vec::new();
         let mut size = 0u64;
-        let result = self.chunking.for_each_chunk(file, |offset, data| {
-            whole.update(data);
-            sha.update(data);
-            size += data.len() as u64;
-            let id = ObjectId::of(data);
-            self.store(id, data, bundle)?;
-            chunks.push((offset, id));
-            Ok(())
+        let result = WINDOW.with(|cell| {
+            // Borrowed already only if this thread re-entered (it does not): a window of its own.
+            let (mut kept, mut own) = (cell.try_borrow_mut().ok(), Vec::new());
+            let window = kept.as_deref_mut().unwrap_or(&mut own);
+            self.chunking.for_each_chunk_in(window, file, |offset, data| {
+                whole.update(data);
+                sha.update(data);
+                size += data.len() as u64;
+                let id = ObjectId::of(data);
+                self.store(id, data, bundle)?;
+                chunks.push((offset, id));
+                Ok(())
+            })
         });
         match result {
             Ok(()) => {}
@@ -349,7 +366,6 @@ impl Writer<'_> {
             id: ObjectId(*whole.finalize().as_bytes()),
             sha256: sha.finalize().into(),
             size,
-            stat: Stat { size: 0, mtime_ns: 0, ctime_ns: 0, inode: 0, device: 0, mode: 0 },
             chunks: Some(chunks),
             cacheable: false,
             from_cache: false,
@@ -444,11 +460,10 @@ impl Repo {
         let mut outcomes = Outcomes::new();
         let mut classified = classify(conn, &walked, cache, opts.use_stat_cache, &mut outcomes)?;
 
-        let walk_warnings = std::mem::take(&mut walked.report.warnings);
         // A workspace's first snapshot always packs: loose objects are for the edits after it.
         let may_go_loose = parent.is_some();
         let (warnings, stored) =
-            self.read_pending(&root_fd, &mut outcomes, walk_warnings, scan_start, may_go_loose, opts)?;
+            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, may_go_loose, opts)?;
         crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
@@ -517,30 +532,27 @@ impl Repo {
     fn read_pending(
         &self,
         root_fd: &OwnedFd,
+        walked: &mut walk::Walked,
         outcomes: &mut Outcomes,
-        walk_warnings: Vec<Warning>,
         scan_start: i64,
         may_go_loose: bool,
         opts: &SnapshotOptions<'_>,
     ) -> Result<(Vec<Warning>, Stored)> {
-        let mut jobs: Vec<FileJob<'_>> = Vec::new();
-        for FileOutcome { rel, outcome, stat, .. } in outcomes.iter_mut().flatten() {
-            if let (Some(rel), Outcome::Pending) = (rel.as_deref(), &*outcome) {
-                jobs.push(FileJob { rel, stat: *stat, slot: outcome });
-            }
-        }
+        // The walk's warnings come first, then the reads'.
+        let walk_warnings = std::mem::take(&mut walked.report.warnings);
+        let mut jobs = pending(walked, outcomes);
         if jobs.is_empty() {
             // Nothing to read (a snapshot where nothing changed): no pack writer, no threads.
             return Ok((walk_warnings, Stored::default()));
         }
         // Path order, so a run of jobs is a run of siblings, whose small files share a bundle.
-        jobs.sort_unstable_by_key(|j| j.rel);
-        opts.progress.start("reading", jobs.iter().map(|j| j.stat.size).sum());
+        jobs.sort_unstable_by(|a, b| a.place().cmp(&b.place()));
+        opts.progress.start("reading", jobs.iter().map(|j| j.file.stat.size).sum());
         let racy = opts.racy_window_ns;
         let small = may_go_loose
             && jobs.len() <= LOOSE_FILES
-            && jobs.iter().all(|j| j.stat.size <= LOOSE_MAX)
-            && jobs.iter().map(|j| j.stat.size).sum::<u64>() <= LOOSE_TOTAL;
+            && jobs.iter().all(|j| j.file.stat.size <= LOOSE_MAX)
+            && jobs.iter().map(|j| j.file.stat.size).sum::<u64>() <= LOOSE_TOTAL;
         if small {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
@@ -551,11 +563,8 @@ impl Repo {
             };
             let mut bundle = BundleBuilder::default();
             for job in &mut jobs {
-                let size = job.stat.size;
-                *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
-                    Some(c) => Outcome::Done(Box::new(c)),
-                    None => Outcome::Dropped,
-                };
+                let size = job.file.stat.size;
+                writer.read_into(root_fd, job, scan_start, racy, &mut bundle)?;
                 opts.progress.advance(size);
             }
             opts.progress.finish();
@@ -584,11 +593,8 @@ impl Repo {
                 let mut bundle =
                     BUNDLE.with(|cell| cell.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default());
                 for job in run {
-                    let size = job.stat.size;
-                    *job.slot = match writer.read_file(root_fd, job, scan_start, racy, &mut bundle)? {
-                        Some(c) => Outcome::Done(Box::new(c)),
-                        None => Outcome::Dropped,
-                    };
+                    let size = job.file.stat.size;
+                    writer.read_into(root_fd, job, scan_start, racy, &mut bundle)?;
                     opts.progress.advance(size);
                 }
                 writer.seal_bundle(&mut bundle)?;
