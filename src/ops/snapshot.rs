@@ -60,8 +60,9 @@ thread_local! {
 /// memory peak.
 const FREE_BESIDE: usize = 1024;
 
-/// Frees every pool thread's read, encode and bundle buffers (megabytes each): they would
-/// otherwise stay resident through the commit, which is a snapshot's memory peak.
+/// Frees every pool thread's read, encode, chunking and bundle buffers (megabytes each): they
+/// would otherwise stay resident through the tree building and the commit, where a snapshot of
+/// a small change peaks (a big tree's first snapshot peaks while reading, buffers included).
 fn release_buffers() {
     rayon::broadcast(|_| {
         for buf in [&READ_BUF, &ENCODED, &WINDOW] {
