@@ -70,7 +70,8 @@ impl PendingFile<'_> {
 
     /// The workspace-relative path.
     pub(crate) fn rel(&self) -> Vec<u8> {
-        walk::join_rel(&self.dir.rel, self.node.name())
+        let (dir, name) = self.place();
+        walk::join_rel(dir, name)
     }
 }
 
@@ -78,6 +79,10 @@ impl PendingFile<'_> {
 pub(crate) fn pending<'a>(walked: &'a Walked, outcomes: &'a mut Outcomes) -> Vec<PendingFile<'a>> {
     let count = outcomes.iter().flatten().filter(|f| matches!(f.outcome, Outcome::Pending)).count();
     let mut out = Vec::with_capacity(count);
+    if count == 0 {
+        // A snapshot where nothing changed: no second pass over the listing.
+        return out;
+    }
     for (dir, files) in walked.dirs.iter().zip(outcomes.iter_mut()) {
         let nodes = dir.children.iter().filter(|c| matches!(c, Node::File { .. }));
         for (node, file) in nodes.zip(files.iter_mut()) {
