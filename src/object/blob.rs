@@ -21,6 +21,8 @@ pub const HEADER_LEN: usize = 56;
 /// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
 /// and whole-file objects at the chunking threshold. A header claiming more is damaged.
 pub const MAX_RAW: u64 = 64 << 20;
+/// The window blobs are compressed with: 4 MiB, a whole bundle (`bundle::TARGET`).
+const WINDOW_LOG: u32 = 22;
 /// The largest zstd window a blob's frame may ask for: 2^26 bytes, [`MAX_RAW`].
 const MAX_WINDOW_LOG: u32 = 26;
 /// No stored blob is larger: its payload is stored raw unless compression makes it smaller.
@@ -91,7 +93,8 @@ fn compress_into(raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
 /// `out` holding the bytes before `at` and then the frame.
 fn compress_after(raw: &[u8], level: i32, out: &mut Vec<u8>, at: usize) -> Result<()> {
     out.truncate(at);
-    out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+    // Exact: a reused buffer grown by doubling held twice the largest bundle's bound.
+    out.reserve_exact(zstd::zstd_safe::compress_bound(raw.len()));
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let internal = |what: &'static str| {
@@ -99,7 +102,12 @@ fn compress_after(raw: &[u8], level: i32, out: &mut Vec<u8>, at: usize) -> Resul
         };
         match slot.as_mut() {
             None => {
-                let c = zstd::bulk::Compressor::new(level).map_err(internal("cannot create a zstd compressor"))?;
+                let mut c = zstd::bulk::Compressor::new(level).map_err(internal("cannot create a zstd compressor"))?;
+                // A window as long as the longest bundle, so a 4 MiB bundle's last members find
+                // matches in its first ones (level 3's own window is 2 MiB). zstd narrows it to
+                // the input for anything shorter, and keeps it when the level changes.
+                c.set_parameter(zstd::stream::raw::CParameter::WindowLog(WINDOW_LOG))
+                    .map_err(internal("cannot set the zstd window"))?;
                 *slot = Some((level, c));
             }
             // Objects and bundles alternate levels: the context is kept and its level changed
@@ -125,8 +133,8 @@ const SAMPLE_FROM: usize = 64 << 10;
 const SAMPLE_SLICE: usize = 8 << 10;
 
 /// Whether `raw` looks worth compressing: three slices (start, middle, end) compressed together
-/// must save at least half the required margin.
-fn worth_compressing(raw: &[u8], level: i32) -> Result<bool> {
+/// must save at least half the required margin. Objects under 64 KiB are always tried.
+pub fn looks_compressible(raw: &[u8], level: i32) -> Result<bool> {
     if raw.len() < SAMPLE_FROM {
         return Ok(true);
     }
@@ -203,8 +211,17 @@ fn encode_kind(kind: Kind, id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<
 /// allocating and freeing megabyte buffers per file is what kept a 100,000-file snapshot's
 /// resident memory far above its live heap.
 pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
+    if encode_parts(kind, id, raw, level, out)? {
+        out.extend_from_slice(raw);
+    }
+    Ok(())
+}
+
+/// Encodes into `out` (cleared first) the whole blob, or only its header when the payload is
+/// `raw` itself (true): the caller appends `raw` after it, where it is going anyway, instead of
+/// copying megabytes that do not compress into a buffer first.
+pub fn encode_parts(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<bool> {
     out.clear();
-    out.reserve(HEADER_LEN + raw.len());
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
     out.push(Codec::Raw as u8);
@@ -213,7 +230,9 @@ pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut 
     out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(id.as_bytes());
-    let compressed = raw.len() >= 64 && worth_compressing(raw, level)?;
+    // A bundle is compressed whatever a sample of it says: its members were sampled one by one
+    // before they joined it (the snapshot stores those that sample as incompressible alone).
+    let compressed = raw.len() >= 64 && (kind == Kind::Bundle || looks_compressible(raw, level)?);
     // zstd writes straight after the header: no second buffer per thread.
     let used_zstd = compressed && {
         compress_after(raw, level, out, HEADER_LEN)?;
@@ -224,14 +243,14 @@ pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut 
             false
         }
     };
-    if used_zstd {
+    let payload_len = if used_zstd {
         out[5] = Codec::Zstd as u8;
+        out.len() - HEADER_LEN
     } else {
-        out.extend_from_slice(raw);
-    }
-    let payload_len = (out.len() - HEADER_LEN) as u64;
-    out[16..24].copy_from_slice(&payload_len.to_le_bytes());
-    Ok(())
+        raw.len()
+    };
+    out[16..24].copy_from_slice(&(payload_len as u64).to_le_bytes());
+    Ok(!used_zstd)
 }
 
 /// A parsed blob header.
@@ -386,6 +405,26 @@ mod tests {
         }
         let id = ObjectId::of(&text);
         assert_eq!(parse_header(&encode(&id, &text, 3).expect("encode")).expect("header").codec, Codec::Zstd);
+    }
+
+    /// A blob given as parts is the same bytes as one encoded whole: a header alone, followed
+    /// by the raw bytes, when they do not compress.
+    #[test]
+    fn a_blob_in_parts_is_the_blob_encoded_whole() {
+        let text = b"let x = 1;\n".repeat(20_000);
+        let noise = crate::fs::sample::Rng::new(7).bytes(200_000);
+        for (raw, stored_raw) in [(&text[..], false), (&noise[..], true)] {
+            let id = ObjectId::of(raw);
+            let (mut whole, mut parts) = (Vec::new(), Vec::new());
+            encode_into(Kind::Object, &id, raw, 3, &mut whole).expect("whole");
+            assert_eq!(encode_parts(Kind::Object, &id, raw, 3, &mut parts).expect("parts"), stored_raw);
+            if stored_raw {
+                assert_eq!(parts.len(), HEADER_LEN);
+                parts.extend_from_slice(raw);
+            }
+            assert_eq!(parts, whole);
+            assert_eq!(decode(&id, &whole).expect("decode"), raw);
+        }
     }
 
     #[test]

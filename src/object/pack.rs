@@ -209,34 +209,41 @@ impl PackWriter {
 
     /// Appends one encoded blob (header + payload) for object `id` of `raw_len` bytes.
     pub fn add(&self, id: ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
-        self.append(encoded, std::iter::once((id, raw_len, None)))
+        self.append(&[encoded], std::iter::once((id, raw_len, None)))
+    }
+
+    /// Appends one blob given as its header and its raw payload (`blob::encode_parts`).
+    pub fn add_raw(&self, id: ObjectId, header: &[u8], raw: &[u8]) -> Result<()> {
+        self.append(&[header, raw], std::iter::once((id, raw.len() as u64, None)))
     }
 
     /// Appends an encoded bundle whose members are (id, raw length, offset in the bundle).
     pub fn add_bundle(&self, members: &[(ObjectId, u64, u64)], encoded: &[u8]) -> Result<()> {
-        self.append(encoded, members.iter().map(|&(id, raw_len, inner)| (id, raw_len, Some(inner))))
+        self.append(&[encoded], members.iter().map(|&(id, raw_len, inner)| (id, raw_len, Some(inner))))
     }
 
     /// Appends one blob holding `objects` (id, raw length, offset inside a bundle), passing
     /// full pieces on and sealing the pack when it passes the target size. Pieces are sent
     /// under the lock: that keeps them in pack order, and a full queue holds every appender.
-    fn append(&self, encoded: &[u8], objects: impl Iterator<Item = (ObjectId, u64, Option<u64>)>) -> Result<()> {
+    fn append(&self, parts: &[&[u8]], objects: impl Iterator<Item = (ObjectId, u64, Option<u64>)>) -> Result<()> {
         let mut open = self.open.lock().map_err(|_| Error::internal("pack writer poisoned"))?;
         let offset = open.len();
-        let stored_len = encoded.len() as u64;
+        let stored_len = parts.iter().map(|p| p.len() as u64).sum();
         for (id, raw_len, inner_offset) in objects {
             open.objects.push(PackedObject { id, offset, stored_len, raw_len, inner_offset });
         }
         // A big blob (a whole chunk) is cut across pieces: what waits in the queue stays a few
         // MiB whatever the blob sizes.
-        let mut rest = encoded;
-        while !rest.is_empty() {
-            let room = PIECE.saturating_sub(open.buf.len()).max(1);
-            let (now, later) = rest.split_at(room.min(rest.len()));
-            open.buf.extend_from_slice(now);
-            rest = later;
-            if open.buf.len() >= PIECE {
-                self.pass_on(&mut open)?;
+        for part in parts {
+            let mut rest = *part;
+            while !rest.is_empty() {
+                let room = PIECE.saturating_sub(open.buf.len()).max(1);
+                let (now, later) = rest.split_at(room.min(rest.len()));
+                open.buf.extend_from_slice(now);
+                rest = later;
+                if open.buf.len() >= PIECE {
+                    self.pass_on(&mut open)?;
+                }
             }
         }
         if open.len() >= self.target_size {

@@ -167,37 +167,51 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Stores `raw` as object `id` unless the repository or this snapshot already has it: a
-    /// small object joins `bundle`, a larger one becomes a blob of its own.
+    /// Stores `raw` as object `id` unless the repository or this snapshot already has it: an
+    /// object up to a chunk's size joins `bundle`, unless it samples as incompressible; a larger
+    /// or incompressible one becomes a blob of its own.
     fn store(&self, id: ObjectId, raw: &[u8], bundle: &mut BundleBuilder) -> Result<()> {
-        if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(id) {
+        if !self.claim(&id)? {
             return Ok(());
         }
-        let (packs, reader, loose_too) = match &self.sink {
-            Sink::Packs { packs, reader, loose_too } => (packs, reader, *loose_too),
+        let packs = match &self.sink {
+            Sink::Packs { packs, .. } => packs,
             Sink::Loose(kept) => {
                 let encoded = blob::encode(&id, raw, self.zstd_level)?;
                 kept.lock().map_err(|_| Error::internal("loose list poisoned"))?.push((id, raw.len() as u64, encoded));
                 return Ok(());
             }
         };
-        let known = {
-            let reader = reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
-            objects::has_live(&reader, &id)? || (loose_too && manifest::loose::has_live(&reader, &id)?)
-        };
-        if known {
-            return Ok(());
-        }
-        if raw.len() < bundle::MEMBER_MAX {
+        if raw.len() <= bundle::MEMBER_MAX && blob::looks_compressible(raw, self.zstd_level)? {
             if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
                 packs.add_bundle(sealed.members, sealed.encoded)?;
             }
             return Ok(());
         }
+        Self::store_alone(packs, id, raw, self.zstd_level)
+    }
+
+    /// Marks `id` seen by this snapshot; true if it is new, to store: neither this snapshot nor
+    /// (for packs) the repository has it.
+    fn claim(&self, id: &ObjectId) -> Result<bool> {
+        if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(*id) {
+            return Ok(false);
+        }
+        let Sink::Packs { reader, loose_too, .. } = &self.sink else { return Ok(true) };
+        let reader = reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
+        Ok(!(objects::has_live(&reader, id)? || (*loose_too && manifest::loose::has_live(&reader, id)?)))
+    }
+
+    /// Stores `raw` as a blob of its own: compressed through the worker's encode buffer, or
+    /// (most such objects do not compress) its header and `raw` appended to the pack as they are.
+    fn store_alone(packs: &PackWriter, id: ObjectId, raw: &[u8], level: i32) -> Result<()> {
         ENCODED.with(|cell| {
             let mut encoded = cell.borrow_mut();
-            blob::encode_into(blob::Kind::Object, &id, raw, self.zstd_level, &mut encoded)?;
-            packs.add(id, raw.len() as u64, &encoded)
+            if blob::encode_parts(blob::Kind::Object, &id, raw, level, &mut encoded)? {
+                packs.add_raw(id, &encoded, raw)
+            } else {
+                packs.add(id, raw.len() as u64, &encoded)
+            }
         })
     }
 
@@ -318,7 +332,41 @@ impl Writer<'_> {
         Ok(Some((content, after)))
     }
 
-    fn read_whole(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+    /// Reads a file of `size` bytes, at most the chunking threshold, whole: into packs, straight
+    /// into the worker's bundle (read once, never copied); into loose objects, into a buffer.
+    fn read_whole(&self, file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
+        let packs = match &self.sink {
+            Sink::Packs { packs, .. } if size <= bundle::MEMBER_MAX as u64 => packs,
+            _ => return self.read_buffered(file, size, bundle),
+        };
+        if let Some(sealed) = bundle.room_for(size as usize, self.zstd_level)? {
+            packs.add_bundle(sealed.members, sealed.encoded)?;
+        }
+        if let Err(e) = bundle.read_next(file) {
+            return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
+        }
+        let raw = bundle.next();
+        let id = ObjectId::of(raw);
+        let content = Content {
+            id,
+            sha256: sha2::Sha256::digest(raw).into(),
+            size: raw.len() as u64,
+            chunks: None,
+            cacheable: false,
+            from_cache: false,
+        };
+        if self.claim(&id)? {
+            if blob::looks_compressible(raw, self.zstd_level)? {
+                bundle.keep_next(id);
+            } else {
+                Self::store_alone(packs, id, raw, self.zstd_level)?;
+            }
+        }
+        Ok(Some(content))
+    }
+
+    /// Reads a file whole into the worker's read buffer, then stores it.
+    fn read_buffered(&self, mut file: impl Read, size: u64, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
         READ_BUF.with(|cell| {
             let mut raw = cell.borrow_mut();
             raw.clear();
