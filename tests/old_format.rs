@@ -3,8 +3,9 @@
 //! second stop (bundles of objects under 16 KiB in about 256 KiB; a file over 256 KiB alone):
 //! two snapshots of workspace `fixture`, the second with `src/f01.rs` appended to and
 //! `src/f02.rs` removed. `repo_before_issue18.sha256` holds the second one's files
-//! (`sha256sum` format, paths from the workspace root). Today's writer bundles objects under
-//! 256 KiB in about 1 MiB: a snapshot taken into the old repository mixes both sizes.
+//! (`sha256sum` format, paths from the workspace root). Today's writer bundles every
+//! compressible object up to 4 MiB into bundles of up to 4 MiB: a snapshot taken into the old
+//! repository mixes both sizes.
 
 mod common;
 

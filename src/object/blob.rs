@@ -18,8 +18,9 @@ pub const MAGIC: &[u8; 4] = b"TRVB";
 pub const VERSION: u8 = 1;
 /// The header's length in bytes.
 pub const HEADER_LEN: usize = 56;
-/// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at a few hundred KiB,
-/// and whole-file objects at the chunking threshold. A header claiming more is damaged.
+/// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at 4 MiB
+/// (`bundle::TARGET`), and whole-file objects at the chunking threshold. A header claiming more
+/// is damaged.
 pub const MAX_RAW: u64 = 64 << 20;
 /// The window blobs are compressed with: 4 MiB, a whole bundle (`bundle::TARGET`).
 const WINDOW_LOG: u32 = 22;
@@ -221,15 +222,7 @@ pub fn encode_into(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut 
 /// `raw` itself (true): the caller appends `raw` after it, where it is going anyway, instead of
 /// copying megabytes that do not compress into a buffer first.
 pub fn encode_parts(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut Vec<u8>) -> Result<bool> {
-    out.clear();
-    out.extend_from_slice(MAGIC);
-    out.push(VERSION);
-    out.push(Codec::Raw as u8);
-    out.push(kind as u8);
-    out.push(0);
-    out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
-    out.extend_from_slice(&0u64.to_le_bytes());
-    out.extend_from_slice(id.as_bytes());
+    raw_header(kind, id, raw.len(), out);
     // A bundle is compressed whatever a sample of it says: its members were sampled one by one
     // before they joined it (the snapshot stores those that sample as incompressible alone).
     let compressed = raw.len() >= 64 && (kind == Kind::Bundle || looks_compressible(raw, level)?);
@@ -251,6 +244,20 @@ pub fn encode_parts(kind: Kind, id: &ObjectId, raw: &[u8], level: i32, out: &mut
     };
     out[16..24].copy_from_slice(&(payload_len as u64).to_le_bytes());
     Ok(!used_zstd)
+}
+
+/// Writes into `out` (cleared first) the header of a blob whose payload is its `raw_len` raw
+/// bytes, uncompressed: for an object already sampled as incompressible.
+pub fn raw_header(kind: Kind, id: &ObjectId, raw_len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.push(Codec::Raw as u8);
+    out.push(kind as u8);
+    out.push(0);
+    out.extend_from_slice(&(raw_len as u64).to_le_bytes());
+    out.extend_from_slice(&(raw_len as u64).to_le_bytes());
+    out.extend_from_slice(id.as_bytes());
 }
 
 /// A parsed blob header.
@@ -420,6 +427,9 @@ mod tests {
             assert_eq!(encode_parts(Kind::Object, &id, raw, 3, &mut parts).expect("parts"), stored_raw);
             if stored_raw {
                 assert_eq!(parts.len(), HEADER_LEN);
+                let mut header = Vec::new();
+                raw_header(Kind::Object, &id, raw.len(), &mut header);
+                assert_eq!(header, parts);
                 parts.extend_from_slice(raw);
             }
             assert_eq!(parts, whole);

@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 use crate::base::error::{Error, Result};
 use crate::object::{blob, Backend, ObjectId};
 
-/// Objects of at most this many bytes go into bundles: every chunk of a large file (the
-/// chunker cuts at most 4 MiB) and every small file, so all compressible content shares frames
-/// with its neighbours. Until issue 18's ninth stop only objects under 256 KiB did, and each
+/// Objects of at most this many bytes go into bundles: every chunk of a large file (with the
+/// default chunking, which cuts at most 4 MiB; a repository configured for larger chunks stores
+/// those alone) and every small file, so all compressible content shares frames with its
+/// neighbours. Until issue 18's ninth stop only objects under 256 KiB did, and each
 /// chunk of a large file was a frame of its own (about 1 MiB): npm's large files took 7% more
 /// than the same bytes in 4 MiB frames with a 4 MiB window. Objects that sample as
 /// incompressible are still stored alone and raw (the snapshot's choice, `blob::looks_compressible`).
@@ -82,7 +83,8 @@ impl BundleBuilder {
 
     /// Reads `file` to its end onto the end of the gathered members, where the next member
     /// goes: a small file is read once, into the bytes that will be compressed, not into a
-    /// buffer of its own and copied. The bytes read ([`next`](Self::next)) join the bundle with
+    /// buffer of its own and copied. The caller bounds `file` to the size it gave
+    /// [`room_for`](Self::room_for) just before, so the bundle stays within `TARGET`. The bytes read ([`next`](Self::next)) join the bundle with
     /// [`keep_next`](Self::keep_next) or are dropped by the next read, add or seal.
     pub fn read_next(&mut self, mut file: impl std::io::Read) -> std::io::Result<()> {
         self.drop_next();

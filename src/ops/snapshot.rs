@@ -92,9 +92,11 @@ const LOOSE_FILES: usize = 16;
 const LOOSE_MAX: u64 = 16 << 10;
 const LOOSE_TOTAL: u64 = 64 << 10;
 
-/// Files read by one worker in a row, sharing one bundle builder: long enough for 1 MiB bundles
-/// to fill (a run's last bundle is sealed however full: at 64 files most bundles were a
-/// fraction of the target), short enough to spread work over the cores.
+/// Files read by one worker in a row, sharing one bundle builder: long enough for bundles to
+/// fill (a run's last bundle is sealed however full: at 64 files most bundles were a fraction
+/// of the target), short enough to spread work over the cores. 512 small files fill about
+/// 2.5 MiB of a 4 MiB bundle on npm; runs of 2048 saved 0.2% (npm) and 0.9% (crates) of the
+/// repository for a cold snapshot 3% slower and 2.5 MiB more memory.
 const FILES_PER_RUN: usize = 512;
 
 /// How `Repo::snapshot` takes a snapshot.
@@ -182,13 +184,15 @@ impl Writer<'_> {
                 return Ok(());
             }
         };
-        if raw.len() <= bundle::MEMBER_MAX && blob::looks_compressible(raw, self.zstd_level)? {
+        let member = raw.len() <= bundle::MEMBER_MAX;
+        if member && blob::looks_compressible(raw, self.zstd_level)? {
             if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
                 packs.add_bundle(sealed.members, sealed.encoded)?;
             }
             return Ok(());
         }
-        Self::store_alone(packs, id, raw, self.zstd_level)
+        // A member-sized object got here because its sample did not compress.
+        Self::store_alone(packs, id, raw, self.zstd_level, member)
     }
 
     /// Marks `id` seen by this snapshot; true if it is new, to store: neither this snapshot nor
@@ -203,11 +207,15 @@ impl Writer<'_> {
     }
 
     /// Stores `raw` as a blob of its own: compressed through the worker's encode buffer, or
-    /// (most such objects do not compress) its header and `raw` appended to the pack as they are.
-    fn store_alone(packs: &PackWriter, id: ObjectId, raw: &[u8], level: i32) -> Result<()> {
+    /// (most such objects do not compress) its header and `raw` appended to the pack as they
+    /// are. `incompressible`: its sample was taken already and did not compress.
+    fn store_alone(packs: &PackWriter, id: ObjectId, raw: &[u8], level: i32, incompressible: bool) -> Result<()> {
         ENCODED.with(|cell| {
             let mut encoded = cell.borrow_mut();
-            if blob::encode_parts(blob::Kind::Object, &id, raw, level, &mut encoded)? {
+            if incompressible {
+                blob::raw_header(blob::Kind::Object, &id, raw.len(), &mut encoded);
+                packs.add_raw(id, &encoded, raw)
+            } else if blob::encode_parts(blob::Kind::Object, &id, raw, level, &mut encoded)? {
                 packs.add_raw(id, &encoded, raw)
             } else {
                 packs.add(id, raw.len() as u64, &encoded)
@@ -359,7 +367,7 @@ impl Writer<'_> {
             if blob::looks_compressible(raw, self.zstd_level)? {
                 bundle.keep_next(id);
             } else {
-                Self::store_alone(packs, id, raw, self.zstd_level)?;
+                Self::store_alone(packs, id, raw, self.zstd_level, true)?;
             }
         }
         Ok(Some(content))
