@@ -193,8 +193,11 @@ impl Repo {
             )));
         }
         let c = config.chunking;
-        // FastCDC asserts on its limits; a hand-edited config must be an error, not a panic.
+        // FastCDC asserts on its limits; a hand-edited config must be an error, not a panic. A
+        // file up to the threshold is one object: over the blob limit, it would be written and
+        // then refused as corrupt by every read.
         let chunking_ok = (64..=1 << 20).contains(&c.min)
+            && c.threshold <= crate::object::blob::MAX_RAW
             && (256..=4 << 20).contains(&c.avg)
             && (1024..=16 << 20).contains(&c.max)
             && c.min <= c.avg
@@ -376,6 +379,27 @@ mod tests {
             .conn()
             .query_row("SELECT count(*) FROM packs", [], |r| r.get(0))
             .map_err(|e| Error::db("counting", e))
+    }
+
+    /// A config.json whose chunking threshold would make single objects over the blob limit is
+    /// refused when the repository opens, naming it, before anything is written.
+    #[test]
+    fn a_chunking_threshold_over_the_blob_limit_is_refused() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("create", Path::new("tmp"), e))?;
+        let path = tmp.path().join("repo");
+        drop(Repo::init(&path, "test")?);
+        let cfg = path.join(CONFIG_FILE);
+        let text = fs::read_to_string(&cfg).map_err(|e| Error::io("read", &cfg, e))?;
+        let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::internal(e.to_string()))?;
+        json["chunking"]["threshold"] = serde_json::json!(crate::object::blob::MAX_RAW + 1);
+        fs::write(&cfg, json.to_string()).map_err(|e| Error::io("write", &cfg, e))?;
+        let err = Repo::open(&path).err().ok_or_else(|| Error::internal("a threshold over the blob limit opened"))?;
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains(&path.display().to_string()), "{err}");
+        json["chunking"]["threshold"] = serde_json::json!(crate::object::blob::MAX_RAW);
+        fs::write(&cfg, json.to_string()).map_err(|e| Error::io("write", &cfg, e))?;
+        Repo::open(&path)?;
+        Ok(())
     }
 
     #[test]
