@@ -71,14 +71,14 @@ impl BundleBuilder {
         self.raw.extend_from_slice(raw);
         self.members.push((id, raw.len() as u64));
         self.gathered += raw.len();
-        Ok(sealed.then(|| SealedBundle { encoded: &self.encoded, members: &self.rows }))
+        Ok(self.sealed(sealed))
     }
 
     /// Makes room for a member of `size` bytes to be read with [`read_next`](Self::read_next):
     /// returns the bundle sealed to make it, if one was.
     pub fn room_for(&mut self, size: usize, level: i32) -> Result<Option<SealedBundle<'_>>> {
         let sealed = self.seal_unless_room(size, level)?;
-        Ok(sealed.then(|| SealedBundle { encoded: &self.encoded, members: &self.rows }))
+        Ok(self.sealed(sealed))
     }
 
     /// Reads `file` to its end onto the end of the gathered members, where the next member
@@ -133,7 +133,13 @@ impl BundleBuilder {
 
     /// Seals whatever is gathered (nothing if empty).
     pub fn seal(&mut self, level: i32) -> Result<Option<SealedBundle<'_>>> {
-        Ok(self.seal_gathered(level)?.then(|| SealedBundle { encoded: &self.encoded, members: &self.rows }))
+        let sealed = self.seal_gathered(level)?;
+        Ok(self.sealed(sealed))
+    }
+
+    /// The bundle sealed last, if `sealed` says one just was.
+    fn sealed(&self, sealed: bool) -> Option<SealedBundle<'_>> {
+        sealed.then_some(SealedBundle { encoded: &self.encoded, members: &self.rows })
     }
 
     /// Encodes the gathered members into `encoded` and `rows` and empties the builder; false if

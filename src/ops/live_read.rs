@@ -242,9 +242,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     pending(&walked, &mut outcomes).par_iter_mut().for_each(|job| {
         let rel = job.rel();
         job.file.outcome = match hash_file(fd, &rel, job.file.stat.size) {
-            Ok((sha256, id, size)) => {
-                Outcome::Done(Box::new(Content { id, sha256, size, chunks: None, cacheable: false, from_cache: false }))
-            }
+            Ok((sha256, id, size)) => Outcome::Done(Box::new(Content::read(id, sha256, size))),
             Err(e) => {
                 unreadable(&warnings, &rel, &e);
                 Outcome::Dropped

@@ -28,6 +28,13 @@ pub(crate) struct Content {
     pub(crate) from_cache: bool,
 }
 
+impl Content {
+    /// The content of a file read whole as one object: its ids, not yet trusted to the cache.
+    pub(crate) fn read(id: ObjectId, sha256: Sha256, size: u64) -> Content {
+        Content { id, sha256, size, chunks: None, cacheable: false, from_cache: false }
+    }
+}
+
 /// Per-file outcome of step (2).
 pub(crate) enum Outcome {
     Pending,

@@ -350,19 +350,10 @@ impl Writer<'_> {
         if let Some(sealed) = bundle.room_for(size as usize, self.zstd_level)? {
             packs.add_bundle(sealed.members, sealed.encoded)?;
         }
-        if let Err(e) = bundle.read_next(file) {
-            return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
-        }
+        bundle.read_next(file).map_err(read_failed)?;
         let raw = bundle.next();
         let id = ObjectId::of(raw);
-        let content = Content {
-            id,
-            sha256: sha2::Sha256::digest(raw).into(),
-            size: raw.len() as u64,
-            chunks: None,
-            cacheable: false,
-            from_cache: false,
-        };
+        let content = Content::read(id, sha2::Sha256::digest(raw).into(), raw.len() as u64);
         if self.claim(&id)? {
             if blob::looks_compressible(raw, self.zstd_level)? {
                 bundle.keep_next(id);
@@ -379,9 +370,7 @@ impl Writer<'_> {
             let mut raw = cell.borrow_mut();
             raw.clear();
             raw.reserve(size as usize + 1);
-            if let Err(e) = file.read_to_end(&mut raw) {
-                return Err(Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e));
-            }
+            file.read_to_end(&mut raw).map_err(read_failed)?;
             self.hash_and_store(&raw, bundle)
         })
     }
@@ -390,7 +379,7 @@ impl Writer<'_> {
         let id = ObjectId::of(raw);
         let sha256: Sha256 = sha2::Sha256::digest(raw).into();
         self.store(id, raw, bundle)?;
-        Ok(Some(Content { id, sha256, size: raw.len() as u64, chunks: None, cacheable: false, from_cache: false }))
+        Ok(Some(Content::read(id, sha256, raw.len() as u64)))
     }
 
     fn read_chunked(&self, file: impl Read, bundle: &mut BundleBuilder) -> Result<Option<Content>> {
@@ -428,6 +417,12 @@ impl Writer<'_> {
             from_cache: false,
         }))
     }
+}
+
+/// A file that could not be read: `read_file` turns this error into a warning (the file is
+/// left out) by its message's start.
+fn read_failed(e: std::io::Error) -> Error {
+    Error::with_source(ErrorKind::Io, format!("cannot read file: {e}"), e)
 }
 
 /// Inserts the trees this snapshot built that the manifest lacks (or holds condemned), in id
