@@ -427,3 +427,17 @@ ALTER TABLE dir_cache_parts RENAME TO dir_cache;
 -- blobs at, each blob kept as it was where that did not make it smaller; NULL for packs a
 -- snapshot wrote, at the repository's `zstd_level`, and for packs rewritten from those.
 ALTER TABLE packs ADD COLUMN level INTEGER;
+
+-- schema-version: 13
+-- Raw bytes of a bundle's members whose index rows a garbage collection deleted while other
+-- members stayed: a bundle is one blob, so its dead members' bytes stay in its pack until a
+-- collection rebuilds it from the live ones. The pack's dead share counts them (a bundle is
+-- not all live because one member is), so the pack is rewritten; a rewrite rebuilds every bundle
+-- whose header says it holds more than its live members. Rows go with their pack when it is
+-- retired.
+CREATE TABLE bundle_dead (
+    pack        INTEGER NOT NULL,
+    offset      INTEGER NOT NULL,            -- of the bundle's blob header within the pack
+    dead_raw    INTEGER NOT NULL,            -- sum of the deleted members' raw lengths
+    PRIMARY KEY (pack, offset)
+) WITHOUT ROWID;

@@ -663,3 +663,82 @@ fn a_damaged_blob_is_left_in_its_pack_by_a_recompression() {
     let entry = repo.lookup(&s1, b"a.txt").expect("lookup");
     assert!(repo.read_object(&entry.content.expect("content")).is_err(), "still damaged, not hidden");
 }
+
+/// Text of about 8 KB that differs per `seed`: compressible, so it joins a bundle.
+fn text(seed: usize) -> String {
+    (0..700).map(|i| format!("line {} of file {seed}\n", i * 7919 % 1000)).collect()
+}
+
+fn pack_bytes(repo: &Repo) -> i64 {
+    count(repo, "SELECT SUM(size) FROM packs WHERE retired IS NULL")
+}
+
+#[test]
+fn gc_rebuilds_bundles_whose_members_died_and_keeps_every_live_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, ws) = (tmp.path().join("repo"), tmp.path().join("w"));
+    let repo = Repo::init(&root, "t").expect("init");
+    fs::create_dir_all(&ws).expect("mkdir");
+    for i in 0..300 {
+        fs::write(ws.join(format!("f{i:03}.txt")), text(i)).expect("write");
+    }
+    snap(&repo, &ws, "w");
+    let bundled = count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NOT NULL");
+    assert_eq!(bundled, 300, "the files share bundles");
+    // An agent changes all but ten of them; the first snapshot is forgotten.
+    for i in 10..300 {
+        fs::write(ws.join(format!("f{i:03}.txt")), text(1000 + i)).expect("write");
+    }
+    snap(&repo, &ws, "w");
+    repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(1), ..Default::default() }), "op")
+        .expect("policy");
+    repo.forget(None, false, "op").expect("forget");
+    let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
+    let expected = restored(&repo, &kept, &tmp.path().join("expected"));
+    let before = pack_bytes(&repo);
+
+    // Killed after writing the rebuilt bundles, before pointing the index at them: the
+    // repository checks clean and restores the same (the next collection does the work).
+    drop(repo);
+    let out = Command::new(trove_bin())
+        .args(["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"])
+        .env("TROVE_FAILPOINT", "gc:repack-written")
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "the failpoint stops the collection");
+    let repo = Repo::open(&root).expect("open");
+    clean(&repo);
+    assert_eq!(restored(&repo, &kept, &tmp.path().join("killed")), expected);
+
+    let r = repo.gc(&now_gc()).expect("gc");
+    assert!(r.bundles_rebuilt >= 1, "{r:?}");
+    let after = pack_bytes(&repo);
+    // The 290 dead first versions were more than half of the packs: they are gone, not copied.
+    assert!(after * 10 < before * 6, "packs {before} -> {after} bytes: {r:?}");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM bundle_dead"), 0, "the rewritten packs' counts went with them");
+    clean(&repo);
+    assert_eq!(restored(&repo, &kept, &tmp.path().join("after")), expected, "what stays is byte for byte");
+    let again = repo.gc(&now_gc()).expect("gc");
+    assert_eq!((again.packs_rewritten, again.bundles_rebuilt), (0, 0), "{again:?}");
+
+    // All but one of the ten that were kept change too: the one left of their bundle is stored
+    // alone.
+    let alone = count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NULL");
+    for i in 1..10 {
+        fs::write(ws.join(format!("f{i:03}.txt")), text(2000 + i)).expect("write");
+    }
+    let last = snap(&repo, &ws, "w");
+    repo.forget(None, false, "op").expect("forget");
+    // The dead members deleted but no pack rewritten; then their counts lost, as in a
+    // repository from before them: a recompression, which rewrites every pack, still finds
+    // the bundle's dead members by its header.
+    let r = repo.gc(&GcOptions { repack_threshold: 1.0, ..now_gc() }).expect("gc");
+    assert_eq!((r.deleted.objects, r.packs_rewritten), (9, 0), "{r:?}");
+    assert_eq!(trove::testing::conn(&repo).execute("DELETE FROM bundle_dead", []).expect("forget the counts"), 1);
+    let r = repo.gc(&GcOptions { recompress: Some(9), ..now_gc() }).expect("gc");
+    assert!(r.bundles_rebuilt >= 1, "{r:?}");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NULL"), alone + 1);
+    clean(&repo);
+    let expected = tree_state(&ws);
+    assert_eq!(restored(&repo, &last, &tmp.path().join("last")), expected);
+}

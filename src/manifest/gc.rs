@@ -270,12 +270,26 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
         .prepare_cached(&format!("DELETE FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"))
         .map_err(db("collecting"))?;
     let mut undoc = conn.prepare_cached("DELETE FROM search_docs WHERE id = ?1").map_err(db("collecting"))?;
+    // A bundle member's bytes stay in its bundle: counted as dead there (`bundle_dead`), so the
+    // pack's dead share sees them and a rewrite drops them. (The WHERE clause keeps SQLite from
+    // reading ON CONFLICT as part of the SELECT.)
+    let mut note_dead = conn
+        .prepare_cached(
+            "INSERT INTO bundle_dead (pack, offset, dead_raw)
+             SELECT pack, offset, raw_len FROM objects
+             WHERE id = ?1 AND inner_offset IS NOT NULL AND condemned IS NOT NULL AND condemned <= ?2
+             ON CONFLICT (pack, offset) DO UPDATE SET dead_raw = dead_raw + excluded.dead_raw",
+        )
+        .map_err(db("collecting"))?;
     let (mut rows, mut bytes) = (0u64, 0u64);
     for k in keys {
         let (n, b): (i64, i64) =
             measure.query_row(params![k, horizon], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("collecting"))?;
         if n == 0 {
             continue;
+        }
+        if kind == Kind::Object {
+            note_dead.execute(params![k, horizon]).map_err(db("collecting"))?;
         }
         delete.execute(params![k, horizon]).map_err(db("collecting"))?;
         if kind != Kind::Tree {
@@ -316,7 +330,8 @@ pub struct PackUse {
     pub name: String,
     /// Its size in bytes.
     pub size: u64,
-    /// Bytes of blobs some index row points into (a bundle counts whole).
+    /// Bytes of blobs some index row points into; of a bundle with dead members, the share of
+    /// its stored bytes its live members' raw bytes make of the live and dead ones'.
     pub live: u64,
     /// The level a recompression encoded it at (`packs.level`); None: the repository's.
     pub level: Option<i32>,
@@ -326,8 +341,14 @@ pub struct PackUse {
 pub fn pack_use(conn: &Connection) -> Result<Vec<PackUse>> {
     let mut stmt = conn
         .prepare(
-            "SELECT p.id, p.name, p.size, COALESCE(SUM(b.stored_len), 0), p.level FROM packs p
-             LEFT JOIN (SELECT DISTINCT pack, offset, stored_len FROM objects) b ON b.pack = p.id
+            "SELECT p.id, p.name, p.size, COALESCE(SUM(b.live), 0), p.level FROM packs p
+             LEFT JOIN (
+                 SELECT o.pack AS pack, CASE WHEN MAX(d.dead_raw) > 0
+                     THEN CAST(MAX(o.stored_len) * (SUM(o.raw_len) * 1.0 / (SUM(o.raw_len) + MAX(d.dead_raw))) AS INTEGER)
+                     ELSE MAX(o.stored_len) END AS live
+                 FROM objects o LEFT JOIN bundle_dead d ON d.pack = o.pack AND d.offset = o.offset
+                 GROUP BY o.pack, o.offset
+             ) b ON b.pack = p.id
              WHERE p.retired IS NULL GROUP BY p.id ORDER BY p.id",
         )
         .map_err(db("measuring packs"))?;
@@ -386,6 +407,30 @@ pub fn pack_blobs(conn: &Connection, packs: &[i64]) -> Result<std::collections::
     Ok(out)
 }
 
+/// Points object `id` at its place in a rebuilt bundle: pack `pack`, the bundle at `offset`
+/// of `stored_len` bytes, the member at `inner_offset` in its raw bytes (None: stored alone).
+pub fn move_object(
+    conn: &Connection,
+    id: &ObjectId,
+    pack: i64,
+    offset: u64,
+    stored_len: u64,
+    inner_offset: Option<u64>,
+) -> Result<()> {
+    conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3, inner_offset = ?4 WHERE id = ?5")
+        .and_then(|mut s| {
+            s.execute(params![
+                pack,
+                offset as i64,
+                stored_len as i64,
+                inner_offset.map(|i| i as i64),
+                &id.as_bytes()[..]
+            ])
+        })
+        .map_err(db("moving objects to a new pack"))?;
+    Ok(())
+}
+
 /// The packs some index row points into.
 pub fn packs_in_use(conn: &Connection) -> Result<std::collections::BTreeSet<i64>> {
     let mut stmt = conn.prepare("SELECT DISTINCT pack FROM objects").map_err(db("listing packs in use"))?;
@@ -415,6 +460,9 @@ pub fn move_blob(
 pub fn retire_pack(conn: &Connection, pack: i64, epoch: i64) -> Result<()> {
     conn.execute("UPDATE packs SET retired = ?1 WHERE id = ?2 AND retired IS NULL", params![epoch, pack])
         .map_err(db("retiring a pack"))?;
+    // Nothing points into it: what its bundles held dead no longer matters (and a snapshot
+    // writing the same bytes again, which takes the row back, indexes every member).
+    conn.execute("DELETE FROM bundle_dead WHERE pack = ?1", [pack]).map_err(db("retiring a pack"))?;
     Ok(())
 }
 

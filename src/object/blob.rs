@@ -155,7 +155,7 @@ pub fn encode(id: &ObjectId, raw: &[u8], level: i32) -> Result<Vec<u8>> {
 
 /// Encodes a bundle of `members`; returns its encoding and each member's offset in its raw bytes.
 pub fn encode_bundle(members: &[&[u8]], level: i32) -> Result<(Vec<u8>, Vec<u64>)> {
-    let table = 4 + 4 * members.len();
+    let table = bundle_table_len(members.len());
     let total: usize = table + members.iter().map(|m| m.len()).sum::<usize>();
     let mut raw = Vec::with_capacity(total);
     write_bundle_table(members.iter().map(|m| m.len() as u64), &mut raw);
@@ -166,6 +166,11 @@ pub fn encode_bundle(members: &[&[u8]], level: i32) -> Result<(Vec<u8>, Vec<u64>
     }
     let id = ObjectId::of(&raw);
     Ok((encode_kind(Kind::Bundle, &id, &raw, level)?, offsets))
+}
+
+/// Bytes of the member table of a bundle of `members` members.
+pub const fn bundle_table_len(members: usize) -> usize {
+    4 + 4 * members
 }
 
 /// Appends a bundle's member table to `out`: the member count, then each member's length (u32
@@ -189,7 +194,7 @@ pub fn bundle_members(raw: &[u8]) -> Result<Vec<(u64, u64)>> {
     if count > raw.len().saturating_sub(4) / 4 {
         return Err(bad());
     }
-    let mut offset = 4 + 4 * count as u64;
+    let mut offset = bundle_table_len(count) as u64;
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         let len = u32_at(4 + 4 * i)?;

@@ -32,7 +32,7 @@ pub const TARGET: usize = 4 << 20;
 /// The most members one bundle takes: its member table is reserved in front of the members
 /// (`GAP` bytes), so members are copied once, straight into the bytes that are compressed.
 const MAX_MEMBERS: usize = 4096;
-const GAP: usize = 4 + 4 * MAX_MEMBERS;
+const GAP: usize = blob::bundle_table_len(MAX_MEMBERS);
 
 /// Collects members until the next one would not fit. Its buffers are kept across bundles (a
 /// worker keeps one builder): a bundle is a few megabytes, and allocating and freeing such

@@ -61,7 +61,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let d = r.deleted;
     writeln!(
         out,
-        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten ({} recompressed), {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",
+        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten ({} recompressed, {} bundles rebuilt without their dead members), {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",
         d.objects,
         d.loose,
         d.trees,
@@ -69,6 +69,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         r.waiting,
         r.packs_rewritten,
         r.packs_recompressed,
+        r.bundles_rebuilt,
         r.packs_deleted,
         r.orphans_deleted,
         format::size(r.bytes_reclaimed + r.manifest_bytes_reclaimed),

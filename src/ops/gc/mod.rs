@@ -123,6 +123,8 @@ pub struct GcReport {
     pub packs_rewritten: u64,
     /// Of those, packs rewritten to be compressed at the `recompress` level.
     pub packs_recompressed: u64,
+    /// Bundles with dead members a rewrite rebuilt from their live ones.
+    pub bundles_rebuilt: u64,
     /// Pack files deleted (emptied or rewritten ones, once nothing can still read them).
     pub packs_deleted: u64,
     /// Pack files the index did not know (left by a crash), deleted.
@@ -228,6 +230,7 @@ impl Repo {
             "packsRewritten": report.packs_rewritten,
             "packsRecompressed": report.packs_recompressed,
             "recompressLevel": opts.recompress,
+            "bundlesRebuilt": report.bundles_rebuilt,
             "packsDeleted": report.packs_deleted,
             "orphansDeleted": report.orphans_deleted,
             "bytesReclaimed": report.bytes_reclaimed,

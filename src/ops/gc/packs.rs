@@ -6,6 +6,12 @@
 //! With a level to recompress at, packs compressed below it are rewritten too, their blobs
 //! encoded again at it.
 //!
+//! A bundle is one blob: while any member lives, the bytes of its dead members stay in it.
+//! The sweep counts them (`bundle_dead`), the pack's dead share includes them, and a rewrite
+//! rebuilds any bundle whose header says it holds more than its live members from those (one
+//! left is stored alone) instead of copying it: without that, every file an agent ever changed would keep its first version in the
+//! bundle of its unchanged siblings for good.
+//!
 //! Order, for crashes: new packs are durable before the transaction that points the index at
 //! them (a crash before it leaves orphans, reclaimed later); a retired pack's file is deleted
 //! inside the transaction deleting its row (a crash between leaves a retired row without its
@@ -20,6 +26,7 @@ use crate::base::error::{Error, Result};
 use crate::base::failpoint::failpoint;
 use crate::base::time::now_ns;
 use crate::manifest::{gc, objects};
+use crate::object::pack::PackedObject;
 use crate::object::pack::HEADER_LEN;
 use crate::object::{blob, ObjectId, PackWriter};
 use crate::repo::Repo;
@@ -87,13 +94,19 @@ impl Repo {
         let ids: Vec<i64> = packs.iter().map(|p| p.id).collect();
         let blobs = self.manifest.read(|| gc::pack_blobs(self.manifest.conn(), &ids))?;
         let base = self.config.zstd_level;
-        // Per pack: its key, and the level to encode its blobs at (None: copied verbatim).
-        let sources: BTreeMap<i64, (&str, Option<i32>)> = packs
+        // Per pack: its key, the level to encode its blobs at (None: copied verbatim), and the
+        // level its blobs are at (a rebuilt bundle keeps it unless recompressed).
+        let sources: BTreeMap<i64, (&str, Option<i32>, i32)> = packs
             .iter()
-            .map(|p| (p.id, (p.name.as_str(), recompress.filter(|l| p.level.unwrap_or(base) < *l))))
+            .map(|p| {
+                let own = p.level.unwrap_or(base);
+                (p.id, (p.name.as_str(), recompress.filter(|l| own < *l), own))
+            })
             .collect();
-        // Each copied blob: (old pack, old offset, the id of one object in it).
+        // Each blob copied whole: (old pack, old offset, the id of one object in it).
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
+        // The objects of rebuilt bundles, each moved on its own (its offset in the bundle changed).
+        let mut rebuilt: Vec<ObjectId> = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
             // Blobs are read a batch at a time, encoded again on every core, and added in order.
             let mut batch: Vec<Rewrite<'_>> = Vec::new();
@@ -102,7 +115,8 @@ impl Repo {
             let mut all = all.peekable();
             while let Some((pack, (offset, stored_len, members))) = all.next() {
                 self.check_deadline("rewriting packs")?;
-                let &(name, level) = sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
+                let &(name, level, own_level) =
+                    sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
                 let read = match self.backend.get_range(name, *offset, *stored_len) {
                     Ok(read) => read,
                     // Left where it is (its pack stays in use): `check` reports it, `repair`
@@ -114,6 +128,7 @@ impl Repo {
                     }
                 };
                 batch_bytes += read.len() as u64;
+                let rebuild = has_dead_members(&read, members);
                 batch.push(Rewrite {
                     pack,
                     name,
@@ -121,7 +136,10 @@ impl Repo {
                     members,
                     read,
                     level,
+                    own_level,
+                    rebuild,
                     encoded: None,
+                    rebuilt: None,
                     damaged: false,
                 });
                 if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
@@ -133,6 +151,15 @@ impl Repo {
                         // Not copied beside healthy blobs, where it would make the new pack
                         // unscannable: left in its pack, which stays in use.
                         report.blobs_left += 1;
+                        continue;
+                    }
+                    if let Some(new) = &c.rebuilt {
+                        match new.members.as_slice() {
+                            [(id, raw_len, _)] => writer.add(*id, *raw_len, &new.encoded)?,
+                            rows => writer.add_bundle(rows, &new.encoded)?,
+                        }
+                        report.bundles_rebuilt += 1;
+                        rebuilt.extend(new.members.iter().map(|m| m.0));
                         continue;
                     }
                     // Verbatim, or encoded again from its verified raw bytes: either way the
@@ -162,18 +189,22 @@ impl Repo {
             recompress.or_else(|| packs.iter().map(|p| p.level).collect::<Option<Vec<i32>>>()?.into_iter().min());
         self.manifest.write(|tx| {
             let epoch = gc::new_epoch(tx, now_ns())?;
-            let mut at: BTreeMap<ObjectId, (i64, u64, u64)> = BTreeMap::new();
+            let mut at: BTreeMap<ObjectId, (i64, &PackedObject)> = BTreeMap::new();
             for p in &sealed {
                 // Its objects' rows are moved to it below, not inserted.
                 let id = objects::record_pack(tx, p, now_ns(), level)?;
                 for o in &p.objects {
-                    at.insert(o.id, (id, o.offset, o.stored_len));
+                    at.insert(o.id, (id, o));
                 }
             }
+            let missing = || Error::internal("a copied blob is not in the new packs");
             for (old, offset, first) in &moved {
-                let &(new, new_offset, stored_len) =
-                    at.get(first).ok_or_else(|| Error::internal("a copied blob is not in the new packs"))?;
-                gc::move_blob(tx, *old, *offset, new, new_offset, stored_len)?;
+                let &(new, o) = at.get(first).ok_or_else(missing)?;
+                gc::move_blob(tx, *old, *offset, new, o.offset, o.stored_len)?;
+            }
+            for id in &rebuilt {
+                let &(new, o) = at.get(id).ok_or_else(missing)?;
+                gc::move_object(tx, id, new, o.offset, o.stored_len, o.inner_offset)?;
             }
             let in_use = gc::packs_in_use(tx)?;
             for p in packs {
@@ -279,8 +310,14 @@ struct Rewrite<'a> {
     read: Vec<u8>,
     /// The level to encode it at again; None: copied verbatim.
     level: Option<i32>,
+    /// The level its pack's blobs are at.
+    own_level: i32,
+    /// A bundle with dead members, to rebuild from its live ones.
+    rebuild: bool,
     /// Its new encoding, where one was made and is smaller.
     encoded: Option<Vec<u8>>,
+    /// The rebuilt bundle, when `rebuild`.
+    rebuilt: Option<Rebuilt>,
     /// It did not decode or verify, so it is not copied.
     damaged: bool,
 }
@@ -288,11 +325,78 @@ struct Rewrite<'a> {
 /// Threads encoding a batch at most: a server's maintenance shares the machine with requests.
 const REENCODE_THREADS: usize = 4;
 
-/// Encodes again the blobs of `batch` that have a level, on a thread per core (at most
-/// [`REENCODE_THREADS`]). A blob that does not decode or verify is marked damaged and logged:
-/// it stays in its pack for `check` to report and `repair` to mend.
+/// Whether `read` is a bundle holding more than `members` (the rows still pointing into it):
+/// its header's raw length against their lengths and the table they need. Told by the blob
+/// itself, so a rewrite drops dead members whenever it meets them, also those of repositories
+/// older than the dead counts that choose the packs to rewrite.
+fn has_dead_members(read: &[u8], members: &[(ObjectId, u64, Option<u64>)]) -> bool {
+    let Ok(header) = blob::parse_header(read) else { return false };
+    let live: u64 = members.iter().map(|m| m.1).sum::<u64>() + blob::bundle_table_len(members.len()) as u64;
+    header.kind == blob::Kind::Bundle && members.iter().all(|m| m.2.is_some()) && header.raw_len > live
+}
+
+/// A bundle rebuilt from its live members: its encoding and its members (id, raw length,
+/// offset in the new bundle). One member left is an object stored alone.
+struct Rebuilt {
+    encoded: Vec<u8>,
+    members: Vec<(ObjectId, u64, u64)>,
+}
+
+/// Rebuilds the bundle `c` read from its live members, each checked against its id first (a
+/// new bundle must not vouch for damaged bytes), encoded at the level asked or its pack's.
+fn rebuild(c: &Rewrite<'_>) -> Result<Rebuilt> {
+    let (header, raw) = blob::decode_unverified(&c.read)?;
+    if header.kind != blob::Kind::Bundle {
+        return Err(Error::corrupt("the index has it as a bundle, but its header says it is an object"));
+    }
+    let mut live: Vec<(ObjectId, &[u8])> = Vec::with_capacity(c.members.len());
+    for &(id, raw_len, inner) in c.members {
+        let start = inner.unwrap_or(0);
+        let bytes = start
+            .checked_add(raw_len)
+            .and_then(|end| raw.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?))
+            .ok_or_else(|| Error::corrupt(format!("member {id} lies past the bundle's end")))?;
+        if ObjectId::of(bytes) != id {
+            return Err(Error::corrupt(format!("member {id} does not hash to its id")));
+        }
+        live.push((id, bytes));
+    }
+    let level = c.level.unwrap_or(c.own_level);
+    match live.as_slice() {
+        [(id, bytes)] => {
+            Ok(Rebuilt { encoded: blob::encode(id, bytes, level)?, members: vec![(*id, bytes.len() as u64, 0)] })
+        }
+        _ => {
+            let slices: Vec<&[u8]> = live.iter().map(|m| m.1).collect();
+            let (encoded, offsets) = blob::encode_bundle(&slices, level)?;
+            let members = live.iter().zip(offsets).map(|((id, bytes), at)| (*id, bytes.len() as u64, at)).collect();
+            Ok(Rebuilt { encoded, members })
+        }
+    }
+}
+
+impl Rewrite<'_> {
+    /// Rebuilds it (a bundle with dead members), or encodes it again at its level, keeping the
+    /// new encoding where it is smaller; does nothing to a blob copied verbatim.
+    fn encode_again(&mut self) -> Result<()> {
+        if self.rebuild {
+            self.rebuilt = Some(rebuild(self)?);
+        } else if let Some(level) = self.level {
+            let mut out = Vec::new();
+            if blob::reencode(&self.read, level, &mut out)? {
+                self.encoded = Some(out);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Encodes again the blobs of `batch` that have a level, and rebuilds its bundles with dead
+/// members, on a thread per core (at most [`REENCODE_THREADS`]). A blob that does not decode
+/// or verify is marked damaged and logged: it stays in its pack for `check` to report and
+/// `repair` to mend.
 fn reencode_batch(batch: &mut [Rewrite<'_>]) {
-    if batch.iter().all(|c| c.level.is_none()) {
+    if batch.iter().all(|c| c.level.is_none() && !c.rebuild) {
         return;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -302,20 +406,14 @@ fn reencode_batch(batch: &mut [Rewrite<'_>]) {
         for part in batch.chunks_mut(share) {
             scope.spawn(move || {
                 for c in part {
-                    let Some(level) = c.level else { continue };
-                    let mut out = Vec::new();
-                    match blob::reencode(&c.read, level, &mut out) {
-                        Ok(true) => c.encoded = Some(out),
-                        Ok(false) => {}
-                        Err(e) => {
-                            c.damaged = true;
-                            tracing::warn!(
-                                pack = c.name,
-                                offset = c.offset,
-                                error = %e,
-                                "a blob does not decode; left in its pack, not recompressed"
-                            )
-                        }
+                    if let Err(e) = c.encode_again() {
+                        c.damaged = true;
+                        tracing::warn!(
+                            pack = c.name,
+                            offset = c.offset,
+                            error = %e,
+                            "a blob does not decode or verify; left in its pack, not rewritten"
+                        )
                     }
                 }
             });
