@@ -664,7 +664,7 @@ fn a_damaged_blob_is_left_in_its_pack_by_a_recompression() {
     assert!(repo.read_object(&entry.content.expect("content")).is_err(), "still damaged, not hidden");
 }
 
-/// Text of about 8 KB that differs per `seed`: compressible, so it joins a bundle.
+/// Text of about 14 KB that differs per `seed`: compressible, so it joins a bundle.
 fn text(seed: usize) -> String {
     (0..700).map(|i| format!("line {} of file {seed}\n", i * 7919 % 1000)).collect()
 }
@@ -673,32 +673,42 @@ fn pack_bytes(repo: &Repo) -> i64 {
     count(repo, "SELECT SUM(size) FROM packs WHERE retired IS NULL")
 }
 
+/// Writes `names` with text of `seed`, `seed + 1`...
+fn write_texts(ws: &Path, names: impl IntoIterator<Item = String>, seed: usize) {
+    for (i, name) in names.into_iter().enumerate() {
+        fs::write(ws.join(name), text(seed + i)).expect("write");
+    }
+}
+
+fn keep_last_one(repo: &Repo) {
+    repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(1), ..Default::default() }), "op")
+        .expect("policy");
+    repo.forget(None, false, "op").expect("forget");
+}
+
 #[test]
 fn gc_rebuilds_bundles_whose_members_died_and_keeps_every_live_one() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (root, ws) = (tmp.path().join("repo"), tmp.path().join("w"));
     let repo = Repo::init(&root, "t").expect("init");
     fs::create_dir_all(&ws).expect("mkdir");
-    for i in 0..300 {
-        fs::write(ws.join(format!("f{i:03}.txt")), text(i)).expect("write");
-    }
+    let name = |i: usize| format!("f{i:03}.txt");
+    // f000 is empty: a member with no bytes, whose bundle must still count as in use.
+    fs::write(ws.join(name(0)), "").expect("write");
+    write_texts(&ws, (1..300).map(name), 1);
     snap(&repo, &ws, "w");
     let bundled = count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NOT NULL");
     assert_eq!(bundled, 300, "the files share bundles");
     // An agent changes all but ten of them; the first snapshot is forgotten.
-    for i in 10..300 {
-        fs::write(ws.join(format!("f{i:03}.txt")), text(1000 + i)).expect("write");
-    }
+    write_texts(&ws, (10..300).map(name), 1000);
     snap(&repo, &ws, "w");
-    repo.set_snapshot_retention("w", Some(RetentionPolicy { keep_last: Some(1), ..Default::default() }), "op")
-        .expect("policy");
-    repo.forget(None, false, "op").expect("forget");
+    keep_last_one(&repo);
     let kept = repo.resolve_snapshot("latest", Some("w")).expect("latest");
     let expected = restored(&repo, &kept, &tmp.path().join("expected"));
     let before = pack_bytes(&repo);
 
     // Killed after writing the rebuilt bundles, before pointing the index at them: the
-    // repository checks clean and restores the same (the next collection does the work).
+    // repository checks clean (the new pack an orphan) and restores the same.
     drop(repo);
     let out = Command::new(trove_bin())
         .args(["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"])
@@ -707,7 +717,8 @@ fn gc_rebuilds_bundles_whose_members_died_and_keeps_every_live_one() {
         .expect("run");
     assert!(!out.status.success(), "the failpoint stops the collection");
     let repo = Repo::open(&root).expect("open");
-    clean(&repo);
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty() && report.orphan_packs >= 1, "{report:?}");
     assert_eq!(restored(&repo, &kept, &tmp.path().join("killed")), expected);
 
     let r = repo.gc(&now_gc()).expect("gc");
@@ -721,23 +732,30 @@ fn gc_rebuilds_bundles_whose_members_died_and_keeps_every_live_one() {
     let again = repo.gc(&now_gc()).expect("gc");
     assert_eq!((again.packs_rewritten, again.bundles_rebuilt), (0, 0), "{again:?}");
 
-    // All but one of the ten that were kept change too: the one left of their bundle is stored
-    // alone.
+    // The other nine that were kept change too: the empty file, the one left of their bundle,
+    // is stored alone (a live share of no bytes still makes its pack a candidate).
     let alone = count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NULL");
-    for i in 1..10 {
-        fs::write(ws.join(format!("f{i:03}.txt")), text(2000 + i)).expect("write");
-    }
-    let last = snap(&repo, &ws, "w");
+    write_texts(&ws, (1..10).map(name), 2000);
+    snap(&repo, &ws, "w");
     repo.forget(None, false, "op").expect("forget");
-    // The dead members deleted but no pack rewritten; then their counts lost, as in a
-    // repository from before them: a recompression, which rewrites every pack, still finds
-    // the bundle's dead members by its header.
-    let r = repo.gc(&GcOptions { repack_threshold: 1.0, ..now_gc() }).expect("gc");
-    assert_eq!((r.deleted.objects, r.packs_rewritten), (9, 0), "{r:?}");
-    assert_eq!(trove::testing::conn(&repo).execute("DELETE FROM bundle_dead", []).expect("forget the counts"), 1);
-    let r = repo.gc(&GcOptions { recompress: Some(9), ..now_gc() }).expect("gc");
+    let r = repo.gc(&now_gc()).expect("gc");
     assert!(r.bundles_rebuilt >= 1, "{r:?}");
     assert_eq!(count(&repo, "SELECT COUNT(*) FROM objects WHERE inner_offset IS NULL"), alone + 1);
+    clean(&repo);
+
+    // Members dead but no pack rewritten, then their counts lost, as in a repository from
+    // before them: a recompression, which rewrites every pack, still finds the bundle's dead
+    // members by its header.
+    write_texts(&ws, (300..320).map(name), 3000);
+    snap(&repo, &ws, "w");
+    write_texts(&ws, (300..315).map(name), 4000);
+    let last = snap(&repo, &ws, "w");
+    repo.forget(None, false, "op").expect("forget");
+    let r = repo.gc(&GcOptions { repack_threshold: 1.0, ..now_gc() }).expect("gc");
+    assert_eq!((r.deleted.objects, r.packs_rewritten), (15, 0), "{r:?}");
+    assert!(trove::testing::conn(&repo).execute("DELETE FROM bundle_dead", []).expect("forget the counts") >= 1);
+    let r = repo.gc(&GcOptions { recompress: Some(9), ..now_gc() }).expect("gc");
+    assert!(r.bundles_rebuilt >= 1, "{r:?}");
     clean(&repo);
     let expected = tree_state(&ws);
     assert_eq!(restored(&repo, &last, &tmp.path().join("last")), expected);

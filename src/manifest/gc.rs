@@ -257,13 +257,15 @@ pub fn resurrect(conn: &Connection, kind: Kind) -> Result<u64> {
 /// chunk list goes loses its search index document too.
 pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> Result<(u64, u64)> {
     let (table, key) = kind.table();
-    let size = match kind {
-        Kind::Loose => "COALESCE(SUM(LENGTH(encoded)), 0)",
-        _ => "0",
+    // What a deleted row leaves: a loose object's bytes; a bundle member's place and length.
+    let what = match kind {
+        Kind::Loose => "COALESCE(SUM(LENGTH(encoded)), 0), NULL, NULL, NULL",
+        Kind::Object => "0, pack, offset, CASE WHEN inner_offset IS NOT NULL THEN raw_len END",
+        Kind::Tree | Kind::ChunkList => "0, NULL, NULL, NULL",
     };
     let mut measure = conn
         .prepare_cached(&format!(
-            "SELECT COUNT(*), {size} FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"
+            "SELECT COUNT(*), {what} FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"
         ))
         .map_err(db("collecting"))?;
     let mut delete = conn
@@ -271,25 +273,21 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
         .map_err(db("collecting"))?;
     let mut undoc = conn.prepare_cached("DELETE FROM search_docs WHERE id = ?1").map_err(db("collecting"))?;
     // A bundle member's bytes stay in its bundle: counted as dead there (`bundle_dead`), so the
-    // pack's dead share sees them and a rewrite drops them. (The WHERE clause keeps SQLite from
-    // reading ON CONFLICT as part of the SELECT.)
-    let mut note_dead = conn
-        .prepare_cached(
-            "INSERT INTO bundle_dead (pack, offset, dead_raw)
-             SELECT pack, offset, raw_len FROM objects
-             WHERE id = ?1 AND inner_offset IS NOT NULL AND condemned IS NOT NULL AND condemned <= ?2
-             ON CONFLICT (pack, offset) DO UPDATE SET dead_raw = dead_raw + excluded.dead_raw",
-        )
-        .map_err(db("collecting"))?;
+    // pack's dead share sees them and a rewrite drops them. Summed per bundle over the batch
+    // first: members of one bundle tend to die together, and one row write per bundle is what
+    // keeps a sweep of a million objects as fast as it was.
+    let mut dead: std::collections::BTreeMap<(i64, i64), i64> = Default::default();
     let (mut rows, mut bytes) = (0u64, 0u64);
     for k in keys {
-        let (n, b): (i64, i64) =
-            measure.query_row(params![k, horizon], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("collecting"))?;
+        type Measured = (i64, i64, Option<i64>, Option<i64>, Option<i64>);
+        let (n, b, pack, offset, member): Measured = measure
+            .query_row(params![k, horizon], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .map_err(db("collecting"))?;
         if n == 0 {
             continue;
         }
-        if kind == Kind::Object {
-            note_dead.execute(params![k, horizon]).map_err(db("collecting"))?;
+        if let (Some(pack), Some(offset), Some(len)) = (pack, offset, member) {
+            *dead.entry((pack, offset)).or_default() += len;
         }
         delete.execute(params![k, horizon]).map_err(db("collecting"))?;
         if kind != Kind::Tree {
@@ -297,6 +295,15 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
         }
         rows += 1;
         bytes += b as u64;
+    }
+    let mut note_dead = conn
+        .prepare_cached(
+            "INSERT INTO bundle_dead (pack, offset, dead_raw) VALUES (?1, ?2, ?3)
+             ON CONFLICT (pack, offset) DO UPDATE SET dead_raw = dead_raw + excluded.dead_raw",
+        )
+        .map_err(db("collecting"))?;
+    for ((pack, offset), len) in dead {
+        note_dead.execute(params![pack, offset, len]).map_err(db("collecting"))?;
     }
     Ok((rows, bytes))
 }
@@ -331,7 +338,8 @@ pub struct PackUse {
     /// Its size in bytes.
     pub size: u64,
     /// Bytes of blobs some index row points into; of a bundle with dead members, the share of
-    /// its stored bytes its live members' raw bytes make of the live and dead ones'.
+    /// its stored bytes its live members' raw bytes make of the live and dead ones' (at least
+    /// one byte: live empty files keep their pack in use, so it must stay a candidate).
     pub live: u64,
     /// The level a recompression encoded it at (`packs.level`); None: the repository's.
     pub level: Option<i32>,
@@ -343,11 +351,12 @@ pub fn pack_use(conn: &Connection) -> Result<Vec<PackUse>> {
         .prepare(
             "SELECT p.id, p.name, p.size, COALESCE(SUM(b.live), 0), p.level FROM packs p
              LEFT JOIN (
-                 SELECT o.pack AS pack, CASE WHEN MAX(d.dead_raw) > 0
-                     THEN CAST(MAX(o.stored_len) * (SUM(o.raw_len) * 1.0 / (SUM(o.raw_len) + MAX(d.dead_raw))) AS INTEGER)
-                     ELSE MAX(o.stored_len) END AS live
-                 FROM objects o LEFT JOIN bundle_dead d ON d.pack = o.pack AND d.offset = o.offset
-                 GROUP BY o.pack, o.offset
+                 SELECT o.pack AS pack, CASE WHEN d.dead_raw > 0
+                     THEN MAX(1, CAST(o.stored * (o.raw * 1.0 / (o.raw + d.dead_raw)) AS INTEGER))
+                     ELSE o.stored END AS live
+                 FROM (SELECT pack, offset, MAX(stored_len) AS stored, SUM(raw_len) AS raw FROM objects
+                       GROUP BY pack, offset) o
+                 LEFT JOIN bundle_dead d ON d.pack = o.pack AND d.offset = o.offset
              ) b ON b.pack = p.id
              WHERE p.retired IS NULL GROUP BY p.id ORDER BY p.id",
         )
@@ -407,26 +416,42 @@ pub fn pack_blobs(conn: &Connection, packs: &[i64]) -> Result<std::collections::
     Ok(out)
 }
 
-/// Points object `id` at its place in a rebuilt bundle: pack `pack`, the bundle at `offset`
-/// of `stored_len` bytes, the member at `inner_offset` in its raw bytes (None: stored alone).
-pub fn move_object(
-    conn: &Connection,
-    id: &ObjectId,
-    pack: i64,
-    offset: u64,
-    stored_len: u64,
-    inner_offset: Option<u64>,
-) -> Result<()> {
-    conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3, inner_offset = ?4 WHERE id = ?5")
-        .and_then(|mut s| {
-            s.execute(params![
-                pack,
-                offset as i64,
-                stored_len as i64,
-                inner_offset.map(|i| i as i64),
-                &id.as_bytes()[..]
-            ])
-        })
+/// Where a row points: pack, the blob's offset and stored length, and a bundle member's
+/// offset in the bundle's raw bytes (None: an object stored alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub pack: i64,
+    pub offset: u64,
+    pub stored_len: u64,
+    pub inner_offset: Option<u64>,
+}
+
+/// Points object `id`, if its row still points into the blob at (`old_pack`, `old_offset`),
+/// at `to`: its place in a rebuilt bundle. The blob's dead count goes (the copy has none).
+pub fn move_object(conn: &Connection, id: &ObjectId, old_pack: i64, old_offset: u64, to: Place) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3, inner_offset = ?4
+         WHERE id = ?5 AND pack = ?6 AND offset = ?7",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            to.pack,
+            to.offset as i64,
+            to.stored_len as i64,
+            to.inner_offset.map(|i| i as i64),
+            &id.as_bytes()[..],
+            old_pack,
+            old_offset as i64
+        ])
+    })
+    .map_err(db("moving objects to a new pack"))?;
+    forget_dead(conn, old_pack, old_offset)
+}
+
+/// Forgets the dead count of the blob at (`pack`, `offset`): it was copied or rebuilt.
+fn forget_dead(conn: &Connection, pack: i64, offset: u64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM bundle_dead WHERE pack = ?1 AND offset = ?2")
+        .and_then(|mut s| s.execute(params![pack, offset as i64]))
         .map_err(db("moving objects to a new pack"))?;
     Ok(())
 }
@@ -452,7 +477,9 @@ pub fn move_blob(
     conn.prepare_cached("UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3 WHERE pack = ?4 AND offset = ?5")
         .and_then(|mut s| s.execute(params![new, new_offset as i64, stored_len as i64, old, old_offset as i64]))
         .map_err(db("moving objects to a new pack"))?;
-    Ok(())
+    // A blob copied whole has no dead members (or they were not known); a count left here would
+    // make its pack look sparse, and be rewritten, in every collection.
+    forget_dead(conn, old, old_offset)
 }
 
 /// Retires pack `pack` in `epoch`: the caller found, in this transaction, that no index row

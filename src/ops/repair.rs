@@ -81,7 +81,10 @@ impl Repo {
             }
         }
         self.manifest.write(|tx| {
-            tx.execute_batch("DELETE FROM objects;").map_err(|e| Error::db("rebuilding the index", e))?;
+            // Every member of every bundle is indexed again, dead ones too: the dead counts
+            // would now count rows that exist.
+            tx.execute_batch("DELETE FROM objects; DELETE FROM bundle_dead;")
+                .map_err(|e| Error::db("rebuilding the index", e))?;
             let known: BTreeMap<String, i64> = {
                 let mut stmt = tx.prepare("SELECT name, id FROM packs").map_err(|e| Error::db("rebuilding the index", e))?;
                 let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| Error::db("rebuilding the index", e))?;

@@ -1,6 +1,6 @@
 //! Garbage collection's packs: packs no index row points into are retired; packs whose dead
-//! bytes pass the threshold have their live blobs copied, verbatim, into new packs and are
-//! retired; retired packs and pack files the index never knew (a crash's leftovers) are
+//! bytes pass the threshold have their live blobs copied (verbatim, or a bundle rebuilt from
+//! its live members) into new packs and are retired; retired packs and pack files the index never knew (a crash's leftovers) are
 //! deleted once nothing in flight can still hold a location in them.
 //!
 //! With a level to recompress at, packs compressed below it are rewritten too, their blobs
@@ -9,7 +9,8 @@
 //! A bundle is one blob: while any member lives, the bytes of its dead members stay in it.
 //! The sweep counts them (`bundle_dead`), the pack's dead share includes them, and a rewrite
 //! rebuilds any bundle whose header says it holds more than its live members from those (one
-//! left is stored alone) instead of copying it: without that, every file an agent ever changed would keep its first version in the
+//! left is stored alone) instead of copying it: without that, every file an agent ever
+//! changed would keep its first version in the
 //! bundle of its unchanged siblings for good.
 //!
 //! Order, for crashes: new packs are durable before the transaction that points the index at
@@ -22,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::failpoint::failpoint;
 use crate::base::time::now_ns;
 use crate::manifest::{gc, objects};
@@ -87,9 +88,9 @@ impl Repo {
     }
 
     /// Copies the live blobs of `packs` into new packs, points the index at the copies, and
-    /// retires the old packs. With `recompress`, the blobs of a pack compressed below that level
-    /// are encoded again at it (kept as they are where that is no smaller); the others are
-    /// copied verbatim.
+    /// retires the old packs. A bundle holding dead members is rebuilt from its live ones. With
+    /// `recompress`, the other blobs of a pack compressed below that level are encoded again at
+    /// it (kept as they are where that is no smaller); the rest are copied verbatim.
     fn repack(&self, packs: &[gc::PackUse], recompress: Option<i32>, report: &mut GcReport) -> Result<()> {
         let ids: Vec<i64> = packs.iter().map(|p| p.id).collect();
         let blobs = self.manifest.read(|| gc::pack_blobs(self.manifest.conn(), &ids))?;
@@ -105,8 +106,9 @@ impl Repo {
             .collect();
         // Each blob copied whole: (old pack, old offset, the id of one object in it).
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
-        // The objects of rebuilt bundles, each moved on its own (its offset in the bundle changed).
-        let mut rebuilt: Vec<ObjectId> = Vec::new();
+        // The objects of rebuilt bundles, each moved on its own (its offset in the bundle
+        // changed): (id, old pack, old offset).
+        let mut rebuilt: Vec<(ObjectId, i64, u64)> = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
             // Blobs are read a batch at a time, encoded again on every core, and added in order.
             let mut batch: Vec<Rewrite<'_>> = Vec::new();
@@ -145,7 +147,7 @@ impl Repo {
                 if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
                     continue;
                 }
-                reencode_batch(&mut batch);
+                reencode_batch(&mut batch)?;
                 for c in batch.drain(..) {
                     if c.damaged {
                         // Not copied beside healthy blobs, where it would make the new pack
@@ -159,7 +161,7 @@ impl Repo {
                             rows => writer.add_bundle(rows, &new.encoded)?,
                         }
                         report.bundles_rebuilt += 1;
-                        rebuilt.extend(new.members.iter().map(|m| m.0));
+                        rebuilt.extend(new.members.iter().map(|m| (m.0, c.pack, c.offset)));
                         continue;
                     }
                     // Verbatim, or encoded again from its verified raw bytes: either way the
@@ -202,9 +204,10 @@ impl Repo {
                 let &(new, o) = at.get(first).ok_or_else(missing)?;
                 gc::move_blob(tx, *old, *offset, new, o.offset, o.stored_len)?;
             }
-            for id in &rebuilt {
-                let &(new, o) = at.get(id).ok_or_else(missing)?;
-                gc::move_object(tx, id, new, o.offset, o.stored_len, o.inner_offset)?;
+            for (id, old, offset) in &rebuilt {
+                let &(pack, o) = at.get(id).ok_or_else(missing)?;
+                let to = gc::Place { pack, offset: o.offset, stored_len: o.stored_len, inner_offset: o.inner_offset };
+                gc::move_object(tx, id, *old, *offset, to)?;
             }
             let in_use = gc::packs_in_use(tx)?;
             for p in packs {
@@ -331,8 +334,12 @@ const REENCODE_THREADS: usize = 4;
 /// older than the dead counts that choose the packs to rewrite.
 fn has_dead_members(read: &[u8], members: &[(ObjectId, u64, Option<u64>)]) -> bool {
     let Ok(header) = blob::parse_header(read) else { return false };
-    let live: u64 = members.iter().map(|m| m.1).sum::<u64>() + blob::bundle_table_len(members.len()) as u64;
-    header.kind == blob::Kind::Bundle && members.iter().all(|m| m.2.is_some()) && header.raw_len > live
+    // Lengths from the index: a damaged row's must not overflow (such a bundle is copied as it
+    // is, for `check` to report).
+    let live = members.iter().try_fold(blob::bundle_table_len(members.len()) as u64, |sum, m| sum.checked_add(m.1));
+    header.kind == blob::Kind::Bundle
+        && members.iter().all(|m| m.2.is_some())
+        && live.is_some_and(|l| header.raw_len > l)
 }
 
 /// A bundle rebuilt from its live members: its encoding and its members (id, raw length,
@@ -349,7 +356,7 @@ fn rebuild(c: &Rewrite<'_>) -> Result<Rebuilt> {
     if header.kind != blob::Kind::Bundle {
         return Err(Error::corrupt("the index has it as a bundle, but its header says it is an object"));
     }
-    let mut live: Vec<(ObjectId, &[u8])> = Vec::with_capacity(c.members.len());
+    let mut live: Vec<(u64, ObjectId, &[u8])> = Vec::with_capacity(c.members.len());
     for &(id, raw_len, inner) in c.members {
         let start = inner.unwrap_or(0);
         let bytes = start
@@ -359,8 +366,12 @@ fn rebuild(c: &Rewrite<'_>) -> Result<Rebuilt> {
         if ObjectId::of(bytes) != id {
             return Err(Error::corrupt(format!("member {id} does not hash to its id")));
         }
-        live.push((id, bytes));
+        live.push((start, id, bytes));
     }
+    // In their old order (the snapshot's path order), not the index's id order: siblings stay
+    // together for restores and for reads that decode a bundle up to a member.
+    live.sort_by_key(|m| m.0);
+    let live: Vec<(ObjectId, &[u8])> = live.into_iter().map(|(_, id, bytes)| (id, bytes)).collect();
     let level = c.level.unwrap_or(c.own_level);
     match live.as_slice() {
         [(id, bytes)] => {
@@ -395,28 +406,40 @@ impl Rewrite<'_> {
 /// members, on a thread per core (at most [`REENCODE_THREADS`]). A blob that does not decode
 /// or verify is marked damaged and logged: it stays in its pack for `check` to report and
 /// `repair` to mend.
-fn reencode_batch(batch: &mut [Rewrite<'_>]) {
+fn reencode_batch(batch: &mut [Rewrite<'_>]) -> Result<()> {
     if batch.iter().all(|c| c.level.is_none() && !c.rebuild) {
-        return;
+        return Ok(());
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores.min(REENCODE_THREADS).min(batch.len()).max(1);
     let share = batch.len().div_ceil(threads);
     std::thread::scope(|scope| {
-        for part in batch.chunks_mut(share) {
-            scope.spawn(move || {
-                for c in part {
-                    if let Err(e) = c.encode_again() {
-                        c.damaged = true;
-                        tracing::warn!(
-                            pack = c.name,
-                            offset = c.offset,
-                            error = %e,
-                            "a blob does not decode or verify; left in its pack, not rewritten"
-                        )
+        let workers: Vec<_> = batch
+            .chunks_mut(share)
+            .map(|part| {
+                scope.spawn(move || -> Result<()> {
+                    for c in part {
+                        match c.encode_again() {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == ErrorKind::Corrupt => {
+                                c.damaged = true;
+                                tracing::warn!(
+                                    pack = c.name,
+                                    offset = c.offset,
+                                    error = %e,
+                                    "a blob does not decode or verify; left in its pack, not rewritten"
+                                )
+                            }
+                            // Not the blob's fault (the compressor failed): the rewrite stops.
+                            Err(e) => {
+                                return Err(e.context(format!("rewriting the blob at {} of pack {}", c.offset, c.name)))
+                            }
+                        }
                     }
-                }
-            });
-        }
-    });
+                    Ok(())
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| w.join().map_err(|_| Error::internal("a rewrite thread panicked"))?)
+    })
 }
