@@ -1,7 +1,8 @@
 //! Garbage collection's packs: packs no index row points into are retired; packs whose dead
 //! bytes pass the threshold have their live blobs copied (verbatim, or a bundle rebuilt from
-//! its live members) into new packs and are retired; retired packs and pack files the index never knew (a crash's leftovers) are
-//! deleted once nothing in flight can still hold a location in them.
+//! its live members) into new packs and are retired; retired packs and pack files the index
+//! never knew (a crash's leftovers) are deleted once nothing in flight can still hold a
+//! location in them.
 //!
 //! With a level to recompress at, packs compressed below it are rewritten too, their blobs
 //! encoded again at it.
@@ -9,9 +10,8 @@
 //! A bundle is one blob: while any member lives, the bytes of its dead members stay in it.
 //! The sweep counts them (`bundle_dead`), the pack's dead share includes them, and a rewrite
 //! rebuilds any bundle whose header says it holds more than its live members from those (one
-//! left is stored alone) instead of copying it: without that, every file an agent ever
-//! changed would keep its first version in the
-//! bundle of its unchanged siblings for good.
+//! left is stored alone) instead of copying it: without that, every file an agent ever changed
+//! would keep its first version in the bundle of its unchanged siblings for good.
 //!
 //! Order, for crashes: new packs are durable before the transaction that points the index at
 //! them (a crash before it leaves orphans, reclaimed later); a retired pack's file is deleted
@@ -27,8 +27,7 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::failpoint::failpoint;
 use crate::base::time::now_ns;
 use crate::manifest::{gc, objects};
-use crate::object::pack::PackedObject;
-use crate::object::pack::HEADER_LEN;
+use crate::object::pack::{PackedObject, HEADER_LEN};
 use crate::object::{blob, ObjectId, PackWriter};
 use crate::repo::Repo;
 
