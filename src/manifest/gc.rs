@@ -9,6 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
 use crate::base::error::Result;
+use crate::object::pack::PackedObject;
 use crate::object::ObjectId;
 
 /// What can be condemned: the table and its key column.
@@ -416,35 +417,35 @@ pub fn pack_blobs(conn: &Connection, packs: &[i64]) -> Result<std::collections::
     Ok(out)
 }
 
-/// Where a row points: pack, the blob's offset and stored length, and a bundle member's
-/// offset in the bundle's raw bytes (None: an object stored alone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Place {
-    pub pack: i64,
-    pub offset: u64,
-    pub stored_len: u64,
-    pub inner_offset: Option<u64>,
-}
-
-/// Points object `id`, if its row still points into the blob at (`old_pack`, `old_offset`),
-/// at `to`: its place in a rebuilt bundle. The blob's dead count goes (the copy has none).
-pub fn move_object(conn: &Connection, id: &ObjectId, old_pack: i64, old_offset: u64, to: Place) -> Result<()> {
-    conn.prepare_cached(
-        "UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3, inner_offset = ?4
-         WHERE id = ?5 AND pack = ?6 AND offset = ?7",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            to.pack,
-            to.offset as i64,
-            to.stored_len as i64,
-            to.inner_offset.map(|i| i as i64),
-            &id.as_bytes()[..],
+/// Points the rows of a rebuilt bundle's members, those still in the blob at (`old_pack`,
+/// `old_offset`), at their places in pack `pack` (`objects`, as the pack writer recorded them:
+/// each member's offset in the new bundle, or none for one stored alone), and forgets the old
+/// blob's dead count (the new bundle has none).
+pub fn move_members<'a>(
+    conn: &Connection,
+    old_pack: i64,
+    old_offset: u64,
+    pack: i64,
+    objects: impl IntoIterator<Item = &'a PackedObject>,
+) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE objects SET pack = ?1, offset = ?2, stored_len = ?3, inner_offset = ?4
+             WHERE id = ?5 AND pack = ?6 AND offset = ?7",
+        )
+        .map_err(db("moving objects to a new pack"))?;
+    for o in objects {
+        stmt.execute(params![
+            pack,
+            o.offset as i64,
+            o.stored_len as i64,
+            o.inner_offset.map(|i| i as i64),
+            &o.id.as_bytes()[..],
             old_pack,
             old_offset as i64
         ])
-    })
-    .map_err(db("moving objects to a new pack"))?;
+        .map_err(db("moving objects to a new pack"))?;
+    }
     forget_dead(conn, old_pack, old_offset)
 }
 

@@ -105,9 +105,9 @@ impl Repo {
             .collect();
         // Each blob copied whole: (old pack, old offset, the id of one object in it).
         let mut moved: Vec<(i64, u64, ObjectId)> = Vec::new();
-        // The objects of rebuilt bundles, each moved on its own (its offset in the bundle
-        // changed): (id, old pack, old offset).
-        let mut rebuilt: Vec<(ObjectId, i64, u64)> = Vec::new();
+        // Each rebuilt bundle: (old pack, old offset, its members' ids); their rows move one by
+        // one (each member's offset in the bundle changed).
+        let mut rebuilt: Vec<(i64, u64, Vec<ObjectId>)> = Vec::new();
         let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
             // Blobs are read a batch at a time, encoded again on every core, and added in order.
             let mut batch: Vec<Rewrite<'_>> = Vec::new();
@@ -160,7 +160,7 @@ impl Repo {
                             rows => writer.add_bundle(rows, &new.encoded)?,
                         }
                         report.bundles_rebuilt += 1;
-                        rebuilt.extend(new.members.iter().map(|m| (m.0, c.pack, c.offset)));
+                        rebuilt.push((c.pack, c.offset, new.members.iter().map(|m| m.0).collect()));
                         continue;
                     }
                     // Verbatim, or encoded again from its verified raw bytes: either way the
@@ -203,10 +203,11 @@ impl Repo {
                 let &(new, o) = at.get(first).ok_or_else(missing)?;
                 gc::move_blob(tx, *old, *offset, new, o.offset, o.stored_len)?;
             }
-            for (id, old, offset) in &rebuilt {
-                let &(pack, o) = at.get(id).ok_or_else(missing)?;
-                let to = gc::Place { pack, offset: o.offset, stored_len: o.stored_len, inner_offset: o.inner_offset };
-                gc::move_object(tx, id, *old, *offset, to)?;
+            for (old, offset, ids) in &rebuilt {
+                // A bundle goes to one pack whole: its first member's is every member's.
+                let &(pack, _) = ids.first().and_then(|id| at.get(id)).ok_or_else(missing)?;
+                let placed = ids.iter().map(|id| at.get(id).map(|&(_, o)| o).ok_or_else(missing));
+                gc::move_members(tx, *old, *offset, pack, placed.collect::<Result<Vec<_>>>()?)?;
             }
             let in_use = gc::packs_in_use(tx)?;
             for p in packs {
