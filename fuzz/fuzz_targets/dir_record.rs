@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         let again = w.finish();
         let back = dir_cache::Record::parse(&again).expect("a written record parses");
         let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("its entries parse");
-        // Written, a version 1 record becomes version 2: a file's content is left to the tree.
+        // Written, an older record becomes the current version: a file's content is left to the tree.
         let mut expected = entries.clone();
         for e in expected.iter_mut().filter(|e| e.kind == trove::testing::tree::EntryKind::File) {
             (e.content, e.sha256) = (None, None);

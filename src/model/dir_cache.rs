@@ -7,7 +7,9 @@
 //!
 //! Version 2 leaves a file's content id and SHA-256 to the tree (version 1 repeated them in
 //! every record, more than half of its bytes) and writes small numbers as varints, inodes and
-//! devices as differences from the previous entry's; version 1 records still parse, with them.
+//! devices as differences from the previous entry's; version 3 writes the times that way too
+//! (siblings were written together: their mtimes, and their ctimes' lead over their mtimes,
+//! are close). Versions 1 and 2 still parse.
 //!
 //! Records are read back as untrusted bytes: [`Record::parse`] checks every length against
 //! the blob before using it, and a malformed record is only a cache miss.
@@ -54,7 +56,10 @@ impl Stat {
 }
 
 /// The record format's version byte, as written.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The version before times were differences from the previous entry's: mtime whole (8 bytes,
+/// little-endian), ctime as its difference from the entry's own mtime.
+const VERSION_WHOLE_MTIME: u8 = 2;
 /// The first version, whose file entries also carry the content id and SHA-256.
 const VERSION_WITH_CONTENT: u8 = 1;
 /// Set on a file's kind byte when its stat could not vouch for it (racy: changed too close to
@@ -70,8 +75,8 @@ pub struct CachedEntry<'a> {
     pub kind: EntryKind,
     /// Its `lstat` fields when recorded.
     pub stat: Stat,
-    /// A directory's tree id; a file's content id in a version 1 record only (version 2
-    /// leaves it to the directory's tree, and writes none).
+    /// A directory's tree id; a file's content id in a version 1 record only (later versions
+    /// leave it to the directory's tree, and write none).
     pub content: Option<ObjectId>,
     /// A file's SHA-256, in a version 1 record only.
     pub sha256: Option<Sha256>,
@@ -106,12 +111,15 @@ pub struct RecordWriter {
     prev: Prev,
 }
 
-/// The previous entry's inode and device: version 2 stores each entry's as a difference from
-/// them (siblings' inodes are close, their device the same).
+/// The previous entry's fields that the next one is written as a difference from (0 before
+/// the first): its inode and device (siblings' inodes are close, their device the same), its
+/// mtime and its ctime's lead over it (version 3).
 #[derive(Default, Clone, Copy)]
 struct Prev {
     inode: u64,
     device: u64,
+    mtime_ns: i64,
+    ctime_lead: i64,
 }
 
 impl RecordWriter {
@@ -137,8 +145,9 @@ impl RecordWriter {
         varint::put(out, u64::from(name_len));
         out.extend_from_slice(e.name);
         varint::put(out, e.stat.size);
-        out.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
-        varint::put(out, varint::zigzag(e.stat.ctime_ns.wrapping_sub(e.stat.mtime_ns)));
+        let ctime_lead = e.stat.ctime_ns.wrapping_sub(e.stat.mtime_ns);
+        varint::put(out, varint::zigzag(e.stat.mtime_ns.wrapping_sub(self.prev.mtime_ns)));
+        varint::put(out, varint::zigzag(ctime_lead.wrapping_sub(self.prev.ctime_lead)));
         varint::put(out, varint::zigzag(e.stat.inode.wrapping_sub(self.prev.inode) as i64));
         varint::put(out, varint::zigzag(e.stat.device.wrapping_sub(self.prev.device) as i64));
         varint::put(out, u64::from(e.stat.mode));
@@ -150,7 +159,7 @@ impl RecordWriter {
                 out.extend_from_slice(e.target);
             }
         }
-        self.prev = Prev { inode: e.stat.inode, device: e.stat.device };
+        self.prev = Prev { inode: e.stat.inode, device: e.stat.device, mtime_ns: e.stat.mtime_ns, ctime_lead };
         self.count += 1;
     }
 
@@ -189,7 +198,7 @@ impl<'a> Record<'a> {
     pub fn parse(blob: &'a [u8]) -> Option<Record<'a>> {
         let mut b = blob;
         let version = *take(&mut b, 1)?.first()?;
-        if version != VERSION && version != VERSION_WITH_CONTENT {
+        if !matches!(version, VERSION | VERSION_WHOLE_MTIME | VERSION_WITH_CONTENT) {
             return None;
         }
         let tree = ObjectId(id_of(&mut b)?);
@@ -226,7 +235,7 @@ impl<'a> Iterator for Entries<'a> {
         self.left -= 1;
         let parsed = match self.version {
             VERSION_WITH_CONTENT => parse_v1_entry(&mut self.rest),
-            _ => parse_entry(&mut self.rest, &mut self.prev),
+            version => parse_entry(&mut self.rest, &mut self.prev, version),
         };
         if parsed.is_none() {
             self.left = 0;
@@ -244,19 +253,25 @@ fn kind_of(code: u8) -> Option<EntryKind> {
     }
 }
 
-/// A version 2 entry (see [`RecordWriter::push`]).
-fn parse_entry<'a>(b: &mut &'a [u8], prev: &mut Prev) -> Option<CachedEntry<'a>> {
+/// A version 3 entry (see [`RecordWriter::push`]), or a version 2 one (its mtime whole, its
+/// ctime's lead over it not a difference).
+fn parse_entry<'a>(b: &mut &'a [u8], prev: &mut Prev, version: u8) -> Option<CachedEntry<'a>> {
     let code = *take(b, 1)?.first()?;
     let kind = kind_of(code)?;
     let name_len = len_of(b)?;
     let name = take(b, name_len)?;
     let size = varint::take(b)?;
-    let mtime_ns = u64_of(b)? as i64;
-    let ctime_ns = mtime_ns.wrapping_add(varint::unzigzag(varint::take(b)?));
+    let (mtime_ns, ctime_lead) = if version == VERSION_WHOLE_MTIME {
+        (u64_of(b)? as i64, varint::unzigzag(varint::take(b)?))
+    } else {
+        let mtime_ns = prev.mtime_ns.wrapping_add(varint::unzigzag(varint::take(b)?));
+        (mtime_ns, prev.ctime_lead.wrapping_add(varint::unzigzag(varint::take(b)?)))
+    };
+    let ctime_ns = mtime_ns.wrapping_add(ctime_lead);
     let inode = prev.inode.wrapping_add(varint::unzigzag(varint::take(b)?) as u64);
     let device = prev.device.wrapping_add(varint::unzigzag(varint::take(b)?) as u64);
     let mode = u32::try_from(varint::take(b)?).ok()?;
-    *prev = Prev { inode, device };
+    *prev = Prev { inode, device, mtime_ns, ctime_lead };
     let stat = Stat { size, mtime_ns, ctime_ns, inode, device, mode };
     let mut e = CachedEntry { name, kind, stat, content: None, sha256: None, target: &[], racy: code & RACY != 0 };
     match kind {
@@ -392,7 +407,7 @@ mod tests {
         assert_eq!((e.len(), e[0].name), (1, &b"a.rs"[..]));
         assert_eq!((e[0].content, e[0].sha256), (Some(ObjectId::of(b"abc")), Some(Sha256([7; 32]))));
         assert_eq!(e[0].stat.inode, 11);
-        // Written again it is a version 2 record: the content is left to the tree.
+        // Written again it is a current record: the content is left to the tree.
         let mut w = RecordWriter::new(&r.tree);
         w.push(&e[0]);
         let again = w.finish();
@@ -400,5 +415,51 @@ mod tests {
         let back = Record::parse(&again).expect("parse");
         let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("entries");
         assert_eq!((back[0].content, back[0].sha256, back[0].stat), (None, None, e[0].stat));
+    }
+
+    #[test]
+    fn a_version_2_record_parses_with_its_whole_mtimes() {
+        // Two files as version 2 wrote them: mtime whole, ctime as its lead over the mtime,
+        // inode and device as differences from the previous entry's.
+        let tree = ObjectId::of(b"tree");
+        let mut blob = vec![2];
+        blob.extend_from_slice(tree.as_bytes());
+        blob.extend_from_slice(&2u32.to_le_bytes());
+        let mtimes = [1_700_000_000_123_456_789i64, 1_700_000_000_123_999_000];
+        for (i, name) in [&b"a.rs"[..], b"b.rs"].into_iter().enumerate() {
+            blob.push(0);
+            varint::put(&mut blob, name.len() as u64);
+            blob.extend_from_slice(name);
+            varint::put(&mut blob, 10 + i as u64);
+            blob.extend_from_slice(&mtimes[i].to_le_bytes());
+            varint::put(&mut blob, varint::zigzag(5_000));
+            varint::put(&mut blob, varint::zigzag(if i == 0 { 40 } else { 1 }));
+            varint::put(&mut blob, varint::zigzag(if i == 0 { 7 } else { 0 }));
+            varint::put(&mut blob, 0o100644);
+        }
+        let r = Record::parse(&blob).expect("parse");
+        let e: Vec<_> = r.entries().collect::<Result<_, _>>().expect("entries");
+        let stats: Vec<_> = e.iter().map(|e| e.stat).collect();
+        let want = |i: usize| Stat {
+            size: 10 + i as u64,
+            mtime_ns: mtimes[i],
+            ctime_ns: mtimes[i] + 5_000,
+            inode: 40 + i as u64,
+            device: 7,
+            mode: 0o100644,
+        };
+        assert_eq!(stats, [want(0), want(1)]);
+        // Written again: the second entry's times are small differences from the first's (the
+        // first entry's mtime, a difference from 0, takes one byte more than whole).
+        let mut w = RecordWriter::new(&r.tree);
+        for e in &e {
+            w.push(e);
+        }
+        let again = w.finish();
+        assert_eq!(again[0], VERSION);
+        assert!(again.len() < blob.len(), "{} bytes from {}", again.len(), blob.len());
+        let back = Record::parse(&again).expect("parse");
+        let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("entries");
+        assert_eq!(back, e);
     }
 }
