@@ -55,6 +55,27 @@ pub struct BundleBuilder {
     rows: Vec<(ObjectId, u64, u64)>,
 }
 
+/// The bytes [`BundleBuilder::read_next`] just read, after the builder's members: only these
+/// can be kept as the next member (no member is made of bytes that were not read).
+pub struct Next<'a> {
+    builder: &'a mut BundleBuilder,
+}
+
+impl Next<'_> {
+    /// The bytes read.
+    pub fn bytes(&self) -> &[u8] {
+        let b = &self.builder;
+        b.raw.get(GAP + b.gathered..).unwrap_or_default()
+    }
+
+    /// Makes the bytes read member `id` of the bundle.
+    pub fn keep(self, id: ObjectId) {
+        let len = self.bytes().len();
+        self.builder.members.push((id, len as u64));
+        self.builder.gathered += len;
+    }
+}
+
 /// A sealed bundle, borrowed from its builder until the next seal.
 pub struct SealedBundle<'a> {
     /// The bundle as one stored object (blob format, compressed).
@@ -84,25 +105,13 @@ impl BundleBuilder {
     /// Reads `file` to its end onto the end of the gathered members, where the next member
     /// goes: a small file is read once, into the bytes that will be compressed, not into a
     /// buffer of its own and copied. The caller bounds `file` to the size it gave
-    /// [`room_for`](Self::room_for) just before, so the bundle stays within `TARGET`. The bytes read ([`next`](Self::next)) join the bundle with
-    /// [`keep_next`](Self::keep_next) or are dropped by the next read, add or seal.
-    pub fn read_next(&mut self, mut file: impl std::io::Read) -> std::io::Result<()> {
+    /// [`room_for`](Self::room_for) just before, so the bundle stays within `TARGET`. The bytes
+    /// read join the bundle by [`Next::keep`], or are dropped by the next read, add or seal.
+    pub fn read_next(&mut self, mut file: impl std::io::Read) -> std::io::Result<Next<'_>> {
         self.drop_next();
         self.start();
-        file.read_to_end(&mut self.raw).map(|_| ())
-    }
-
-    /// The bytes the last [`read_next`](Self::read_next) read.
-    pub fn next(&self) -> &[u8] {
-        self.raw.get(GAP + self.gathered..).unwrap_or_default()
-    }
-
-    /// Makes the bytes read last member `id`.
-    pub fn keep_next(&mut self, id: ObjectId) {
-        self.start();
-        let len = self.next().len();
-        self.members.push((id, len as u64));
-        self.gathered += len;
+        file.read_to_end(&mut self.raw)?;
+        Ok(Next { builder: self })
     }
 
     /// Forgets bytes read and not kept.
@@ -318,10 +327,10 @@ mod tests {
             if let Some(b) = builder.room_for(member.len(), 3).expect("room") {
                 sealed.push((b.encoded.to_vec(), b.members.to_vec()));
             }
-            builder.read_next(&member[..]).expect("read");
-            assert_eq!(builder.next(), &member[..]);
+            let next = builder.read_next(&member[..]).expect("read");
+            assert_eq!(next.bytes(), &member[..]);
             if i % 3 != 1 {
-                builder.keep_next(ObjectId::of(&member));
+                next.keep(ObjectId::of(&member));
                 kept.push(member);
             }
         }

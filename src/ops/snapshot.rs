@@ -31,7 +31,7 @@ use crate::model::scope::Scope;
 use crate::model::session::check_workspace_name;
 use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
 use crate::model::tree::{Entry, EntryKind};
-use crate::object::bundle::{self, BundleBuilder};
+use crate::object::bundle::{self, BundleBuilder, SealedBundle};
 use crate::object::{blob, ObjectId, PackWriter, RandomKeySet, Sha256};
 use crate::ops::diff::tree::{diff_trees, PathSelect, Trees};
 use crate::ops::scan::{
@@ -186,10 +186,7 @@ impl Writer<'_> {
         };
         let member = raw.len() <= bundle::MEMBER_MAX;
         if member && blob::looks_compressible(raw, self.zstd_level)? {
-            if let Some(sealed) = bundle.add(id, raw, self.zstd_level)? {
-                packs.add_bundle(sealed.members, sealed.encoded)?;
-            }
-            return Ok(());
+            return add_sealed(packs, bundle.add(id, raw, self.zstd_level)?);
         }
         // A member-sized object got here because its sample did not compress.
         Self::store_alone(packs, id, raw, self.zstd_level, member)
@@ -224,11 +221,11 @@ impl Writer<'_> {
     }
 
     fn seal_bundle(&self, bundle: &mut BundleBuilder) -> Result<()> {
-        // A loose sink never fills a bundle.
-        if let (Sink::Packs { packs, .. }, Some(sealed)) = (&self.sink, bundle.seal(self.zstd_level)?) {
-            packs.add_bundle(sealed.members, sealed.encoded)?;
+        match &self.sink {
+            Sink::Packs { packs, .. } => add_sealed(packs, bundle.seal(self.zstd_level)?),
+            // A loose sink never fills a bundle.
+            Sink::Loose(_) => Ok(()),
         }
-        Ok(())
     }
 
     fn warn(&self, rel: &[u8], message: String) {
@@ -347,16 +344,14 @@ impl Writer<'_> {
             Sink::Packs { packs, .. } if size <= bundle::MEMBER_MAX as u64 => packs,
             _ => return self.read_buffered(file, size, bundle),
         };
-        if let Some(sealed) = bundle.room_for(size as usize, self.zstd_level)? {
-            packs.add_bundle(sealed.members, sealed.encoded)?;
-        }
-        bundle.read_next(file).map_err(read_failed)?;
-        let raw = bundle.next();
+        add_sealed(packs, bundle.room_for(size as usize, self.zstd_level)?)?;
+        let next = bundle.read_next(file).map_err(read_failed)?;
+        let raw = next.bytes();
         let id = ObjectId::of(raw);
         let content = Content::read(id, sha2::Sha256::digest(raw).into(), raw.len() as u64);
         if self.claim(&id)? {
             if blob::looks_compressible(raw, self.zstd_level)? {
-                bundle.keep_next(id);
+                next.keep(id);
             } else {
                 Self::store_alone(packs, id, raw, self.zstd_level, true)?;
             }
@@ -403,8 +398,10 @@ impl Writer<'_> {
         });
         match result {
             Ok(()) => {}
+            // The file's read failed, not the store: a warning, as `read_failed` makes it (the
+            // source kept for the log).
             Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read while chunking") => {
-                return Err(Error::new(ErrorKind::Io, format!("cannot read file: {}", e.message())));
+                return Err(e.context("cannot read file"));
             }
             Err(e) => return Err(e),
         }
@@ -416,6 +413,15 @@ impl Writer<'_> {
             cacheable: false,
             from_cache: false,
         }))
+    }
+}
+
+/// Appends the bundle a builder sealed to the pack, if it sealed one (adding a member, making
+/// room for one, or at the end of a run).
+fn add_sealed(packs: &PackWriter, sealed: Option<SealedBundle<'_>>) -> Result<()> {
+    match sealed {
+        Some(sealed) => packs.add_bundle(sealed.members, sealed.encoded),
+        None => Ok(()),
     }
 }
 
