@@ -547,21 +547,27 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     assert_eq!(rows_of("objects", b"three, edited\n"), 0, "loose content was packed again");
     assert_eq!(rows_of("objects", b"only here\n"), 1);
 
-    // Past the limits, a later snapshot packs: 17 files, one file over 16 KiB, five of 15 KiB.
+    // Past the limits, a later snapshot packs: 17 files, one file over 64 KiB, five of 60 KiB.
     for i in 0..17 {
         fs::write(ws.join("d").join(format!("f{i}.txt")), format!("again {i}\n")).expect("write");
     }
     repo.snapshot(&ws, &opts).expect("snapshot 17");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 2, 3));
-    fs::write(ws.join("big.bin"), vec![7u8; (16 << 10) + 1]).expect("write");
+    fs::write(ws.join("big.bin"), vec![7u8; (64 << 10) + 1]).expect("write");
     repo.snapshot(&ws, &opts).expect("snapshot big");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 3, 3));
     for i in 0..5u8 {
-        fs::write(ws.join(format!("m{i}.bin")), vec![i; 15 << 10]).expect("write");
+        fs::write(ws.join(format!("m{i}.bin")), vec![i; 60 << 10]).expect("write");
     }
-    repo.snapshot(&ws, &opts).expect("snapshot 75 KiB");
+    repo.snapshot(&ws, &opts).expect("snapshot 300 KiB");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 3));
-    fs::write(ws.join("edge.bin"), vec![8u8; 16 << 10]).expect("write");
+    fs::write(ws.join("edge.bin"), vec![8u8; 64 << 10]).expect("write");
     repo.snapshot(&ws, &opts).expect("snapshot edge");
-    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 4), "16 KiB itself goes loose");
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 4), "64 KiB itself goes loose");
+    // Four files of 64 KiB, 256 KiB in all, go loose too.
+    for i in 0..4u8 {
+        fs::write(ws.join(format!("m{i}.bin")), vec![i + 100; 64 << 10]).expect("write");
+    }
+    repo.snapshot(&ws, &opts).expect("snapshot 256 KiB");
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 8), "256 KiB in all goes loose");
 }
