@@ -547,7 +547,8 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     assert_eq!(rows_of("objects", b"three, edited\n"), 0, "loose content was packed again");
     assert_eq!(rows_of("objects", b"only here\n"), 1);
 
-    // Past the limits, a later snapshot packs: 17 files, one file over 64 KiB, five of 60 KiB.
+    // Past the limits, a later snapshot packs: 17 files, one file over 64 KiB, 256 KiB and a
+    // byte in all.
     for i in 0..17 {
         fs::write(ws.join("d").join(format!("f{i}.txt")), format!("again {i}\n")).expect("write");
     }
@@ -556,10 +557,11 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     fs::write(ws.join("big.bin"), vec![7u8; (64 << 10) + 1]).expect("write");
     repo.snapshot(&ws, &opts).expect("snapshot big");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 3, 3));
-    for i in 0..5u8 {
-        fs::write(ws.join(format!("m{i}.bin")), vec![i; 60 << 10]).expect("write");
+    for i in 0..4u8 {
+        fs::write(ws.join(format!("m{i}.bin")), vec![i; 64 << 10]).expect("write");
     }
-    repo.snapshot(&ws, &opts).expect("snapshot 300 KiB");
+    fs::write(ws.join("one.bin"), b"1").expect("write");
+    repo.snapshot(&ws, &opts).expect("snapshot 256 KiB and a byte");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 3));
     fs::write(ws.join("edge.bin"), vec![8u8; 64 << 10]).expect("write");
     repo.snapshot(&ws, &opts).expect("snapshot edge");

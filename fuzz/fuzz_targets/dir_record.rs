@@ -1,6 +1,6 @@
 //! The directory cache's record and the search index's posting lists on arbitrary bytes (what a
 //! damaged manifest row holds): parsing never panics, and what parses re-encodes to bytes that
-//! parse the same (a version 1 record's file contents aside, which version 2 leaves out).
+//! parse the same (a version 1 record's file contents aside, which later versions leave out).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -462,4 +462,33 @@ mod tests {
         let back: Vec<_> = back.entries().collect::<Result<_, _>>().expect("entries");
         assert_eq!(back, e);
     }
+
+    #[test]
+    fn version_3_writes_times_as_differences_from_the_previous_entry() {
+        let tree = ObjectId::of(b"tree");
+        let file = |name: &'static [u8], size, mtime_ns, ctime_ns, inode| CachedEntry {
+            name,
+            kind: EntryKind::File,
+            stat: Stat { size, mtime_ns, ctime_ns, inode, device: 3, mode: 0o100644 },
+            content: None,
+            sha256: None,
+            target: &[],
+            racy: false,
+        };
+        let mut w = RecordWriter::new(&tree);
+        w.push(&file(b"a", 5, 1_000, 1_007, 10));
+        w.push(&file(b"b", 6, 1_500, 1_507, 11));
+        let mut want = vec![3];
+        want.extend_from_slice(tree.as_bytes());
+        want.extend_from_slice(&2u32.to_le_bytes());
+        // kind, name, size, then mtime, the ctime's lead, inode and device as zigzag
+        // differences from the previous entry's (0 before the first), then the mode.
+        for (name, size, mtime, lead, inode, device) in [(b'a', 5, 2_000, 14, 20, 6), (b'b', 6, 1_000, 0, 2, 0)] {
+            want.extend_from_slice(&[0, 1, name, size]);
+            varint::put(&mut want, mtime);
+            want.extend_from_slice(&[lead, inode, device]);
+            varint::put(&mut want, 0o100644);
+        }
+        assert_eq!(w.finish(), want);
+    }
 }

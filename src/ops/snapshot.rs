@@ -88,7 +88,9 @@ fn release_buffers() {
 /// hundred bytes behind each snapshot of an agent's session. Bigger contents go to packs: they
 /// are written through the WAL and copied again at its checkpoint. Raised from 16 KiB (64 in
 /// all) in issue 18's eleventh stop: with today's pack path, one file of 19 or 56 KB and ten of
-/// 228 KB in all were 4-9% faster loose (the fifth stop had found a 45 KB file even).
+/// 228 KB in all were 4-9% faster loose (the fifth stop had found a 45 KB file even). Loose
+/// objects stay in the manifest, each compressed alone (`gc --recompress` rewrites packs only):
+/// about what a pack of one small bundle of the same files holds.
 const LOOSE_FILES: usize = 16;
 const LOOSE_MAX: u64 = 64 << 10;
 const LOOSE_TOTAL: u64 = 256 << 10;
@@ -319,6 +321,9 @@ impl Writer<'_> {
                 return Ok(None);
             }
             Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read file") => {
+                // The warning carries the message; the log keeps the OS error it came from.
+                let source = std::error::Error::source(&e).map(|s| s.to_string());
+                tracing::debug!(path = %String::from_utf8_lossy(rel), error = %e, source = ?source, "a file left out of a snapshot");
                 self.warn(rel, format!("{e}; not in this snapshot"));
                 return Ok(None);
             }
@@ -399,8 +404,8 @@ impl Writer<'_> {
         });
         match result {
             Ok(()) => {}
-            // The file's read failed, not the store: a warning, as `read_failed` makes it (the
-            // source kept for the log).
+            // The file's read failed, not the store: labelled as `read_failed` labels a read
+            // error, so `read_file` leaves the file out with a warning (and logs the source).
             Err(e) if e.kind() == ErrorKind::Io && e.message().starts_with("cannot read while chunking") => {
                 return Err(e.context("cannot read file"));
             }
