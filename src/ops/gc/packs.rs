@@ -371,16 +371,15 @@ fn rebuild(c: &Rewrite<'_>) -> Result<Rebuilt> {
     // In their old order (the snapshot's path order), not the index's id order: siblings stay
     // together for restores and for reads that decode a bundle up to a member.
     live.sort_by_key(|m| m.0);
-    let live: Vec<(ObjectId, &[u8])> = live.into_iter().map(|(_, id, bytes)| (id, bytes)).collect();
     let level = c.level.unwrap_or(c.own_level);
     match live.as_slice() {
-        [(id, bytes)] => {
+        [(_, id, bytes)] => {
             Ok(Rebuilt { encoded: blob::encode(id, bytes, level)?, members: vec![(*id, bytes.len() as u64, 0)] })
         }
         _ => {
-            let slices: Vec<&[u8]> = live.iter().map(|m| m.1).collect();
+            let slices: Vec<&[u8]> = live.iter().map(|m| m.2).collect();
             let (encoded, offsets) = blob::encode_bundle(&slices, level)?;
-            let members = live.iter().zip(offsets).map(|((id, bytes), at)| (*id, bytes.len() as u64, at)).collect();
+            let members = live.iter().zip(offsets).map(|((_, id, bytes), at)| (*id, bytes.len() as u64, at)).collect();
             Ok(Rebuilt { encoded, members })
         }
     }
