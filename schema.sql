@@ -441,3 +441,17 @@ CREATE TABLE bundle_dead (
     dead_raw    INTEGER NOT NULL,            -- sum of the deleted members' raw lengths
     PRIMARY KEY (pack, offset)
 ) WITHOUT ROWID;
+
+-- schema-version: 14
+-- Upload temporaries in live trees (`.trove-up-<16 hex>.tmp` at a workspace's root), recorded
+-- before the file is made and forgotten once it was renamed into place or removed. They are the
+-- only files trove removes outside the journal (a crashed upload's, once its process is gone),
+-- and the only ones of a live tree a snapshot leaves out as trove's own.
+CREATE TABLE upload_temps (
+    live_dir    BLOB NOT NULL,               -- the workspace directory, as its session names it
+    name        BLOB NOT NULL,               -- the temporary's name at that directory's root
+    pid         INTEGER NOT NULL,            -- the process writing it
+    pid_start   INTEGER NOT NULL,            -- that process's start time, against pid reuse
+    started_ns  INTEGER NOT NULL,
+    PRIMARY KEY (live_dir, name)
+) WITHOUT ROWID;

@@ -30,7 +30,9 @@ pub mod tools;
 pub mod testing;
 
 pub use base::budget::Budget;
-pub use base::descriptors::{reserve as reserve_descriptors, RESERVED as RESERVED_DESCRIPTORS};
+pub use base::descriptors::{
+    raise_limit as raise_open_file_limit, reserve as reserve_descriptors, RESERVED as RESERVED_DESCRIPTORS,
+};
 pub use base::error::{from_io, Error, ErrorKind, Result};
 pub use base::id::{PlanId, SessionId, SnapshotId, TokenId, TrashId};
 pub use base::path;

@@ -235,6 +235,11 @@ impl Repo {
         // restore's leftovers are cleaned up.
         repo.recover_journal()?;
         repo.recover_restores()?;
+        // An upload a killed process left half-written is removed, once nothing may still
+        // need it; a failure here (a read-only disk) must not keep the repository from opening.
+        if let Err(e) = repo.recover_uploads() {
+            tracing::warn!(error = %e, "interrupted uploads' temporaries could not be settled; tried again at the next open");
+        }
         Ok(repo)
     }
 

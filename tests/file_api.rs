@@ -5,7 +5,7 @@
 mod common;
 
 use base64::Engine;
-use common::http::{self, sha256_hex, write, Resp, Server, TOKEN};
+use common::http::{self, multipart, sha256_hex, write, Resp, Server, TOKEN};
 use serde_json::{json, Value};
 
 /// A session on workspace `ws` created with `extra` fields; its id and session token.
@@ -58,25 +58,6 @@ fn fixture() -> (Server, String, String) {
     write(&ws.join("data/a.json"), b"{\"a\": 1}\n");
     write(&ws.join("node_modules/x/index.json"), b"{\"TODO\": true}\n");
     (s, id, token)
-}
-
-fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
-    let boundary = "trove-test-boundary-7d1f";
-    let mut body = Vec::new();
-    for (name, filename, data) in parts {
-        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
-        match filename {
-            Some(f) => body.extend_from_slice(
-                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n").as_bytes(),
-            ),
-            None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes()),
-        }
-        body.extend_from_slice(b"\r\n");
-        body.extend_from_slice(data);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
 fn upload(s: &Server, token: &str, target: &str, parts: &[(&str, Option<&str>, &[u8])]) -> Resp {
@@ -462,9 +443,108 @@ fn kill_9_at_each_step_of_an_upload_leaves_the_old_file_or_the_whole_new_one() {
         } else {
             assert_eq!(now, b"old content", "{point}: untouched");
         }
-        let left: Vec<String> = internal_names(&ws).into_iter().filter(|n| !n.starts_with(".trove-up-")).collect();
-        assert_eq!(left, Vec::<String>::new(), "{point}: no journal temporary left");
+        assert_eq!(internal_names(&ws), Vec::<String>::new(), "{point}: no temporary left, an upload's neither");
     }
+}
+
+/// Entries named like an upload's temporary that trove did not record (a directory, an old
+/// file) are the agent's: no upload, accepted or refused, removes them.
+#[test]
+fn uploads_never_touch_entries_trove_did_not_record() {
+    let (s, _, token) = fixture();
+    let ws = s.workspace("proj");
+    write(&ws.join(".trove-up-notes/keep.txt"), b"mine");
+    write(&ws.join(".trove-up-0123456789abcdef.tmp"), b"mine too");
+    let old = filetime::FileTime::from_unix_time(1_600_000_000, 0);
+    for p in [ws.join(".trove-up-notes"), ws.join(".trove-up-0123456789abcdef.tmp")] {
+        filetime::set_file_mtime(&p, old).expect("age it");
+    }
+    let r = upload(&s, &token, "/v1/file/upload", &[("path", None, b"up.txt"), ("file", Some("f"), b"new")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = upload(&s, &token, "/v1/file/upload", &[("path", None, b"../out.txt"), ("file", Some("f"), b"no")]);
+    assert_eq!(r.json()["success"], false, "{}", r.text());
+    assert_eq!(std::fs::read(ws.join(".trove-up-notes/keep.txt")).expect("kept"), b"mine");
+    assert_eq!(std::fs::read(ws.join(".trove-up-0123456789abcdef.tmp")).expect("kept"), b"mine too");
+}
+
+/// A session ended while an upload streams in: its final snapshot does not hold the half
+/// received file, and the upload is refused and leaves nothing.
+#[test]
+fn a_session_ended_mid_upload_keeps_the_partial_file_out_of_its_final_snapshot() {
+    let (s, id, token) = fixture();
+    let ws = s.workspace("proj");
+    let (ctype, body) = multipart(&[("path", None, b"big.bin"), ("file", Some("f"), &vec![7u8; 4 << 20])]);
+    let mut c = std::net::TcpStream::connect(s.addr).expect("connect");
+    let head = format!(
+        "POST /v1/file/upload HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    std::io::Write::write_all(&mut c, head.as_bytes()).expect("head");
+    std::io::Write::write_all(&mut c, &body[..1 << 20]).expect("a first MiB");
+    assert!(http::eventually(10, || internal_names(&ws).iter().any(|n| n.starts_with(".trove-up-"))), "streaming in");
+    let r = s.call("DELETE", &format!("/v1/sessions/{id}"), "");
+    assert_eq!(r.status, 204, "{}", r.text());
+    let snap = s.get(&format!("/v1/sessions/{id}/snapshots")).json();
+    let snap = snap["snapshots"][0]["id"].as_str().or(snap[0]["id"].as_str()).expect("the final snapshot").to_string();
+    let files = s.get(&format!("/v1/snapshots/{snap}/files")).text();
+    assert!(files.contains("notes.txt"), "{files}");
+    assert!(!files.contains(".trove-up-"), "the half-received upload is not the workspace's: {files}");
+    std::io::Write::write_all(&mut c, &body[1 << 20..]).expect("the rest");
+    let mut raw = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut c, &mut raw);
+    let r = http::parse(&raw);
+    assert_eq!(r.json()["success"], false, "{}", r.text());
+    assert!(!ws.join("big.bin").exists());
+    assert_eq!(internal_names(&ws), Vec::<String>::new(), "the temporary is removed");
+}
+
+/// A server killed mid-upload leaves a part-written temporary; the next command to open the
+/// repository removes it (it was recorded, its process is gone), and no snapshot stores it.
+#[test]
+fn a_killed_uploads_temporary_is_removed_and_never_snapshotted() {
+    let dir = tempfile::tempdir().expect("tmp");
+    assert!(common::trove(&dir.path().join("repo"), &["init"]).status.success());
+    let s = http::start_env(dir, Some(TOKEN), &[], &[("TROVE_FAILPOINT", "upload:receiving")]);
+    let (_, token) = session(&s, "up", json!({"persistent": true}));
+    let ws = s.workspace("up");
+    write(&ws.join("kept.txt"), b"kept");
+    let r = std::panic::catch_unwind(|| {
+        upload(&s, &token, "/v1/file/upload", &[("path", None, b"f.bin"), ("file", Some("f"), &[1u8; 300_000])])
+    });
+    assert!(r.is_err() || r.is_ok_and(|r| r.body.is_empty()), "the server was to die mid-upload");
+    let left = internal_names(&ws);
+    assert!(left.iter().any(|n| n.starts_with(".trove-up-")), "a part-written temporary is left: {left:?}");
+    let out = common::trove(&s.repo, &["snapshot", ws.to_str().expect("utf-8"), "--json"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_eq!(internal_names(&ws), Vec::<String>::new(), "removed when the repository was next opened");
+    let out = common::trove(&s.repo, &["ls", "--json", "latest"]);
+    let listing = common::stdout(&out);
+    assert!(listing.contains("kept.txt") && !listing.contains(".trove-up-"), "{listing}");
+}
+
+/// A paused session's upload is refused before its content is stored: nothing grows.
+#[test]
+fn a_paused_sessions_upload_is_refused_before_anything_is_stored() {
+    let (s, id, token) = fixture();
+    assert_eq!(s.call("POST", &format!("/v1/sessions/{id}/pause"), "").status, 200);
+    let size = |p: &std::path::Path| -> u64 {
+        walkdir::WalkDir::new(p)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    };
+    let before = size(&s.repo);
+    let bytes: Vec<u8> = (0..20_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let r = upload(&s, &token, "/v1/file/upload", &[("path", None, b"big.bin"), ("file", Some("f"), &bytes)]);
+    let v = r.json();
+    assert_eq!(v["success"], false, "{v}");
+    assert_eq!(v["data"]["errno"], 30, "read-only (EROFS): {v}");
+    let grown = size(&s.repo).saturating_sub(before);
+    assert!(grown < 1 << 20, "the refused upload grew the repository by {grown} bytes");
+    let audit = s.get(&format!("/v1/audit?session={id}&operation=upload")).json();
+    assert_eq!(audit["records"][0]["outcome"], "read_only", "{audit}");
 }
 
 #[test]
@@ -785,6 +865,49 @@ fn every_event_is_within_the_sessions_scope() {
     let all: Vec<&Value> = events.iter().chain(&more).collect();
     assert!(all.iter().all(|e| e["path"].as_str().is_some_and(|p| p.starts_with("docs"))), "{all:?}");
     assert!(all.iter().any(|e| e["path"] == "docs/seen.md"), "{all:?}");
+}
+
+/// A scoped session learns nothing of what is outside its scope: a search of an out-of-scope
+/// file is denied the same whether it exists or not, and so is a watch of an out-of-scope
+/// directory (a directory on the way to the scope may be watched: its events are filtered).
+#[test]
+fn out_of_scope_paths_answer_alike_whether_they_exist_or_not() {
+    let s = http::start(Some(TOKEN), &[]);
+    let (_, token) = session(&s, "scoped", json!({"file_access": {"read": ["docs/pub"], "write": []}}));
+    let ws = s.workspace("scoped");
+    write(&ws.join("docs/pub/a.md"), b"a\n");
+    write(&ws.join("secret/key.txt"), b"key\n");
+    let answer = |file: &str| {
+        let e = failed(op(&s, &token, "search", json!({"file": file, "regex": "k"})));
+        (e["error_type"].clone(), e["errno"].clone(), e["message"].as_str().unwrap_or("").replace(file, "<path>"))
+    };
+    let (there, missing) = (answer("secret/key.txt"), answer("secret/nokey.txt"));
+    assert_eq!(there, missing);
+    assert_eq!(there.0, "permission_denied");
+    for dir in ["secret", "nothere", "docs/other"] {
+        let r = watch_call(&s, &token, "POST", "", json!({"path": dir}));
+        assert_eq!(r.status, 403, "{dir}: {}", r.text());
+    }
+    for dir in ["", "docs", "docs/pub"] {
+        assert_eq!(watch_call(&s, &token, "POST", "", json!({"path": dir})).status, 201, "{dir}");
+    }
+}
+
+/// Files an agent names `.trove-…` are its own and reported like any other; only the exact
+/// names trove gives its temporaries are left out.
+#[test]
+fn watchers_report_the_agents_own_dot_trove_files() {
+    let (s, _, token) = fixture();
+    let ws = s.workspace("proj");
+    let id = watcher(&s, &token, json!({"path": "", "event_types": ["create"]}));
+    for name in [".trove-notes", ".trove-cache/x.txt", ".trove-my-1.tmp"] {
+        write(&ws.join(name), b"mine\n");
+    }
+    let (events, ..) = poll_events(&s, &token, &id, 4);
+    let paths: Vec<&str> = events.iter().filter_map(|e| e["path"].as_str()).collect();
+    for name in [".trove-notes", ".trove-cache", ".trove-cache/x.txt", ".trove-my-1.tmp"] {
+        assert!(paths.contains(&name), "{name} reported: {paths:?}");
+    }
 }
 
 #[test]

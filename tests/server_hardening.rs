@@ -255,7 +255,10 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
 
 #[test]
 fn when_every_connection_is_busy_a_new_one_gets_503_at_once() {
-    let s = http::start(Some(TOKEN), &["--max-connections", "2", "--request-timeout", "5s"]);
+    // No reserve: even the operator's request is refused (its reserve is shown in
+    // `server_limits.rs`).
+    let s =
+        http::start(Some(TOKEN), &["--max-connections", "2", "--reserved-connections", "0", "--request-timeout", "5s"]);
     let id = s.session(r#"{"workspace": "w"}"#);
     let ws = s.workspace("w");
     std::fs::write(ws.join("a.txt"), "a\n").expect("write");
@@ -280,7 +283,7 @@ fn when_every_connection_is_busy_a_new_one_gets_503_at_once() {
     let started = std::time::Instant::now();
     let r = s.get("/v1/sessions");
     assert_eq!(r.status, 503, "{}", r.text());
-    assert_eq!(r.json()["kind"], "io");
+    assert_eq!(r.json()["kind"], "busy");
     assert!(started.elapsed() < std::time::Duration::from_secs(3), "at once, not after the busy ones");
     drop(lock);
     for b in busy {

@@ -1,4 +1,5 @@
-//! The process's descriptor table, grown once while the process has one thread.
+//! The process's descriptor table, grown once while the process has one thread, and its limit:
+//! raised to the hard limit for a server, and the room left under it for connections.
 //!
 //! Linux grows a process's table of open descriptors by doubling it as descriptors are opened
 //! (64, 128, 256, ...). Once the table is shared by several threads, each growth waits for an
@@ -31,6 +32,31 @@ pub fn reserve(n: u32) {
         // it; dropped at once, it leaves the table grown.
         drop(rustix::io::fcntl_dupfd_cloexec(&fd, highest));
     }
+}
+
+/// Descriptors a server keeps for its own files (the manifest, packs, workspaces, watches)
+/// beyond its connections.
+pub const SERVER_SPARE: u64 = 256;
+
+/// Raises the soft limit on open descriptors to the hard limit (best effort: where it fails,
+/// the limit stays as it was and [`room_for_connections`] says what that leaves).
+pub fn raise_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current != l.maximum {
+        l.current = l.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            tracing::warn!(error = %e, "cannot raise the open-file limit; connections are limited by the current one");
+        }
+    }
+}
+
+/// How many connections fit under the current soft limit on open descriptors, with
+/// [`SERVER_SPARE`] kept for the server's files. Read at each call: the limit can change while
+/// the process runs.
+pub fn room_for_connections() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
+    usize::try_from(limit.saturating_sub(SERVER_SPARE)).unwrap_or(usize::MAX).max(1)
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub enum ErrorKind {
     /// The request's deadline passed; the work was stopped before it changed anything
     /// (`details.changed` says so).
     Timeout,
+    /// A limit the server keeps for everyone's sake was reached (connections, requests of one
+    /// session, MCP sessions, watchers): nothing was done; retry shortly.
+    Busy,
     /// Stored data fails its checks: a hash, a length, a row that does not decode.
     Corrupt,
     /// The operating system refused or failed an I/O operation.
@@ -71,6 +74,7 @@ impl ErrorKind {
             ErrorKind::StaleFile => "stale_file",
             ErrorKind::PatchFailed => "patch_failed",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Busy => "busy",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Io => "io",
             ErrorKind::Internal => "internal",
@@ -80,7 +84,7 @@ impl ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the order they are declared.
-    pub const ALL: [ErrorKind; 19] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::InvalidPath,
         ErrorKind::InvalidArgument,
         ErrorKind::TooDeep,
@@ -97,6 +101,7 @@ impl ErrorKind {
         ErrorKind::StaleFile,
         ErrorKind::PatchFailed,
         ErrorKind::Timeout,
+        ErrorKind::Busy,
         ErrorKind::Corrupt,
         ErrorKind::Io,
         ErrorKind::Internal,
@@ -283,9 +288,10 @@ mod tests {
             ErrorKind::StaleFile => 13,
             ErrorKind::PatchFailed => 14,
             ErrorKind::Timeout => 15,
-            ErrorKind::Corrupt => 16,
-            ErrorKind::Io => 17,
-            ErrorKind::Internal => 18,
+            ErrorKind::Busy => 16,
+            ErrorKind::Corrupt => 17,
+            ErrorKind::Io => 18,
+            ErrorKind::Internal => 19,
         };
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(index(*k), i, "{k}");

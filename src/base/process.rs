@@ -2,14 +2,20 @@
 //! whether a (pid, start time) pair is still a running process (a pid alone can be reused).
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of `/proc/PID/stat`),
-/// or `None` when there is no such process.
+/// or `None` when there is no such process. A zombie (exited, not yet reaped by its parent) is
+/// no process: it runs nothing and holds nothing, and a killed server is one until its parent
+/// waits for it.
 pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or ')': the fields
     // after it start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     // `rest` begins with field 3 (state); the start time is field 22.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next(), Some("Z") | Some("X") | Some("x")) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// This process: its id and start time.

@@ -7,13 +7,22 @@ use trove::Error;
 use crate::cli::output::Failure;
 
 /// Sends the server's log to stderr: the level from `--log-level`, else `TROVE_LOG`, else
-/// `info`; text or JSON lines. Panics are logged through it too (with their location), so a
+/// `info` (the MCP library's own at `warn` unless the filter names it); text or JSON lines. Panics are logged through it too (with their location), so a
 /// crash in a request shows in the same log as everything else, once.
 pub(crate) fn start(level: Option<&str>, json: bool) -> Result<(), Failure> {
     use tracing_subscriber::EnvFilter;
+    // The MCP library logs every session it opens and closes at INFO: a client opening
+    // sessions in a loop would fill the log. Its warnings still show, unless asked otherwise.
+    let parse = |given: &str| {
+        let directives = if given.contains("rmcp") { given.to_string() } else { format!("{given},rmcp=warn") };
+        EnvFilter::try_new(directives)
+    };
     let filter = match level {
-        Some(l) => EnvFilter::try_new(l),
-        None => EnvFilter::try_from_env("TROVE_LOG").or_else(|_| EnvFilter::try_new("info")),
+        Some(l) => parse(l),
+        None => std::env::var("TROVE_LOG")
+            .map_err(|_| ())
+            .and_then(|l| parse(&l).map_err(|_| ()))
+            .or_else(|()| parse("info")),
     }
     .map_err(|e| Error::invalid_argument(format!("log level: {e}: give e.g. info, debug or trove=debug")))?;
     use std::io::IsTerminal;

@@ -73,10 +73,39 @@ pub struct TreeFeed {
     dirs: Mutex<HashMap<i32, Vec<u8>>>,
     /// A watch could not be added (a limit reached, a race with a removal).
     lost: AtomicBool,
+    /// The server's quota the watches are taken from, this feed's name in it and its share,
+    /// and every watch descriptor taken (the kernel keeps a watch until the directory goes or
+    /// the feed is dropped, whatever `dirs` forgot).
+    quota: Option<FeedQuota>,
+}
+
+/// What a feed's watches are counted against.
+pub struct FeedQuota {
+    pub quota: std::sync::Arc<crate::fs::quota::WatchQuota>,
+    pub owner: String,
+    pub share: usize,
+    taken: Mutex<HashSet<i32>>,
+}
+
+impl FeedQuota {
+    /// Watches of feed `owner`, at most `share` of `quota`.
+    pub fn new(quota: std::sync::Arc<crate::fs::quota::WatchQuota>, owner: String, share: usize) -> FeedQuota {
+        FeedQuota { quota, owner, share, taken: Mutex::new(HashSet::new()) }
+    }
+}
+
+impl Drop for TreeFeed {
+    fn drop(&mut self) {
+        if let Some(q) = &self.quota {
+            let n = q.taken.lock().map(|t| t.len()).unwrap_or(0);
+            q.quota.give(&q.owner, n);
+        }
+    }
 }
 
 impl TreeFeed {
-    pub fn new() -> Result<TreeFeed> {
+    /// A feed whose watches are taken from `quota`; a watch it refuses makes the feed lost.
+    pub fn within(quota: Option<FeedQuota>) -> Result<TreeFeed> {
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).map_err(|e| {
             Error::with_source(
                 ErrorKind::Conflict,
@@ -85,20 +114,39 @@ impl TreeFeed {
                 std::io::Error::from(e),
             )
         })?;
-        Ok(TreeFeed { fd, dirs: Mutex::new(HashMap::new()), lost: AtomicBool::new(false) })
+        Ok(TreeFeed { fd, dirs: Mutex::new(HashMap::new()), lost: AtomicBool::new(false), quota })
     }
 
     /// Watches the directory open as `dir`, at `rel`. A watch that cannot be added makes the
     /// feed lost (the next drain says so): the tree then has to be read whole.
     pub fn add(&self, dir: BorrowedFd<'_>, rel: &[u8]) {
+        if let Some(q) = &self.quota {
+            if let Err(refused) = q.quota.take_up_to(&q.owner, q.share) {
+                if !self.lost.swap(true, Ordering::Relaxed) {
+                    tracing::info!(dir = %String::from_utf8_lossy(rel), refused = ?refused,
+                        "the live tree has more directories than its change feed may watch; it is read whole");
+                }
+                return;
+            }
+        }
         let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
         match inotify::add_watch(&self.fd, proc_path.as_str(), MASK) {
             Ok(wd) => {
+                if let Some(q) = &self.quota {
+                    // The same directory watched again keeps its one watch.
+                    let new = q.taken.lock().map(|mut t| t.insert(wd)).unwrap_or(false);
+                    if !new {
+                        q.quota.give(&q.owner, 1);
+                    }
+                }
                 if let Ok(mut d) = self.dirs.lock() {
                     d.insert(wd, rel.to_vec());
                 }
             }
             Err(e) => {
+                if let Some(q) = &self.quota {
+                    q.quota.give(&q.owner, 1);
+                }
                 tracing::warn!(dir = %String::from_utf8_lossy(rel), error = %e,
                     "a directory could not be watched; the live tree will be read whole");
                 self.lost.store(true, Ordering::Relaxed);
@@ -180,7 +228,7 @@ mod tests {
     use crate::fs::walk;
 
     fn feed_of(root: &std::path::Path) -> (TreeFeed, OwnedFd) {
-        let feed = TreeFeed::new().expect("feed");
+        let feed = TreeFeed::within(None).expect("feed");
         let fd = walk::open_root(root).expect("root");
         let ex = walk::Excludes::none();
         let hook = |d: BorrowedFd<'_>, rel: &[u8]| feed.add(d, rel);
@@ -224,6 +272,25 @@ mod tests {
         std::fs::write(t.path().join("c/f"), b"3").expect("write moved");
         assert!(dirty(&feed).is_empty());
         assert_eq!(feed.watched(), 2);
+    }
+
+    /// A feed never holds more watches than its share of the server's quota: past it, the feed
+    /// is lost (the tree is read whole), and dropping it gives back what it took.
+    #[test]
+    fn a_feed_takes_at_most_its_share_of_the_quota() {
+        let t = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir_all(t.path().join("a/b/c")).expect("dirs");
+        let quota = std::sync::Arc::new(crate::fs::quota::WatchQuota::new(100, 100));
+        let feed = TreeFeed::within(Some(FeedQuota::new(quota.clone(), "feed:t".into(), 2))).expect("feed");
+        let fd = walk::open_root(t.path()).expect("root");
+        let ex = walk::Excludes::none();
+        let hook = |d: BorrowedFd<'_>, rel: &[u8]| feed.add(d, rel);
+        let opts = walk::WalkOptions { on_dir: Some(&hook), ..walk::WalkOptions::new(&ex, None) };
+        walk::walk(&fd, t.path(), &opts).expect("walk");
+        assert_eq!(quota.held(), 2);
+        assert_eq!(feed.drain().expect("drain"), Drained::Lost);
+        drop(feed);
+        assert_eq!(quota.held(), 0);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The file-system layer: walking a tree, resolving paths beneath a root, the live tree, the
-//! work directory the tools change, watching a tree for changes, the workspace lock, sample
+//! work directory the tools change, watching a tree for changes (within a quota of inotify
+//! watches), the workspace lock, sample
 //! workspaces, and the audit log's key file. It imports `base`, `tlog` and `model`, never the repository.
 
 pub mod inotify;
 pub mod keyfile;
 pub mod live;
 pub mod lock;
+pub mod quota;
 pub mod resolve;
 pub mod sample;
 pub mod walk;

@@ -54,6 +54,9 @@ pub struct Excludes {
     paths: GlobSet,
     dir_names: GlobSet,
     dir_paths: GlobSet,
+    /// Exact names at the root left out besides the patterns: trove's own temporaries there
+    /// (uploads in flight), which no pattern may describe without hiding an agent's files.
+    root_names: Vec<Vec<u8>>,
 }
 
 impl Excludes {
@@ -84,6 +87,7 @@ impl Excludes {
             paths: build(paths)?,
             dir_names: build(dir_names)?,
             dir_paths: build(dir_paths)?,
+            root_names: Vec::new(),
         })
     }
 
@@ -105,7 +109,14 @@ impl Excludes {
             paths: GlobSet::empty(),
             dir_names: GlobSet::empty(),
             dir_paths: GlobSet::empty(),
+            root_names: Vec::new(),
         }
+    }
+
+    /// These, also leaving out the entries named `names` at the root.
+    pub fn with_root_names(mut self, names: Vec<Vec<u8>>) -> Excludes {
+        self.root_names = names;
+        self
     }
 
     /// The patterns as given.
@@ -115,6 +126,9 @@ impl Excludes {
 
     /// Whether the entry `name` at workspace-relative `rel` (a directory if `is_dir`) is left out.
     pub fn is_excluded(&self, rel: &[u8], name: &[u8], is_dir: bool) -> bool {
+        if !self.root_names.is_empty() && rel == name && self.root_names.iter().any(|n| n == name) {
+            return true;
+        }
         // A walk asks this of every entry: each candidate is built once, and only for the
         // sets that have patterns (none at all with `--no-default-excludes`).
         let matches = |sets: [&GlobSet; 2], path: &[u8]| {

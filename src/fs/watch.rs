@@ -1,24 +1,53 @@
-//! Change notices of a directory tree, from inotify through the `notify` crate, as the changes
-//! the sandbox file API reports: create, write, remove, rename, chmod, and overflow when
-//! notices were lost. inotify reports a rename as two halves (moved from, moved to) joined by
-//! a cookie; a half whose partner never comes is a move across the watched tree's edge: out of
-//! it (a removal) or into it (a creation). Symlinks are never followed into, so a watch stays
-//! inside the tree it was started on.
+//! Change notices of a directory tree for people watching it (the sandbox file API's watchers),
+//! read from inotify as create, write, remove, rename, chmod, and overflow when notices were lost.
+//!
+//! One watch per directory, each added through the directory's open descriptor (never by a path
+//! a symlink could redirect; symlinks are never followed into) and each taken from the server's
+//! [`WatchQuota`], so no tree an agent makes can take the user's every inotify watch. A
+//! directory is known by its parent's watch and its own name, never by its whole path: memory
+//! grows with names, however deep the tree, and a rename inside the tree moves a whole subtree's
+//! paths by changing one entry. The caller's thread reads the kernel's queue itself, so nothing
+//! but that (bounded) queue lies between a change and the watcher; its overflow is reported.
+//!
+//! inotify reports a rename as two halves (moved from, moved to) joined by a cookie; a half whose
+//! partner never comes is a move across the watched tree's edge: out of it (a removal) or into
+//! it (a creation).
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::collections::{HashMap, VecDeque};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use notify::event::{EventKind, ModifyKind, RenameMode};
-use notify::{RecursiveMode, Watcher};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::fs::quota::{Refused, WatchQuota};
+use crate::fs::walk::{join_rel, open_dir_beneath};
 
 /// How long the first half of a rename waits for its second before it counts as a move out of
 /// the tree. The kernel queues both halves together, so this is only ever reached by a real
 /// move out.
 const PAIR_WAIT: Duration = Duration::from_millis(30);
+
+/// The notices a directory's watch asks for. Opens, reads and closes are left out: they change
+/// nothing a watcher reports. (No `DONT_FOLLOW`: the watch is added through the magic link
+/// `/proc/self/fd/N` of a directory opened without following symlinks, which must be followed.)
+const MASK: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MODIFY)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF)
+    .union(WatchFlags::ONLYDIR)
+    .union(WatchFlags::EXCL_UNLINK);
+
+/// The read buffer: room for many notices per `read`.
+const BUF: usize = 64 << 10;
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,14 +64,14 @@ pub enum ChangeKind {
     Chmod,
 }
 
-/// One change.
+/// One change, its paths relative to the watched directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub kind: ChangeKind,
-    pub path: PathBuf,
+    pub path: Vec<u8>,
     /// For a rename, where it was.
-    pub old_path: Option<PathBuf>,
-    /// Whether it is a directory, when the notice says (creations and removals do).
+    pub old_path: Option<Vec<u8>>,
+    /// Whether it is a directory, when the notice says.
     pub is_dir: Option<bool>,
 }
 
@@ -58,46 +87,273 @@ pub enum Notice {
 /// A place in the order notices leave in.
 enum Slot {
     Ready(Notice),
-    /// The first half of a rename, waiting for its second: (cookie, path, until). What came
-    /// after it waits behind it, so notices keep the order of the changes.
-    Half(usize, PathBuf, Instant),
+    /// The first half of a rename, waiting for its second. What came after it waits behind it,
+    /// so notices keep the order of the changes.
+    Half {
+        cookie: u32,
+        path: Vec<u8>,
+        is_dir: bool,
+        moved: Option<i32>,
+        until: Instant,
+    },
 }
+
+/// A watched directory: its parent's watch (none for the watched directory itself), its name,
+/// and the watches of the directories in it.
+struct Dir {
+    parent: Option<i32>,
+    name: Vec<u8>,
+    children: Vec<i32>,
+}
+
+/// Which directories below the watched one are watched: given a path relative to it.
+pub type DirFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 /// A running watch of one directory (and, recursively, those below it).
 pub struct DirWatch {
-    _watcher: notify::RecommendedWatcher,
-    rx: Receiver<notify::Result<notify::Event>>,
+    fd: OwnedFd,
+    root: OwnedFd,
+    root_wd: i32,
+    dirs: HashMap<i32, Dir>,
+    recursive: bool,
+    filter: DirFilter,
+    quota: Arc<WatchQuota>,
+    owner: String,
     queue: VecDeque<Slot>,
+    buf: Vec<MaybeUninit<u8>>,
+    /// The watched directory went away: nothing more will come.
+    ended: bool,
+    /// A directory could not be watched since the last overflow said so.
+    short: bool,
+}
+
+impl Drop for DirWatch {
+    fn drop(&mut self) {
+        // Closing the inotify descriptor removes every watch.
+        self.quota.give(&self.owner, self.dirs.len());
+    }
+}
+
+/// Why a directory could not be watched.
+enum Unwatched {
+    Quota(Refused),
+    Os(Errno),
 }
 
 impl DirWatch {
-    /// Starts watching `dir` (every directory below it too with `recursive`, including ones
-    /// made later). Symlinks are not followed.
-    pub fn start(dir: &Path, recursive: bool) -> Result<DirWatch> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let config = notify::Config::default().with_follow_symlinks(false);
-        let mut watcher = notify::RecommendedWatcher::new(tx, config).map_err(|e| watch_error(dir, e))?;
-        let mode = if recursive { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
-        watcher.watch(dir, mode).map_err(|e| watch_error(dir, e))?;
-        Ok(DirWatch { _watcher: watcher, rx, queue: VecDeque::new() })
+    /// Starts watching the directory open as `root` (`shown` names it in errors), and with
+    /// `recursive` every directory below it that `filter` lets in, including ones made later,
+    /// each watch taken from `quota` for `owner`. A tree with more directories than the quota
+    /// grants is refused (`conflict`), naming the limit.
+    pub fn start(
+        root: OwnedFd,
+        shown: &Path,
+        recursive: bool,
+        filter: DirFilter,
+        quota: Arc<WatchQuota>,
+        owner: &str,
+    ) -> Result<DirWatch> {
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).map_err(|e| {
+            Error::with_source(
+                ErrorKind::Conflict,
+                "cannot watch: the system's inotify instances are used up (fs.inotify.max_user_instances); \
+                 stop watchers no longer needed and try again",
+                std::io::Error::from(e),
+            )
+        })?;
+        let mut w = DirWatch {
+            fd,
+            root,
+            root_wd: -1,
+            dirs: HashMap::new(),
+            recursive,
+            filter,
+            quota,
+            owner: owner.to_string(),
+            queue: VecDeque::new(),
+            buf: vec![MaybeUninit::uninit(); BUF],
+            ended: false,
+            short: false,
+        };
+        let root_fd = rustix::io::fcntl_dupfd_cloexec(&w.root, 0).map_err(|e| watch_error(shown, Unwatched::Os(e)))?;
+        w.root_wd = w.add(&root_fd, None, Vec::new()).map_err(|e| watch_error(shown, e))?;
+        if recursive {
+            w.add_below(w.root_wd, false).map_err(|e| watch_error(shown, e))?;
+        }
+        Ok(w)
+    }
+
+    /// Directories watched now.
+    #[cfg(test)]
+    pub fn watched(&self) -> usize {
+        self.dirs.len()
+    }
+
+    /// Watches the directory open as `dir`, named `name` in the directory of watch `parent`.
+    fn add(&mut self, dir: &OwnedFd, parent: Option<i32>, name: Vec<u8>) -> std::result::Result<i32, Unwatched> {
+        self.quota.take(&self.owner).map_err(Unwatched::Quota)?;
+        let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        let wd = match inotify::add_watch(&self.fd, proc_path.as_str(), MASK) {
+            Ok(wd) => wd,
+            Err(e) => {
+                self.quota.give(&self.owner, 1);
+                return Err(Unwatched::Os(e));
+            }
+        };
+        if self.dirs.contains_key(&wd) {
+            // A directory watched already (moved back in before its move out was settled): it
+            // keeps its one watch, at its new place.
+            self.quota.give(&self.owner, 1);
+            self.place(wd, parent, name);
+            return Ok(wd);
+        }
+        self.dirs.insert(wd, Dir { parent, name, children: Vec::new() });
+        if let Some(p) = parent.and_then(|p| self.dirs.get_mut(&p)) {
+            p.children.push(wd);
+        }
+        Ok(wd)
+    }
+
+    /// Moves watch `wd` to `name` in the directory of watch `parent`.
+    fn place(&mut self, wd: i32, parent: Option<i32>, name: Vec<u8>) {
+        let old_parent = self.dirs.get(&wd).and_then(|d| d.parent);
+        if let Some(p) = old_parent.and_then(|p| self.dirs.get_mut(&p)) {
+            p.children.retain(|c| *c != wd);
+        }
+        if let Some(d) = self.dirs.get_mut(&wd) {
+            d.parent = parent;
+            d.name = name;
+        }
+        if let Some(p) = parent.and_then(|p| self.dirs.get_mut(&p)) {
+            p.children.push(wd);
+        }
+    }
+
+    /// The path of watch `wd`'s directory below the watched one.
+    fn path_of(&self, wd: i32) -> Vec<u8> {
+        let mut names: Vec<&[u8]> = Vec::new();
+        let mut at = wd;
+        // Parents never form a cycle (a directory cannot move into itself); the bound only
+        // keeps a bug from looping.
+        for _ in 0..=self.dirs.len() {
+            match self.dirs.get(&at) {
+                Some(Dir { parent: Some(p), name, .. }) => {
+                    names.push(name);
+                    at = *p;
+                }
+                _ => break,
+            }
+        }
+        names.reverse();
+        names.join(&b'/')
+    }
+
+    /// The watch of directory `name` in the directory of watch `parent`, if it has one.
+    fn child(&self, parent: i32, name: &[u8]) -> Option<i32> {
+        let p = self.dirs.get(&parent)?;
+        p.children.iter().copied().find(|c| self.dirs.get(c).is_some_and(|d| d.name == name))
+    }
+
+    /// Watches every directory below watch `top`'s that the filter lets in (an explicit stack:
+    /// never recursion in the tree's depth). With `announce`, everything found is reported as
+    /// created: it appeared in a directory made after the watch began, before its own watch.
+    fn add_below(&mut self, top: i32, announce: bool) -> std::result::Result<(), Unwatched> {
+        let mut stack = vec![top];
+        while let Some(wd) = stack.pop() {
+            let rel = self.path_of(wd);
+            let Ok(dir) = open_dir_beneath(&self.root, &rel) else {
+                // Gone or replaced meanwhile: its parent's notices say what became of it.
+                continue;
+            };
+            let Ok(listing) = rustix::fs::Dir::read_from(&dir) else { continue };
+            for entry in listing {
+                let Ok(entry) = entry else { break };
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                let is_dir = match entry.file_type() {
+                    rustix::fs::FileType::Directory => true,
+                    rustix::fs::FileType::Unknown => {
+                        rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                            .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory)
+                            .unwrap_or(false)
+                    }
+                    _ => false,
+                };
+                let path = join_rel(&rel, name);
+                if announce {
+                    self.push(ChangeKind::Create, path.clone(), None, Some(is_dir));
+                }
+                if !is_dir || !(self.filter)(&path) {
+                    continue;
+                }
+                let flags = rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::NOFOLLOW
+                    | rustix::fs::OFlags::CLOEXEC;
+                let Ok(child) = rustix::fs::openat(&dir, name, flags, rustix::fs::Mode::empty()) else { continue };
+                match self.add(&child, Some(wd), name.to_vec()) {
+                    Ok(c) => stack.push(c),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops watching `top`'s directory and every one below it (moved out of the tree, or out
+    /// of what the filter lets in).
+    fn drop_below(&mut self, top: i32) {
+        let parent = self.dirs.get(&top).and_then(|d| d.parent);
+        if let Some(p) = parent.and_then(|p| self.dirs.get_mut(&p)) {
+            p.children.retain(|c| *c != top);
+        }
+        let mut stack = vec![top];
+        let mut gone = 0;
+        while let Some(wd) = stack.pop() {
+            if let Some(d) = self.dirs.remove(&wd) {
+                stack.extend(d.children);
+                gone += 1;
+                // Already gone with its directory, or the last notice is on its way: either
+                // way nothing more is to be undone.
+                let _ = inotify::remove_watch(&self.fd, wd);
+            }
+        }
+        self.quota.give(&self.owner, gone);
+    }
+
+    /// A directory that could not be watched: its changes will be missed, which the reader
+    /// must know (once, until it has been told).
+    fn fell_short(&mut self, path: &[u8], why: Unwatched) {
+        if !self.short {
+            let why = match why {
+                Unwatched::Quota(Refused::Owner(n)) => format!("the session's watchers hold their {n} watches"),
+                Unwatched::Quota(Refused::Server(n)) => format!("the server holds its {n} watches"),
+                Unwatched::Os(e) => e.to_string(),
+            };
+            tracing::warn!(dir = %String::from_utf8_lossy(path), why = %why,
+                "a new directory could not be watched; the watcher reports overflow");
+            self.queue.push_back(Slot::Ready(Notice::Overflow));
+            self.short = true;
+        }
     }
 
     /// The notices that arrive within `timeout` (at least one, unless none came); `None` once
-    /// the watch can report nothing more.
+    /// the watch can report nothing more (the watched directory went away).
     pub fn next(&mut self, timeout: Duration) -> Option<Vec<Notice>> {
         let deadline = Instant::now() + timeout;
         loop {
-            // Whatever is already queued comes in the same batch.
-            loop {
-                match self.rx.try_recv() {
-                    Ok(e) => self.take(e),
-                    Err(std::sync::mpsc::TryRecvError::Empty) => break,
-                    Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-                }
+            if let Err(e) = self.read_queued() {
+                tracing::warn!(error = %e, "the watch's notices cannot be read; the watcher stops");
+                self.ended = true;
             }
             let out = self.leave(Instant::now());
             if !out.is_empty() {
                 return Some(out);
+            }
+            if self.ended && self.queue.is_empty() {
+                return None;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -105,15 +361,53 @@ impl DirWatch {
             }
             // Wake for a half's time running out, if that comes first.
             let until = match self.queue.front() {
-                Some(Slot::Half(_, _, until)) => (*until).min(deadline),
+                Some(Slot::Half { until, .. }) => (*until).min(deadline),
                 _ => deadline,
             };
-            match self.rx.recv_timeout(until.saturating_duration_since(now)) {
-                Ok(e) => self.take(e),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return None,
+            let wait = until.saturating_duration_since(now);
+            let timeout = rustix::event::Timespec {
+                tv_sec: wait.as_secs().min(i64::MAX as u64) as i64,
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            };
+            let mut fds = [rustix::event::PollFd::new(&self.fd, rustix::event::PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the watch cannot wait for notices; the watcher stops");
+                    self.ended = true;
+                }
             }
         }
+    }
+
+    /// Takes every notice the kernel has queued.
+    fn read_queued(&mut self) -> std::io::Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut events = Vec::new();
+        {
+            let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buf);
+            loop {
+                match reader.next() {
+                    Ok(e) => events.push((
+                        e.wd(),
+                        e.events(),
+                        e.cookie(),
+                        e.file_name().map(|n| n.to_bytes().to_vec()).unwrap_or_default(),
+                    )),
+                    Err(Errno::AGAIN) => break,
+                    Err(Errno::INTR) => continue,
+                    Err(e) => {
+                        self.buf = buf;
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        self.buf = buf;
+        for (wd, flags, cookie, name) in events {
+            self.take(wd, flags, cookie, name);
+        }
+        Ok(())
     }
 
     /// The notices at the front that may leave now; a half whose time ran out is a move out
@@ -122,11 +416,24 @@ impl DirWatch {
         let mut out = Vec::new();
         while let Some(front) = self.queue.pop_front() {
             match front {
-                Slot::Ready(n) => out.push(n),
-                Slot::Half(_, path, until) if until <= now => {
-                    out.push(Notice::Change(Change { kind: ChangeKind::Remove, path, old_path: None, is_dir: None }))
+                Slot::Ready(n) => {
+                    if n == Notice::Overflow {
+                        self.short = false;
+                    }
+                    out.push(n)
                 }
-                half @ Slot::Half(..) => {
+                Slot::Half { path, is_dir, moved, until, .. } if until <= now => {
+                    if let Some(m) = moved {
+                        self.drop_below(m);
+                    }
+                    out.push(Notice::Change(Change {
+                        kind: ChangeKind::Remove,
+                        path,
+                        old_path: None,
+                        is_dir: Some(is_dir),
+                    }))
+                }
+                half @ Slot::Half { .. } => {
                     self.queue.push_front(half);
                     break;
                 }
@@ -135,100 +442,146 @@ impl DirWatch {
         out
     }
 
-    fn push(&mut self, kind: ChangeKind, path: PathBuf, old_path: Option<PathBuf>, is_dir: Option<bool>) {
+    fn push(&mut self, kind: ChangeKind, path: Vec<u8>, old_path: Option<Vec<u8>>, is_dir: Option<bool>) {
         self.queue.push_back(Slot::Ready(Notice::Change(Change { kind, path, old_path, is_dir })));
     }
 
-    /// Turns one notice of `notify` into changes.
-    fn take(&mut self, event: notify::Result<notify::Event>) {
-        let event = match event {
-            Ok(e) => e,
-            Err(e) => {
-                // A directory that could not be watched (the inotify limit, a race with its
-                // removal): its changes will be missed, which the reader must know.
-                tracing::warn!(error = %e, paths = ?e.paths, "a change notice was lost; reported as overflow");
-                self.queue.push_back(Slot::Ready(Notice::Overflow));
-                return;
-            }
-        };
-        if event.need_rescan() {
-            self.queue.push_back(Slot::Ready(Notice::Overflow));
+    /// Watches a directory that appeared at `path` (named `name` in watch `parent`'s) and, with
+    /// `announce`, reports what it already holds.
+    fn adopt(&mut self, parent: i32, name: &[u8], path: &[u8], announce: bool) {
+        if !self.recursive || !(self.filter)(path) {
             return;
         }
-        let mut paths = event.paths.iter().cloned();
-        let Some(first) = paths.next() else { return };
-        match event.kind {
-            EventKind::Create(k) => {
-                let dir = matches!(k, notify::event::CreateKind::Folder);
-                self.push(ChangeKind::Create, first, None, Some(dir));
+        let Ok(dir) = open_dir_beneath(&self.root, path) else { return };
+        match self.add(&dir, Some(parent), name.to_vec()) {
+            Ok(wd) => {
+                if let Err(e) = self.add_below(wd, announce) {
+                    self.fell_short(path, e);
+                }
             }
-            EventKind::Remove(k) => {
-                let dir = matches!(k, notify::event::RemoveKind::Folder);
-                self.push(ChangeKind::Remove, first, None, Some(dir));
-            }
-            EventKind::Modify(ModifyKind::Metadata(_)) => self.push(ChangeKind::Chmod, first, None, None),
-            EventKind::Modify(ModifyKind::Name(mode)) => self.renamed(mode, event.attrs.tracker(), first, paths.next()),
-            EventKind::Modify(_) => self.push(ChangeKind::Write, first, None, None),
-            // Opens and closes change nothing; anything else says nothing a reader can use.
-            EventKind::Access(_) | EventKind::Any | EventKind::Other => {}
+            Err(e) => self.fell_short(path, e),
         }
     }
 
-    fn renamed(&mut self, mode: RenameMode, cookie: Option<usize>, first: PathBuf, second: Option<PathBuf>) {
-        let waiting = |q: &VecDeque<Slot>, c: usize| q.iter().position(|s| matches!(s, Slot::Half(h, ..) if *h == c));
-        match (mode, cookie) {
-            (RenameMode::From, Some(c)) => self.queue.push_back(Slot::Half(c, first, Instant::now() + PAIR_WAIT)),
-            (RenameMode::To, Some(c)) if waiting(&self.queue, c).is_some() => {
-                // The whole rename follows as one notice.
+    /// Turns one inotify notice into changes.
+    fn take(&mut self, wd: i32, flags: ReadFlags, cookie: u32, name: Vec<u8>) {
+        if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+            self.queue.push_back(Slot::Ready(Notice::Overflow));
+            return;
+        }
+        if flags.contains(ReadFlags::IGNORED) {
+            // The directory is gone (its removal was reported by its parent's notices).
+            if wd == self.root_wd {
+                self.ended = true;
             }
-            (RenameMode::Both, _) => {
-                let change = match second {
-                    Some(to) => Change { kind: ChangeKind::Rename, path: to, old_path: Some(first), is_dir: None },
-                    None => Change { kind: ChangeKind::Write, path: first, old_path: None, is_dir: None },
-                };
-                // In the place of its first half: the rename happened then.
-                match cookie.and_then(|c| waiting(&self.queue, c)) {
-                    Some(i) => self.queue[i] = Slot::Ready(Notice::Change(change)),
-                    None => self.queue.push_back(Slot::Ready(Notice::Change(change))),
+            if self.dirs.contains_key(&wd) {
+                self.drop_below(wd);
+            }
+            return;
+        }
+        if !self.dirs.contains_key(&wd) {
+            // A directory no longer watched; its last notices are of no use.
+            return;
+        }
+        if name.is_empty() {
+            // About the directory itself: its parent's notices report it, but the watched
+            // directory has no watched parent.
+            if wd == self.root_wd
+                && flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT)
+            {
+                self.push(ChangeKind::Remove, Vec::new(), None, Some(true));
+                self.ended = true;
+            }
+            return;
+        }
+        let path = join_rel(&self.path_of(wd), &name);
+        let is_dir = flags.contains(ReadFlags::ISDIR);
+        if flags.contains(ReadFlags::CREATE) {
+            self.push(ChangeKind::Create, path.clone(), None, Some(is_dir));
+            if is_dir {
+                self.adopt(wd, &name, &path, true);
+            }
+        } else if flags.contains(ReadFlags::DELETE) {
+            self.push(ChangeKind::Remove, path, None, Some(is_dir));
+        } else if flags.contains(ReadFlags::MODIFY) {
+            self.push(ChangeKind::Write, path, None, None);
+        } else if flags.contains(ReadFlags::ATTRIB) {
+            self.push(ChangeKind::Chmod, path, None, Some(is_dir));
+        } else if flags.contains(ReadFlags::MOVED_FROM) {
+            let moved = if is_dir { self.child(wd, &name) } else { None };
+            let until = Instant::now() + PAIR_WAIT;
+            self.queue.push_back(Slot::Half { cookie, path, is_dir, moved, until });
+        } else if flags.contains(ReadFlags::MOVED_TO) {
+            let half = self.queue.iter().position(|s| matches!(s, Slot::Half { cookie: c, .. } if *c == cookie));
+            let Some(i) = half else {
+                // Moved in from outside the tree.
+                self.push(ChangeKind::Create, path.clone(), None, Some(is_dir));
+                if is_dir {
+                    self.adopt(wd, &name, &path, false);
                 }
+                return;
+            };
+            let Some(Slot::Half { path: from, moved, .. }) = self.queue.get(i) else { return };
+            let (from, moved) = (from.clone(), *moved);
+            let change =
+                Change { kind: ChangeKind::Rename, path: path.clone(), old_path: Some(from), is_dir: Some(is_dir) };
+            // In the place of its first half: the rename happened then.
+            self.queue[i] = Slot::Ready(Notice::Change(change));
+            match moved {
+                Some(m) if self.recursive && (self.filter)(&path) => self.place(m, Some(wd), name),
+                Some(m) => self.drop_below(m),
+                None if is_dir => self.adopt(wd, &name, &path, false),
+                None => {}
             }
-            // Moved in from outside the tree.
-            (RenameMode::To, _) => self.push(ChangeKind::Create, first, None, None),
-            // The watched directory itself moved: gone from where it was watched.
-            (RenameMode::From, None) => self.push(ChangeKind::Remove, first, None, Some(true)),
-            (RenameMode::Any | RenameMode::Other, _) => self.push(ChangeKind::Write, first, None, None),
         }
     }
 }
 
-fn watch_error(dir: &Path, e: notify::Error) -> Error {
-    // Out of inotify instances or watches is a limit of the system's, met by this server's
-    // other watchers: a state to wait out (409), not a failure of the server.
-    let exhausted = match &e.kind {
-        notify::ErrorKind::MaxFilesWatch => true,
-        notify::ErrorKind::Io(io) => {
-            matches!(io.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOSPC))
+fn watch_error(dir: &Path, e: Unwatched) -> Error {
+    match e {
+        Unwatched::Quota(Refused::Owner(n)) => Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "cannot watch '{}': the session's watchers may watch {n} directories in all: watch a narrower \
+                 directory, exclude directories, watch it without `recursive`, or stop other watchers",
+                dir.display()
+            ),
+        ),
+        Unwatched::Quota(Refused::Server(n)) => Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "cannot watch '{}': the server's watchers watch {n} directories already: try again when some are stopped",
+                dir.display()
+            ),
+        ),
+        Unwatched::Os(e) => {
+            // Out of inotify watches is a limit of the system's, met by other programs: a
+            // state to wait out (409), not a failure of the server.
+            let kind = match e {
+                Errno::NOENT | Errno::NOTDIR => ErrorKind::NotFound,
+                Errno::NOSPC | Errno::MFILE | Errno::NFILE => ErrorKind::Conflict,
+                _ => ErrorKind::Io,
+            };
+            let hint = match kind {
+                ErrorKind::Conflict => {
+                    ": the system's inotify limits are reached (fs.inotify.max_user_instances, max_user_watches); \
+                     stop watchers no longer needed and try again"
+                }
+                _ => "",
+            };
+            Error::with_source(kind, format!("cannot watch '{}'{hint}", dir.display()), std::io::Error::from(e))
         }
-        _ => false,
-    };
-    let kind = match &e.kind {
-        notify::ErrorKind::PathNotFound => ErrorKind::NotFound,
-        _ if exhausted => ErrorKind::Conflict,
-        _ => ErrorKind::Io,
-    };
-    let hint = match kind {
-        ErrorKind::Conflict => {
-            ": the system's inotify limits are reached (fs.inotify.max_user_instances, max_user_watches); \
-             stop watchers no longer needed and try again"
-        }
-        _ => "",
-    };
-    Error::with_source(kind, format!("cannot watch '{}'{hint}", dir.display()), e)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn start(dir: &Path, quota: &Arc<WatchQuota>) -> Result<DirWatch> {
+        let root = crate::fs::walk::open_root(dir)?;
+        DirWatch::start(root, dir, true, Box::new(|_: &[u8]| true), quota.clone(), "test")
+    }
 
     fn changes(w: &mut DirWatch, want: usize) -> Vec<Change> {
         let mut out = Vec::new();
@@ -249,29 +602,80 @@ mod tests {
         let (inside, outside) = (root.path().join("in"), root.path().join("out"));
         std::fs::create_dir_all(&inside).expect("in");
         std::fs::create_dir_all(&outside).expect("out");
-        let mut w = DirWatch::start(&inside, true).expect("watch");
+        let quota = Arc::new(WatchQuota::new(100, 100));
+        let mut w = start(&inside, &quota).expect("watch");
         std::fs::write(inside.join("a"), b"1").expect("a");
         std::fs::rename(inside.join("a"), inside.join("b")).expect("rename");
         std::fs::rename(inside.join("b"), outside.join("b")).expect("out");
         std::fs::write(outside.join("c"), b"1").expect("c");
         std::fs::rename(outside.join("c"), inside.join("c")).expect("in");
         let got = changes(&mut w, 5);
-        let kinds: Vec<(ChangeKind, PathBuf)> = got
-            .iter()
-            .filter(|c| c.kind != ChangeKind::Write)
-            .map(|c| (c.kind, c.path.strip_prefix(&inside).expect("inside").to_path_buf()))
-            .collect();
+        let kinds: Vec<(ChangeKind, &[u8])> =
+            got.iter().filter(|c| c.kind != ChangeKind::Write).map(|c| (c.kind, c.path.as_slice())).collect();
         assert_eq!(
             kinds,
             [
-                (ChangeKind::Create, "a".into()),
-                (ChangeKind::Rename, "b".into()),
-                (ChangeKind::Remove, "b".into()),
-                (ChangeKind::Create, "c".into()),
+                (ChangeKind::Create, &b"a"[..]),
+                (ChangeKind::Rename, b"b"),
+                (ChangeKind::Remove, b"b"),
+                (ChangeKind::Create, b"c"),
             ],
             "{got:?}"
         );
         let rename = got.iter().find(|c| c.kind == ChangeKind::Rename).expect("rename");
-        assert_eq!(rename.old_path.as_deref(), Some(inside.join("a").as_path()));
+        assert_eq!(rename.old_path.as_deref(), Some(&b"a"[..]));
+    }
+
+    /// A directory renamed inside the tree keeps its watches, under its new name; one moved out
+    /// gives its watches back.
+    #[test]
+    fn a_renamed_directory_reports_under_its_new_name_and_a_moved_out_one_is_unwatched() {
+        let root = tempfile::tempdir().expect("tmp");
+        let (inside, outside) = (root.path().join("in"), root.path().join("out"));
+        std::fs::create_dir_all(inside.join("d/e")).expect("in");
+        std::fs::create_dir_all(&outside).expect("out");
+        let quota = Arc::new(WatchQuota::new(100, 100));
+        let mut w = start(&inside, &quota).expect("watch");
+        assert_eq!(quota.held(), 3);
+        std::fs::rename(inside.join("d"), inside.join("x")).expect("rename");
+        std::fs::write(inside.join("x/e/f"), b"1").expect("write");
+        let got = changes(&mut w, 2);
+        assert_eq!(got[0].kind, ChangeKind::Rename, "{got:?}");
+        assert_eq!(got[1].path, b"x/e/f", "{got:?}");
+        std::fs::rename(inside.join("x"), outside.join("x")).expect("out");
+        let got = changes(&mut w, 1);
+        assert_eq!((got[0].kind, got[0].path.as_slice()), (ChangeKind::Remove, &b"x"[..]), "{got:?}");
+        assert_eq!(quota.held(), 1, "the moved-out subtree's watches were given back");
+        std::fs::write(outside.join("x/e/g"), b"1").expect("write outside");
+        assert!(changes(&mut w, 1).is_empty(), "nothing outside the tree is reported");
+        drop(w);
+        assert_eq!(quota.held(), 0);
+    }
+
+    /// A tree with more directories than the quota grants is refused at the start; one that
+    /// grows past it later reports overflow, and the watches it holds stay within the quota.
+    #[test]
+    fn a_watch_never_holds_more_than_its_quota() {
+        let root = tempfile::tempdir().expect("tmp");
+        for i in 0..5 {
+            std::fs::create_dir_all(root.path().join(format!("d{i}"))).expect("dir");
+        }
+        let small = Arc::new(WatchQuota::new(100, 4));
+        let e = start(root.path(), &small).err().expect("refused");
+        assert_eq!(e.kind(), ErrorKind::Conflict);
+        assert!(e.message().contains("4 directories"), "{e}");
+        assert_eq!(small.held(), 0, "a refused start gives back what it took");
+
+        let quota = Arc::new(WatchQuota::new(100, 8));
+        let mut w = start(root.path(), &quota).expect("watch");
+        assert_eq!(w.watched(), 6);
+        std::fs::create_dir_all(root.path().join("new/a/b/c")).expect("deep");
+        let mut overflow = false;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !overflow && Instant::now() < deadline {
+            overflow = w.next(Duration::from_millis(100)).expect("open").contains(&Notice::Overflow);
+        }
+        assert!(overflow, "running out of watches is reported");
+        assert_eq!(quota.held(), 8);
     }
 }

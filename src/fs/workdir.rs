@@ -208,6 +208,15 @@ impl WorkDir {
         Ok(Some(fd))
     }
 
+    /// The directory at `rel` ("" for the root), open; no component may be a symlink, and
+    /// nothing there is `not_found`.
+    pub fn open_dir(&self, rel: &[u8]) -> Result<OwnedFd> {
+        self.dir(rel, false, &mut Vec::new())?.ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, format!("directory '{}' does not exist", shown(rel)))
+                .with_detail("path", shown(rel).as_str())
+        })
+    }
+
     fn vanished(&self, dir: &[u8]) -> Error {
         Error::new(
             ErrorKind::Conflict,
@@ -421,6 +430,22 @@ impl WorkDir {
             stack.extend(names.into_iter().map(|n| (n, false)));
         }
         Ok(())
+    }
+
+    /// Removes the regular file at `rel`: whether one was there. Anything else there (a
+    /// directory, a symlink, a device) is left as it is and `Ok(false)`.
+    pub fn remove_file(&self, rel: &[u8]) -> Result<bool> {
+        match self.stat(rel)? {
+            Some(m) if m.kind == Kind::File => {}
+            _ => return Ok(false),
+        }
+        let (parent, name) = split(rel);
+        let Some(dir) = self.dir(parent, false, &mut Vec::new())? else { return Ok(false) };
+        match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) | Err(Errno::ISDIR) => Ok(false),
+            Err(e) => Err(self.io("remove", rel, e)),
+        }
     }
 
     /// Removes directory `rel` if it is empty; a non-empty or missing one is left as it is.

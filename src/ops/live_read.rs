@@ -22,7 +22,7 @@ use rusqlite::Connection;
 
 use crate::base::error::{Error, Result};
 use crate::base::path;
-use crate::fs::inotify::{Dirty, Drained, TreeFeed};
+use crate::fs::inotify::{Dirty, Drained, FeedQuota, TreeFeed};
 use crate::fs::walk::{self, Node, Stat, WalkOptions};
 use crate::fs::workdir::hash_stream;
 use crate::manifest::dir_cache::DirCacheMap;
@@ -50,6 +50,8 @@ pub struct LiveFeeds {
     /// Reads answered whole and answered by a patch (or unchanged), for logs and tests.
     whole: AtomicU64,
     patched: AtomicU64,
+    /// The inotify watches the feeds may take, if they are counted.
+    quota: Option<Arc<crate::fs::quota::WatchQuota>>,
 }
 
 /// Feeds kept at once: each holds an inotify instance (the system allows 128 a user) and a
@@ -86,6 +88,12 @@ impl LiveFeeds {
     /// No feeds yet: each starts with the first read of its directory.
     pub fn new() -> LiveFeeds {
         LiveFeeds::default()
+    }
+
+    /// Feeds whose watches are taken from `quota` (a server's, shared with its file watchers),
+    /// each at most a quarter of it: a tree with more directories is read whole instead.
+    pub fn within(quota: Arc<crate::fs::quota::WatchQuota>) -> LiveFeeds {
+        LiveFeeds { quota: Some(quota), ..LiveFeeds::default() }
     }
 
     /// Reads the live tree `dir` (open as `fd`) of the workspace with id `workspace`: patched
@@ -138,7 +146,11 @@ impl LiveFeeds {
         // A new watch for every directory, added as the walk opens it.
         self.whole.fetch_add(1, Ordering::Relaxed);
         feed.tree = None;
-        let tree = match TreeFeed::new() {
+        let counted = self.quota.as_ref().map(|q| {
+            let share = q.total() / 4;
+            FeedQuota::new(q.clone(), format!("feed:{}", dir.display()), share)
+        });
+        let tree = match TreeFeed::within(counted) {
             Ok(t) => Some(t),
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "no change feed; the live tree is read whole each time");

@@ -22,6 +22,7 @@ pub mod search;
 pub mod session;
 pub mod snapshot;
 pub mod source;
+pub mod staging;
 pub mod tokens;
 pub mod trash;
 pub mod view;

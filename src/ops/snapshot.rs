@@ -512,7 +512,8 @@ impl Repo {
         // snapshot may rely on (a directory record, a copy found in the store).
         let _lease = self.lease("snapshot")?;
         let name = workspace_name(dir, opts)?;
-        let excludes = self.effective_excludes(&name, opts)?;
+        // Uploads in flight (or left by a crash) are trove's, not the workspace's.
+        let excludes = self.effective_excludes(&name, opts)?.with_root_names(self.upload_temps(dir)?);
         let conn = self.manifest.conn();
         let ws = workspaces::get(conn, &name)?;
         let parent = snapshots::latest(conn, Some(&name))?;

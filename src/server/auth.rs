@@ -4,22 +4,22 @@
 //!
 //! The server reads the token table again whenever the manifest changed (`PRAGMA
 //! data_version` on a connection of its own, a cheap check), so a token created or revoked by
-//! `trove token` takes effect at once, in a running server too. Every refusal is audited, and
-//! over HTTP the audit actor is the id of the token that called.
+//! `trove token` takes effect at once, in a running server too. Every refusal is audited (a
+//! flood of them as a few records and a summary: `refusals.rs`), and over HTTP the audit actor
+//! is the id of the token that called.
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::refusals::{append_all, Refused};
 use super::request::ACTOR;
 use super::state::AppState;
 use crate::base::error::ErrorKind;
-use crate::base::time::now_ns;
-use crate::model::audit::AuditRecord;
 
 /// Middleware: refuses a request without a live bearer token (401, audited), and makes the
 /// token's id the actor of what the request does.
@@ -35,31 +35,58 @@ pub(super) fn bearer(headers: &axum::http::HeaderMap) -> Option<String> {
 
 pub(super) async fn require_token(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let presented = bearer(req.headers());
-    let (method, route) = (req.method().to_string(), req.uri().path().to_string());
     let Some(token) = presented else {
         let message = "missing bearer token: send 'Authorization: Bearer <token>' (see `trove serve --help`)";
-        return refuse(&state, "missing token", message, method, route).await;
+        audit_refusal(&state, &req, "missing token", "operator").await;
+        return ApiError::new(ErrorKind::Unauthorized, message).into_response();
     };
     match state.tokens.check(&token) {
         Ok(Some(id)) => ACTOR.scope(id.to_string(), next.run(req)).await,
-        Ok(None) => refuse(&state, "unknown or revoked token", "unknown token", method, route).await,
+        Ok(None) => {
+            audit_refusal(&state, &req, "unknown or revoked token", "operator").await;
+            ApiError::new(ErrorKind::Unauthorized, "unknown token").into_response()
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-/// Answers 401, after auditing the refusal: with no token material, group-committed, so a
-/// flood of bad requests costs one fsync per burst rather than one each.
-async fn refuse(state: &Arc<AppState>, why: &'static str, message: &str, method: String, route: String) -> Response {
+/// Audits a refused login on `req`'s route (`token`: the kind expected), through the
+/// refusals' summaries (`refusals.rs`), group-committed and with no token material: a flood of
+/// bad requests costs a few records and one fsync per burst.
+pub(super) fn audit_refusal(
+    state: &Arc<AppState>,
+    req: &Request,
+    why: &'static str,
+    token: &'static str,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // Counted now, appended by the future: the request (not `Sync`) is not held across an await.
+    let records = refusal_records(state, req, why, token);
+    let state = state.clone();
+    async move { append_later(&state, records).await }
+}
+
+/// The records `req`'s refusal adds now (see [`audit_refusal`]).
+fn refusal_records(
+    state: &AppState,
+    req: &Request,
+    why: &'static str,
+    token: &'static str,
+) -> Vec<crate::model::audit::AuditRecord> {
+    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_default();
+    state.refusals.count(Refused { reason: why, method: req.method().to_string(), route, token })
+}
+
+async fn append_later(state: &Arc<AppState>, records: Vec<crate::model::audit::AuditRecord>) {
+    if records.is_empty() {
+        return;
+    }
     let audited = state
         .blocking(move |st, _| {
-            let mut rec = AuditRecord::ok(now_ns(), "anonymous", "auth");
-            rec.outcome = ErrorKind::Unauthorized.as_str().to_string();
-            rec.details = serde_json::json!({"reason": why, "method": method, "route": route});
-            st.audit.append(rec)
+            append_all(records, |r| st.audit.append(r));
+            Ok::<_, crate::base::error::Error>(())
         })
         .await;
     if let Err(e) = audited {
         tracing::warn!(error = %e, "an authentication failure could not be audited");
     }
-    ApiError::new(ErrorKind::Unauthorized, message).into_response()
 }

@@ -3,9 +3,12 @@
 //! cannot hold a file descriptor forever; and shut down gracefully.
 //!
 //! At the limit, a new connection makes room by closing the connection idle the longest (no
-//! request in flight); when every connection is busy, the new one gets `503` at once and is
-//! closed, so a normal request is always answered promptly, however many idle sockets a
-//! client opened.
+//! request in flight); when every connection is busy, the new one is taken into a small
+//! reserve that serves only priority requests (an operator's, `/healthz`), and past that gets
+//! `503` at once and is closed. So a normal request is answered promptly however many idle
+//! sockets a client opened, and an operator's however many busy ones sessions hold. The limit
+//! is also kept under the open-file limit, with descriptors to spare for the server's files,
+//! and an `accept` that fails for want of descriptors closes an idle connection to make room.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,11 +25,18 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tower_service::Service;
 
+/// Whether a request may use a reserved connection.
+pub type Priority = Arc<dyn Fn(&hyper::Request<Incoming>) -> bool + Send + Sync>;
+
 /// How connections are bounded.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct Limits {
     /// Connections open at once.
     pub max_connections: usize,
+    /// Connections beyond `max_connections` for priority requests only.
+    pub reserved: usize,
+    /// Which requests are priority requests.
+    pub priority: Priority,
     /// The longest a client may take to send a request's headers once it started.
     pub header_timeout: Duration,
     /// The longest a connection may sit idle, with no request in flight and no bytes moving.
@@ -41,6 +51,8 @@ struct Conn {
     /// Milliseconds since `epoch` when the first byte of a request's head arrived (0: none).
     head_started: AtomicU64,
     close: tokio::sync::Notify,
+    /// Taken into the reserve: it serves priority requests only.
+    reserve: bool,
 }
 
 /// The open connections and the time origin they count from.
@@ -59,13 +71,20 @@ impl Registry {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Room for one more connection: `true` if there is, or an idle one was told to close (and
-    /// no longer counts, so the next arrival picks another).
-    fn make_room(&self, max: usize) -> bool {
+    /// Where a new connection goes: among the `max` ordinary ones if there is room or an idle
+    /// one was told to close (and no longer counts, so the next arrival picks another), else
+    /// into the reserve of `reserved` if it is not full.
+    fn make_room(&self, max: usize, reserved: usize) -> Option<bool> {
         let mut open = self.lock();
-        if open.len() < max {
-            return true;
+        let in_reserve = open.values().filter(|c| c.reserve).count();
+        if open.len() - in_reserve < max || Registry::close_idle(&mut open) {
+            return Some(false);
         }
+        (in_reserve < reserved).then_some(true)
+    }
+
+    /// Tells the connection idle the longest to close; whether there was one.
+    fn close_idle(open: &mut HashMap<u64, Arc<Conn>>) -> bool {
         let idle = open
             .iter()
             .filter(|(_, c)| c.in_flight.load(Ordering::Relaxed) == 0)
@@ -132,7 +151,7 @@ impl Drop for InFlight {
 }
 
 /// Resolves when the connection broke a limit: its head took too long, or it sat idle.
-async fn watchdog(conn: &Conn, registry: &Registry, limits: Limits) {
+async fn watchdog(conn: &Conn, registry: &Registry, limits: &Limits) {
     let tick = Duration::from_millis(200).min(limits.header_timeout).min(limits.keepalive_timeout);
     loop {
         tokio::time::sleep(tick).await;
@@ -150,9 +169,24 @@ async fn watchdog(conn: &Conn, registry: &Registry, limits: Limits) {
     }
 }
 
+/// The body of a refusal at the connection limit.
+const BUSY_BODY: &str =
+    r#"{"error":"the server is at its connection limit: retry shortly","kind":"busy","statusCode":503}"#;
+
+/// The answer to a request on a reserved connection that is not a priority request.
+fn busy_response() -> hyper::Response<axum::body::Body> {
+    let mut resp = hyper::Response::new(axum::body::Body::from(BUSY_BODY));
+    *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    let headers = resp.headers_mut();
+    headers.insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    headers.insert(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"));
+    headers.insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+    resp
+}
+
 /// The answer to a connection there is no room for: every other one is serving a request.
 async fn refuse(mut stream: TcpStream) {
-    let body = r#"{"error":"the server is at its connection limit: retry shortly","kind":"io","statusCode":503}"#;
+    let body = BUSY_BODY;
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
         body.len()
@@ -185,18 +219,25 @@ pub async fn serve(
         let stream = match accepted {
             Ok((s, _)) => s,
             Err(e) => {
-                // Out of descriptors, or a connection reset before it was taken: wait a moment
-                // rather than spin.
-                tracing::warn!(error = %e, "cannot accept a connection");
+                // Out of descriptors: an idle connection gives its back (the limit may have
+                // been lowered under us). A connection reset before it was taken: nothing to
+                // do. Either way, wait a moment rather than spin.
+                if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+                    let closed = Registry::close_idle(&mut registry.lock());
+                    tracing::warn!(error = %e, closed_an_idle_one = closed, "out of descriptors to accept a connection");
+                } else {
+                    tracing::debug!(error = %e, "cannot accept a connection");
+                }
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
-        if !registry.make_room(limits.max_connections) {
+        let max = limits.max_connections.min(crate::base::descriptors::room_for_connections());
+        let Some(reserve) = registry.make_room(max, limits.reserved) else {
             tokio::spawn(refuse(stream));
             continue;
-        }
-        tokio::spawn(connection(stream, &app, &registry, &graceful, limits));
+        };
+        tokio::spawn(connection(stream, &app, &registry, &graceful, limits.clone(), reserve));
     }
     drop(listener);
     graceful.shutdown().await;
@@ -211,6 +252,7 @@ fn connection(
     registry: &Arc<Registry>,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
     limits: Limits,
+    reserve: bool,
 ) -> impl Future<Output = ()> + Send + 'static {
     let id = registry.next.fetch_add(1, Ordering::Relaxed);
     let conn = Arc::new(Conn {
@@ -218,17 +260,19 @@ fn connection(
         last_active: AtomicU64::new(registry.now()),
         head_started: AtomicU64::new(0),
         close: tokio::sync::Notify::new(),
+        reserve,
     });
     registry.lock().insert(id, conn.clone());
     let io = TokioIo::new(Tracked { inner: stream, conn: conn.clone(), registry: registry.clone() });
-    let (app, seen) = (app.clone(), conn.clone());
+    let (app, seen, priority) = (app.clone(), conn.clone(), limits.priority.clone());
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         seen.in_flight.fetch_add(1, Ordering::Relaxed);
         seen.head_started.store(0, Ordering::Relaxed);
         let in_flight = InFlight(seen.clone());
+        let refused = seen.reserve && !priority(&req);
         let mut app = app.clone();
         async move {
-            let resp = app.call(req.map(axum::body::Body::new)).await;
+            let resp = if refused { Ok(busy_response()) } else { app.call(req.map(axum::body::Body::new)).await };
             drop(in_flight);
             resp
         }
@@ -249,7 +293,7 @@ fn connection(
                 }
             }
             () = conn.close.notified() => tracing::debug!("closed an idle connection to make room"),
-            () = watchdog(&conn, &registry, limits) => {}
+            () = watchdog(&conn, &registry, &limits) => {}
         }
         registry.lock().remove(&id);
     }

@@ -25,7 +25,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::AlreadyExists | ErrorKind::Conflict | ErrorKind::ReadOnly => StatusCode::CONFLICT,
         ErrorKind::StaleFile => StatusCode::PRECONDITION_FAILED,
         ErrorKind::PatchFailed => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorKind::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Timeout | ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Corrupt | ErrorKind::Io | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -191,6 +191,10 @@ impl IntoResponse for ApiError {
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.kind == ErrorKind::Unauthorized {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        // A limit reached now is free again shortly: clients that honour this retry by themselves.
+        if self.kind == ErrorKind::Busy {
+            resp.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }
         resp
     }

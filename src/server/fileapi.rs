@@ -50,20 +50,35 @@ pub(super) async fn require_session_token(State(st): State<Arc<AppState>>, mut r
         }
     };
     let Some(token) = presented else {
+        super::auth::audit_refusal(&st, &req, "missing token", "session").await;
         return refused(
             "missing bearer token: send 'Authorization: Bearer <session token>' (returned when the session was created)",
         );
     };
     match st.tokens.check_session(&token) {
         Ok(Some(id)) => {
+            let Some(slot) = st.session_slot(&id) else {
+                let e = Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "session {id} has {} requests in flight already (--session-requests): wait for one to finish",
+                        st.opts.session_requests
+                    ),
+                );
+                return ApiError::from(e).into_response();
+            };
             let actor = format!("session:{id}");
             req.extensions_mut().insert(TokenSession(id));
-            ACTOR.scope(actor, next.run(req)).await
+            let resp = ACTOR.scope(actor, next.run(req)).await;
+            super::held::Held::response(resp, slot)
         }
-        Ok(None) => refused(
-            "unknown or revoked session token: a session's token stops working when it ends; \
-             operators use /v1/sessions/{id}/file/... with their own token",
-        ),
+        Ok(None) => {
+            super::auth::audit_refusal(&st, &req, "unknown or revoked token", "session").await;
+            refused(
+                "unknown or revoked session token: a session's token stops working when it ends; \
+                 operators use /v1/sessions/{id}/file/... with their own token",
+            )
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }

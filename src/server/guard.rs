@@ -36,7 +36,13 @@ pub(crate) async fn guard(State(st): State<Arc<AppState>>, req: Request, next: N
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let started = Instant::now();
     let work = REQUEST.scope(info.clone(), AssertUnwindSafe(next.run(req)).catch_unwind());
-    let outcome = tokio::time::timeout(st.opts.request_timeout + GRACE, work).await;
+    // An upload's body is paced instead (a big file takes what it takes, a stalled one is cut
+    // off: `upload.rs`), and its write keeps the deadline; anything else is given up on here.
+    let outcome = if path.ends_with("/file/upload") {
+        Ok(work.await)
+    } else {
+        tokio::time::timeout(st.opts.request_timeout + GRACE, work).await
+    };
     let mut resp = match outcome {
         Ok(Ok(resp)) => resp,
         Ok(Err(panic)) => {

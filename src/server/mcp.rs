@@ -1,7 +1,8 @@
 //! The Model Context Protocol over streamable HTTP: `/v1/sessions/{id}/mcp` (operator token)
 //! and `/v1/mcp` (session token) serve the session's tools as `trove mcp` does on stdio. One
 //! MCP service per (session, caller), kept while the session lives; calls run on the server's
-//! blocking pool like every tool call.
+//! blocking pool like every tool call. How many MCP sessions a service and the server keep is
+//! `mcp_sessions.rs`'s.
 
 use std::sync::Arc;
 
@@ -13,17 +14,18 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use super::error::ApiError;
 use super::extract::P;
 use super::fileapi::TokenSession;
-use super::state::{AppState, McpService};
+use super::mcp_sessions::{BoundedSessions, PER_SERVICE, TOTAL};
+use super::state::{AppState, KeptService};
 use crate::base::id::SessionId;
 use crate::tools::fileapi::Sandbox;
 use crate::tools::mcp::{McpTools, Runner};
 
 /// The service of `session` for `actor`, made on first use.
-fn service(st: &Arc<AppState>, session: &SessionId, actor: &str) -> McpService {
+fn service(st: &Arc<AppState>, session: &SessionId, actor: &str) -> KeptService {
     st.mcp.get_or_make(session, actor, || make(st, session, actor))
 }
 
-fn make(st: &Arc<AppState>, session: &SessionId, actor: &str) -> McpService {
+fn make(st: &Arc<AppState>, session: &SessionId, actor: &str) -> KeptService {
     let (state, sid, who) = (st.clone(), session.clone(), actor.to_string());
     let run: Runner = Arc::new(move |name, params| {
         let (state, sid, who) = (state.clone(), sid.clone(), who.clone());
@@ -39,8 +41,18 @@ fn make(st: &Arc<AppState>, session: &SessionId, actor: &str) -> McpService {
     });
     let tools = McpTools::new(session.clone(), run);
     // The token, not the Host header, guards this server: it may listen on any address.
-    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
-    StreamableHttpService::new(move || Ok(tools.clone()), Default::default(), config)
+    // Cancelled when the trove session ends or the service is dropped: every MCP session's
+    // worker stops then, not when its idle time runs out.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(stop.clone());
+    let sessions = Arc::new(BoundedSessions::new(st.mcp.open.clone()));
+    let service = StreamableHttpService::new(move || Ok(tools.clone()), sessions.clone(), config);
+    KeptService::new(service, sessions, stop)
+}
+
+/// Whether `req` would open a new MCP session: a POST naming none (an `initialize`).
+fn opens_session(req: &Request) -> bool {
+    req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id")
 }
 
 async fn serve(st: Arc<AppState>, session: SessionId, req: Request) -> Response {
@@ -50,9 +62,18 @@ async fn serve(st: Arc<AppState>, session: SessionId, req: Request) -> Response 
     if let Err(e) = live {
         return ApiError::from(e).into_response();
     }
-    let service = service(&st, &session, &super::request::actor());
+    let kept = service(&st, &session, &super::request::actor());
     st.touch(&session);
-    service.handle(req).await.map(axum::body::Body::new).into_response()
+    // A service at its own limit closes its oldest session to make room; one below it may
+    // not take a session from other services once the server's total is reached.
+    if opens_session(&req) && kept.sessions.len() < PER_SERVICE && st.mcp.open.get() >= TOTAL {
+        let e = crate::base::error::Error::new(
+            crate::base::error::ErrorKind::Busy,
+            format!("the server keeps {TOTAL} MCP sessions already: close sessions you no longer use (DELETE with their Mcp-Session-Id) or retry later"),
+        );
+        return ApiError::from(e).into_response();
+    }
+    kept.service.handle(req).await.map(axum::body::Body::new).into_response()
 }
 
 /// `POST|GET|DELETE /v1/sessions/{id}/mcp`

@@ -16,10 +16,13 @@ mod extract;
 mod fileapi;
 mod files;
 mod guard;
+mod held;
 mod mcp;
+mod mcp_sessions;
 pub mod openapi;
 mod options;
 mod public;
+mod refusals;
 mod request;
 mod review;
 mod sessions;
@@ -219,8 +222,14 @@ pub async fn serve(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let maintainer = tokio::spawn(state::maintain(state.clone(), stop_rx.clone()));
     let reaper = tokio::spawn(state::reap(state.clone(), stop_rx));
+    let for_priority = state.clone();
     let limits = connections::Limits {
         max_connections: state.opts.max_connections.max(1),
+        reserved: state.opts.reserved_connections,
+        priority: Arc::new(move |req| {
+            req.uri().path() == "/healthz"
+                || auth::bearer(req.headers()).is_some_and(|t| matches!(for_priority.tokens.check(&t), Ok(Some(_))))
+        }),
         header_timeout: state.opts.header_timeout,
         keepalive_timeout: state.opts.keepalive_timeout,
     };

@@ -26,14 +26,26 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// Bytes that requests may hold in memory at once (whole reads, edits): more waits.
     pub memory_budget: u64,
-    /// Connections open at once; at the limit an idle one is closed, else the new one gets 503.
+    /// Connections open at once; at the limit an idle one is closed, else the new one gets 503
+    /// (`reserved_connections` more are kept for operators and `/healthz`).
     pub max_connections: usize,
+    /// Connections beyond `max_connections` that serve only operator requests and `/healthz`,
+    /// so sessions filling every connection cannot lock the operator out.
+    pub reserved_connections: usize,
+    /// Requests one session's token may have in flight at once, response bodies included.
+    pub session_requests: usize,
+    /// Directories one session's file watchers may watch in all (an inotify watch each; the
+    /// server takes at most half the system's `max_user_watches`).
+    pub session_watches: usize,
     /// The longest a client may take to send a request's headers.
     pub header_timeout: Duration,
     /// The longest a connection may sit idle between requests.
     pub keepalive_timeout: Duration,
     /// Whether reads (listings, file reads, downloads, exports, the reading tools) are audited.
     pub audit_reads: bool,
+    /// Failed logins are audited one by one up to `refusals::AT_ONCE` an interval this long,
+    /// and the rest in one summary when it ends.
+    pub refusal_interval: Duration,
     /// An audit checkpoint is written this often while records keep coming.
     pub checkpoint_interval: Duration,
     /// How often retention policies are applied and garbage is collected (zero: never).
@@ -71,9 +83,13 @@ impl ServeOptions {
             body_limit: 1 << 20,
             memory_budget: 128 << 20,
             max_connections: 1024,
+            reserved_connections: 16,
+            session_requests: 32,
+            session_watches: crate::fs::quota::PER_OWNER,
             header_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(60),
             audit_reads: false,
+            refusal_interval: Duration::from_secs(60),
             checkpoint_interval: Duration::from_secs(60),
             maintenance_interval: Duration::from_secs(3600),
             gc_grace: crate::ops::gc::DEFAULT_GRACE,

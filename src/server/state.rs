@@ -24,6 +24,9 @@ pub(crate) struct AppState {
     activity: Mutex<HashMap<SessionId, i64>>,
     /// Session id -> requests working on it now (the record's `busy`).
     busy: Mutex<HashMap<SessionId, usize>>,
+    /// Session id -> requests made with its session token now in flight, bodies included
+    /// (at most `ServeOptions::session_requests`).
+    session_requests: Arc<Mutex<HashMap<SessionId, usize>>>,
     /// Workspace name -> its exclusion settings and the compiled list.
     excludes: Mutex<HashMap<String, (ExcludesKey, Arc<Excludes>)>>,
     /// For reads and snapshot listings, which never consult exclusions: looking up the
@@ -46,35 +49,62 @@ pub(crate) struct AppState {
     pub watchers: crate::tools::fileapi::watch::Watchers,
     /// The MCP services of live sessions (`/v1/sessions/{id}/mcp`).
     pub mcp: McpServices,
+    /// Failed logins of the current interval, audited a few at a time and then summarized.
+    pub refusals: super::refusals::Refusals,
 }
 
 /// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
-pub(crate) type McpService = rmcp::transport::StreamableHttpService<
-    crate::tools::mcp::McpTools,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
->;
+pub(crate) type McpService =
+    rmcp::transport::StreamableHttpService<crate::tools::mcp::McpTools, super::mcp_sessions::BoundedSessions>;
 
-/// MCP services kept at most: a session's end removes its own.
-const MCP_KEEP: usize = 1024;
+/// MCP services kept at most (one per trove session and caller): the least recently used
+/// goes, its MCP sessions closed (its client initializes again). A session's end removes its
+/// own.
+const MCP_KEEP: usize = 256;
 
-/// The MCP services of live sessions, by (session, actor).
+/// One kept MCP service: what serves requests, its sessions (for their count), what stops
+/// them all, and when it was last used.
+#[derive(Clone)]
+pub(crate) struct KeptService {
+    pub service: McpService,
+    pub sessions: Arc<super::mcp_sessions::BoundedSessions>,
+    stop: tokio_util::sync::CancellationToken,
+    used: std::time::Instant,
+}
+
+impl KeptService {
+    /// A service with its sessions and the token that stops them.
+    pub fn new(
+        service: McpService,
+        sessions: Arc<super::mcp_sessions::BoundedSessions>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> KeptService {
+        KeptService { service, sessions, stop, used: std::time::Instant::now() }
+    }
+}
+
+/// The MCP services of live sessions, by (session, actor), and the count of their MCP
+/// sessions.
 #[derive(Default)]
 pub(crate) struct McpServices {
-    all: Mutex<HashMap<(SessionId, String), McpService>>,
+    all: Mutex<HashMap<(SessionId, String), KeptService>>,
+    /// MCP sessions open in every service.
+    pub open: Arc<super::mcp_sessions::OpenCount>,
 }
 
 impl McpServices {
     /// The service of `session` for `actor`, made by `make` on first use.
-    pub fn get_or_make(&self, session: &SessionId, actor: &str, make: impl FnOnce() -> McpService) -> McpService {
+    pub fn get_or_make(&self, session: &SessionId, actor: &str, make: impl FnOnce() -> KeptService) -> KeptService {
         let key = (session.clone(), actor.to_string());
         let mut all = lock(&self.all);
-        if let Some(s) = all.get(&key) {
+        if let Some(s) = all.get_mut(&key) {
+            s.used = std::time::Instant::now();
             return s.clone();
         }
         if all.len() >= MCP_KEEP {
-            // Any one goes; its client initializes again.
-            if let Some(k) = all.keys().next().cloned() {
-                all.remove(&k);
+            let oldest = all.iter().min_by_key(|(_, s)| s.used).map(|(k, _)| k.clone());
+            if let Some(s) = oldest.and_then(|k| all.remove(&k)) {
+                s.stop.cancel();
             }
         }
         let made = make();
@@ -82,9 +112,15 @@ impl McpServices {
         made
     }
 
-    /// Drops the services of `session` (it ended, or was paused).
+    /// Stops the services of `session` and their MCP sessions (it ended, or was paused).
     pub fn end_session(&self, session: &SessionId) {
-        lock(&self.all).retain(|(s, _), _| s != session);
+        lock(&self.all).retain(|(s, _), kept| {
+            let keep = s != session;
+            if !keep {
+                kept.stop.cancel();
+            }
+            keep
+        });
     }
 }
 
@@ -96,6 +132,24 @@ const EXPIRE_EVERY: u64 = 12;
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking request cannot leave these maps inconsistent (single inserts and removes).
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One of a session's request slots, given back when dropped (with the response's body).
+pub(crate) struct SessionSlot {
+    all: Arc<Mutex<HashMap<SessionId, usize>>>,
+    id: SessionId,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let mut all = lock(&self.all);
+        if let Some(n) = all.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                all.remove(&self.id);
+            }
+        }
+    }
 }
 
 /// Marks a session busy until dropped.
@@ -120,9 +174,12 @@ impl AppState {
     pub fn new(opts: ServeOptions) -> Result<AppState> {
         // Opening one handle up front turns a bad --repo into an error before binding.
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
+        let opts_refusal_interval = opts.refusal_interval;
         let mut first = Repo::open(&opts.repo)?;
         first.set_budget(budget.clone());
-        let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::new());
+        // One quota of inotify watches for the live trees' feeds and the file watchers.
+        let quota = Arc::new(crate::fs::quota::WatchQuota::for_this_system(opts.session_watches));
+        let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::within(quota.clone()));
         first.set_live_feeds(live_feeds.clone());
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
@@ -133,6 +190,7 @@ impl AppState {
             pool: Mutex::new(vec![first]),
             activity: Mutex::new(HashMap::new()),
             busy: Mutex::new(HashMap::new()),
+            session_requests: Default::default(),
             excludes: Mutex::new(HashMap::new()),
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
             budget,
@@ -141,8 +199,9 @@ impl AppState {
             reaps: std::sync::atomic::AtomicU64::new(0),
             audit,
             last_checkpoint: Mutex::new(std::time::Instant::now()),
-            watchers: Default::default(),
+            watchers: crate::tools::fileapi::watch::Watchers::new(quota),
             mcp: Default::default(),
+            refusals: super::refusals::Refusals::new(opts_refusal_interval),
         })
     }
 
@@ -237,6 +296,19 @@ impl AppState {
 
     pub fn is_busy(&self, id: &SessionId) -> bool {
         lock(&self.busy).contains_key(id)
+    }
+
+    /// A request slot of session `id`, if it has one free: a session's token may not hold more
+    /// than `session_requests` requests (uploads, downloads, streams) at once, so no session
+    /// takes every connection or worker.
+    pub fn session_slot(&self, id: &SessionId) -> Option<SessionSlot> {
+        let mut all = lock(&self.session_requests);
+        let n = all.entry(id.clone()).or_insert(0);
+        if *n >= self.opts.session_requests.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(SessionSlot { all: self.session_requests.clone(), id: id.clone() })
     }
 
     pub fn mark_busy(self: &Arc<Self>, id: &SessionId) -> Busy {
@@ -342,6 +414,10 @@ impl AppState {
         if self.reaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed).is_multiple_of(EXPIRE_EVERY) {
             self.expire_trash(repo);
         }
+        // A flood of failed logins that stopped is summarized without waiting for another.
+        if let Some(summary) = self.refusals.due() {
+            super::refusals::append_all(vec![summary], |r| self.audit.append(r));
+        }
         self.checkpoint_on_time(repo);
         Ok(ended)
     }
@@ -401,6 +477,9 @@ pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Rec
             tracing::warn!(error = %e, "the reaper's tick failed; retried at the next one");
         }
         if stopping {
+            if let Some(summary) = state.refusals.flush() {
+                super::refusals::append_all(vec![summary], |r| state.audit.append(r));
+            }
             return done.map(|_| ());
         }
     }

@@ -4,10 +4,17 @@
 //! writes them, so memory stays flat whatever the size; once the parts end and the destination
 //! is known, the journal renames the temporary into place, keeping and auditing what it
 //! replaces as a tool write does. The new content is not copied into the store: the pre-image
-//! is what must be kept, and the file itself is the content.
+//! is what must be kept, and the file itself is the content. The temporary is recorded before
+//! it is made (`ops::staging`), so a snapshot leaves it out and a crash's is removed later.
+//!
+//! The body is paced rather than timed: a client may take as long as a big file needs, but not
+//! send slower than [`MIN_RATE`] on average after [`GRACE`], nor pause for [`BODY_IDLE`] (408,
+//! and the connection closes). The request's deadline then applies to the write alone. A
+//! session that is not live is refused before a byte is received.
 
 use std::io::Read;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::multipart::MultipartRejection;
@@ -20,7 +27,7 @@ use super::state::AppState;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::id::SessionId;
 use crate::fs::workdir::WorkDir;
-use crate::ops::journal::{NewContent, UPLOAD_PREFIX};
+use crate::ops::journal::NewContent;
 use crate::tools::fileapi::ops::WriteData;
 use crate::tools::fileapi::{FileReply, Sandbox};
 
@@ -48,39 +55,65 @@ impl std::io::Read for Chunks {
     }
 }
 
-/// An upload's temporary left by a crash is removed by a later upload once it is this old.
-const ORPHAN_AGE_NS: i64 = 3600 * 1_000_000_000;
+/// How long a body may send nothing at all.
+pub const BODY_IDLE: Duration = Duration::from_secs(10);
+/// The average pace a body must keep, in bytes a second, once [`GRACE`] has passed.
+pub const MIN_RATE: u64 = 1024;
+/// How long a body may take before its pace is held against [`MIN_RATE`].
+pub const GRACE: Duration = Duration::from_secs(10);
 
 /// How much of an upload is written between two flushes started behind it.
 const FLUSH_EVERY: u64 = 64 << 20;
 
-/// Streams the upload into a fresh temporary at the workspace root (`.trove-up-<hex>.tmp`),
-/// hashing it on the way, and syncs it; first removes temporaries a crash left over an hour
-/// ago. A helper thread flushes what was written every 64 MiB while the rest arrives, so the
-/// disk works alongside the network and the final sync has only the tail left.
-fn stage_in_tree(wd: &WorkDir, chunks: &mut Chunks) -> crate::base::error::Result<(NewContent, u64)> {
-    let now = crate::base::time::now_ns();
-    for (name, meta) in wd.list(b"")? {
-        if name.starts_with(UPLOAD_PREFIX.as_bytes()) && now.saturating_sub(meta.mtime_ns) > ORPHAN_AGE_NS {
-            if let Err(e) = wd.remove(&name) {
-                tracing::warn!(error = %e, "an old upload temporary could not be removed");
-            }
-        }
+/// The pace of a body: when it began and what arrived.
+struct Pace {
+    started: Instant,
+    received: u64,
+}
+
+impl Pace {
+    /// When the body is too slow if nothing more arrives: after [`BODY_IDLE`] from now, or
+    /// when what arrived stops covering [`MIN_RATE`] since the start, whichever comes first.
+    fn until(&self) -> Instant {
+        let earned = GRACE + Duration::from_secs_f64(self.received as f64 / MIN_RATE as f64);
+        (Instant::now() + BODY_IDLE).min(self.started + earned)
     }
-    let mut random = [0u8; 8];
-    crate::base::random::fill_random(&mut random)?;
-    let from = format!("{UPLOAD_PREFIX}{}.tmp", hex::encode(random)).into_bytes();
-    let written = write_flushing(wd, &from, chunks);
+
+    /// Awaits `next` within the pace: `None` when the body fell behind.
+    async fn within<T>(&self, next: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::time::timeout_at(self.until().into(), next).await.ok()
+    }
+}
+
+fn too_slow() -> (StatusCode, Error) {
+    let e = Error::new(
+        ErrorKind::Timeout,
+        format!(
+            "the upload arrived too slowly (a pause of {} s, or under {MIN_RATE} bytes a second after its first {} s): \
+             nothing was written; send it again",
+            BODY_IDLE.as_secs(),
+            GRACE.as_secs()
+        ),
+    )
+    .with_detail("changed", false);
+    (StatusCode::REQUEST_TIMEOUT, e)
+}
+
+/// Streams the upload into the recorded temporary `from` at the workspace root, hashing it on
+/// the way, and syncs it. A helper thread flushes what was written every 64 MiB while the rest
+/// arrives, so the disk works alongside the network and the final sync has only the tail left.
+fn stage_in_tree(wd: &WorkDir, from: &[u8], chunks: &mut Chunks) -> crate::base::error::Result<(NewContent, u64)> {
+    let written = write_flushing(wd, from, chunks);
     let (sha256, size) = match written {
         Ok(w) => w,
         Err(e) => {
-            let _ = wd.remove(&from);
+            let _ = wd.remove_file(from);
             return Err(e);
         }
     };
-    let meta = wd.stat(&from)?.ok_or_else(|| Error::not_found("an upload's temporary vanished as it was written"))?;
+    let meta = wd.stat(from)?.ok_or_else(|| Error::not_found("an upload's temporary vanished as it was written"))?;
     let seen = (meta.inode, meta.size, meta.mtime_ns);
-    Ok((NewContent::Staged { from, sha256, seen }, size))
+    Ok((NewContent::Staged { from: from.to_vec(), sha256, seen }, size))
 }
 
 /// Writes `chunks` to the new temporary `from`, synced; its (sha256, size).
@@ -110,6 +143,10 @@ fn write_flushing(
                 if let Err(e) = file.write_all(&buf[..n]) {
                     break Err(io("write", e));
                 }
+                if size == 0 {
+                    // A crash test's point: the temporary exists, part-written.
+                    crate::base::failpoint::failpoint("upload:receiving");
+                }
                 size += n as u64;
                 since += n as u64;
                 if since >= FLUSH_EVERY {
@@ -126,7 +163,12 @@ fn write_flushing(
 }
 
 fn fail(status: StatusCode, path: &str, e: &Error) -> Response {
-    (status, Json(FileReply::<()>::err("upload", path, e))).into_response()
+    let mut resp = (status, Json(FileReply::<()>::err("upload", path, e))).into_response();
+    if status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::PAYLOAD_TOO_LARGE {
+        // The rest of the body is not read: the connection cannot carry another request.
+        resp.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// Receives an upload for session `id` (see the module docs).
@@ -147,44 +189,53 @@ pub(super) async fn receive(
     let _busy = st.mark_busy(&id);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(IN_FLIGHT);
     let (path_tx, path_rx) = tokio::sync::oneshot::channel::<Option<String>>();
-    // The storing side: the stream into the store, then (once the parts ended) the write.
+    // The storing side: the stream into the tree, then (once the parts ended) the write.
     let sid = id.clone();
     let storing = st.blocking(move |st, repo| -> std::result::Result<(StatusCode, FileReply<WriteData>), Error> {
         let s = repo.session(&sid)?;
+        let mut chunks = Chunks { rx, current: Bytes::new() };
+        let no_path = || {
+            let e = Error::invalid_argument("the upload has no `path` part: say where the file goes");
+            Ok((StatusCode::BAD_REQUEST, FileReply::err("upload", "", &e)))
+        };
+        let sandbox = Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
+        let Some(dir) = s.serving_dir() else {
+            // Not live: the write would be refused as read-only, so nothing is received (the
+            // reading side sees the channel closed and stops taking the file part).
+            drop(chunks);
+            let Some(path) = path_rx.blocking_recv().ok().flatten() else { return no_path() };
+            let e = match repo.lock_writable(&s) {
+                Err(e) => e,
+                Ok(_) => Error::new(
+                    ErrorKind::Conflict,
+                    format!("session {sid} was resumed while the upload began: send it again"),
+                ),
+            };
+            return Ok((StatusCode::OK, FileReply::of("upload", &path, "", sandbox.refuse_upload(&path, e))));
+        };
         // Held from before the first object is stored until the write that refers to them.
         let _lease = repo.lease("upload")?;
-        let mut chunks = Chunks { rx, current: Bytes::new() };
-        let live = s.serving_dir().map(WorkDir::open).transpose()?;
-        let stored = match &live {
-            // A live tree: the bytes go straight to a temporary in it, the way to disk they
-            // would take anyway, and the journal renames it into place.
-            Some(wd) => stage_in_tree(wd, &mut chunks),
-            // Not live (the write will be refused as read-only): stored, as any content.
-            None => repo.store_stream(&mut chunks).map(|(sha256, id, size)| (NewContent::Stored { id, sha256 }, size)),
-        };
-        let staged = match &stored {
-            Ok((NewContent::Staged { from, .. }, _)) => Some(from.clone()),
-            _ => None,
-        };
+        let wd = WorkDir::open(dir)?;
+        // Recorded before the file exists, forgotten (when dropped) after it was placed or
+        // removed: the only temporaries trove may remove are the ones it recorded.
+        let staging = repo.stage_upload(dir)?;
+        let stored = stage_in_tree(&wd, staging.name(), &mut chunks);
         // Whatever did not become the file is removed: nothing of a refused upload stays.
         let discard = || {
-            if let (Some(wd), Some(from)) = (&live, &staged) {
-                if let Err(e) = wd.remove(from) {
-                    tracing::warn!(error = %e, "an upload's temporary could not be removed");
-                }
+            if let Err(e) = wd.remove_file(staging.name()) {
+                tracing::warn!(error = %e, "an upload's temporary could not be removed");
             }
         };
-        let path = path_rx.blocking_recv().ok().flatten();
-        let Some(path) = path else {
+        let Some(path) = path_rx.blocking_recv().ok().flatten() else {
             discard();
-            let e = Error::invalid_argument("the upload has no `path` part: say where the file goes");
-            return Ok((StatusCode::BAD_REQUEST, FileReply::err("upload", "", &e)));
+            return no_path();
         };
         let stored = match stored {
             Ok(s) => s,
             Err(e) => return Ok((StatusCode::OK, FileReply::err("upload", &path, &e))),
         };
-        let sandbox = Sandbox::new(repo, &s, &actor, &st.opts.sandbox_root);
+        // The body was paced, not timed: the request's deadline applies to the write from here.
+        repo.set_deadline(Some(Instant::now() + st.opts.request_timeout));
         let r = sandbox.write_stored(&path, stored, None);
         if r.is_err() {
             discard();
@@ -192,10 +243,15 @@ pub(super) async fn receive(
         Ok((StatusCode::OK, FileReply::of("upload", &path, "File uploaded successfully", r)))
     });
     let reading = async move {
-        let (mut path, mut total, mut saw_file) = (None, 0u64, false);
+        let (mut path, mut saw_file) = (None, false);
+        let mut pace = Pace { started: Instant::now(), received: 0 };
         let mut problem: Option<(StatusCode, Error)> = None;
         loop {
-            let field = match multipart.next_field().await {
+            let Some(next) = pace.within(multipart.next_field()).await else {
+                problem = Some(too_slow());
+                break;
+            };
+            let field = match next {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -205,13 +261,14 @@ pub(super) async fn receive(
                 }
             };
             match field.name() {
-                Some("path") => match field.text().await {
-                    Ok(t) if t.len() <= 4096 => path = Some(t),
-                    Ok(_) => {
+                Some("path") => match pace.within(field.text()).await {
+                    None => problem = Some(too_slow()),
+                    Some(Ok(t)) if t.len() <= 4096 => path = Some(t),
+                    Some(Ok(_)) => {
                         problem =
                             Some((StatusCode::BAD_REQUEST, Error::invalid_argument("the path part is over 4 KiB")))
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         problem =
                             Some((StatusCode::BAD_REQUEST, Error::invalid_argument(format!("the path part: {e}"))))
                     }
@@ -220,10 +277,14 @@ pub(super) async fn receive(
                     saw_file = true;
                     let mut field = field;
                     loop {
-                        match field.chunk().await {
+                        let Some(next) = pace.within(field.chunk()).await else {
+                            problem = Some(too_slow());
+                            break;
+                        };
+                        match next {
                             Ok(Some(chunk)) => {
-                                total += chunk.len() as u64;
-                                if total > limit {
+                                pace.received += chunk.len() as u64;
+                                if pace.received > limit {
                                     let e = Error::new(
                                         ErrorKind::TooLarge,
                                         format!(

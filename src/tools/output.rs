@@ -319,6 +319,7 @@ pub fn suggested_action(kind: ErrorKind) -> &'static str {
         ErrorKind::InvalidPath | ErrorKind::InvalidArgument => "Fix the parameters as the message says.",
         ErrorKind::TooDeep | ErrorKind::NameTooLong => "Use a shorter path: the message gives the limit.",
         ErrorKind::Timeout => "Nothing was changed: retry, or split the work into smaller calls.",
+        ErrorKind::Busy => "Nothing was done: the server is at a limit; retry in a few seconds.",
         ErrorKind::Conflict => "The file changed while it was read: try again.",
         _ => "Try again later; if it persists, report the message to an operator.",
     }

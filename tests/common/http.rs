@@ -213,3 +213,55 @@ pub fn appender(path: &Path) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, 
     });
     (stop, writer)
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS`).
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// The inotify watches process `pid` holds now, over all its inotify descriptors.
+pub fn inotify_watches(pid: i32) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo").flatten() {
+        if let Ok(info) = std::fs::read_to_string(e.path()) {
+            n += info.lines().filter(|l| l.starts_with("inotify wd:")).count();
+        }
+    }
+    n
+}
+
+/// A `multipart/form-data` body of `parts` (name, file name, bytes) and its content type.
+pub fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "trove-test-boundary-7d1f";
+    let mut body = Vec::new();
+    for (name, filename, data) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match filename {
+            Some(f) => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n").as_bytes(),
+            ),
+            None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes()),
+        }
+        body.extend_from_slice(b"\r\n");
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+impl Server {
+    /// Creates a session from a JSON body; its id and session token.
+    pub fn session_with_token(&self, body: &str) -> (String, String) {
+        let r = self.call("POST", "/v1/sessions", body);
+        assert_eq!(r.status, 201, "{}", r.text());
+        let v = r.json();
+        (v["id"].as_str().expect("id").to_string(), v["session_token"].as_str().expect("session token").to_string())
+    }
+}

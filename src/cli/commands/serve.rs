@@ -25,6 +25,10 @@ pub struct Args {
     /// Audit reads too (listings, file reads, downloads, exports, the reading tools)
     #[arg(long)]
     pub audit_reads: bool,
+    /// Failed logins are audited one by one up to 10 in an interval this long, the rest in one
+    /// summary record at its end
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub refusal_interval: std::time::Duration,
     /// Write an audit checkpoint this often while records keep coming
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub checkpoint_interval: std::time::Duration,
@@ -63,8 +67,21 @@ pub struct Args {
     pub memory_budget: u64,
     /// Connections open at once: at the limit the longest-idle one is closed to make room,
     /// and if none is idle the new one is answered 503 at once
+    /// (fewer if the open-file limit leaves less room: the server keeps 256 descriptors for its
+    /// files)
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Connections kept beyond --max-connections for operator requests and `/healthz` only
+    #[arg(long, default_value_t = 16)]
+    pub reserved_connections: usize,
+    /// Requests one session's token may have in flight at once (a download or event stream
+    /// counts until it ends); more are answered 503 `busy` at once
+    #[arg(long, default_value_t = 32)]
+    pub session_requests: usize,
+    /// Directories one session's file watchers may watch in all (an inotify watch each; the
+    /// server holds at most half the system's fs.inotify.max_user_watches)
+    #[arg(long, default_value_t = 8192)]
+    pub session_watches: usize,
     /// The longest a client may take to send a request's headers once it started
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub header_timeout: std::time::Duration,
@@ -102,6 +119,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// SIGINT or SIGTERM, and lets in-flight requests finish.
 pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     crate::cli::logging::start(opts.log_level.as_deref(), opts.log_format == "json")?;
+    // Every connection is a descriptor: take what the hard limit allows, as servers do (the
+    // common soft limit of 1,024 is below the default connection limit plus the server's files).
+    trove::raise_open_file_limit();
     let repo = Repo::open(repo_path)?;
     // The manifest's tokens are read by the server itself, live; only an environment token is
     // handed over. A first start with neither creates one.
@@ -126,9 +146,13 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.request_timeout = opts.request_timeout;
     options.memory_budget = opts.memory_budget;
     options.max_connections = opts.max_connections;
+    options.reserved_connections = opts.reserved_connections;
+    options.session_requests = opts.session_requests;
+    options.session_watches = opts.session_watches;
     options.header_timeout = opts.header_timeout;
     options.keepalive_timeout = opts.keepalive_timeout;
     options.audit_reads = opts.audit_reads;
+    options.refusal_interval = opts.refusal_interval;
     options.checkpoint_interval = opts.checkpoint_interval;
     options.maintenance_interval = opts.maintenance_interval;
     options.gc_grace = opts.gc_grace;

@@ -20,6 +20,6 @@ mod plan;
 mod recover;
 
 pub use apply::{already_exists, stale};
-pub use plan::{hex_sha, Author, Done, Draft, NewContent, UPLOAD_PREFIX};
+pub use plan::{hex_sha, Author, Done, Draft, NewContent};
 // Tests build plans by hand (`trove::testing`); garbage collection reads their objects.
 pub use plan::{Plan, Step};

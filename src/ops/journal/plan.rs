@@ -161,9 +161,6 @@ impl NewContent {
     }
 }
 
-/// The prefix of an upload's temporary at the workspace root (`.trove-up-<hex>.tmp`).
-pub const UPLOAD_PREFIX: &str = ".trove-up-";
-
 /// Something the journal must store before the plan commits.
 pub(super) enum ToStore {
     /// Step `i`'s new content, held in memory.

@@ -554,6 +554,8 @@ impl Sandbox<'_> {
             max_results: Some(10_000),
             source: None,
         };
+        // Scope first: whether an out-of-scope file exists is not the session's to learn.
+        self.session.scope()?.check_read(&rel)?;
         // The file must be there (a search that finds no file is not "no matches").
         let wd = crate::fs::workdir::WorkDir::open(&self.session.live_dir)?;
         if wd.stat(&rel)?.is_none() {
@@ -824,5 +826,28 @@ impl Sandbox<'_> {
                 Err(e)
             }
         }
+    }
+
+    /// `upload` refused before its content was received (the session is not live): `e`, or
+    /// the path's own problem if it has one, audited as a refused upload.
+    pub fn refuse_upload(&self, given: &str, e: Error) -> Result<WriteData> {
+        let (rel, _) = self.rel(given)?;
+        let caller = crate::tools::caller::Caller {
+            repo: self.repo,
+            session: self.session,
+            scope: self.session.scope()?,
+            actor: self.actor,
+        };
+        let shown = path::display(&rel).into_owned();
+        let e = caller.author().writable(&shown).err().unwrap_or(e);
+        self.repo.audit_refusal(
+            &self.session.workspace,
+            Some(&self.session.id),
+            self.actor,
+            "upload",
+            Some(&shown),
+            &e,
+        )?;
+        Err(e)
     }
 }

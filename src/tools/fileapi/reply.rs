@@ -77,6 +77,7 @@ fn classify(e: &Error) -> (&'static str, i32, &'static str, &'static str, bool) 
         }
         (ErrorKind::Conflict, _) => ("io_error", libc::EBUSY, "EBUSY", "OSError", true),
         (ErrorKind::Timeout, _) => ("io_error", libc::ETIMEDOUT, "ETIMEDOUT", "TimeoutError", true),
+        (ErrorKind::Busy, _) => ("io_error", libc::EAGAIN, "EAGAIN", "BlockingIOError", true),
         _ => ("io_error", libc::EIO, "EIO", "OSError", false),
     }
 }

@@ -9,8 +9,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::SessionId;
 use crate::base::path;
 use crate::base::time::now_ns;
+use crate::fs::quota::WatchQuota;
 use crate::fs::watch::{ChangeKind, DirWatch, Notice};
 use crate::fs::workdir::{Kind, WorkDir};
 use crate::model::scope::Scope;
@@ -29,10 +30,17 @@ use crate::ops::notices;
 
 /// Events a watcher keeps for its clients; older ones are dropped (and `overflow` said).
 pub const QUEUE: usize = 10_000;
+/// Bytes of events a watcher keeps (a path may be kilobytes long): older ones are dropped.
+pub const QUEUE_BYTES: usize = 1 << 20;
+/// Bytes of events every watcher of the server keeps together: past it, the watcher that queues
+/// drops its own oldest.
+pub const TOTAL_BYTES: usize = 32 << 20;
+/// Changes a watcher gathers for its debounce at most; more are queued at once.
+const MAX_PENDING: usize = 1000;
 /// Watchers one session may have at once (waits included).
 pub const PER_SESSION: usize = 16;
-/// Watchers the whole server may have at once: each holds a thread, an inotify instance and
-/// up to [`QUEUE`] events (a few MB), so the bound is memory's as much as the kernel's.
+/// Watchers the whole server may have at once: each holds a thread, an inotify instance, up to
+/// [`QUEUE_BYTES`] of events and its directories' watches (of the server's [`WatchQuota`]).
 pub const TOTAL: usize = 256;
 /// A watcher nobody polled for this long stops by itself.
 pub const IDLE: Duration = Duration::from_secs(600);
@@ -227,6 +235,20 @@ enum Entry {
 }
 
 impl Entry {
+    /// The bytes it holds: itself and its strings.
+    fn cost(&self) -> usize {
+        let strings = match self {
+            Entry::Event(e) => {
+                e.path.len()
+                    + e.relative_path.len()
+                    + e.old_path.as_ref().map_or(0, String::len)
+                    + e.path_base64.as_ref().map_or(0, String::len)
+            }
+            Entry::Lost(_) => 0,
+        };
+        std::mem::size_of::<Entry>() + strings
+    }
+
     fn seq(&self) -> u64 {
         match self {
             Entry::Event(e) => e.seq,
@@ -238,6 +260,8 @@ impl Entry {
 #[derive(Default)]
 struct Queue {
     entries: VecDeque<Entry>,
+    /// What the entries hold, in bytes (see [`Entry::cost`]).
+    bytes: usize,
     /// The newest seq handed out.
     last: u64,
     /// Every seq up to this one was dropped for room.
@@ -256,6 +280,15 @@ pub struct Watcher {
     started: Instant,
     /// A wait's watcher: not listed, removed when the wait ends.
     one_shot: bool,
+    /// The bytes queued by every watcher of the server.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let bytes = lock(&self.queue).bytes;
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -329,11 +362,20 @@ impl Watcher {
             let mut q = lock(&self.queue);
             q.last += 1;
             let entry = make(q.last);
+            let cost = entry.cost();
+            q.bytes += cost;
+            let total = self.queued.fetch_add(cost, Ordering::Relaxed) + cost;
             q.entries.push_back(entry);
-            if q.entries.len() > QUEUE {
-                if let Some(old) = q.entries.pop_front() {
-                    q.dropped_through = old.seq();
-                }
+            // Room is made from this watcher's own oldest events, never another's: whoever
+            // fills the server's share pays for it.
+            let mut over = total.saturating_sub(TOTAL_BYTES);
+            while q.entries.len() > 1 && (q.entries.len() > QUEUE || q.bytes > QUEUE_BYTES || over > 0) {
+                let Some(old) = q.entries.pop_front() else { break };
+                let cost = old.cost();
+                q.bytes -= cost;
+                over = over.saturating_sub(cost);
+                self.queued.fetch_sub(cost, Ordering::Relaxed);
+                q.dropped_through = old.seq();
             }
             q.last
         };
@@ -347,26 +389,47 @@ impl Watcher {
     }
 }
 
-/// Every watcher of a server.
-#[derive(Default)]
+/// Every watcher of a server, the inotify watches they may hold, and the bytes of events they
+/// hold.
 pub struct Watchers {
     all: Mutex<HashMap<String, Arc<Watcher>>>,
+    quota: Arc<WatchQuota>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Watchers {
+    /// Watchers drawing on `quota` for their directories' watches.
+    pub fn new(quota: Arc<WatchQuota>) -> Watchers {
+        Watchers { all: Mutex::new(HashMap::new()), quota, queued: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Bytes of events queued by every watcher now.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
 }
 
 /// How a watcher reads its tree: from where, what it reports, and how it names paths.
 struct Lens {
-    live: PathBuf,
     work: WorkDir,
+    /// The directory watched (workspace-relative): the notices' paths are below it.
+    watched: Vec<u8>,
+    sight: Arc<Sight>,
+    include: Vec<Match>,
+    types: Vec<EventType>,
+    root: String,
+    style: Style,
+}
+
+/// What a watcher may see: shared with its watch, which watches only the directories that
+/// can hold something to see.
+struct Sight {
     /// The watched directory (workspace-relative), or a watched file's directory.
     base: Vec<u8>,
     /// A watched file: only it is reported.
     only: Option<Vec<u8>>,
     scope: Scope,
     exclude: Vec<Match>,
-    include: Vec<Match>,
-    types: Vec<EventType>,
-    root: String,
-    style: Style,
 }
 
 /// An include or exclude entry: a plain name, or a glob over names (or, with `/`, paths).
@@ -414,22 +477,23 @@ fn base_name(rel: &[u8]) -> &[u8] {
     crate::fs::workdir::split(rel).1
 }
 
+/// Whether `rel` is, or is inside, one of trove's own temporaries: exactly the names trove
+/// makes, so an agent's `.trove-notes` is reported like any file.
 fn internal(rel: &[u8]) -> bool {
-    rel.split(|b| *b == b'/').any(|c| c.starts_with(b".trove-"))
+    rel.split(|b| *b == b'/').any(notices::is_temporary)
 }
 
-impl Lens {
-    fn rel_of(&self, p: &Path) -> Option<Vec<u8>> {
-        let rest = p.strip_prefix(&self.live).ok()?;
-        Some(rest.as_os_str().as_bytes().to_vec())
-    }
-
+impl Sight {
     /// The part of `rel` below the base, if it is below it.
     fn below<'r>(&self, rel: &'r [u8]) -> Option<&'r [u8]> {
         if self.base.is_empty() {
             return Some(rel);
         }
         rel.strip_prefix(self.base.as_slice())?.strip_prefix(b"/")
+    }
+
+    fn excluded(&self, below: &[u8]) -> bool {
+        self.exclude.iter().any(|m| m.path(below) || below.split(|b| *b == b'/').any(|c| m.name(c)))
     }
 
     /// Whether a change at `rel` is the watcher's to report (before include patterns).
@@ -441,11 +505,49 @@ impl Lens {
             return rel == only.as_slice();
         }
         let Some(below) = self.below(rel) else { return false };
-        !self.exclude.iter().any(|m| m.path(below) || below.split(|b| *b == b'/').any(|c| m.name(c)))
+        !self.excluded(below)
+    }
+
+    /// Whether directory `dir` may hold something the watcher sees: only those are watched.
+    fn may_hold(&self, dir: &[u8]) -> bool {
+        if internal(dir) || !self.scope.dir_visible(dir) {
+            return false;
+        }
+        let inside = |outer: &[u8], inner: &[u8]| {
+            outer.is_empty() || inner == outer || (inner.starts_with(outer) && inner.get(outer.len()) == Some(&b'/'))
+        };
+        if let Some(only) = &self.only {
+            // The file's directory, or one on the way to it (a wait on a path not made yet).
+            return inside(dir, only) && dir != only.as_slice();
+        }
+        match self.below(dir) {
+            Some(below) => !self.excluded(below),
+            // Above the base: on the way to it.
+            None => inside(dir, &self.base),
+        }
+    }
+}
+
+impl Lens {
+    /// The workspace-relative path of a notice's path below the watched directory.
+    fn rel_of(&self, p: &[u8]) -> Vec<u8> {
+        match (self.watched.is_empty(), p.is_empty()) {
+            (true, _) => p.to_vec(),
+            (false, true) => self.watched.clone(),
+            (false, false) => crate::fs::walk::join_rel(&self.watched, p),
+        }
+    }
+
+    fn below<'r>(&self, rel: &'r [u8]) -> Option<&'r [u8]> {
+        self.sight.below(rel)
+    }
+
+    fn sees(&self, rel: &[u8]) -> bool {
+        self.sight.sees(rel)
     }
 
     fn included(&self, rel: &[u8], is_dir: bool) -> bool {
-        if is_dir || self.include.is_empty() || self.only.is_some() {
+        if is_dir || self.include.is_empty() || self.sight.only.is_some() {
             return true;
         }
         let below = self.below(rel).unwrap_or(rel);
@@ -535,14 +637,17 @@ impl Runner {
                     Notice::Change(c) => self.take(c),
                 }
             }
-            self.flush(&w, false);
+            // A debounce gathering more changes than that queues them now: what waits here
+            // is not bounded by the queue's limits.
+            let all = self.pending.len() > MAX_PENDING;
+            self.flush(&w, all);
         }
     }
 
     /// Turns one change into at most one pending event.
     fn take(&mut self, c: crate::fs::watch::Change) {
-        let Some(rel) = self.lens.rel_of(&c.path) else { return };
-        let old = c.old_path.as_deref().and_then(|p| self.lens.rel_of(p));
+        let rel = self.lens.rel_of(&c.path);
+        let old = c.old_path.as_deref().map(|p| self.lens.rel_of(p));
         let mut kind = match c.kind {
             ChangeKind::Create => EventType::Create,
             ChangeKind::Write => EventType::Write,
@@ -676,8 +781,14 @@ impl Watchers {
             )));
         }
         let (rel, style) = sb.rel_exact(&r.path, r.path_base64.as_deref())?;
-        let (live, work, scope) = live_of(sb)?;
+        let (work, scope) = live_of(sb)?;
         let shown = sb.show(&rel, style);
+        // Before anything is looked at: whether an out-of-scope path exists is not the
+        // session's to learn. A directory leading to the scope may be watched (its events are
+        // filtered); anything else outside it is denied, there or not.
+        if !rel.is_empty() && !scope.dir_visible(&rel) {
+            return Err(Scope::denied_path(&rel));
+        }
         match work.stat(&rel)? {
             None => Err(Error::new(
                     ErrorKind::NotFound,
@@ -698,13 +809,11 @@ impl Watchers {
                     let parent = crate::fs::workdir::split(&rel).0.to_vec();
                     (parent.clone(), Some(rel.clone()), parent, false)
                 };
+                let sight = Sight { base, only, scope, exclude: check_patterns("exclude", &r.exclude)? };
                 let lens = Lens {
-                    live,
                     work,
-                    base,
-                    only,
-                    scope,
-                    exclude: check_patterns("exclude", &r.exclude)?,
+                    watched: dir.clone(),
+                    sight: Arc::new(sight),
                     include: check_patterns("include_patterns", &r.include_patterns)?,
                     types: r.event_types.clone().unwrap_or(ALL.to_vec()),
                     root: sb.root().to_string(),
@@ -736,7 +845,7 @@ impl Watchers {
         if rel.is_empty() {
             return Err(Error::invalid_argument("wait needs a path below the workspace root, not the root itself"));
         }
-        let (live, work, scope) = live_of(sb)?;
+        let (work, scope) = live_of(sb)?;
         scope.check_read(&rel)?;
         // The nearest directory that exists, with nothing but directories on the way.
         let mut dir = crate::fs::workdir::split(&rel).0.to_vec();
@@ -751,13 +860,11 @@ impl Watchers {
         let recursive = dir != parent;
         let types = r.event_types.clone().unwrap_or(ALL.to_vec());
         let exists = work.stat(&rel)?;
+        let sight = Sight { base: parent, only: Some(rel.clone()), scope, exclude: Vec::new() };
         let lens = Lens {
-            live,
             work,
-            base: parent,
-            only: Some(rel.clone()),
-            scope,
-            exclude: Vec::new(),
+            watched: dir.clone(),
+            sight: Arc::new(sight),
             include: Vec::new(),
             types: types.clone(),
             root: sb.root().to_string(),
@@ -816,8 +923,11 @@ impl Watchers {
                 ));
             }
         }
-        let abs = if dir.is_empty() { lens.live.clone() } else { lens.live.join(std::ffi::OsStr::from_bytes(dir)) };
-        let watch = DirWatch::start(&abs, recursive)?;
+        let shown = Path::new(std::ffi::OsStr::from_bytes(&lens.watched)).to_path_buf();
+        let root = lens.work.open_dir(dir)?;
+        let (sight, watched) = (lens.sight.clone(), lens.watched.clone());
+        let filter = Box::new(move |below: &[u8]| sight.may_hold(&crate::fs::walk::join_rel(&watched, below)));
+        let watch = DirWatch::start(root, &shown, recursive, filter, self.quota.clone(), session.as_str())?;
         info.watcher_id = crate::base::random::new_watcher_id()?;
         let (newest, _) = tokio::sync::watch::channel(0);
         let w = Arc::new(Watcher {
@@ -828,6 +938,7 @@ impl Watchers {
             used: Mutex::new(Instant::now()),
             started: Instant::now(),
             one_shot,
+            queued: self.queued.clone(),
         });
         let mut runner = Runner { lens, watch, debounce, pending: Vec::new() };
         if let Some(p) = first {
@@ -899,7 +1010,7 @@ impl Watchers {
 
 /// The session's live tree: its directory, opened, and the session's scope. A session that
 /// is not live has nothing to watch.
-fn live_of(sb: &Sandbox<'_>) -> Result<(PathBuf, WorkDir, Scope)> {
+fn live_of(sb: &Sandbox<'_>) -> Result<(WorkDir, Scope)> {
     let Some(dir) = sb.session.serving_dir() else {
         return Err(Error::new(
             ErrorKind::Conflict,
@@ -910,7 +1021,7 @@ fn live_of(sb: &Sandbox<'_>) -> Result<(PathBuf, WorkDir, Scope)> {
             ),
         ));
     };
-    Ok((dir.to_path_buf(), WorkDir::open(dir)?, sb.session.scope()?))
+    Ok((WorkDir::open(dir)?, sb.session.scope()?))
 }
 
 /// The poll parameters, checked: (cursor, limit, timeout).
