@@ -536,7 +536,8 @@ fn a_paused_sessions_upload_is_refused_before_anything_is_stored() {
             .sum()
     };
     let before = size(&s.repo);
-    let bytes: Vec<u8> = (0..20_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    // Incompressible: stored, it would grow the repository by its whole size.
+    let bytes = trove::sample::Rng::new(7).bytes(20_000_000);
     let r = upload(&s, &token, "/v1/file/upload", &[("path", None, b"big.bin"), ("file", Some("f"), &bytes)]);
     let v = r.json();
     assert_eq!(v["success"], false, "{v}");

@@ -247,12 +247,45 @@ fn idle_sockets_at_the_default_limits_never_starve_a_request() {
     let pid = Pid::from_raw(s.pid()).expect("pid");
     let maximum = getrlimit(Resource::Nofile).maximum;
     prlimit(Some(pid), Resource::Nofile, Rlimit { current: Some(1024), maximum }).expect("lower the limit");
-    let idle: Vec<TcpStream> = (0..1500).map(|_| TcpStream::connect(s.addr).expect("connect")).collect();
-    let r = s.get("/v1/sessions");
+    // The idle sockets connect from a thread of their own: on a server that stops accepting,
+    // their connects wait in the kernel's backlog, as the request's would.
+    let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (count, addr) = (opened.clone(), s.addr);
+    let (stop, held) = std::sync::mpsc::channel::<()>();
+    let idle = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for _ in 0..1500 {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(90)) {
+                Ok(c) => kept.push(c),
+                Err(_) => break,
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let _ = held.recv();
+        drop(kept);
+    });
+    eventually(20, || opened.load(std::sync::atomic::Ordering::Relaxed) >= 1500);
+    // Answered while the idle sockets stay open (they would time out only after 60 s).
+    let auth = format!("Bearer {TOKEN}");
+    let r = answered_within(&s, "GET", "/v1/sessions", &[("Authorization", &auth)], b"");
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(s.get("/healthz").status, 200);
-    let (_, token) = s.session_with_token(r#"{"workspace": "fd"}"#);
-    let r = with_token(&s, &token, "POST", "/v1/file/list", br#"{"path": ""}"#, &[]);
+    assert_eq!(answered_within(&s, "GET", "/healthz", &[], b"").status, 200);
+    let r = answered_within(&s, "POST", "/v1/sessions", &[("Authorization", &auth)], br#"{"workspace": "fd"}"#);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let auth = format!("Bearer {}", r.json()["session_token"].as_str().expect("token"));
+    let r = answered_within(&s, "POST", "/v1/file/list", &[("Authorization", &auth)], br#"{"path": ""}"#);
     assert_eq!(r.status, 200, "a session's request too: {}", r.text());
-    drop(idle);
+    drop(stop);
+    idle.join().expect("idle sockets");
+}
+
+/// One request on a new connection, whose answer must come within 10 s (a read timeout, not a
+/// measurement: a starved request would wait for idle sockets' 60 s timeouts).
+fn answered_within(s: &Server, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    let mut c = TcpStream::connect_timeout(&s.addr, Duration::from_secs(10)).expect("connected within 10 s");
+    c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    http::send(&mut c, method, target, headers, body);
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).expect("answered within 10 s");
+    http::parse(&raw)
 }

@@ -210,6 +210,13 @@ fn app(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// The whole app over `opts` as `serve` runs it (without its reaper and maintenance tasks), for
+/// the fuzzers to call in process.
+#[cfg(feature = "testing")]
+pub fn app_for_tests(opts: ServeOptions) -> Result<Router> {
+    Ok(app(Arc::new(AppState::new(opts)?)))
+}
+
 /// Serves on `listener` until `shutdown` resolves, then stops accepting, lets in-flight
 /// requests finish, records pending session activity and returns.
 pub async fn serve(
