@@ -158,7 +158,17 @@ impl AppState {
         let state = self.clone();
         let request = super::request::current();
         let deadline = request.as_ref().map(|r| r.deadline);
-        tokio::task::spawn_blocking(move || state.with_repo(deadline, |repo| f(&state, repo))).await.map_err(|e| {
+        let scope = request.clone();
+        let work = move || {
+            let run = || state.with_repo(deadline, |repo| f(&state, repo));
+            // The request goes along onto the blocking thread: what the work answers there (a
+            // tool's error envelope) names the request's id.
+            match scope {
+                Some(info) => super::request::REQUEST.sync_scope(info, run),
+                None => run(),
+            }
+        };
+        tokio::task::spawn_blocking(work).await.map_err(|e| {
             let id = request.map(|r| r.id).unwrap_or_default();
             if e.is_panic() {
                 let payload = e.into_panic();
