@@ -217,7 +217,8 @@ impl AppState {
         let out = repo.check_deadline("waiting to start").map_err(E::from).and_then(|()| f(&repo));
         repo.set_deadline(None);
         let mut pool = lock(&self.pool);
-        if pool.len() < POOL_KEEP {
+        // A handle opened read-only (a full disk) is not kept: the next is opened writable.
+        if pool.len() < POOL_KEEP && repo.read_only().is_none() {
             pool.push(repo);
         }
         out
@@ -318,6 +319,8 @@ impl AppState {
     /// Writes gathered activity, ends every session whose ttl or idle time ran out, and
     /// expires trash items.
     fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
+        // Leases a full disk kept from being withdrawn would hold every collection back.
+        repo.withdraw_leases();
         let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
         let now = now_ns();

@@ -163,28 +163,54 @@ pub(crate) struct GcLock {
 impl Repo {
     /// Takes the repository's collection lock (also taken by index repairs).
     pub(crate) fn gc_lock(&self) -> Result<GcLock> {
+        self.flock_gc(true)
+    }
+
+    /// Holds the collection lock shared: no collection starts while it is held. The lease of
+    /// an operation the manifest cannot record (`lease.rs`).
+    pub(crate) fn gc_lock_shared(&self) -> Result<GcLock> {
+        self.flock_gc(false)
+    }
+
+    fn flock_gc(&self, exclusive: bool) -> Result<GcLock> {
         let Some(root) = self.root() else { return Ok(GcLock { _file: None }) };
         let path = root.join("gc.lock");
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
+        // A shared hold needs only to read: where the file exists, opened without writing (the
+        // disk may be full, or the file system read-only).
+        let file = match std::fs::File::open(&path) {
+            Ok(f) if !exclusive => f,
+            _ => std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::io("open", &path, e))?,
+        };
+        let op = if exclusive {
+            rustix::fs::FlockOperation::NonBlockingLockExclusive
+        } else {
+            rustix::fs::FlockOperation::NonBlockingLockShared
+        };
         // A lock held a moment longer than its collection: a process forked meanwhile (any
         // child this process starts) shares the descriptor until it execs. A collection that
         // really runs holds it far longer than this wait.
         let until = std::time::Instant::now() + GC_LOCK_WAIT;
         loop {
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            match rustix::fs::flock(&file, op) {
                 Ok(()) => return Ok(GcLock { _file: Some(file) }),
                 Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < until => {
                     std::thread::sleep(std::time::Duration::from_millis(10))
                 }
+                Err(rustix::io::Errno::WOULDBLOCK) if exclusive => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        "another garbage collection, or an operation whose lease the manifest could not record (a full disk), is running in this repository: wait for it to finish",
+                    ))
+                }
                 Err(rustix::io::Errno::WOULDBLOCK) => {
                     return Err(Error::new(
                         ErrorKind::Conflict,
-                        "another garbage collection is running in this repository: wait for it to finish",
+                        "a garbage collection is running in this repository: wait for it to finish",
                     ))
                 }
                 Err(e) => return Err(Error::io("lock", &path, e.into())),
@@ -203,6 +229,8 @@ impl Repo {
             }
         }
         let _lock = self.gc_lock()?;
+        // This process's own leases whose withdrawal failed would hold this collection back.
+        self.withdraw_leases();
         let mut report = GcReport { dry_run: opts.dry_run, ..GcReport::default() };
         if !opts.dry_run {
             report.stale_leases = self.drop_stale_leases()?;
