@@ -83,7 +83,7 @@ impl Config {
 pub struct Repo {
     root: Option<PathBuf>,
     pub(crate) config: Config,
-    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) backend: std::sync::Arc<dyn Backend>,
     pub(crate) manifest: Manifest,
     /// Recently decoded bundles, so reading files in path order decodes each bundle once.
     pub(crate) bundles: BundleCache,
@@ -206,7 +206,7 @@ impl Repo {
         let repo = Repo {
             root: Some(path.to_path_buf()),
             config,
-            backend: Box::new(LocalBackend::new(path)),
+            backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -271,7 +271,7 @@ impl Repo {
         let repo = Repo {
             root: Some(path.to_path_buf()),
             config,
-            backend: Box::new(LocalBackend::new(path)),
+            backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -331,7 +331,7 @@ impl Repo {
         Ok(Repo {
             root: None,
             config: Config::new(name.as_bytes()),
-            backend: Box::new(MemoryBackend::new()),
+            backend: std::sync::Arc::new(MemoryBackend::new()),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -345,8 +345,27 @@ impl Repo {
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).
     pub fn with_backend(backend: Box<dyn Backend>) -> Result<Repo> {
         let mut repo = Repo::in_memory()?;
-        repo.backend = backend;
+        repo.backend = std::sync::Arc::from(backend);
         Ok(repo)
+    }
+
+    /// A handle with this one's config and memory budget over another manifest and store: a
+    /// dry run's copy of the manifest over a store that writes nothing (`gc/dry.rs`).
+    pub(crate) fn scratch(&self, manifest: Manifest, backend: std::sync::Arc<dyn Backend>) -> Repo {
+        let repo = Repo {
+            root: None,
+            config: self.config.clone(),
+            backend,
+            manifest,
+            bundles: BundleCache::default(),
+            trees: Default::default(),
+            deadline: Default::default(),
+            budget: self.budget.clone(),
+            audit_key: Default::default(),
+            live_feeds: None,
+        };
+        repo.set_deadline(self.deadline());
+        repo
     }
 
     /// The repository's directory; `None` for one in memory.

@@ -252,6 +252,25 @@ impl Manifest {
         Ok(Manifest { conn, reader_uri: None, read_only: None })
     }
 
+    /// Opens a throwaway copy of a manifest at `path` (a dry run's): writable, its commits not
+    /// synced (a crash loses only the copy).
+    pub fn open_copy(path: &Path) -> Result<Manifest> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
+        configure(&conn)?;
+        conn.execute_batch("PRAGMA synchronous = OFF;").map_err(|e| Error::db("configuring a copy", e))?;
+        Ok(Manifest { conn, reader_uri: None, read_only: None })
+    }
+
+    /// Copies this manifest, as one consistent view, into a new file at `path`.
+    pub fn copy_to(&self, path: &Path) -> Result<()> {
+        let text = path.to_str().ok_or_else(|| {
+            Error::invalid_argument(format!("{} is not UTF-8: the manifest cannot be copied there", path.display()))
+        })?;
+        self.conn.execute("VACUUM INTO ?1", [text]).map_err(|e| Error::db("copying the manifest", e))?;
+        Ok(())
+    }
+
     /// Opens the manifest at `path` read-only because opening it for writing failed with
     /// `why`; if that fails too, the error is `why`'s.
     ///

@@ -14,6 +14,7 @@
 //! files of retired and orphan packs. What one pass condemns the next deletes: with no grace
 //! period, one collection runs two passes.
 
+mod dry;
 mod mark;
 mod packs;
 
@@ -41,7 +42,8 @@ pub const DEFAULT_REPACK_THRESHOLD: f64 = 0.10;
 /// How a collection runs.
 #[derive(Debug, Clone)]
 pub struct GcOptions {
-    /// Mark and count only: nothing is condemned, deleted or rewritten.
+    /// Change nothing: the collection runs on a copy of the manifest over a store that writes
+    /// and deletes nothing, and reports what it would have done (`gc/dry.rs`).
     pub dry_run: bool,
     /// What is condemned is deleted no sooner than this after its condemnation.
     pub grace: Duration,
@@ -129,7 +131,8 @@ pub struct GcReport {
     pub packs_deleted: u64,
     /// Pack files the index did not know (left by a crash), deleted.
     pub orphans_deleted: u64,
-    /// Bytes freed: deleted pack files and loose objects, less the packs written anew.
+    /// Bytes freed: deleted pack files and loose objects, less the packs written anew. In a
+    /// dry run, what a run with the same options would free, counted the same way.
     pub bytes_reclaimed: u64,
     /// Bytes of the packs rewrites wrote.
     pub pack_bytes_written: u64,
@@ -231,25 +234,10 @@ impl Repo {
         let _lock = self.gc_lock()?;
         // This process's own leases whose withdrawal failed would hold this collection back.
         self.withdraw_leases();
-        let mut report = GcReport { dry_run: opts.dry_run, ..GcReport::default() };
-        if !opts.dry_run {
-            report.stale_leases = self.drop_stale_leases()?;
-        }
-        let condemned = self.gc_pass(opts, &mut report, true)?;
         if opts.dry_run {
-            return Ok(report);
+            return self.gc_dry_run(opts);
         }
-        if opts.grace.is_zero() && condemned > 0 {
-            self.gc_pass(opts, &mut report, false)?;
-        }
-        let conn = self.manifest.conn();
-        report.waiting = 0;
-        for kind in Kind::ALL {
-            report.waiting += gc::condemned_count(conn, kind)?;
-        }
-        self.gc_packs(opts, &mut report)?;
-        failpoint("gc:packs");
-        report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
+        let report = self.collect(opts)?;
         let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
         rec.details = serde_json::json!({
             "deleted": report.deleted,
@@ -271,6 +259,25 @@ impl Repo {
         Ok(report)
     }
 
+    /// The collection itself, under the caller's lock, recording nothing in the audit log:
+    /// passes, packs, and the manifest's pages.
+    fn collect(&self, opts: &GcOptions) -> Result<GcReport> {
+        let mut report = GcReport { stale_leases: self.drop_stale_leases()?, ..GcReport::default() };
+        let condemned = self.gc_pass(opts, &mut report, true)?;
+        if opts.grace.is_zero() && condemned > 0 {
+            self.gc_pass(opts, &mut report, false)?;
+        }
+        let conn = self.manifest.conn();
+        report.waiting = 0;
+        for kind in Kind::ALL {
+            report.waiting += gc::condemned_count(conn, kind)?;
+        }
+        self.gc_packs(opts, &mut report)?;
+        failpoint("gc:packs");
+        report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
+        Ok(report)
+    }
+
     /// One pass: mark; delete what earlier passes condemned that is still unreached, as far as
     /// the horizon allows; condemn what is newly unreached, and clear what is reached again.
     /// Returns how many rows it condemned.
@@ -287,9 +294,6 @@ impl Repo {
             for kind in Kind::ALL {
                 report.unreachable.add(kind, gc::dead_count(conn, kind)?.0);
             }
-        }
-        if opts.dry_run {
-            return Ok(0);
         }
         failpoint("gc:marked");
 
