@@ -38,7 +38,7 @@ pub use base::id::{PlanId, SessionId, SnapshotId, TokenId, TrashId};
 pub use base::path;
 pub use base::pattern;
 pub use base::progress::{NoProgress, Progress};
-pub use base::time::{iso_time, now_ns, parse_rfc3339};
+pub use base::time::{iso_time, now_ns, parse_rfc3339, rfc3339};
 pub use fs::live::{ChangePolicy, LiveFile, READ_LIMIT as FILES_READ_LIMIT};
 pub use fs::sample;
 pub use fs::walk::Excludes;

@@ -83,7 +83,7 @@ impl Config {
 pub struct Repo {
     root: Option<PathBuf>,
     pub(crate) config: Config,
-    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) backend: std::sync::Arc<dyn Backend>,
     pub(crate) manifest: Manifest,
     /// Recently decoded bundles, so reading files in path order decodes each bundle once.
     pub(crate) bundles: BundleCache,
@@ -104,14 +104,72 @@ pub struct Repo {
 /// The memory budget of a handle nobody shares one with.
 const DEFAULT_BUDGET: u64 = 256 << 20;
 
+/// `path` holds no repository (`why` says how it looked); the advice is `trove init` only where
+/// init would take the directory (missing or empty), never where it would refuse.
 fn not_a_repo(path: &Path, why: &str) -> Error {
-    Error::new(
-        ErrorKind::NotFound,
-        format!(
-            "{} is not a trove repository ({why}): run `trove init` there, or point --repo / TROVE_REPO at one",
-            path.display()
-        ),
-    )
+    let empty = fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(true);
+    let advice = if empty {
+        "run `trove init` there, or point --repo / TROVE_REPO at one"
+    } else {
+        "point --repo / TROVE_REPO at a repository, or run `trove init` on a new or empty directory"
+    };
+    Error::new(ErrorKind::NotFound, format!("{} is not a trove repository ({why}): {advice}", path.display()))
+}
+
+/// The most bytes read of a `config.json`: a real one is a few hundred.
+pub const CONFIG_LIMIT: u64 = 1 << 20;
+
+/// A repository whose config is there but unusable: its settings (id, chunking) cannot be
+/// made again, so the fix is a backup's copy; `trove init` refuses a directory that is not
+/// empty, so it is not offered.
+fn damaged_config(cfg: &Path, what: &str) -> Error {
+    Error::corrupt(format!(
+        "{} {what}: restore the repository's config.json from a backup (it holds the repository's id and chunking settings)",
+        cfg.display()
+    ))
+}
+
+/// The bytes of the config at `cfg`, refusing at once anything but a regular file of at most
+/// [`CONFIG_LIMIT`] bytes. Opened without blocking (a FIFO there would otherwise wait forever
+/// for a writer), then checked through the opened descriptor, so what is read is what was
+/// checked.
+fn read_config(root: &Path, cfg: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match fs::File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(cfg) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if root.join(MANIFEST_FILE).exists() {
+                // A lost config, or an init interrupted before its last step (the config).
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "{} has a manifest.db but no config.json: restore config.json from a backup of the repository, or, if `trove init` was interrupted there, remove the directory and run it again",
+                        root.display()
+                    ),
+                ));
+            }
+            let why = if root.exists() { "it has no config.json" } else { "it does not exist" };
+            return Err(not_a_repo(root, why));
+        }
+        Err(e) => return Err(Error::io("open", cfg, e)),
+    };
+    let meta = file.metadata().map_err(|e| Error::io("stat", cfg, e))?;
+    if !meta.is_file() {
+        return Err(damaged_config(cfg, "is not a regular file (a directory, a FIFO, a socket or a device)"));
+    }
+    if meta.len() > CONFIG_LIMIT {
+        return Err(damaged_config(
+            cfg,
+            &format!("is {} bytes, more than a config ever holds ({CONFIG_LIMIT})", meta.len()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&file).take(CONFIG_LIMIT + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", cfg, e))?;
+    if bytes.len() as u64 > CONFIG_LIMIT {
+        return Err(damaged_config(cfg, "grew past the most a config ever holds while it was read"));
+    }
+    Ok(bytes)
 }
 
 impl Repo {
@@ -148,7 +206,7 @@ impl Repo {
         let repo = Repo {
             root: Some(path.to_path_buf()),
             config,
-            backend: Box::new(LocalBackend::new(path)),
+            backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -175,16 +233,9 @@ impl Repo {
     /// Opens the repository at `path`.
     pub fn open(path: &Path) -> Result<Repo> {
         let cfg_path = path.join(CONFIG_FILE);
-        let bytes = match fs::read(&cfg_path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let why = if path.exists() { "it has no config.json" } else { "it does not exist" };
-                return Err(not_a_repo(path, why));
-            }
-            Err(e) => return Err(Error::io("read", &cfg_path, e)),
-        };
-        let config: Config = serde_json::from_slice(&bytes)
-            .map_err(|e| not_a_repo(path, &format!("its config.json does not parse: {e}")))?;
+        let bytes = read_config(path, &cfg_path)?;
+        let config: Config =
+            serde_json::from_slice(&bytes).map_err(|e| damaged_config(&cfg_path, &format!("does not parse ({e})")))?;
         if config.format > FORMAT {
             return Err(Error::invalid_argument(format!(
                 "repository {} has format {}, newer than this trove's {FORMAT}: upgrade trove",
@@ -211,13 +262,16 @@ impl Repo {
         }
         let db = path.join(MANIFEST_FILE);
         if !db.exists() {
-            return Err(not_a_repo(path, "manifest.db is missing"));
+            return Err(Error::corrupt(format!(
+                "{} is missing beside its config.json: restore the repository's manifest.db from a backup",
+                db.display()
+            )));
         }
         let manifest = Manifest::open(&db)?;
         let repo = Repo {
             root: Some(path.to_path_buf()),
             config,
-            backend: Box::new(LocalBackend::new(path)),
+            backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -226,6 +280,10 @@ impl Repo {
             audit_key: Default::default(),
             live_feeds: None,
         };
+        if let Some(why) = repo.manifest.read_only() {
+            repo.defer_recovery(why)?;
+            return Ok(repo);
+        }
         // The Merkle tree of audit records appended before it was kept (schema 6).
         let conn = repo.manifest.conn();
         if crate::manifest::audit::tree_size(conn)? < crate::manifest::audit::size(conn)? {
@@ -243,6 +301,32 @@ impl Repo {
         Ok(repo)
     }
 
+    /// On a handle open read-only (`why`: the disk is full), the recovery an open does is
+    /// left for the next handle that can write, said in the log when there is any: reads of
+    /// snapshots and the trash do not depend on it.
+    fn defer_recovery(&self, why: &str) -> Result<()> {
+        let conn = self.manifest.conn();
+        let plans = crate::manifest::journal::pending(conn)?.len();
+        let restores = crate::manifest::restores::pending(conn)?.len();
+        let behind = crate::manifest::audit::tree_size(conn)? < crate::manifest::audit::size(conn)?;
+        if plans > 0 || restores > 0 || behind {
+            tracing::warn!(
+                plans,
+                restores,
+                audit_tree_behind = behind,
+                why,
+                "the repository is open read-only: interrupted changes are settled by the next open that can write"
+            );
+        }
+        Ok(())
+    }
+
+    /// Why this handle cannot write (its manifest could not be opened for writing: a full
+    /// disk), or None: it can.
+    pub fn read_only(&self) -> Option<&str> {
+        self.manifest.read_only()
+    }
+
     /// A repository that lives in memory only: the manifest in SQLite's memory, the packs in
     /// a [`MemoryBackend`]. For tests and trials.
     pub fn in_memory() -> Result<Repo> {
@@ -252,7 +336,7 @@ impl Repo {
         Ok(Repo {
             root: None,
             config: Config::new(name.as_bytes()),
-            backend: Box::new(MemoryBackend::new()),
+            backend: std::sync::Arc::new(MemoryBackend::new()),
             manifest,
             bundles: BundleCache::default(),
             trees: Default::default(),
@@ -266,8 +350,27 @@ impl Repo {
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).
     pub fn with_backend(backend: Box<dyn Backend>) -> Result<Repo> {
         let mut repo = Repo::in_memory()?;
-        repo.backend = backend;
+        repo.backend = std::sync::Arc::from(backend);
         Ok(repo)
+    }
+
+    /// A handle with this one's config and memory budget over another manifest and store: a
+    /// dry run's copy of the manifest over a store that writes nothing (`gc/dry.rs`).
+    pub(crate) fn scratch(&self, manifest: Manifest, backend: std::sync::Arc<dyn Backend>) -> Repo {
+        let repo = Repo {
+            root: None,
+            config: self.config.clone(),
+            backend,
+            manifest,
+            bundles: BundleCache::default(),
+            trees: Default::default(),
+            deadline: Default::default(),
+            budget: self.budget.clone(),
+            audit_key: Default::default(),
+            live_feeds: None,
+        };
+        repo.set_deadline(self.deadline());
+        repo
     }
 
     /// The repository's directory; `None` for one in memory.

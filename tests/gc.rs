@@ -140,8 +140,10 @@ fn gc_reclaims_what_forgotten_snapshots_held_and_rewrites_mostly_dead_packs() {
     // An operator's delete keeps its content in the trash, which is a root too.
     let out = trove(&root, &["rm", "--workspace", "w", "notes.txt"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let rows = count(&repo, "SELECT COUNT(*) FROM objects");
     let dry = repo.gc(&GcOptions { dry_run: true, ..now_gc() }).expect("dry run");
-    assert!(dry.unreachable.objects >= 2 && dry.deleted.objects == 0, "{dry:?}");
+    assert!(dry.unreachable.objects >= 2 && dry.deleted.objects >= 2, "{dry:?}");
+    assert_eq!(count(&repo, "SELECT COUNT(*) FROM objects"), rows, "a dry run deletes nothing");
 
     let out = trove(&root, &["gc", "--grace", "0s", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -164,6 +166,72 @@ fn gc_reclaims_what_forgotten_snapshots_held_and_rewrites_mostly_dead_packs() {
     let r = repo.gc(&now_gc()).expect("gc");
     assert_eq!((r.deleted.objects, r.packs_rewritten, r.packs_deleted), (0, 0, 0), "{r:?}");
     assert!(count(&repo, "SELECT COUNT(*) FROM audit WHERE operation = 'gc'") >= 2);
+}
+
+/// The pack files of the repository at `root`, with their sizes.
+fn pack_files(root: &Path) -> BTreeMap<PathBuf, u64> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.join("packs")];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).expect("read packs").flatten() {
+            let meta = e.metadata().expect("stat");
+            if meta.is_dir() {
+                dirs.push(e.path());
+            } else {
+                out.insert(e.path(), meta.len());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 36, item 17: `gc --dry-run` reported 0 bytes it would reclaim. It now runs the
+/// collection on a copy of the manifest over a store that writes nothing: its figures are the
+/// ones the collection then reports on the same repository, and it changes nothing.
+#[test]
+fn a_dry_run_reports_what_the_collection_then_does_and_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, repo, _) = half_dead_pack(tmp.path());
+    drop(repo);
+    let gc_json = |args: &[&str]| -> Value {
+        let out = trove(&root, &[&["--json", "gc"][..], args].concat());
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_str(&stdout(&out)).expect("json")
+    };
+    let compared = ["bytesReclaimed", "deleted", "condemned", "packsRewritten", "packBytesWritten", "packsDeleted"];
+    // The default grace period: this run would only condemn, so it would reclaim nothing yet.
+    let (dry, real) = (gc_json(&["--dry-run"]), gc_json(&[]));
+    for key in compared {
+        assert_eq!(dry[key], real[key], "{key}: dry run {dry} against {real}");
+    }
+    assert_eq!(real["bytesReclaimed"], 0, "{real}");
+
+    let files = pack_files(&root);
+    let repo = Repo::open(&root).expect("open");
+    let state = |repo: &Repo| {
+        [
+            "SELECT COUNT(*) FROM objects",
+            "SELECT COUNT(*) FROM objects WHERE condemned IS NOT NULL",
+            "SELECT COUNT(*) FROM packs",
+            "SELECT COUNT(*) FROM audit",
+            "SELECT COUNT(*) FROM gc_epochs",
+        ]
+        .map(|sql| count(repo, sql))
+    };
+    let before = state(&repo);
+    let dry = gc_json(&["--dry-run", "--grace", "0s"]);
+    assert_eq!(dry["dryRun"], true);
+    assert_eq!(state(&repo), before, "a dry run writes nothing to the manifest");
+    assert_eq!(pack_files(&root), files, "a dry run writes and deletes no pack");
+    let out = trove(&root, &["gc", "--dry-run", "--grace", "0s"]);
+    assert!(stdout(&out).contains("would delete"), "{}", stdout(&out));
+
+    let real = gc_json(&["--grace", "0s"]);
+    assert!(real["bytesReclaimed"].as_u64() > Some(300_000) && real["packsRewritten"].as_u64() >= Some(1), "{real}");
+    for key in compared {
+        assert_eq!(dry[key], real[key], "{key}: dry run {dry} against {real}");
+    }
+    clean(&repo);
 }
 
 #[test]

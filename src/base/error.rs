@@ -173,12 +173,20 @@ impl Error {
     }
 
     /// A manifest (SQLite) failure while doing `verb`. A value of the wrong type or range in a
-    /// row is damage (`corrupt`), not an I/O failure: `check` reports it and goes on.
+    /// row, a malformed page or a file that is no database is damage (`corrupt`), not an I/O
+    /// failure: `check` reports it and goes on, and the CLI exits 3.
     pub fn db(verb: &str, source: rusqlite::Error) -> Error {
         let kind = match &source {
             rusqlite::Error::InvalidColumnType(..)
             | rusqlite::Error::FromSqlConversionFailure(..)
             | rusqlite::Error::IntegralValueOutOfRange(..) => ErrorKind::Corrupt,
+            e if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ) =>
+            {
+                ErrorKind::Corrupt
+            }
             _ => ErrorKind::Io,
         };
         Error::with_source(kind, format!("manifest error while {verb}: {source}"), source)
@@ -190,6 +198,26 @@ impl Error {
         let what = if changed { "the change was made" } else { "nothing was changed" };
         Error::new(ErrorKind::Timeout, format!("the request ran out of time while {stage}; {what}: try again"))
             .with_detail("changed", changed)
+    }
+
+    /// Whether this is storage refusing to grow: a full disk or an exhausted quota, as the
+    /// operating system (`ENOSPC`, `EDQUOT`) or SQLite (`SQLITE_FULL`) reports it.
+    pub fn is_storage_full(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = self.source.as_deref().map(|e| e as _);
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                    return true;
+                }
+            }
+            if let Some(db) = e.downcast_ref::<rusqlite::Error>() {
+                if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+                    return true;
+                }
+            }
+            cause = e.source();
+        }
+        false
     }
 
     /// A `corrupt` error.

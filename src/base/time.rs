@@ -7,13 +7,34 @@ pub fn now_ns() -> i64 {
 
 /// ISO 8601 UTC with milliseconds (`2025-06-15T10:30:00.000Z`), the API's time format.
 pub fn iso_time(ns: i64) -> String {
-    use std::time::{Duration, UNIX_EPOCH};
-    let t = if ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(ns as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    rfc3339(ns, 3)
+}
+
+/// RFC 3339 UTC of `ns` with `digits` fraction digits (0, 3 or 9; others are taken as 9),
+/// truncated as `humantime` does. Every `i64` is a time (1677-09-21 to 2262-04-11): times
+/// before 1970 are negative, and a file's mtime or a date a user gives can be (`humantime`'s
+/// formatter panics on them, which is why this one exists).
+pub fn rfc3339(ns: i64, digits: u8) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let nanos = ns.rem_euclid(1_000_000_000);
+    let (days, in_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date of a day count since 1970-01-01 (Howard Hinnant's civil_from_days).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (hour, minute, second) = (in_day / 3600, in_day / 60 % 60, in_day % 60);
+    let fraction = match digits {
+        0 => String::new(),
+        3 => format!(".{:03}", nanos / 1_000_000),
+        _ => format!(".{nanos:09}"),
     };
-    humantime::format_rfc3339_millis(t).to_string()
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{fraction}Z")
 }
 
 /// Parses an RFC 3339 date-time (`2026-11-24T10:00:00Z`, `2026-11-24t10:00:00.5+01:00`), as
@@ -109,6 +130,55 @@ mod tests {
             "",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    /// Issue 36, item 16: every i64 is a time, and formatting one never panics (`humantime`
+    /// panicked on anything before 1970: a trash restore `--before 0152-04-23`, or a file whose
+    /// mtime is in 1960). The extremes, each way round.
+    #[test]
+    fn every_time_formats_and_parses_back_even_before_1970() {
+        let table = [
+            (i64::MIN, "1677-09-21T00:12:43.145224192Z"),
+            (-1, "1969-12-31T23:59:59.999999999Z"),
+            (0, "1970-01-01T00:00:00.000000000Z"),
+            (-315_619_200_000_000_000, "1960-01-01T00:00:00.000000000Z"),
+            (951_782_400_000_000_000, "2000-02-29T00:00:00.000000000Z"),
+            (i64::MAX, "2262-04-11T23:47:16.854775807Z"),
+        ];
+        for (ns, text) in table {
+            assert_eq!(rfc3339(ns, 9), text);
+            assert_eq!(parse_rfc3339(text), Some(ns), "{text}");
+        }
+        assert_eq!(iso_time(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(-1, 0), "1969-12-31T23:59:59Z");
+        // Dates past what i64 nanoseconds hold are clamped to its ends, never wrapped.
+        for (text, ns) in [
+            ("0001-01-01T00:00:00Z", i64::MIN),
+            ("0152-04-23T15:37:00Z", i64::MIN),
+            ("1677-09-21T00:12:43.145224191Z", i64::MIN),
+            ("2262-04-11T23:47:16.854775808Z", i64::MAX),
+            ("9999-12-31T23:59:59.999999999Z", i64::MAX),
+            ("9999-12-31T23:59:60-23:59", i64::MAX),
+            ("0000-01-01T00:00:00+23:59", i64::MIN),
+        ] {
+            assert_eq!(parse_rfc3339(text), Some(ns), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Formatting agrees with humantime wherever humantime can format (from 1970), and
+        /// parses back to the nanosecond (to the millisecond, rounded down, for `iso_time`).
+        #[test]
+        fn formatting_is_humantimes_after_1970_and_parses_back_everywhere(ns in proptest::num::i64::ANY) {
+            proptest::prop_assert_eq!(parse_rfc3339(&rfc3339(ns, 9)), Some(ns));
+            proptest::prop_assert_eq!(parse_rfc3339(&iso_time(ns)), Some(ns.div_euclid(1_000_000) * 1_000_000));
+            if ns >= 0 {
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns as u64);
+                proptest::prop_assert_eq!(rfc3339(ns, 3), humantime::format_rfc3339_millis(t).to_string());
+                proptest::prop_assert_eq!(rfc3339(ns, 0), humantime::format_rfc3339_seconds(t).to_string());
+                proptest::prop_assert_eq!(rfc3339(ns, 9), humantime::format_rfc3339_nanos(t).to_string());
+            }
         }
     }
 }

@@ -1,7 +1,5 @@
 //! How the CLI shows things: sizes, times, modes, and paths in JSON.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use trove::{Entry, EntryKind};
 
 pub fn size(n: u64) -> String {
@@ -19,16 +17,14 @@ pub fn size(n: u64) -> String {
     }
 }
 
-/// RFC 3339 UTC with seconds, for tables.
+/// RFC 3339 UTC with seconds, for tables (a time before 1970 shown as it is, not as 1970).
 pub fn time(ns: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
+    trove::rfc3339(ns, 0)
 }
 
 /// RFC 3339 UTC with nanoseconds, for JSON.
 pub fn time_precise(ns: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64);
-    humantime::format_rfc3339_nanos(t).to_string()
+    trove::rfc3339(ns, 9)
 }
 
 pub fn mode(e: &Entry) -> String {

@@ -45,11 +45,110 @@ fn migration(to: i64) -> Result<&'static str> {
 
 pub struct Manifest {
     conn: Connection,
-    /// The shared-cache URI of an in-memory manifest, which readers open again.
-    memory_uri: Option<String>,
+    /// The URI readers open instead of the path: an in-memory manifest's shared-cache name, or
+    /// a read-only one's `readonly_shm` form.
+    reader_uri: Option<String>,
+    /// Why this manifest is open read-only (it could not be opened for writing: a full disk),
+    /// or None: it is writable.
+    read_only: Option<String>,
+}
+
+/// Refuses a manifest path that is not a regular file, or an empty one (SQLite would take it for
+/// a new database and write one into it), before SQLite opens it. Only `stat`: opening and
+/// closing the file here would drop every POSIX lock this process's SQLite connections hold on
+/// it (`close` releases all of a process's locks on a file), and another process could then
+/// checkpoint and delete the log they are still writing to.
+fn check_file(path: &Path) -> Result<()> {
+    let restore = "restore manifest.db from a backup of the repository";
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::corrupt(format!("{} is not a regular file: {restore}", path.display())));
+    }
+    if meta.len() == 0 {
+        return Err(Error::corrupt(format!("{} is empty (0 bytes), not a trove manifest: {restore}", path.display())));
+    }
+    Ok(())
+}
+
+/// The pages of the database a fresh connection sees, read before anything could write: 0 for a
+/// file shorter than a page (which SQLite would take for a new database and write over), an
+/// error for one that is not SQLite.
+fn page_count(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA page_count", [], |r| r.get(0))
+}
+
+/// An open that found no trove manifest at `path`: SQLite's "not a database", or no page.
+fn not_a_manifest(path: &Path, source: Option<rusqlite::Error>) -> Error {
+    let message = format!(
+        "{} is not an SQLite database, so not a trove manifest: restore manifest.db from a backup of the repository",
+        path.display()
+    );
+    match source {
+        Some(e) => Error::with_source(ErrorKind::Corrupt, message, e),
+        None => Error::corrupt(message),
+    }
+}
+
+/// Whether opening a manifest for writing failed in a way a read-only open may get past: the
+/// disk is full (SQLite cannot size its shared-memory index or grow the log) or another I/O
+/// failure of writing.
+fn may_open_read_only(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
+/// Why the manifest at `path` could not be opened for writing (`failed`), in words: SQLite
+/// says "disk I/O error" when it cannot size its `-shm` file, so a full file system is said so.
+fn why_unwritable(path: &Path, failed: &Error) -> String {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match rustix::fs::statvfs(dir) {
+        Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) < FULL_BELOW => {
+            format!("{DISK_FULL}: {} bytes free", st.f_bavail.saturating_mul(st.f_frsize))
+        }
+        _ => failed.message().to_string(),
+    }
+}
+
+/// How [`why_unwritable`] begins when the file system is full.
+const DISK_FULL: &str = "its disk is full";
+
+/// What to do about a manifest that cannot be written for `reason`.
+fn advice(reason: &str) -> &'static str {
+    if reason.starts_with(DISK_FULL) {
+        "free space on its disk and run again"
+    } else {
+        "make it writable and run again"
+    }
+}
+
+/// A file system with less free space than this is called full: SQLite's smallest growth
+/// (its shared-memory index) is 32 KiB.
+const FULL_BELOW: u64 = 1 << 20;
+
+/// `path` as an SQLite URI (`file:` and the path percent-encoded where URIs need it).
+fn file_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
 }
 
 fn configure(conn: &Connection) -> Result<()> {
+    configure_raw(conn).map_err(|e| Error::db("configuring the connection", e))
+}
+
+/// [`configure`], its error as SQLite gave it (so an open can tell a full disk).
+fn configure_raw(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
@@ -59,7 +158,31 @@ fn configure(conn: &Connection) -> Result<()> {
          PRAGMA mmap_size = 268435456;
          PRAGMA wal_autocheckpoint = 10000;",
     )
-    .map_err(|e| Error::db("configuring the connection", e))
+}
+
+/// The schema version a manifest's connection reads (its first read of the file).
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// Refuses a schema version newer than this build's, or none (0), naming the file at `path`.
+fn check_version(version: i64, path: &Path) -> Result<()> {
+    if version > SCHEMA_VERSION {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "repository manifest {} has schema version {version}, newer than this trove's {SCHEMA_VERSION}: upgrade trove",
+                path.display()
+            ),
+        ));
+    }
+    if version < 1 {
+        return Err(Error::corrupt(format!(
+            "{} is an SQLite database without a trove schema (version {version}): restore manifest.db from a backup of the repository",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 impl Manifest {
@@ -79,7 +202,7 @@ impl Manifest {
         )
         .map_err(|e| Error::db("creating an in-memory manifest", e))?;
         let mut m = Manifest::install(conn)?;
-        m.memory_uri = Some(uri);
+        m.reader_uri = Some(uri);
         Ok(m)
     }
 
@@ -91,44 +214,157 @@ impl Manifest {
         configure(&conn)?;
         conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
             .map_err(|e| Error::db("applying schema.sql", e))?;
-        Ok(Manifest { conn, memory_uri: None })
+        Ok(Manifest { conn, reader_uri: None, read_only: None })
     }
 
     /// Opens an existing manifest, migrating an older schema and refusing a newer one.
+    ///
+    /// When it cannot be opened for writing because its disk is full (SQLite must size its
+    /// shared-memory index, `-shm`, before even a read, whenever no other process has the
+    /// database open), it is opened read-only instead: what only reads (listings, `check`, a
+    /// restore elsewhere) still works, and every write fails, saying why.
     pub fn open(path: &Path) -> Result<Manifest> {
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
-            .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
-        configure(&conn)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| Error::db("reading the schema version", e))?;
-        if version > SCHEMA_VERSION {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "repository manifest {} has schema version {version}, newer than this trove's {SCHEMA_VERSION}: upgrade trove",
-                    path.display()
-                ),
-            ));
-        }
-        if version < 1 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("{} is not a trove manifest (schema version {version})", path.display()),
-            ));
-        }
+        check_file(path)?;
+        // The pages are counted before the connection is configured: switching to WAL writes a
+        // database into a file that holds none.
+        let opened = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE).and_then(|conn| {
+            if page_count(&conn)? == 0 {
+                return Ok(None);
+            }
+            configure_raw(&conn)?;
+            let version = user_version(&conn)?;
+            Ok(Some((conn, version)))
+        });
+        let (conn, version) = match opened {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return Err(not_a_manifest(path, None)),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+                return Err(not_a_manifest(path, Some(e)))
+            }
+            Err(e) if may_open_read_only(&e) => return Manifest::open_read_only(path, e),
+            Err(e) => return Err(Error::db(&format!("opening {}", path.display()), e)),
+        };
+        check_version(version, path)?;
         for to in version + 1..=SCHEMA_VERSION {
             let sql = migration(to)?;
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        Ok(Manifest { conn, memory_uri: None })
+        Ok(Manifest { conn, reader_uri: None, read_only: None })
+    }
+
+    /// Opens a throwaway copy of a manifest at `path` (a dry run's): writable, its commits not
+    /// synced (a crash loses only the copy).
+    pub fn open_copy(path: &Path) -> Result<Manifest> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
+        configure(&conn)?;
+        conn.execute_batch("PRAGMA synchronous = OFF;").map_err(|e| Error::db("configuring a copy", e))?;
+        Ok(Manifest { conn, reader_uri: None, read_only: None })
+    }
+
+    /// Copies this manifest, as one consistent view, into a new file at `path`.
+    pub fn copy_to(&self, path: &Path) -> Result<()> {
+        let text = path.to_str().ok_or_else(|| {
+            Error::invalid_argument(format!("{} is not UTF-8: the manifest cannot be copied there", path.display()))
+        })?;
+        self.conn.execute("VACUUM INTO ?1", [text]).map_err(|e| Error::db("copying the manifest", e))?;
+        Ok(())
+    }
+
+    /// Opens the manifest at `path` read-only because opening it for writing failed with
+    /// `why`; if that fails too, the error is `why`'s.
+    ///
+    /// Read-only, with `readonly_shm`, SQLite reads a WAL database whose `-shm` file it cannot
+    /// size: it then builds the index of the log in its own memory (safe beside a writer in
+    /// another process, which it detects). The `-shm` file must exist, even empty; creating an
+    /// empty file needs no free blocks.
+    fn open_read_only(path: &Path, why: rusqlite::Error) -> Result<Manifest> {
+        let failed = Error::db(&format!("opening {} for writing", path.display()), why);
+        let mut shm = path.as_os_str().to_owned();
+        shm.push("-shm");
+        // Created only where missing (`O_EXCL`): an existing one is never opened and closed
+        // here, which would drop the locks this process's connections hold on it.
+        let made = {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0o644);
+            std::fs::File::options().write(true).create_new(true).mode(mode).open(&shm)
+        };
+        match made {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "no -shm file for a read-only open");
+                return Err(failed);
+            }
+        }
+        let uri = file_uri(path, "readonly_shm=1");
+        let opened = Connection::open_with_flags(
+            &uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .and_then(|conn| {
+            conn.execute_batch(
+                "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; PRAGMA cache_size = -8192; PRAGMA mmap_size = 268435456;",
+            )?;
+            if page_count(&conn)? == 0 {
+                return Ok(None);
+            }
+            let version = user_version(&conn)?;
+            Ok(Some((conn, version)))
+        });
+        let (conn, version) = match opened {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return Err(not_a_manifest(path, None)),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "a read-only open failed too");
+                return Err(failed);
+            }
+        };
+        check_version(version, path)?;
+        let reason = why_unwritable(path, &failed);
+        if version < SCHEMA_VERSION {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "{} must be migrated from schema version {version}, which writes, and it cannot be opened for writing ({reason}): {}",
+                    path.display(),
+                    advice(&reason)
+                ),
+            ));
+        }
+        tracing::warn!(path = %path.display(), why = %reason, "the manifest is open read-only: commands that only read work, and writes fail");
+        Ok(Manifest { conn, reader_uri: Some(uri), read_only: Some(reason) })
+    }
+
+    /// Why this manifest is open read-only, or None: it is writable.
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
+    /// The refusal of a write to a read-only manifest.
+    fn refuse_write(&self, reason: &str) -> Error {
+        let path = self.conn.path().unwrap_or("the manifest").to_string();
+        Error::new(
+            ErrorKind::Io,
+            format!("{path} is open read-only, as opening it for writing failed ({reason}): {}", advice(reason)),
+        )
+    }
+
+    /// Identifies the database among those this process opens (its absolute path, or an
+    /// in-memory one's name): the key of its leases waiting to be withdrawn.
+    pub fn key(&self) -> String {
+        match (&self.reader_uri, self.conn.path()) {
+            (_, Some(p)) if !p.is_empty() => p.to_string(),
+            (Some(uri), _) => uri.clone(),
+            _ => String::new(),
+        }
     }
 
     /// A second connection to the same database, for lookups from worker threads while this
     /// one prepares a write. In WAL mode it sees the last committed state.
     pub fn reader(&self) -> Result<Connection> {
-        let path = match (&self.memory_uri, self.conn.path()) {
+        let path = match (&self.reader_uri, self.conn.path()) {
             (Some(uri), _) => uri.as_str(),
             (None, Some(p)) if !p.is_empty() => p,
             _ => return Err(Error::internal("an unnamed in-memory manifest has no readers")),
@@ -167,6 +403,9 @@ impl Manifest {
     /// stays until this commit is durable). A kill -9 loses nothing either way: the WAL is in
     /// the page cache, and the next fsynced commit makes this one durable too.
     pub fn write_relaxed<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        if let Some(reason) = &self.read_only {
+            return Err(self.refuse_write(reason));
+        }
         let set = |level: &str| {
             self.conn
                 .prepare_cached(&format!("PRAGMA synchronous = {level}"))
@@ -181,6 +420,9 @@ impl Manifest {
 
     /// Runs `f` in one transaction: all of its rows land, or none.
     pub fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        if let Some(reason) = &self.read_only {
+            return Err(self.refuse_write(reason));
+        }
         // IMMEDIATE takes the write lock up front, so a concurrent writer makes this wait
         // (busy_timeout) instead of failing when a read transaction tries to upgrade.
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)

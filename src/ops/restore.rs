@@ -330,10 +330,9 @@ impl Repo {
 
         // 2. Record it.
         let id = new_restore_id()?;
-        let lock = self.lock_restore(&id, true)?.ok_or_else(|| Error::internal("a blocking lock returned nothing"))?;
         let prefix = format!(".trove-rst-{id}-").into_bytes();
         let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: prefix.clone() };
-        self.manifest.write(|tx| restores::insert(tx, &pending, now_ns()))?;
+        let lock = self.record_restore(&pending, &abs, fresh)?;
         let result = self.restore_planned(&target, &prefix, &plan, opts, fresh);
         let report = match result {
             Ok(r) => r,
@@ -341,7 +340,7 @@ impl Repo {
                 // Nothing half-written stays behind: staged files go (found by walking the target:
                 // a directory may have moved meanwhile), files already renamed into place are
                 // whole. If even that fails, recovery tries again on the next open.
-                if remove_temporaries(&target.fd, &prefix).is_ok() {
+                if remove_temporaries(&target.fd, &prefix).is_ok() && lock.is_some() {
                     self.manifest.write(|tx| restores::remove(tx, &id))?;
                 }
                 return Err(e);
@@ -350,6 +349,18 @@ impl Repo {
         failpoint("restore:renamed");
 
         let record = restore_record(snap, &abs, opts, &report);
+        let Some(lock) = lock else {
+            // Unrecorded (the repository's disk is full): the audit record too may not fit.
+            match self.manifest.write(|tx| crate::manifest::audit::append(tx, &record)) {
+                Ok(seq) => {
+                    crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })])
+                }
+                Err(e) => {
+                    tracing::warn!(target = %abs.display(), error = %e, "the restore is done but not in the audit log: the manifest cannot be written")
+                }
+            }
+            return Ok(report);
+        };
         let seq = self.manifest.write(|tx| {
             restores::remove(tx, &id)?;
             crate::manifest::audit::append(tx, &record)
@@ -357,6 +368,42 @@ impl Repo {
         crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })]);
         drop(lock);
         Ok(report)
+    }
+
+    /// Records restore `pending` into `abs` (its lock, then its row), so that a kill leaves
+    /// temporaries the next open removes; returns the lock, held until the restore's end.
+    ///
+    /// When the repository cannot be written (its disk is full), a restore into a new or empty
+    /// directory (`fresh`) goes on unrecorded: it changes nothing that was there, and a kill
+    /// leaves at worst its temporaries, named `.trove-rst-<id>-…`, in a directory that held
+    /// nothing. Into a directory with files in it, it is refused.
+    fn record_restore(&self, pending: &Pending, abs: &Path, fresh: bool) -> Result<Option<RestoreLock>> {
+        let recorded = match self.read_only() {
+            Some(why) => Err(Error::new(ErrorKind::Io, why.to_string())),
+            None => self.lock_restore(&pending.id, true).and_then(|lock| {
+                let lock = lock.ok_or_else(|| Error::internal("a blocking lock returned nothing"))?;
+                self.manifest.write(|tx| restores::insert(tx, pending, now_ns()))?;
+                Ok(lock)
+            }),
+        };
+        match recorded {
+            Ok(lock) => Ok(Some(lock)),
+            Err(e) if e.is_storage_full() || self.read_only().is_some() => {
+                if !fresh {
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        format!(
+                            "the repository cannot record a restore into {}, which is not empty ({}): restore into a new or empty directory, or free space on the repository's disk first",
+                            abs.display(),
+                            e.message()
+                        ),
+                    ));
+                }
+                tracing::warn!(target = %abs.display(), error = %e, "the repository cannot be written: restoring into a new directory unrecorded");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Steps 3 to 7 of a restore whose temporary names start with `prefix`.

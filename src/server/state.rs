@@ -217,7 +217,17 @@ impl AppState {
         let state = self.clone();
         let request = super::request::current();
         let deadline = request.as_ref().map(|r| r.deadline);
-        tokio::task::spawn_blocking(move || state.with_repo(deadline, |repo| f(&state, repo))).await.map_err(|e| {
+        let scope = request.clone();
+        let work = move || {
+            let run = || state.with_repo(deadline, |repo| f(&state, repo));
+            // The request goes along onto the blocking thread: what the work answers there (a
+            // tool's error envelope) names the request's id.
+            match scope {
+                Some(info) => super::request::REQUEST.sync_scope(info, run),
+                None => run(),
+            }
+        };
+        tokio::task::spawn_blocking(work).await.map_err(|e| {
             let id = request.map(|r| r.id).unwrap_or_default();
             if e.is_panic() {
                 let payload = e.into_panic();
@@ -266,7 +276,8 @@ impl AppState {
         let out = repo.check_deadline("waiting to start").map_err(E::from).and_then(|()| f(&repo));
         repo.set_deadline(None);
         let mut pool = lock(&self.pool);
-        if pool.len() < POOL_KEEP {
+        // A handle opened read-only (a full disk) is not kept: the next is opened writable.
+        if pool.len() < POOL_KEEP && repo.read_only().is_none() {
             pool.push(repo);
         }
         out
@@ -380,6 +391,8 @@ impl AppState {
     /// Writes gathered activity, ends every session whose ttl or idle time ran out, and
     /// expires trash items.
     fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
+        // Leases a full disk kept from being withdrawn would hold every collection back.
+        repo.withdraw_leases();
         let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
         let now = now_ns();

@@ -10,7 +10,7 @@ use crate::cli::output::{actor, print_json, Failure, Out};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Count what would be collected; change nothing
+    /// Change nothing: report what a collection with these options would delete and reclaim
     #[arg(long)]
     dry_run: bool,
     /// Delete what is condemned only this long after (1h; 0s for tests and emergencies)
@@ -54,11 +54,22 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         "reachable: {} trees, {} contents, {} objects; unreachable: {} packed and {} loose objects, {} trees, {} chunk lists",
         r.reachable.trees, r.reachable.contents, r.reachable.objects, u.objects, u.loose, u.trees, u.chunk_lists
     )?;
+    let d = r.deleted;
     if r.dry_run {
-        writeln!(out, "dry run: nothing condemned or deleted")?;
+        writeln!(
+            out,
+            "dry run, nothing changed: a collection with these options would delete {} packed and {} loose objects, {} trees, {} chunk lists, rewrite {} packs and delete {} packs and {} orphan packs, reclaiming {}",
+            d.objects,
+            d.loose,
+            d.trees,
+            d.chunk_lists,
+            r.packs_rewritten,
+            r.packs_deleted,
+            r.orphans_deleted,
+            format::size(r.bytes_reclaimed)
+        )?;
         return Ok(0);
     }
-    let d = r.deleted;
     writeln!(
         out,
         "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten ({} recompressed, {} bundles rebuilt without their dead members), {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",

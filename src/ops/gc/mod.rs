@@ -14,6 +14,7 @@
 //! files of retired and orphan packs. What one pass condemns the next deletes: with no grace
 //! period, one collection runs two passes.
 
+mod dry;
 mod mark;
 mod packs;
 
@@ -41,7 +42,8 @@ pub const DEFAULT_REPACK_THRESHOLD: f64 = 0.10;
 /// How a collection runs.
 #[derive(Debug, Clone)]
 pub struct GcOptions {
-    /// Mark and count only: nothing is condemned, deleted or rewritten.
+    /// Change nothing: the collection runs on a copy of the manifest over a store that writes
+    /// and deletes nothing, and reports what it would have done (`gc/dry.rs`).
     pub dry_run: bool,
     /// What is condemned is deleted no sooner than this after its condemnation.
     pub grace: Duration,
@@ -129,7 +131,8 @@ pub struct GcReport {
     pub packs_deleted: u64,
     /// Pack files the index did not know (left by a crash), deleted.
     pub orphans_deleted: u64,
-    /// Bytes freed: deleted pack files and loose objects, less the packs written anew.
+    /// Bytes freed: deleted pack files and loose objects, less the packs written anew. In a
+    /// dry run, what a run with the same options would free, counted the same way.
     pub bytes_reclaimed: u64,
     /// Bytes of the packs rewrites wrote.
     pub pack_bytes_written: u64,
@@ -163,28 +166,54 @@ pub(crate) struct GcLock {
 impl Repo {
     /// Takes the repository's collection lock (also taken by index repairs).
     pub(crate) fn gc_lock(&self) -> Result<GcLock> {
+        self.flock_gc(true)
+    }
+
+    /// Holds the collection lock shared: no collection starts while it is held. The lease of
+    /// an operation the manifest cannot record (`lease.rs`).
+    pub(crate) fn gc_lock_shared(&self) -> Result<GcLock> {
+        self.flock_gc(false)
+    }
+
+    fn flock_gc(&self, exclusive: bool) -> Result<GcLock> {
         let Some(root) = self.root() else { return Ok(GcLock { _file: None }) };
         let path = root.join("gc.lock");
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
+        // A shared hold needs only to read: where the file exists, opened without writing (the
+        // disk may be full, or the file system read-only).
+        let file = match std::fs::File::open(&path) {
+            Ok(f) if !exclusive => f,
+            _ => std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::io("open", &path, e))?,
+        };
+        let op = if exclusive {
+            rustix::fs::FlockOperation::NonBlockingLockExclusive
+        } else {
+            rustix::fs::FlockOperation::NonBlockingLockShared
+        };
         // A lock held a moment longer than its collection: a process forked meanwhile (any
         // child this process starts) shares the descriptor until it execs. A collection that
         // really runs holds it far longer than this wait.
         let until = std::time::Instant::now() + GC_LOCK_WAIT;
         loop {
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            match rustix::fs::flock(&file, op) {
                 Ok(()) => return Ok(GcLock { _file: Some(file) }),
                 Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < until => {
                     std::thread::sleep(std::time::Duration::from_millis(10))
                 }
+                Err(rustix::io::Errno::WOULDBLOCK) if exclusive => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        "another garbage collection, or an operation whose lease the manifest could not record (a full disk), is running in this repository: wait for it to finish",
+                    ))
+                }
                 Err(rustix::io::Errno::WOULDBLOCK) => {
                     return Err(Error::new(
                         ErrorKind::Conflict,
-                        "another garbage collection is running in this repository: wait for it to finish",
+                        "a garbage collection is running in this repository: wait for it to finish",
                     ))
                 }
                 Err(e) => return Err(Error::io("lock", &path, e.into())),
@@ -203,25 +232,12 @@ impl Repo {
             }
         }
         let _lock = self.gc_lock()?;
-        let mut report = GcReport { dry_run: opts.dry_run, ..GcReport::default() };
-        if !opts.dry_run {
-            report.stale_leases = self.drop_stale_leases()?;
-        }
-        let condemned = self.gc_pass(opts, &mut report, true)?;
+        // This process's own leases whose withdrawal failed would hold this collection back.
+        self.withdraw_leases();
         if opts.dry_run {
-            return Ok(report);
+            return self.gc_dry_run(opts);
         }
-        if opts.grace.is_zero() && condemned > 0 {
-            self.gc_pass(opts, &mut report, false)?;
-        }
-        let conn = self.manifest.conn();
-        report.waiting = 0;
-        for kind in Kind::ALL {
-            report.waiting += gc::condemned_count(conn, kind)?;
-        }
-        self.gc_packs(opts, &mut report)?;
-        failpoint("gc:packs");
-        report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
+        let report = self.collect(opts)?;
         let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
         rec.details = serde_json::json!({
             "deleted": report.deleted,
@@ -243,6 +259,25 @@ impl Repo {
         Ok(report)
     }
 
+    /// The collection itself, under the caller's lock, recording nothing in the audit log:
+    /// passes, packs, and the manifest's pages.
+    fn collect(&self, opts: &GcOptions) -> Result<GcReport> {
+        let mut report = GcReport { stale_leases: self.drop_stale_leases()?, ..GcReport::default() };
+        let condemned = self.gc_pass(opts, &mut report, true)?;
+        if opts.grace.is_zero() && condemned > 0 {
+            self.gc_pass(opts, &mut report, false)?;
+        }
+        let conn = self.manifest.conn();
+        report.waiting = 0;
+        for kind in Kind::ALL {
+            report.waiting += gc::condemned_count(conn, kind)?;
+        }
+        self.gc_packs(opts, &mut report)?;
+        failpoint("gc:packs");
+        report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
+        Ok(report)
+    }
+
     /// One pass: mark; delete what earlier passes condemned that is still unreached, as far as
     /// the horizon allows; condemn what is newly unreached, and clear what is reached again.
     /// Returns how many rows it condemned.
@@ -259,9 +294,6 @@ impl Repo {
             for kind in Kind::ALL {
                 report.unreachable.add(kind, gc::dead_count(conn, kind)?.0);
             }
-        }
-        if opts.dry_run {
-            return Ok(0);
         }
         failpoint("gc:marked");
 

@@ -119,7 +119,7 @@ impl Repo {
                                 .ok_or_else(|| Error::not_found("an upload's staged content is gone"))?;
                             let now = {
                                 use std::os::unix::fs::MetadataExt;
-                                (meta.ino(), meta.size(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec())
+                                (meta.ino(), meta.size(), meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()))
                             };
                             if now != *seen {
                                 return Err(Error::new(
