@@ -76,7 +76,7 @@ fn leases(repo: &Repo) -> i64 {
 
 #[test]
 fn a_lease_a_full_disk_kept_from_being_withdrawn_is_withdrawn_once_there_is_space() {
-    let Some(disk) = Tmpfs::mount("16m") else { return };
+    let Some(disk) = Tmpfs::mount("64m") else { return };
     let repo = Repo::init(&disk.path().join("repo"), "t").expect("init");
 
     // The disk fills while an operation is in flight: its lease cannot be withdrawn.
@@ -108,7 +108,7 @@ fn a_lease_a_full_disk_kept_from_being_withdrawn_is_withdrawn_once_there_is_spac
 
 #[test]
 fn on_a_full_disk_reads_and_restores_elsewhere_work_and_writes_say_the_disk_is_full() {
-    let Some(disk) = Tmpfs::mount("16m") else { return };
+    let Some(disk) = Tmpfs::mount("64m") else { return };
     let tmp = tempfile::tempdir().expect("tmp");
     let repo_path = disk.path().join("repo");
     let ws = tmp.path().join("w");
@@ -167,7 +167,7 @@ fn on_a_full_disk_reads_and_restores_elsewhere_work_and_writes_say_the_disk_is_f
 
 #[test]
 fn a_tools_io_failure_over_http_names_its_request() {
-    let Some(disk) = Tmpfs::mount("16m") else { return };
+    let Some(disk) = Tmpfs::mount("64m") else { return };
     let dir = tempfile::tempdir_in(disk.path()).expect("tmp");
     let out = trove(&dir.path().join("repo"), &["init"]);
     assert!(out.status.success(), "{}", stderr(&out));
