@@ -40,7 +40,7 @@ fn mcp_list(s: &Server, token: &str, target: &str, sid: &str) -> u16 {
 /// session's end closes the rest.
 #[test]
 fn mcp_sessions_of_one_session_are_capped_and_end_with_it() {
-    let s = http::start(Some(TOKEN), &[]);
+    let (s, log) = http::start_logging(&["--log-level", "info"]);
     let (id, token) = s.session_with_token(r#"{"workspace": "m"}"#);
     let sids: Vec<String> = (0..40).map(|_| mcp_initialize(&s, &token, "/v1/mcp")).collect();
     assert_eq!(mcp_list(&s, &token, "/v1/mcp", &sids[0]), 404, "the oldest was closed to make room");
@@ -60,6 +60,10 @@ fn mcp_sessions_of_one_session_are_capped_and_end_with_it() {
     assert_eq!(mcp_list(&s, TOKEN, &target, &kept), 200);
     assert_eq!(s.call("DELETE", &format!("/v1/sessions/{id}"), "").status, 204);
     assert_eq!(mcp_list(&s, TOKEN, &target, &kept), 404, "closed when its session ended");
+    // Thousands of MCP sessions opened and closed leave the log at INFO as it was.
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines = text.lines().count();
+    assert!(lines < 50, "{lines} lines logged, e.g. {:?}", text.lines().rev().take(3).collect::<Vec<_>>());
 }
 
 /// Requests without a valid token (an operator's or a session's) are audited, a flood of them

@@ -169,18 +169,20 @@ async fn watchdog(conn: &Conn, registry: &Registry, limits: &Limits) {
     }
 }
 
-/// The body of a refusal at the connection limit.
+/// The body of a refusal at the connection limit, written on the socket before any HTTP
+/// machinery runs (the shape `ApiError` gives every error).
 const BUSY_BODY: &str =
     r#"{"error":"the server is at its connection limit: retry shortly","kind":"busy","statusCode":503}"#;
 
 /// The answer to a request on a reserved connection that is not a priority request.
-fn busy_response() -> hyper::Response<axum::body::Body> {
-    let mut resp = hyper::Response::new(axum::body::Body::from(BUSY_BODY));
-    *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
-    let headers = resp.headers_mut();
-    headers.insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
-    headers.insert(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"));
-    headers.insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+fn busy_response() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let e = crate::base::error::Error::new(
+        crate::base::error::ErrorKind::Busy,
+        "the server is at its connection limit (the rest is kept for operators and /healthz): retry shortly",
+    );
+    let mut resp = super::ApiError::from(e).into_response();
+    resp.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
     resp
 }
 

@@ -47,11 +47,26 @@ pub fn start_on(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str]) -> 
 /// Starts `trove serve` on the repository in `dir/repo` with more environment variables (for
 /// this server only: the test process's own environment is shared by every test).
 pub fn start_env(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    spawn(dir, token, extra, env, Stdio::inherit())
+}
+
+/// Starts `trove serve` on a fresh repository with `TOKEN`, its log (stderr) going to the file
+/// returned, for tests of what it logs.
+pub fn start_logging(extra: &[&str]) -> (Server, PathBuf) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = super::trove(&dir.path().join("repo"), &["init"]);
+    assert!(out.status.success(), "init: {}", super::stderr(&out));
+    let log = dir.path().join("serve.log");
+    let file = std::fs::File::create(&log).expect("log file");
+    (spawn(dir, Some(TOKEN), extra, &[], Stdio::from(file)), log)
+}
+
+fn spawn(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Server {
     let repo = dir.path().join("repo");
     let workspaces = dir.path().join("workspaces");
     let mut cmd = Command::new(trove_bin());
     cmd.arg("--repo").arg(&repo).arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--workspaces").arg(&workspaces);
-    cmd.args(extra).env_remove("TROVE_REPO").envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.args(extra).env_remove("TROVE_REPO").envs(env.iter().copied()).stdout(Stdio::piped()).stderr(stderr);
     match token {
         Some(t) => cmd.env("TROVE_API_TOKEN", t),
         None => cmd.env_remove("TROVE_API_TOKEN"),
