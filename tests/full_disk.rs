@@ -11,7 +11,6 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -52,15 +51,30 @@ impl Tmpfs {
     }
 
     /// Fills the file system to its last byte with a file of zeros, returned to be removed.
+    ///
+    /// The file is written by a child process (`dd`) and never opened in this one: a child that
+    /// another test's thread forks meanwhile gets a copy of every descriptor this process has
+    /// open and keeps it until it execs, so a filler open here at that moment would stay
+    /// allocated after its removal until that child execs, and a test would go on as if there
+    /// were space while the disk is still full
+    /// (`a_removed_filler_is_free_space_at_once_whatever_this_process_forks`).
     fn fill(&self) -> PathBuf {
         let path = self.path().join("filler");
-        let mut f = fs::File::create(&path).expect("create filler");
-        for size in [1 << 16, 4096, 1] {
-            let chunk = vec![0u8; size];
-            while f.write_all(&chunk).is_ok() {}
-        }
-        let _ = f.sync_all();
+        // dd ends with "No space left on device": the point of it.
+        let out = Command::new("dd")
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", path.display()))
+            .arg("bs=64k")
+            .output()
+            .expect("run dd");
+        assert_eq!(self.free(), 0, "dd left space: {}", String::from_utf8_lossy(&out.stderr));
         path
+    }
+
+    /// The bytes free on the file system.
+    fn free(&self) -> u64 {
+        let st = rustix::fs::statvfs(self.path()).expect("statvfs");
+        st.f_bavail * st.f_frsize
     }
 }
 
@@ -104,6 +118,38 @@ fn a_lease_a_full_disk_kept_from_being_withdrawn_is_withdrawn_once_there_is_spac
     let r = repo.gc(&GcOptions { grace: std::time::Duration::ZERO, ..GcOptions::default() }).expect("gc");
     assert_eq!(r.in_flight, 0, "no operation of this process is in flight: {r:?}");
     assert_eq!(leases(&repo), 0);
+}
+
+/// Every test here frees a full disk by removing its filler, and goes on as if there were
+/// space. A filler ever open in this process could be held by a child another test's thread
+/// forks meanwhile (a child has a copy of every descriptor until it execs): its removal then
+/// frees nothing for a while, and the next write fails for a full disk (a collection did, one
+/// run in three). The filler is watched for in this process's descriptors the whole time it is
+/// written, and its space must be back the moment it is removed.
+#[test]
+fn a_removed_filler_is_free_space_at_once_whatever_this_process_forks() {
+    let Some(disk) = Tmpfs::mount("64m") else { return };
+    let filler = disk.path().join("filler");
+    let filling = std::sync::atomic::AtomicBool::new(true);
+    let open_here = std::thread::scope(|s| {
+        let watch = s.spawn(|| {
+            let mut seen = false;
+            while filling.load(std::sync::atomic::Ordering::SeqCst) {
+                let fds = fs::read_dir("/proc/self/fd").expect("/proc/self/fd");
+                seen |= fds.flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|to| to.starts_with(&filler)));
+            }
+            seen
+        });
+        // The watcher stops even if the fill panics, so the scope ends.
+        let filled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| disk.fill()));
+        filling.store(false, std::sync::atomic::Ordering::SeqCst);
+        let seen = watch.join().expect("watcher");
+        assert_eq!(filled.expect("fill"), filler);
+        seen
+    });
+    assert!(!open_here, "the filler was open in this process while it was written");
+    fs::remove_file(&filler).expect("free");
+    assert!(disk.free() > 60 << 20, "the removed filler's space is free: {} bytes", disk.free());
 }
 
 #[test]
