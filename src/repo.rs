@@ -96,6 +96,9 @@ pub struct Repo {
     pub(crate) budget: std::sync::Arc<crate::base::budget::Budget>,
     /// The checkpoint signing key, read once (an in-memory repository's lives only here).
     pub(crate) audit_key: std::cell::OnceCell<crate::tlog::note::SignerKey>,
+    /// What the key signed last, for a repository in memory (which has no key file to keep it
+    /// beside; `fs/signed.rs`).
+    pub(crate) audit_signed: std::cell::RefCell<Option<crate::fs::signed::Signed>>,
     /// Change feeds of live trees a server keeps, shared by its handles (none in a one-shot
     /// command: starting one costs a whole read).
     pub(crate) live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
@@ -155,6 +158,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
@@ -224,6 +228,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         };
         // The Merkle tree of audit records appended before it was kept (schema 6).
@@ -254,6 +259,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         })
     }
