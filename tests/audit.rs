@@ -566,7 +566,6 @@ fn a_rewrite_under_a_checkpoint_is_never_signed_by_the_key_kept_apart() {
     }
     drop(repo);
     assert!(trove(&path, &["audit", "checkpoint"]).status.success());
-    assert!(key.with_extension("key.signed").exists(), "the signer remembers what it signed, beside its key");
     rewrite_actor(&path, 3, "mallory");
     raw(&path).execute_batch("DELETE FROM audit_checkpoints; DELETE FROM audit_tree;").expect("delete");
     // The routine checkpoint refuses, naming the records and the repository.
@@ -587,6 +586,7 @@ fn a_rewrite_under_a_checkpoint_is_never_signed_by_the_key_kept_apart() {
     let (code, text) = verify_cli(&path, &[]);
     assert_eq!(code, Some(3), "{text}");
     assert!(text.contains("the checkpoint of 11 records this key signed at"), "{text}");
+    assert!(key.with_extension("key.signed").exists(), "the signer remembers what it signed, beside its key");
 
     // Rewritten with the tree left as it was: the signer signs the log it signed before, never
     // the rewrite, which verification then names.
@@ -710,7 +710,7 @@ fn a_bundle_cut_back_to_an_old_checkpoint_shows_that_checkpoints_time() {
     assert_eq!(signed.time_ns, Some(c8.time_ns), "the time is inside the signed text");
     drop(repo);
     let (bundle, lines, pubkey) = bundle_of(&path, dir.path());
-    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &["--require-checkpoint"]).0, Some(0));
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &[]).0, Some(0));
     // Cut back to checkpoint 8: the header's end, the later checkpoint, its proof, later records.
     let cut: Vec<String> = lines
         .iter()
@@ -726,10 +726,11 @@ fn a_bundle_cut_back_to_an_old_checkpoint_shows_that_checkpoints_time() {
         })
         .collect();
     std::fs::write(&bundle, cut.join("\n") + "\n").expect("write");
-    let (code, text) = verify_bundle_cli(&bundle, &pubkey, &["--require-checkpoint"]);
+    let (code, text) = verify_bundle_cli(&bundle, &pubkey, &[]);
     assert_eq!(code, Some(0), "{text}");
     let t8 = &times[1].1;
     assert!(text.contains(&format!("records 1 to 8 are signed by checkpoint 8, signed {t8}")), "{t8}: {text}");
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &["--require-checkpoint"]).0, Some(0), "covered to its end");
     let out = trove(
         &bundle.with_extension("nowhere"),
         &["--json", "audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &pubkey],
@@ -773,6 +774,31 @@ fn reads_are_recorded_with_their_path_session_and_workspace_and_found_by_path() 
     for (what, r) in &reads {
         assert_eq!(r.status, 200, "{what}: {}", r.text());
     }
+    // And over MCP: only the call of a reading tool is a read.
+    let auth = format!("Bearer {}", http::TOKEN);
+    let mcp = |body: Value, sid: Option<&str>| {
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(sid) = sid {
+            headers.extend([("Mcp-Session-Id", sid), ("MCP-Protocol-Version", "2025-06-18")]);
+        }
+        http::request(s.addr, "POST", &format!("/v1/sessions/{id}/mcp"), &headers, body.to_string().as_bytes())
+    };
+    let init = mcp(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        None,
+    );
+    let sid = init.header("mcp-session-id").expect("an MCP session").to_string();
+    mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some(&sid));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
+    let r = mcp(call, Some(&sid));
+    assert!(r.status == 200 && r.text().contains("hi"), "{}", r.text());
+    let reads = reads.len() + 1;
     let snap = s.call("POST", &format!("/v1/sessions/{id}/snapshots"), "");
     assert!(snap.status < 300, "{}", snap.text());
     let snap_id = snap.json()["id"].as_str().expect("snapshot id").to_string();
@@ -780,16 +806,16 @@ fn reads_are_recorded_with_their_path_session_and_workspace_and_found_by_path() 
     // Who read notes.md: every read, each with its session and workspace.
     let found = s.get("/v1/audit?path=notes.md&operation=read&after=0&limit=100").json();
     let found = found["records"].as_array().expect("records").clone();
-    assert_eq!(found.len(), reads.len() + 1, "{found:#?}");
-    for r in &found[..reads.len()] {
+    assert_eq!(found.len(), reads + 1, "{found:#?}");
+    for r in &found[..reads] {
         assert_eq!((r["session"].as_str(), r["workspace"].as_str()), (Some(id.as_str()), Some("w")), "{r}");
     }
-    assert_eq!(found[reads.len()]["workspace"], json!("w"));
+    assert_eq!(found[reads]["workspace"], json!("w"));
     // A write is not a read, and the command line finds the same records.
     assert!(found.iter().all(|r| r["details"]["tool"] != json!("create_file")));
     let out = trove(
         &s.repo,
         &["audit", "log", "--path", "notes.md", "--operation", "read", "--format", "jsonl", "--after", "0"],
     );
-    assert_eq!(stdout(&out).lines().count(), reads.len() + 1, "{}", stdout(&out));
+    assert_eq!(stdout(&out).lines().count(), reads + 1, "{}", stdout(&out));
 }
