@@ -169,11 +169,11 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
         }
         _ => return Err(bad("the second line is not the prefix".into())),
     };
-    if prefix.size() + 1 != from {
+    if prefix.size().checked_add(1) != Some(from) {
         return Err(bad(format!(
             "the prefix covers {} records, not the {} before record {from}",
             prefix.size(),
-            from - 1
+            from.saturating_sub(1)
         )));
     }
     let (mut signed, mut problems, mut proofs, mut count) = (Vec::new(), Vec::new(), Vec::new(), 0u64);

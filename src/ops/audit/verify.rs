@@ -54,7 +54,7 @@ impl Checker {
         signed.sort_by_key(|c| c.size);
         let start = frontier.size();
         let ahead: VecDeque<_> = signed.into_iter().filter(|c| c.size > start).collect();
-        let report = VerifyReport { from: start + 1, checkpoints, ..Default::default() };
+        let report = VerifyReport { from: start.saturating_add(1), checkpoints, ..Default::default() };
         Checker { frontier, prev_time: i64::MIN, ahead, matched: start, matched_at: None, report, stopped: false }
     }
 
@@ -89,7 +89,12 @@ impl Checker {
         if self.stopped {
             return false;
         }
-        let want = self.frontier.size() as i64 + 1;
+        // A bundle's prefix may claim any size: past what a seq counts, nothing follows it.
+        let Some(want) = i64::try_from(self.frontier.size()).ok().and_then(|s| s.checked_add(1)) else {
+            self.problem(Some(seq), format!("record {seq} follows more records than a seq can count"));
+            self.stopped = true;
+            return false;
+        };
         if seq != want {
             let what = if seq > want {
                 format!("record {want} is missing: the log goes from {} to {seq}", want - 1)
@@ -125,7 +130,7 @@ impl Checker {
                 self.matched = size;
                 self.matched_at = Some(cp);
             } else {
-                let from = self.matched + 1;
+                let from = self.matched.saturating_add(1);
                 self.problem(
                     Some(from as i64),
                     format!("records {from} to {size} do not hash to the root checkpoint {size} signs: one of them was rewritten, removed or inserted"),
@@ -144,10 +149,10 @@ impl Checker {
         if !self.stopped {
             if let Some(&Opened { size: cp, .. }) = self.ahead.back() {
                 self.problem(
-                    Some(size as i64 + 1),
+                    Some(i64::try_from(size).unwrap_or(i64::MAX).saturating_add(1)),
                     format!(
                         "checkpoint {cp} signs {cp} records but the log has {size}: records {} on were removed",
-                        size + 1
+                        size.saturating_add(1)
                     ),
                 );
             }
