@@ -819,3 +819,27 @@ fn reads_are_recorded_with_their_path_session_and_workspace_and_found_by_path() 
     );
     assert_eq!(stdout(&out).lines().count(), reads + 1, "{}", stdout(&out));
 }
+
+#[test]
+fn a_bundle_claiming_sizes_past_what_a_seq_counts_is_refused_not_panicked_on() {
+    // Found while writing the `audit_bundle` fuzz target: a bundle's header and prefix claim
+    // sizes, and arithmetic on them overflowed (a panic in debug builds).
+    use base64::Engine;
+    let key = SignerKey::generate("trove/fuzzed").expect("key");
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let header = |from: u64| json!({"header": {"format": "trove-audit-bundle/1", "origin": "trove/fuzzed", "from": from, "to": from}});
+    let record = json!({"record": {"seq": 5, "encoded": b64(&AuditRecord::ok(1, "t", "x").encode(5))}});
+    // From record 0: no record comes before it.
+    let bundle = format!("{}\n{}\n{record}\n", header(0), json!({"prefix": []}));
+    let e = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect_err("refused");
+    assert!(e.message().contains("the prefix covers 0 records"), "{e}");
+    // A prefix of 2^63 - 1 records, and a record after it.
+    let prefix: Vec<Value> = (0..63).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
+    let bundle = format!("{}\n{}\n{record}\n", header(1 << 63), json!({ "prefix": prefix }));
+    let report = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect("a report");
+    assert!(report.problems.iter().any(|p| p.contains("more records than a seq can count")), "{report:?}");
+    // And every level: past what a u64 counts.
+    let prefix: Vec<Value> = (0..64).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
+    let bundle = format!("{}\n{}\n{record}\n", header(u64::MAX), json!({ "prefix": prefix }));
+    assert!(trove::verify_bundle(bundle.as_bytes(), &key.verifier()).is_err());
+}
