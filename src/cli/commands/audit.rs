@@ -260,10 +260,14 @@ fn print_report(out: &mut Out, report: &VerifyReport, json: bool, require_checkp
             )?;
         }
     } else {
-        if let Some(seq) = report.first_bad_seq {
-            writeln!(out, "TAMPERED: the first divergent record is {seq}; records 1 to {} verify", report.verified_to)?;
+        let proven = if report.verified_to >= report.from {
+            format!("records {} to {} verify", report.from, report.verified_to)
         } else {
-            writeln!(out, "TAMPERED: records 1 to {} verify", report.verified_to)?;
+            "no record verifies".to_string()
+        };
+        match report.first_bad_seq {
+            Some(seq) => writeln!(out, "TAMPERED: the first divergent record is {seq}; {proven}")?,
+            None => writeln!(out, "TAMPERED: {proven}")?,
         }
         for p in &report.problems {
             writeln!(out, "  {p}")?;
