@@ -843,3 +843,29 @@ fn a_bundle_claiming_sizes_past_what_a_seq_counts_is_refused_not_panicked_on() {
     let bundle = format!("{}\n{}\n{record}\n", header(u64::MAX), json!({ "prefix": prefix }));
     assert!(trove::verify_bundle(bundle.as_bytes(), &key.verifier()).is_err());
 }
+
+#[test]
+fn a_record_dated_before_1970_is_shown_and_verified_not_panicked_on() {
+    // Found by the `audit_bundle` fuzz target in its first seconds: a record whose encoded time
+    // is before the epoch panicked the time formatter when its shown fields were checked.
+    use base64::Engine;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 6);
+    let key = repo.audit_verifier().expect("key");
+    drop(repo);
+    let (_, lines, _) = bundle_of(&path, dir.path());
+    let at = lines.iter().position(|l| l.starts_with("{\"record\"") && l.contains("\"seq\":5,")).expect("record 5");
+    let mut rec: Value = serde_json::from_str(&lines[at]).expect("json");
+    let bytes = b64.decode(rec["record"]["encoded"].as_str().expect("encoded")).expect("b64");
+    let (_, mut r) = AuditRecord::decode(&bytes).expect("decode");
+    r.time_ns = -5_726_593_693_729_427_849;
+    rec["record"]["encoded"] = json!(b64.encode(r.encode(5)));
+    let mut edited = lines.clone();
+    edited[at] = rec.to_string();
+    let text = edited.join("\n") + "\n";
+    let report = trove::verify_bundle(text.as_bytes(), &key).expect("a report");
+    assert!(report.problems.iter().any(|p| p.contains("record 5 was edited in the bundle")), "{report:?}");
+    // And the time is shown as the date it is.
+    assert_eq!(trove::FullRecord { seq: 5, record: r }.entry().time, "1788-07-12T23:31:46.270Z");
+}

@@ -7,13 +7,34 @@ pub fn now_ns() -> i64 {
 
 /// ISO 8601 UTC with milliseconds (`2025-06-15T10:30:00.000Z`), the API's time format.
 pub fn iso_time(ns: i64) -> String {
-    use std::time::{Duration, UNIX_EPOCH};
-    let t = if ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(ns as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
-    };
-    humantime::format_rfc3339_millis(t).to_string()
+    rfc3339(ns, false)
+}
+
+/// RFC 3339 UTC with nanoseconds (`2025-06-15T10:30:00.123456789Z`), which [`parse_rfc3339`]
+/// reads back exactly: the time a checkpoint signs.
+pub fn rfc3339_nanos(ns: i64) -> String {
+    rfc3339(ns, true)
+}
+
+/// Any `i64` of nanoseconds as a UTC date-time, never a panic: a time before 1970 (a damaged
+/// record, a hostile bundle) is written as the proleptic Gregorian date it is, where the
+/// `humantime` formatter this replaced panicked.
+fn rfc3339(ns: i64, nanos: bool) -> String {
+    let (secs, sub) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days, the inverse of the days_from_civil below.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (day_secs / 3600, day_secs % 3600 / 60, day_secs % 60);
+    let fraction = if nanos { format!("{sub:09}") } else { format!("{:03}", sub / 1_000_000) };
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{fraction}Z")
 }
 
 /// Parses an RFC 3339 date-time (`2026-11-24T10:00:00Z`, `2026-11-24t10:00:00.5+01:00`), as
@@ -86,6 +107,25 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_format_as_rfc3339_utc_and_read_back_before_1970_too() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (1_764_000_000_123_456_789, "2025-11-24T16:00:00.123Z"),
+            (951_782_400_000_000_000, "2000-02-29T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (-86_400_000_000_000, "1969-12-31T00:00:00.000Z"),
+            (i64::MIN, "1677-09-21T00:12:43.145Z"),
+            (i64::MAX, "2262-04-11T23:47:16.854Z"),
+        ];
+        for (ns, text) in cases {
+            assert_eq!(iso_time(ns), text, "{ns}");
+        }
+        for ns in [0, 1, -1, 1_764_000_000_123_456_789, -5_726_593_693_729_427_849, i64::MIN, i64::MAX] {
+            assert_eq!(parse_rfc3339(&rfc3339_nanos(ns)), Some(ns), "{ns}");
+        }
+    }
 
     #[test]
     fn rfc3339_times_parse_as_json_schema_has_them() {

@@ -241,7 +241,7 @@ impl Checkpoint {
     pub fn text(&self) -> String {
         let mut text = format!("{}\n{}\n{}\n", self.origin, self.size, b64().encode(self.root));
         if let Some(ns) = self.time_ns {
-            text.push_str(&format!("{TIME_LINE}{}\n", rfc3339_nanos(ns)));
+            text.push_str(&format!("{TIME_LINE}{}\n", crate::base::time::rfc3339_nanos(ns)));
         }
         text
     }
@@ -277,18 +277,6 @@ impl Checkpoint {
         }
         Ok(Checkpoint { origin: origin.to_string(), size, root, time_ns })
     }
-}
-
-/// `ns` as RFC 3339 UTC with nanoseconds, which [`crate::base::time::parse_rfc3339`] reads back
-/// exactly.
-fn rfc3339_nanos(ns: i64) -> String {
-    use std::time::{Duration, UNIX_EPOCH};
-    let t = if ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(ns as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
-    };
-    humantime::format_rfc3339_nanos(t).to_string()
 }
 
 #[cfg(test)]
