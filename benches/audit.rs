@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the audit log (issue 14): durable appends from many threads with
 //! group commit, filtered queries over 1,000,000 records (by session, by path prefix; the first
-//! 100 rows), verifying 1,000,000 records, and inclusion and consistency proofs. The repository
+//! 100 rows), verifying 1,000,000 records, inclusion and consistency proofs, and checkpoints
+//! (1,000 records after the last; the first of a key with no signer state). The repository
 //! lives in a temporary directory on the disk `TMPDIR` points at, so every fsync is real.
 //! `TROVE_BENCH_AUDIT_RECORDS` changes the size of the big log.
 
@@ -121,6 +122,45 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let report = repo.verify_audit(None).expect("verify");
             assert!(report.ok(), "{report:?}");
+        })
+    });
+    // A checkpoint 1,000 records after the last: the signer grows the frontier it remembers by
+    // them and checks the stored tree in a few lookups, whatever the log's size (issue 36).
+    g.throughput(Throughput::Elements(1000));
+    g.measurement_time(Duration::from_secs(10));
+    let mut next = n;
+    g.bench_function(format!("checkpoint 1,000 records after the last, of {n}"), |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let tx = conn.unchecked_transaction().expect("tx");
+                for i in next..next + 1000 {
+                    trove::testing::audit::append(&tx, &record(i)).expect("append");
+                }
+                tx.commit().expect("commit");
+                next += 1000;
+                let t = Instant::now();
+                repo.checkpoint().expect("checkpoint");
+                spent += t.elapsed();
+            }
+            spent
+        })
+    });
+    // The first checkpoint of a key with no state (made before the state was kept): the whole
+    // log checked once against the checkpoints it signed.
+    g.throughput(Throughput::Elements(n));
+    g.bench_function(format!("first checkpoint of a key with no state, {n} records"), |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                std::fs::remove_file(big.join("audit.key.signed")).expect("the state");
+                trove::testing::audit::append(conn, &record(next)).expect("append");
+                next += 1;
+                let t = Instant::now();
+                repo.checkpoint().expect("checkpoint");
+                spent += t.elapsed();
+            }
+            spent
         })
     });
     g.finish();

@@ -96,6 +96,9 @@ pub struct Repo {
     pub(crate) budget: std::sync::Arc<crate::base::budget::Budget>,
     /// The checkpoint signing key, read once (an in-memory repository's lives only here).
     pub(crate) audit_key: std::cell::OnceCell<crate::tlog::note::SignerKey>,
+    /// What the key signed last, for a repository in memory (which has no key file to keep it
+    /// beside; `fs/signed.rs`).
+    pub(crate) audit_signed: std::cell::RefCell<Option<crate::fs::signed::Signed>>,
     /// Change feeds of live trees a server keeps, shared by its handles (none in a one-shot
     /// command: starting one costs a whole read).
     pub(crate) live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
@@ -213,6 +216,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
@@ -278,6 +282,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         };
         if let Some(why) = repo.manifest.read_only() {
@@ -343,6 +348,7 @@ impl Repo {
             deadline: Default::default(),
             budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         })
     }
@@ -367,6 +373,7 @@ impl Repo {
             deadline: Default::default(),
             budget: self.budget.clone(),
             audit_key: Default::default(),
+            audit_signed: Default::default(),
             live_feeds: None,
         };
         repo.set_deadline(self.deadline());

@@ -178,9 +178,13 @@ fn a_forged_or_edited_checkpoint_is_caught() {
     let c = raw(&path);
     let root: Vec<u8> =
         c.query_row("SELECT root FROM audit_checkpoints WHERE size = 8", [], |r| r.get(0)).expect("root");
-    let text =
-        trove::tlog::note::Checkpoint { origin: origin.clone(), size: 8, root: root.clone().try_into().expect("hash") }
-            .text();
+    let text = trove::tlog::note::Checkpoint {
+        origin: origin.clone(),
+        size: 8,
+        root: root.clone().try_into().expect("hash"),
+        time_ns: None,
+    }
+    .text();
     c.execute("UPDATE audit_checkpoints SET note = ?1 WHERE size = 8", [forger.sign(&text).expect("sign")])
         .expect("forge");
     drop(c);
@@ -527,4 +531,341 @@ fn audit_log_follow_prints_new_records_as_they_come() {
     assert_eq!(ops, ["later_one", "later_two"]);
     child.kill().expect("kill");
     child.wait().expect("wait");
+}
+
+/// Record `seq` rewritten with `actor`, its encoding recomputed to match (what an attacker who
+/// can write the manifest, not the key, can do).
+fn rewrite_actor(path: &Path, seq: i64, actor: &str) {
+    let mut rec = Repo::open(path).expect("open").audit_record(seq).expect("read").expect("record").record;
+    rec.actor = actor.into();
+    let encoded = rec.encode(seq);
+    raw(path)
+        .execute("UPDATE audit SET actor = ?1, encoded = ?2 WHERE seq = ?3", rusqlite::params![actor, encoded, seq])
+        .expect("rewrite");
+}
+
+fn verify_cli(path: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["audit", "verify"];
+    args.extend_from_slice(extra);
+    let out = trove(path, &args);
+    (out.status.code(), format!("{}{}", stdout(&out), common::stderr(&out)))
+}
+
+#[test]
+fn a_rewrite_under_a_checkpoint_is_never_signed_by_the_key_kept_apart() {
+    // Issue 36, item 7: the key outside the repository, a writer of the manifest rewrites a
+    // record a checkpoint covers, deletes the checkpoints and the cached tree; the next routine
+    // checkpoint used to sign the forgery, and `verify` then passed.
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, key) = (dir.path().join("repo"), dir.path().join("keys/audit.key"));
+    let out = trove(&path, &["init", "--audit-key", key.to_str().expect("utf8"), "--checkpoint-every", "4"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let repo = Repo::open(&path).expect("open");
+    for i in 0..10 {
+        repo.audit(AuditRecord::ok(trove::now_ns(), "alice", &format!("op{i}"))).expect("append");
+    }
+    drop(repo);
+    assert!(trove(&path, &["audit", "checkpoint"]).status.success());
+    rewrite_actor(&path, 3, "mallory");
+    raw(&path).execute_batch("DELETE FROM audit_checkpoints; DELETE FROM audit_tree;").expect("delete");
+    // The routine checkpoint refuses, naming the records and the repository.
+    let out = trove(&path, &["audit", "checkpoint"]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{}{err}", stdout(&out));
+    assert!(err.contains("records 1 to 11 no longer hash to the root this key signed"), "{err}");
+    assert!(err.contains(path.to_str().expect("utf8")) && err.contains("trove audit verify"), "{err}");
+    // Nor does the checkpoint due after more records (the server's and the tools' path).
+    let repo = Repo::open(&path).expect("open");
+    for i in 0..6 {
+        repo.audit(AuditRecord::ok(trove::now_ns(), "bob", &format!("later{i}"))).expect("append");
+    }
+    assert!(repo.checkpoints().expect("list").is_empty(), "no checkpoint over the rewritten log");
+    assert_eq!(repo.checkpoint().expect_err("refused").kind(), trove::ErrorKind::Corrupt);
+    drop(repo);
+    // And verify does not pass: the checkpoint the key remembers was deleted.
+    let (code, text) = verify_cli(&path, &[]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("the checkpoint of 11 records this key signed at"), "{text}");
+    assert!(key.with_extension("key.signed").exists(), "the signer remembers what it signed, beside its key");
+
+    // Rewritten with the tree left as it was: the signer signs the log it signed before, never
+    // the rewrite, which verification then names.
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, key) = (dir.path().join("repo"), dir.path().join("keys/audit.key"));
+    assert!(trove(&path, &["init", "--audit-key", key.to_str().expect("utf8")]).status.success());
+    let repo = Repo::open(&path).expect("open");
+    for i in 0..6 {
+        repo.audit(AuditRecord::ok(trove::now_ns(), "alice", &format!("op{i}"))).expect("append");
+    }
+    repo.checkpoint().expect("checkpoint");
+    drop(repo);
+    rewrite_actor(&path, 2, "mallory");
+    Repo::open(&path).expect("open").audit(AuditRecord::ok(trove::now_ns(), "t", "more")).expect("append");
+    assert!(trove(&path, &["audit", "checkpoint"]).status.success());
+    let report = verify(&path);
+    assert_eq!(report.first_bad_seq, Some(2), "{report:?}");
+}
+
+#[test]
+fn records_no_checkpoint_covers_are_named_and_never_counted_as_verified() {
+    // Issue 36, item 7: deleting every checkpoint verified, exit 0, with nothing signed.
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    drop(repo);
+    // Records after the last checkpoint (8 of 11): named, exit 0, and 3 when they must be.
+    let (code, text) = verify_cli(&path, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("verified: records 1 to 8 are signed by checkpoint 8, signed "), "{text}");
+    assert!(text.contains("unsigned: 9-11 (3 records after the last checkpoint)"), "{text}");
+    let (code, text) = verify_cli(&path, &["--require-checkpoint"]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("records 9-11 are not covered by a signed checkpoint"), "{text}");
+    let report: Value =
+        serde_json::from_str(&stdout(&trove(&path, &["--json", "audit", "verify"]))).expect("json report");
+    assert_eq!(report["unsigned"], json!({"first": 9, "last": 11}));
+    assert_eq!(report["lastCheckpoint"]["size"], json!(8));
+    // Every checkpoint deleted: the signer's state beside the key says so.
+    raw(&path).execute("DELETE FROM audit_checkpoints", []).expect("delete");
+    let (code, text) = verify_cli(&path, &[]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("the checkpoint of 8 records this key signed at"), "{text}");
+    // Without that state (verifying where only the public key is): nothing is covered, and
+    // plain verify says so; --require-checkpoint exits 3.
+    std::fs::remove_file(path.join("audit.key.signed")).expect("no state");
+    let (code, text) = verify_cli(&path, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("verified: none: no signed checkpoint covers any of the 11 records"), "{text}");
+    assert!(text.contains("unsigned: 1-11 (11 records with no checkpoint)"), "{text}");
+    assert!(!text.contains("verified: 11"), "{text}");
+    let (code, text) = verify_cli(&path, &["--require-checkpoint"]);
+    assert_eq!(code, Some(3), "{text}");
+    // A checkpoint written now covers them all, and the state is kept from then on.
+    assert!(trove(&path, &["audit", "checkpoint"]).status.success());
+    assert_eq!(verify_cli(&path, &["--require-checkpoint"]).0, Some(0));
+    assert!(path.join("audit.key.signed").exists());
+}
+
+/// The lines of a bundle exported from `path` from record 1, and the public key.
+fn bundle_of(path: &Path, dir: &Path) -> (PathBuf, Vec<String>, String) {
+    let pubkey = Repo::open(path).expect("open").audit_verifier().expect("key").to_string();
+    let bundle = dir.join("audit.bundle");
+    let out = trove(path, &["audit", "export", "-o", bundle.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let lines = std::fs::read_to_string(&bundle).expect("read").lines().map(str::to_string).collect();
+    (bundle, lines, pubkey)
+}
+
+fn verify_bundle_cli(bundle: &Path, pubkey: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", pubkey];
+    args.extend_from_slice(extra);
+    let out = trove(&bundle.with_extension("nowhere"), &args);
+    (out.status.code(), format!("{}{}", stdout(&out), common::stderr(&out)))
+}
+
+#[test]
+fn a_bundles_shown_fields_are_checked_against_the_signed_encoding() {
+    // Issue 36, item 8: `shown` (what people read) could be changed and the bundle verified.
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    drop(repo);
+    let (bundle, lines, pubkey) = bundle_of(&path, dir.path());
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &[]).0, Some(0));
+    let at = lines.iter().position(|l| l.starts_with("{\"record\"") && l.contains("\"seq\":5,")).expect("record 5");
+    for (field, value) in [("actor", json!("mallory")), ("operation", json!("read")), ("path", json!("src/other.rs"))] {
+        let mut rec: Value = serde_json::from_str(&lines[at]).expect("json");
+        rec["record"]["shown"][field] = value;
+        let mut edited = lines.clone();
+        edited[at] = rec.to_string();
+        std::fs::write(&bundle, edited.join("\n") + "\n").expect("write");
+        let (code, text) = verify_bundle_cli(&bundle, &pubkey, &[]);
+        assert_eq!(code, Some(3), "{field}: {text}");
+        assert!(
+            text.contains(&format!(
+                "record 5 was edited in the bundle: the fields shown differ from its encoding: {field}"
+            )),
+            "{text}"
+        );
+    }
+    // A bundle without shown fields (or an older one with fewer) still verifies.
+    let mut rec: Value = serde_json::from_str(&lines[at]).expect("json");
+    rec["record"].as_object_mut().expect("object").remove("shown");
+    let mut edited = lines.clone();
+    edited[at] = rec.to_string();
+    std::fs::write(&bundle, edited.join("\n") + "\n").expect("write");
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &[]).0, Some(0));
+}
+
+#[test]
+fn a_bundle_cut_back_to_an_old_checkpoint_shows_that_checkpoints_time() {
+    // Issue 36, item 7: checkpoints carry their time, so a bundle cut back is told apart.
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 10);
+    let times: Vec<(u64, String)> =
+        repo.checkpoints().expect("list").iter().map(|c| (c.size, c.record().time)).collect();
+    assert_eq!(times.iter().map(|t| t.0).collect::<Vec<_>>(), [4, 8]);
+    let c8 = repo.checkpoints().expect("list").into_iter().find(|c| c.size == 8).expect("checkpoint 8");
+    let signed =
+        trove::tlog::note::Checkpoint::parse(repo.audit_verifier().expect("key").open(&c8.note).expect("open"))
+            .expect("checkpoint");
+    assert_eq!(signed.time_ns, Some(c8.time_ns), "the time is inside the signed text");
+    drop(repo);
+    let (bundle, lines, pubkey) = bundle_of(&path, dir.path());
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &[]).0, Some(0));
+    // Cut back to checkpoint 8: the header's end, the later checkpoint, its proof, later records.
+    let cut: Vec<String> = lines
+        .iter()
+        .filter_map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("json");
+            if let Some(h) = v.get_mut("header") {
+                h["to"] = json!(8);
+            }
+            let keep = v.get("checkpoint").is_none_or(|c| c["size"].as_u64() <= Some(8))
+                && v.get("consistency").is_none_or(|c| c["to"].as_u64() <= Some(8))
+                && v.get("record").is_none_or(|r| r["seq"].as_u64() <= Some(8));
+            keep.then(|| v.to_string())
+        })
+        .collect();
+    std::fs::write(&bundle, cut.join("\n") + "\n").expect("write");
+    let (code, text) = verify_bundle_cli(&bundle, &pubkey, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    let t8 = &times[1].1;
+    assert!(text.contains(&format!("records 1 to 8 are signed by checkpoint 8, signed {t8}")), "{t8}: {text}");
+    assert_eq!(verify_bundle_cli(&bundle, &pubkey, &["--require-checkpoint"]).0, Some(0), "covered to its end");
+    let out = trove(
+        &bundle.with_extension("nowhere"),
+        &["--json", "audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &pubkey],
+    );
+    let report: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(report["lastCheckpoint"], json!({"size": 8, "time": t8}));
+}
+
+#[test]
+fn reads_are_recorded_with_their_path_session_and_workspace_and_found_by_path() {
+    // Issue 36, item 9: `--audit-reads` recorded reads without their path.
+    use common::http;
+    let s = http::start(Some(http::TOKEN), &["--audit-reads"]);
+    let created = s.call("POST", "/v1/sessions", r#"{"workspace": "w", "persistent": true}"#);
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().expect("id").to_string();
+    let session_token = created.json()["session_token"].as_str().expect("token").to_string();
+    let put =
+        s.call("POST", &format!("/v1/sessions/{id}/tools/create_file"), r#"{"path": "notes.md", "content": "hi\n"}"#);
+    assert!(put.json()["ok"] == json!(true), "{}", put.text());
+    let bearer = format!("Bearer {session_token}");
+    let reads: Vec<(&str, http::Resp)> = vec![
+        ("files", s.get(&format!("/v1/sessions/{id}/files/notes.md"))),
+        ("file/read", s.call("POST", &format!("/v1/sessions/{id}/file/read"), r#"{"file": "notes.md"}"#)),
+        ("absolute", s.call("POST", &format!("/v1/sessions/{id}/file/read"), r#"{"file": "/workspace/notes.md"}"#)),
+        ("read_file", s.call("POST", &format!("/v1/sessions/{id}/tools/read_file"), r#"{"path": "notes.md"}"#)),
+        (
+            "files tool",
+            s.call(
+                "POST",
+                &format!("/v1/sessions/{id}/tools/files"),
+                r#"{"params": {"command": "read", "file_path": "notes.md"}}"#,
+            ),
+        ),
+        ("download", s.get(&format!("/v1/sessions/{id}/file/download?path=notes.md"))),
+        (
+            "bare",
+            http::request(s.addr, "POST", "/v1/file/read", &[("Authorization", &bearer)], br#"{"file": "notes.md"}"#),
+        ),
+    ];
+    for (what, r) in &reads {
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+    }
+    // And over MCP: only the call of a reading tool is a read.
+    let auth = format!("Bearer {}", http::TOKEN);
+    let mcp = |body: Value, sid: Option<&str>| {
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(sid) = sid {
+            headers.extend([("Mcp-Session-Id", sid), ("MCP-Protocol-Version", "2025-06-18")]);
+        }
+        http::request(s.addr, "POST", &format!("/v1/sessions/{id}/mcp"), &headers, body.to_string().as_bytes())
+    };
+    let init = mcp(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        None,
+    );
+    let sid = init.header("mcp-session-id").expect("an MCP session").to_string();
+    mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some(&sid));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
+    let r = mcp(call, Some(&sid));
+    assert!(r.status == 200 && r.text().contains("hi"), "{}", r.text());
+    let reads = reads.len() + 1;
+    let snap = s.call("POST", &format!("/v1/sessions/{id}/snapshots"), "");
+    assert!(snap.status < 300, "{}", snap.text());
+    let snap_id = snap.json()["id"].as_str().expect("snapshot id").to_string();
+    assert_eq!(s.get(&format!("/v1/snapshots/{snap_id}/files/notes.md")).status, 200);
+    // Who read notes.md: every read, each with its session and workspace.
+    let found = s.get("/v1/audit?path=notes.md&operation=read&after=0&limit=100").json();
+    let found = found["records"].as_array().expect("records").clone();
+    assert_eq!(found.len(), reads + 1, "{found:#?}");
+    for r in &found[..reads] {
+        assert_eq!((r["session"].as_str(), r["workspace"].as_str()), (Some(id.as_str()), Some("w")), "{r}");
+    }
+    assert_eq!(found[reads]["workspace"], json!("w"));
+    // A write is not a read, and the command line finds the same records.
+    assert!(found.iter().all(|r| r["details"]["tool"] != json!("create_file")));
+    let out = trove(
+        &s.repo,
+        &["audit", "log", "--path", "notes.md", "--operation", "read", "--format", "jsonl", "--after", "0"],
+    );
+    assert_eq!(stdout(&out).lines().count(), reads + 1, "{}", stdout(&out));
+}
+
+#[test]
+fn a_bundle_claiming_sizes_past_what_a_seq_counts_is_refused_not_panicked_on() {
+    // Found while writing the `audit_bundle` fuzz target: a bundle's header and prefix claim
+    // sizes, and arithmetic on them overflowed (a panic in debug builds).
+    use base64::Engine;
+    let key = SignerKey::generate("trove/fuzzed").expect("key");
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let header = |from: u64| json!({"header": {"format": "trove-audit-bundle/1", "origin": "trove/fuzzed", "from": from, "to": from}});
+    let record = json!({"record": {"seq": 5, "encoded": b64(&AuditRecord::ok(1, "t", "x").encode(5))}});
+    // From record 0: no record comes before it.
+    let bundle = format!("{}\n{}\n{record}\n", header(0), json!({"prefix": []}));
+    let e = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect_err("refused");
+    assert!(e.message().contains("the prefix covers 0 records"), "{e}");
+    // A prefix of 2^63 - 1 records, and a record after it.
+    let prefix: Vec<Value> = (0..63).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
+    let bundle = format!("{}\n{}\n{record}\n", header(1 << 63), json!({ "prefix": prefix }));
+    let report = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect("a report");
+    assert!(report.problems.iter().any(|p| p.contains("more records than a seq can count")), "{report:?}");
+    // And every level: past what a u64 counts.
+    let prefix: Vec<Value> = (0..64).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
+    let bundle = format!("{}\n{}\n{record}\n", header(u64::MAX), json!({ "prefix": prefix }));
+    assert!(trove::verify_bundle(bundle.as_bytes(), &key.verifier()).is_err());
+}
+
+#[test]
+fn a_record_dated_before_1970_is_shown_and_verified_not_panicked_on() {
+    // Found by the `audit_bundle` fuzz target in its first seconds: a record whose encoded time
+    // is before the epoch panicked the time formatter when its shown fields were checked.
+    use base64::Engine;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, repo) = log_of(dir.path(), 6);
+    let key = repo.audit_verifier().expect("key");
+    drop(repo);
+    let (_, lines, _) = bundle_of(&path, dir.path());
+    let at = lines.iter().position(|l| l.starts_with("{\"record\"") && l.contains("\"seq\":5,")).expect("record 5");
+    let mut rec: Value = serde_json::from_str(&lines[at]).expect("json");
+    let bytes = b64.decode(rec["record"]["encoded"].as_str().expect("encoded")).expect("b64");
+    let (_, mut r) = AuditRecord::decode(&bytes).expect("decode");
+    r.time_ns = -5_726_593_693_729_427_849;
+    rec["record"]["encoded"] = json!(b64.encode(r.encode(5)));
+    let mut edited = lines.clone();
+    edited[at] = rec.to_string();
+    let text = edited.join("\n") + "\n";
+    let report = trove::verify_bundle(text.as_bytes(), &key).expect("a report");
+    assert!(report.problems.iter().any(|p| p.contains("record 5 was edited in the bundle")), "{report:?}");
+    // And the time is shown as the date it is.
+    assert_eq!(trove::FullRecord { seq: 5, record: r }.entry().time, "1788-07-12T23:31:46.270Z");
 }

@@ -10,6 +10,12 @@ pub fn iso_time(ns: i64) -> String {
     rfc3339(ns, 3)
 }
 
+/// RFC 3339 UTC with nanoseconds (`2025-06-15T10:30:00.123456789Z`), which [`parse_rfc3339`]
+/// reads back exactly: the time a checkpoint signs.
+pub fn rfc3339_nanos(ns: i64) -> String {
+    rfc3339(ns, 9)
+}
+
 /// RFC 3339 UTC of `ns` with `digits` fraction digits (0, 3 or 9; others are taken as 9),
 /// truncated as `humantime` does. Every `i64` is a time (1677-09-21 to 2262-04-11): times
 /// before 1970 are negative, and a file's mtime or a date a user gives can be (`humantime`'s
@@ -107,6 +113,25 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_format_as_rfc3339_utc_and_read_back_before_1970_too() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (1_764_000_000_123_456_789, "2025-11-24T16:00:00.123Z"),
+            (951_782_400_000_000_000, "2000-02-29T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (-86_400_000_000_000, "1969-12-31T00:00:00.000Z"),
+            (i64::MIN, "1677-09-21T00:12:43.145Z"),
+            (i64::MAX, "2262-04-11T23:47:16.854Z"),
+        ];
+        for (ns, text) in cases {
+            assert_eq!(iso_time(ns), text, "{ns}");
+        }
+        for ns in [0, 1, -1, 1_764_000_000_123_456_789, -5_726_593_693_729_427_849, i64::MIN, i64::MAX] {
+            assert_eq!(parse_rfc3339(&rfc3339_nanos(ns)), Some(ns), "{ns}");
+        }
+    }
 
     #[test]
     fn rfc3339_times_parse_as_json_schema_has_them() {

@@ -1,7 +1,7 @@
 //! The file-system layer: walking a tree, resolving paths beneath a root, the live tree, the
 //! work directory the tools change, watching a tree for changes (within a quota of inotify
-//! watches), the workspace lock, sample
-//! workspaces, and the audit log's key file. It imports `base`, `tlog` and `model`, never the repository.
+//! watches), the workspace lock, sample workspaces, the audit log's key file and what that key
+//! signed last. It imports `base`, `tlog` and `model`, never the repository.
 
 pub mod inotify;
 pub mod keyfile;
@@ -10,6 +10,7 @@ pub mod lock;
 pub mod quota;
 pub mod resolve;
 pub mod sample;
+pub mod signed;
 pub mod walk;
 pub mod watch;
 pub mod workdir;

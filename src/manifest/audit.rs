@@ -329,19 +329,20 @@ pub fn each_from(conn: &Connection, from: i64, mut f: impl FnMut(FullRecord, Vec
     Ok(())
 }
 
-/// Every record in seq order with its stored encoding and its stored leaf hash (if the tree
-/// has one for it): what verification re-encodes and compares.
+/// Every record from `from` on, in seq order, with its stored encoding and its stored leaf hash
+/// (if the tree has one for it): what verification and the signer re-encode and compare.
 pub fn each_checked(
     conn: &Connection,
+    from: i64,
     mut f: impl FnMut(FullRecord, Vec<u8>, Option<Vec<u8>>) -> Result<()>,
 ) -> Result<()> {
     let sql = "SELECT a.seq, a.time_ns, a.actor, a.operation, a.workspace, a.session, a.path, a.dest_path,
                       a.before_sha256, a.after_sha256, a.before_object, a.after_object, a.outcome, a.details,
                       a.encoded, t.hash
                FROM audit a LEFT JOIN audit_tree t ON t.level = 0 AND t.idx = a.seq - 1
-               ORDER BY a.seq";
-    let mut st = conn.prepare(sql).map_err(db("reading the audit log"))?;
-    let mut rows = st.query([]).map_err(db("reading the audit log"))?;
+               WHERE a.seq >= ?1 ORDER BY a.seq";
+    let mut st = conn.prepare_cached(sql).map_err(db("reading the audit log"))?;
+    let mut rows = st.query([from]).map_err(db("reading the audit log"))?;
     while let Some(r) = rows.next().map_err(db("reading the audit log"))? {
         let raw = full_row(r).map_err(db("reading the audit log"))?;
         let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
@@ -386,6 +387,16 @@ pub fn checkpoints(conn: &Connection) -> Result<Vec<Checkpointed>> {
         .prepare_cached("SELECT size, time_ns, root, note FROM audit_checkpoints ORDER BY size")
         .map_err(db("reading checkpoints"))?;
     let rows = st.query_map([], checkpoint_row).map_err(db("reading checkpoints"))?;
+    rows.map(|r| r.map_err(db("reading checkpoints")).and_then(to_checkpoint)).collect()
+}
+
+/// The checkpoints of more than `size` records, smallest first.
+pub fn checkpoints_after(conn: &Connection, size: u64) -> Result<Vec<Checkpointed>> {
+    let mut st = conn
+        .prepare_cached("SELECT size, time_ns, root, note FROM audit_checkpoints WHERE size > ?1 ORDER BY size")
+        .map_err(db("reading checkpoints"))?;
+    let rows =
+        st.query_map([i64::try_from(size).unwrap_or(i64::MAX)], checkpoint_row).map_err(db("reading checkpoints"))?;
     rows.map(|r| r.map_err(db("reading checkpoints")).and_then(to_checkpoint)).collect()
 }
 

@@ -338,28 +338,77 @@ impl Checkpointed {
     }
 }
 
-/// What `trove audit verify` found: the range verified, or the first thing wrong.
+/// What `trove audit verify` found: the range a signature proves, the records none covers, or
+/// the first thing wrong.
 #[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
-    /// Records read.
+    /// The first record read: 1, or a bundle's first.
+    pub from: u64,
+    /// Records read (verified or not: see `verifiedTo` and `unsigned`).
     pub records: u64,
     /// Checkpoints whose signature and root were checked.
     pub checkpoints: u64,
-    /// Records 1 to this are proven by a signed checkpoint.
+    /// Records up to this one are proven by a signed checkpoint (0: none is).
     pub verified_to: u64,
-    /// Records after the last checkpoint: intact as stored, but no signature covers them yet.
+    /// How many records no signed checkpoint covers (those of `unsigned`).
     pub unsigned_tail: u64,
+    /// The records no signed checkpoint covers, never counted as verified: every record when
+    /// there is no checkpoint, else those after the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsigned: Option<SeqRange>,
+    /// The last signed checkpoint the records were found to match: its size and the time it
+    /// was signed (a bundle cut back to an old checkpoint shows its age here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_checkpoint: Option<CheckpointSeen>,
     /// The first record (by seq) found rewritten, missing, out of place or out of time order.
     pub first_bad_seq: Option<i64>,
     /// Every problem, in the order found.
     pub problems: Vec<String>,
 }
 
+/// Records `first` to `last`, both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeqRange {
+    /// The first record of the range.
+    pub first: u64,
+    /// The last record of the range.
+    pub last: u64,
+}
+
+impl std::fmt::Display for SeqRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
+/// A signed checkpoint as verification met it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointSeen {
+    /// Records it signs.
+    pub size: u64,
+    /// When it was signed, RFC 3339 UTC, from its signed text (absent in checkpoints written
+    /// before checkpoints carried their time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
 impl VerifyReport {
-    /// Whether nothing was found wrong.
+    /// Whether nothing was found wrong. Records no checkpoint covers are not wrong: see
+    /// [`VerifyReport::covered`].
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Whether every record read is covered by a signed checkpoint.
+    pub fn covered(&self) -> bool {
+        self.unsigned.is_none()
     }
 }
 

@@ -299,10 +299,160 @@ pub(super) async fn consistency(
 
 /// The reading tools, audited as reads with `--audit-reads`.
 const READING_TOOLS: &[&str] = &["read_file", "list_directory", "search_files", "glob"];
+/// The sandbox file API's reading operations (`POST .../file/{op}`).
+const READING_OPS: &[&str] = &["read", "search", "find", "grep", "glob", "list"];
 
-/// Middleware: with `--audit-reads`, every successful read (a `GET`, or a reading tool) is
-/// recorded (`read`: who, the route, the session, the file path, the status) before it is
-/// answered.
+/// The path a read names, as its request gave it.
+#[derive(Debug, Default)]
+enum Asked {
+    #[default]
+    Nothing,
+    /// Decoded from the URL (`.../files/{*path}`): workspace-relative bytes.
+    Url(Vec<u8>),
+    /// As given in a query or body: workspace-relative, or absolute under the sandbox root; or
+    /// its exact bytes in base64.
+    Given { text: String, base64: Option<String> },
+}
+
+/// What a request is, for `--audit-reads`: whether it reads, and where it names its path.
+struct ReadRoute {
+    /// The tool, for `.../tools/{tool}`.
+    tool: Option<String>,
+    /// Whether the path is in the JSON body (held for it).
+    in_body: bool,
+    /// An MCP message: a read only when it calls a reading tool.
+    mcp: bool,
+}
+
+/// Whether `method` on `route` (`target` as sent) may be a read, and where its path is.
+fn read_route(method: &axum::http::Method, route: &str, target: &str) -> Option<ReadRoute> {
+    let (post, get) = (*method == axum::http::Method::POST, *method == axum::http::Method::GET);
+    if route.ends_with("/tools/{tool}") {
+        let tool = target.rsplit('/').next().unwrap_or("").to_string();
+        return is_reading_tool(&tool).then_some(ReadRoute { tool: Some(tool), in_body: true, mcp: false });
+    }
+    if route.ends_with("/mcp") {
+        // A GET is the server's event channel, not a read of anything.
+        return post.then_some(ReadRoute { tool: None, in_body: true, mcp: true });
+    }
+    if post {
+        let op = route.strip_prefix("/v1/file/").or_else(|| route.split_once("/file/").map(|(_, op)| op));
+        return op.filter(|op| READING_OPS.contains(op)).map(|_| ReadRoute { tool: None, in_body: true, mcp: false });
+    }
+    get.then_some(ReadRoute { tool: None, in_body: false, mcp: false })
+}
+
+fn is_reading_tool(tool: &str) -> bool {
+    READING_TOOLS.contains(&tool) || tool == crate::tools::files::NAME
+}
+
+/// The path a tool call's parameters name: `path`, or the `files` tool's `params.file_path`
+/// when its command reads (`None`: the call reads nothing, a `files` write for one).
+fn tool_path(tool: &str, params: &serde_json::Value) -> Option<Asked> {
+    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|p| p.as_str()).map(str::to_string);
+    if tool == crate::tools::files::NAME {
+        let params = params.get("params").cloned().unwrap_or_default();
+        return match text(&params, "command").as_deref() {
+            Some("read") => {
+                Some(text(&params, "file_path").map_or(Asked::Nothing, |p| Asked::Given { text: p, base64: None }))
+            }
+            Some("ls") => Some(Asked::Nothing),
+            _ => None,
+        };
+    }
+    Some(text(params, "path").map_or(Asked::Nothing, |p| Asked::Given { text: p, base64: None }))
+}
+
+/// The reads an MCP message asks for: each `tools/call` of a reading tool (a batch may hold
+/// several), as (tool, path).
+fn mcp_reads(body: &[u8]) -> Vec<(String, Asked)> {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let messages = match v {
+        serde_json::Value::Array(all) => all,
+        one => vec![one],
+    };
+    messages
+        .iter()
+        .filter(|m| m.get("method").and_then(|m| m.as_str()) == Some("tools/call"))
+        .filter_map(|m| {
+            let name = m.pointer("/params/name").and_then(|n| n.as_str()).filter(|n| is_reading_tool(n))?;
+            let args = m.pointer("/params/arguments").cloned().unwrap_or_default();
+            Some((name.to_string(), tool_path(name, &args)?))
+        })
+        .collect()
+}
+
+/// The path a read names: in its URL (`/files/{*path}`), its query (a download's `path` or
+/// `path_base64`, an export's `path`, a snapshot listing's or trash export's `prefix`) or its
+/// JSON body (`path`, `file`, `file_base64`; a tool's parameters). `None`: not a read after all
+/// (a `files` call that writes).
+fn asked(
+    route: &str,
+    target: &str,
+    query: &[(String, String)],
+    body: Option<&[u8]>,
+    tool: Option<&str>,
+) -> Option<Asked> {
+    if route.ends_with("/files/{*path}") {
+        return Some(match target.split_once("/files/").map(|(_, f)| crate::base::path::from_url(f)) {
+            Some(Ok(p)) => Asked::Url(p),
+            _ => Asked::Nothing,
+        });
+    }
+    if let Some(body) = body {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        if let Some(tool) = tool {
+            return tool_path(tool, &v);
+        }
+        let text = |k: &str| v.get(k).and_then(|p| p.as_str()).map(str::to_string);
+        return Some(match text("file").or_else(|| text("path")) {
+            Some(p) => Asked::Given { text: p, base64: text("file_base64").or_else(|| text("path_base64")) },
+            None => Asked::Nothing,
+        });
+    }
+    // Only where the query names what is read: elsewhere (`GET /v1/audit?path=`) it is a filter.
+    let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let named = match route {
+        r if r.ends_with("/file/download") || r == "/v1/snapshots/{snap}/export" => get("path"),
+        "/v1/snapshots/{snap}/files" | "/v1/trash/export" => get("prefix"),
+        _ => None,
+    };
+    Some(match named {
+        Some(p) => Asked::Given { text: p, base64: get("path_base64") },
+        None => Asked::Nothing,
+    })
+}
+
+/// The body of `req` read whole (up to `limit` bytes) and the request with the same bytes to
+/// hand on. A body over the limit, or one that fails, is handed on as it came (what was read,
+/// then the rest), for the handler to refuse as it does; nothing is held of it then.
+async fn hold_body(req: Request, limit: usize) -> (Request, Option<Bytes>) {
+    use futures_util::StreamExt;
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut held: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let passed = match chunk {
+            Ok(c) => {
+                held.extend_from_slice(&c);
+                if held.len() <= limit {
+                    continue;
+                }
+                futures_util::stream::iter([Ok(Bytes::from(held))]).chain(stream).boxed()
+            }
+            Err(e) => futures_util::stream::iter([Ok(Bytes::from(held)), Err(e)]).boxed(),
+        };
+        return (Request::from_parts(parts, Body::from_stream(passed)), None);
+    }
+    let bytes = Bytes::from(held);
+    (Request::from_parts(parts, Body::from(bytes.clone())), Some(bytes))
+}
+
+/// Middleware: with `--audit-reads`, every successful read (a `GET`, a reading tool over its
+/// route or MCP, a reading operation of the file API) is recorded (`read`: who, the session and
+/// its workspace, or the snapshot's, the path read, the route, the status) once it is answered,
+/// so "who read X" is `trove audit log --path X --operation read`. A path given absolute under
+/// the sandbox root is recorded workspace-relative, as every other record's.
 pub(super) async fn record_reads(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if !st.opts.audit_reads {
         return next.run(req).await;
@@ -310,29 +460,64 @@ pub(super) async fn record_reads(State(st): State<Arc<AppState>>, req: Request, 
     let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_default();
     let method = req.method().clone();
     let target = req.uri().path().to_string();
-    let tool = route.ends_with("/tools/{tool}").then(|| target.rsplit('/').next().unwrap_or("").to_string());
-    let is_read = method == axum::http::Method::GET || tool.as_deref().is_some_and(|t| READING_TOOLS.contains(&t));
+    let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri()).map(|q| q.0).unwrap_or_default();
+    let Some(read) = read_route(&method, &route, &target) else { return next.run(req).await };
+    let (req, body) = if read.in_body { hold_body(req, st.opts.body_limit).await } else { (req, None) };
+    let reads: Vec<(Option<String>, Asked)> = if read.mcp {
+        body.as_deref().map(mcp_reads).unwrap_or_default().into_iter().map(|(t, a)| (Some(t), a)).collect()
+    } else {
+        asked(&route, &target, &query, body.as_deref(), read.tool.as_deref())
+            .map(|a| (read.tool, a))
+            .into_iter()
+            .collect()
+    };
+    if reads.is_empty() {
+        return next.run(req).await;
+    }
+    let token_session = req.extensions().get::<super::fileapi::TokenSession>().map(|t| t.0.clone());
     let resp = next.run(req).await;
-    if !is_read || !(resp.status().is_success() || resp.status() == axum::http::StatusCode::NOT_MODIFIED) {
+    if !(resp.status().is_success() || resp.status() == axum::http::StatusCode::NOT_MODIFIED) {
         return resp;
     }
     let actor = super::request::actor();
     let status = resp.status().as_u16();
-    let record = move || {
-        let mut rec = AuditRecord::ok(now_ns(), &actor, "read");
-        let mut parts = target.split('/');
-        if let Some(id) = parts.by_ref().skip_while(|p| *p != "sessions").nth(1) {
-            rec.session = SessionId::parse(id).ok();
-        }
-        if let Some((_, file)) = target.split_once("/files/") {
-            rec.path = crate::base::path::from_url(file).ok();
-        }
-        rec.details = serde_json::json!({"method": method.as_str(), "route": route, "target": target, "tool": tool, "status": status});
-        rec
-    };
     let _ = st
-        .blocking(move |st, _| {
-            st.audit_read(record);
+        .blocking(move |st, repo| {
+            let mut parts = target.split('/');
+            let in_url = parts.by_ref().skip_while(|p| *p != "sessions").nth(1);
+            let session_id = in_url.and_then(|id| SessionId::parse(id).ok()).or(token_session);
+            let session = session_id.as_ref().and_then(|id| repo.session(id).ok());
+            let (mut workspace, mut snapshot) = (session.as_ref().map(|s| s.workspace.clone()), None);
+            if let Some(snap) = route.strip_prefix("/v1/snapshots/{snap}").and_then(|_| target.split('/').nth(3)) {
+                if let Ok(info) = repo.resolve_snapshot(snap, None) {
+                    workspace = Some(info.workspace.clone());
+                    snapshot = Some(info.id.to_string());
+                }
+            }
+            for (tool, asked) in reads {
+                st.audit_read(|| {
+                    let mut rec = AuditRecord::ok(now_ns(), &actor, "read");
+                    rec.session = session_id.clone();
+                    rec.workspace = workspace.clone();
+                    rec.path = match asked {
+                        Asked::Nothing => None,
+                        Asked::Url(p) => Some(p),
+                        Asked::Given { text, base64 } => match &session {
+                            Some(s) => crate::tools::fileapi::Sandbox::new(repo, s, "", &st.opts.sandbox_root)
+                                .rel_exact(&text, base64.as_deref())
+                                .ok()
+                                .map(|(rel, _)| rel),
+                            None => crate::base::path::from_text(&text).ok(),
+                        },
+                    }
+                    .filter(|p| !p.is_empty());
+                    rec.details = serde_json::json!({
+                        "method": method.as_str(), "route": route, "target": target, "tool": tool,
+                        "snapshot": snapshot, "status": status,
+                    });
+                    rec
+                });
+            }
             Ok::<_, Error>(())
         })
         .await;

@@ -217,7 +217,9 @@ fn parse_signature_line(line: &str) -> Result<(&str, Vec<u8>)> {
     Ok((name, b64().decode(blob).map_err(|_| bad())?))
 }
 
-/// A checkpoint: the log's origin, its size and its root (C2SP `tlog-checkpoint`).
+/// A checkpoint: the log's origin, its size and its root (C2SP `tlog-checkpoint`), and when it
+/// was signed (an extension line, `time <RFC 3339 UTC, nanoseconds>`; absent from checkpoints
+/// written before it existed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     /// The log's name.
@@ -226,15 +228,26 @@ pub struct Checkpoint {
     pub size: u64,
     /// The Merkle root of those records.
     pub root: Hash,
+    /// When it was signed (ns since the Unix epoch), inside the signed text.
+    pub time_ns: Option<i64>,
 }
 
+/// The extension line that carries a checkpoint's time.
+const TIME_LINE: &str = "time ";
+
 impl Checkpoint {
-    /// The note text: origin, size and base64 root, a line each.
+    /// The note text: origin, size and base64 root, a line each, then the time line if there
+    /// is a time.
     pub fn text(&self) -> String {
-        format!("{}\n{}\n{}\n", self.origin, self.size, b64().encode(self.root))
+        let mut text = format!("{}\n{}\n{}\n", self.origin, self.size, b64().encode(self.root));
+        if let Some(ns) = self.time_ns {
+            text.push_str(&format!("{TIME_LINE}{}\n", crate::base::time::rfc3339_nanos(ns)));
+        }
+        text
     }
 
-    /// Parses a checkpoint's text (lines after the third, extensions, are allowed and ignored).
+    /// Parses a checkpoint's text. Lines after the third are extensions: a `time` line is read
+    /// (at most one, and it must parse); any other is allowed and ignored, as C2SP says.
     pub fn parse(text: &str) -> Result<Checkpoint> {
         let bad = |what: &str| malformed(format!("not a checkpoint: {what}"));
         let mut lines = text.lines();
@@ -254,7 +267,15 @@ impl Checkpoint {
             .ok()
             .and_then(|r| r.try_into().ok())
             .ok_or_else(|| bad("the root is not a base64 SHA-256"))?;
-        Ok(Checkpoint { origin: origin.to_string(), size, root })
+        let mut time_ns = None;
+        for line in lines {
+            let Some(t) = line.strip_prefix(TIME_LINE) else { continue };
+            if time_ns.is_some() {
+                return Err(bad("two time lines"));
+            }
+            time_ns = Some(crate::base::time::parse_rfc3339(t).ok_or_else(|| bad("the time is not RFC 3339"))?);
+        }
+        Ok(Checkpoint { origin: origin.to_string(), size, root, time_ns })
     }
 }
 
@@ -290,8 +311,16 @@ mod tests {
 
     #[test]
     fn checkpoints_round_trip_and_refuse_malformed_text() {
-        let c = Checkpoint { origin: "trove.example/log".into(), size: 42, root: [7; 32] };
+        let c = Checkpoint { origin: "trove.example/log".into(), size: 42, root: [7; 32], time_ns: None };
         assert_eq!(Checkpoint::parse(&c.text()).expect("parse"), c);
+        // The time line reads back to the nanosecond; other extension lines are ignored.
+        let timed = Checkpoint { time_ns: Some(1_764_000_000_123_456_789), ..c.clone() };
+        assert!(timed.text().ends_with("\ntime 2025-11-24T16:00:00.123456789Z\n"), "{}", timed.text());
+        assert_eq!(Checkpoint::parse(&timed.text()).expect("parse"), timed);
+        assert_eq!(Checkpoint::parse(&format!("{}other extension\n", timed.text())).expect("parse"), timed);
+        for bad in ["time yesterday\n", "time 2025-11-24T16:00:00Z\ntime 2025-11-24T16:00:01Z\n"] {
+            assert!(Checkpoint::parse(&format!("{}{bad}", c.text())).is_err(), "{bad:?}");
+        }
         for bad in ["", "o\n", "o\n-1\nAA==\n", "o\n01\nBwcH\n", "o\n1\nnot base64\n", "o\n1\nAAAA\n"] {
             assert!(Checkpoint::parse(bad).is_err(), "{bad:?}");
         }

@@ -29,7 +29,8 @@ pub enum Command {
         limit: usize,
     },
     /// Check the log: every record re-encoded, the Merkle tree recomputed, every checkpoint's
-    /// signature and root; exit 3 if anything was rewritten
+    /// signature and root; exit 3 if anything was rewritten. Records no signed checkpoint
+    /// covers are named (`unsigned: FIRST-LAST`), never counted as verified
     Verify {
         /// The public key (`trove audit pubkey` prints it), as text or a file holding it
         /// [default: the repository's own]
@@ -38,6 +39,10 @@ pub enum Command {
         /// Verify this exported bundle instead of the repository (no repository needed)
         #[arg(long, value_name = "FILE", requires = "pubkey")]
         bundle: Option<PathBuf>,
+        /// Exit 3 also when any record is not covered by a signed checkpoint (none written
+        /// yet, or records after the last one)
+        #[arg(long)]
+        require_checkpoint: bool,
     },
     /// Write records, the checkpoints that sign them and proofs as one bundle file
     Export {
@@ -119,11 +124,11 @@ enum LogFormat {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<u8, Failure> {
-    if let Command::Verify { pubkey: Some(key), bundle: Some(file) } = &cmd {
+    if let Command::Verify { pubkey: Some(key), bundle: Some(file), require_checkpoint } = &cmd {
         let key = read_pubkey(key)?;
         let f = std::fs::File::open(file).map_err(|e| Error::io("open the bundle", file, e))?;
         let report = trove::verify_bundle(BufReader::new(f), &key)?;
-        return print_report(out, &report, json);
+        return print_report(out, &report, json, *require_checkpoint);
     }
     let repo = Repo::open(repo_path)?;
     match cmd {
@@ -153,10 +158,10 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
             }
             Ok(0)
         }
-        Command::Verify { pubkey, .. } => {
+        Command::Verify { pubkey, require_checkpoint, .. } => {
             let key = pubkey.as_deref().map(read_pubkey).transpose()?;
             let report = repo.verify_audit(key.as_ref())?;
-            print_report(out, &report, json)
+            print_report(out, &report, json, require_checkpoint)
         }
         Command::Export { from, output } => {
             let mut summary = None;
@@ -227,31 +232,61 @@ fn read_pubkey(given: &str) -> Result<VerifierKey, Error> {
     VerifierKey::parse(&text)
 }
 
-/// The verification report; exit 3 (corruption) when something was found rewritten.
-fn print_report(out: &mut Out, report: &VerifyReport, json: bool) -> Result<u8, Failure> {
+/// The verification report; exit 3 (corruption) when something was found rewritten, and with
+/// `require_checkpoint` when a record is not covered by a signed checkpoint. Uncovered records
+/// are always named, and never counted as verified.
+fn print_report(out: &mut Out, report: &VerifyReport, json: bool, require_checkpoint: bool) -> Result<u8, Failure> {
     if json {
         print_json(out, report)?;
     } else if report.ok() {
-        writeln!(
-            out,
-            "verified: {} records; records 1 to {} are signed by a checkpoint ({} checkpoints), {} after it await the next",
-            report.records, report.verified_to, report.checkpoints, report.unsigned_tail
-        )?;
+        match &report.last_checkpoint {
+            Some(c) if report.verified_to >= report.from => {
+                let when = c.time.as_deref().map(|t| format!(", signed {t}")).unwrap_or_default();
+                writeln!(
+                    out,
+                    "verified: records {} to {} are signed by checkpoint {}{when} ({} checkpoints checked)",
+                    report.from, report.verified_to, c.size, report.checkpoints
+                )?;
+            }
+            _ => writeln!(out, "verified: none: no signed checkpoint covers any of the {} records", report.records)?,
+        }
+        if let Some(u) = report.unsigned {
+            let after =
+                if report.verified_to >= report.from { "after the last checkpoint" } else { "with no checkpoint" };
+            writeln!(
+                out,
+                "unsigned: {u} ({} records {after}): intact as stored, but no signature covers them yet; `trove audit checkpoint` signs them",
+                report.unsigned_tail
+            )?;
+        }
     } else {
-        if let Some(seq) = report.first_bad_seq {
-            writeln!(out, "TAMPERED: the first divergent record is {seq}; records 1 to {} verify", report.verified_to)?;
+        let proven = if report.verified_to >= report.from {
+            format!("records {} to {} verify", report.from, report.verified_to)
         } else {
-            writeln!(out, "TAMPERED: records 1 to {} verify", report.verified_to)?;
+            "no record verifies".to_string()
+        };
+        match report.first_bad_seq {
+            Some(seq) => writeln!(out, "TAMPERED: the first divergent record is {seq}; {proven}")?,
+            None => writeln!(out, "TAMPERED: {proven}")?,
         }
         for p in &report.problems {
             writeln!(out, "  {p}")?;
         }
+        if let Some(u) = report.unsigned {
+            writeln!(out, "unsigned: {u}: no signed checkpoint covers them")?;
+        }
     }
     out.flush()?;
-    if report.ok() {
-        Ok(0)
-    } else {
-        Err(Error::new(ErrorKind::Corrupt, "the audit log does not verify: see above").into())
+    if !report.ok() {
+        return Err(Error::new(ErrorKind::Corrupt, "the audit log does not verify: see above").into());
+    }
+    match report.unsigned {
+        Some(u) if require_checkpoint => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("records {u} are not covered by a signed checkpoint (--require-checkpoint): write one with `trove audit checkpoint` and verify again"),
+        )
+        .into()),
+        _ => Ok(0),
     }
 }
 

@@ -6,7 +6,9 @@
 //! `from`, `to`), then `prefix` (the hashes of the perfect subtrees of the records before
 //! `from`), then every `checkpoint` (size and signed note) from `from` to `to`, the
 //! `consistency` proofs between consecutive ones, and each `record` (seq and canonical encoding,
-//! base64, with its fields shown beside for people). `to` is a checkpoint written at export.
+//! base64, with its fields shown beside for people: verification checks each one shown against
+//! the encoding, so what a person reads is what the signature covers). `to` is a checkpoint
+//! written at export.
 
 use std::io::{BufRead, Read, Write};
 
@@ -16,12 +18,12 @@ use serde::{Deserialize, Serialize};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::manifest;
 use crate::manifest::audit::StoredNodes;
-use crate::model::audit::{AuditRecord, ConsistencyProof, VerifyReport};
+use crate::model::audit::{AuditRecord, ConsistencyProof, FullRecord, VerifyReport};
 use crate::repo::Repo;
 use crate::tlog::merkle::{self, Frontier, Hash};
 use crate::tlog::note::VerifierKey;
 
-use super::verify::{open_checkpoint, Checker};
+use super::verify::{open_checkpoint, Checker, Opened};
 
 /// The format name a bundle's header carries.
 pub const FORMAT: &str = "trove-audit-bundle/1";
@@ -44,8 +46,14 @@ enum Line {
     Checkpoint { size: u64, note: String },
     /// A consistency proof between two of the bundle's checkpoints.
     Consistency(ConsistencyProof),
-    /// A record: its seq, its canonical encoding (base64), and its fields shown for people.
-    Record { seq: i64, encoded: String, shown: serde_json::Value },
+    /// A record: its seq, its canonical encoding (base64), and its fields shown for people
+    /// (each checked against the encoding when the bundle is verified).
+    Record {
+        seq: i64,
+        encoded: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shown: Option<serde_json::Value>,
+    },
 }
 
 /// What an export wrote.
@@ -108,7 +116,7 @@ impl Repo {
                 if full.seq as u64 > last.size {
                     return Ok(());
                 }
-                let shown = serde_json::to_value(full.entry()).unwrap_or(serde_json::Value::Null);
+                let shown = serde_json::to_value(full.entry()).ok();
                 write_line(out, &Line::Record { seq: full.seq, encoded: b64().encode(encoded), shown })
             })?;
             Ok(BundleSummary { from, to: last.size, checkpoints: cps.len() })
@@ -161,11 +169,11 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
         }
         _ => return Err(bad("the second line is not the prefix".into())),
     };
-    if prefix.size() + 1 != from {
+    if prefix.size().checked_add(1) != Some(from) {
         return Err(bad(format!(
             "the prefix covers {} records, not the {} before record {from}",
             prefix.size(),
-            from - 1
+            from.saturating_sub(1)
         )));
     }
     let (mut signed, mut problems, mut proofs, mut count) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
@@ -175,7 +183,7 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
             Line::Checkpoint { size, note } => {
                 count += 1;
                 match open_checkpoint(key, &note) {
-                    Ok(c) if c.size == size => signed.push((c.size, c.root)),
+                    Ok(c) if c.size == size => signed.push(Opened { size: c.size, root: c.root, time_ns: c.time_ns }),
                     Ok(c) => problems.push(format!("checkpoint {size}: its note signs size {}", c.size)),
                     Err(e) => problems.push(format!("checkpoint {size}: {}", e.message())),
                 }
@@ -187,7 +195,7 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
             }
         }
     }
-    if !signed.iter().any(|(s, _)| *s == to) {
+    if !signed.iter().any(|c| c.size == to) {
         problems.push(format!("no checkpoint signed by '{}' covers the bundle's end ({to})", key.name()));
     }
     for p in &proofs {
@@ -196,13 +204,19 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
     let mut check = Checker::new(prefix, signed, count);
     check.report.problems.append(&mut problems);
     let record = |l: Line, check: &mut Checker| -> Result<()> {
-        let Line::Record { seq, encoded, .. } = l else { return Err(bad("records come last".into())) };
+        let Line::Record { seq, encoded, shown } = l else { return Err(bad("records come last".into())) };
         let bytes = b64().decode(&encoded).map_err(|_| bad(format!("record {seq}'s encoding is not base64")))?;
         let (inner, rec) = AuditRecord::decode(&bytes)?;
         if inner != seq {
             return Err(bad(format!("record {seq}'s encoding says it is record {inner}")));
         }
-        check.record(seq, &bytes, None, None, rec.time_ns);
+        let time_ns = rec.time_ns;
+        if let Some(shown) = shown {
+            if let Some(what) = shown_differs(&shown, FullRecord { seq, record: rec }) {
+                check.shown_problem(seq, what);
+            }
+        }
+        check.record(seq, &bytes, None, None, time_ns);
         Ok(())
     };
     if let Some(l) = pending {
@@ -214,9 +228,22 @@ pub fn verify_bundle(mut input: impl BufRead, key: &VerifierKey) -> Result<Verif
     Ok(check.finish())
 }
 
+/// The fields of `shown` (what people read in the bundle) that are not what the record's
+/// encoding says, named; `None` when every field shown is the encoding's. A field left out is
+/// no lie, so bundles written before a field existed still verify; one shown that the
+/// encoding lacks (or a `shown` that is not an object) is.
+fn shown_differs(shown: &serde_json::Value, full: FullRecord) -> Option<String> {
+    let Some(shown) = shown.as_object() else { return Some("its shown fields are not an object".into()) };
+    let decoded = serde_json::to_value(full.entry()).unwrap_or_default();
+    let null = serde_json::Value::Null;
+    let differ: Vec<&str> =
+        shown.iter().filter(|(k, v)| decoded.get(k.as_str()).unwrap_or(&null) != *v).map(|(k, _)| k.as_str()).collect();
+    (!differ.is_empty()).then(|| format!("the fields shown differ from its encoding: {}", differ.join(", ")))
+}
+
 /// One of the bundle's consistency proofs, against the roots its checkpoints sign.
-fn check_consistency(p: &ConsistencyProof, signed: &[(u64, Hash)], problems: &mut Vec<String>) {
-    let root = |size: u64| signed.iter().find(|(s, _)| *s == size).map(|(_, r)| *r);
+fn check_consistency(p: &ConsistencyProof, signed: &[Opened], problems: &mut Vec<String>) {
+    let root = |size: u64| signed.iter().find(|c| c.size == size).map(|c| c.root);
     let (Some(a), Some(b)) = (root(p.from), root(p.to)) else {
         problems.push(format!(
             "a consistency proof from {} to {} names a checkpoint the bundle does not sign",

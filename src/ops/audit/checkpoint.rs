@@ -1,7 +1,8 @@
 //! Checkpoints of the audit log: the signing key (created by `trove init` outside the
 //! manifest, read once per handle), a checkpoint written as a C2SP signed note of the log's
-//! size and Merkle root, optionally cosigned by a witness command, and the rule for when one is
-//! due (every N records; the server also every T seconds and at each session end).
+//! size, Merkle root and time, only over a log that extends the last one the key signed,
+//! optionally cosigned by a witness command, and the rule for when one is due (every N
+//! records; the server also every T seconds and at each session end).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,12 +10,15 @@ use std::path::PathBuf;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
 use crate::fs::keyfile::{create_key, read_key};
+use crate::fs::signed::{lock_key, read_signed, state_path, write_signed, Signed};
 use crate::manifest;
 use crate::manifest::audit::StoredNodes;
 use crate::model::audit::Checkpointed;
 use crate::repo::Repo;
-use crate::tlog::merkle;
+use crate::tlog::merkle::{self, Frontier};
 use crate::tlog::note::{Checkpoint, SignerKey, VerifierKey};
+
+use super::verify::{signed_checkpoints, Checker};
 
 /// The key file's name in the repository when the config names none.
 pub const KEY_FILE: &str = "audit.key";
@@ -60,24 +64,173 @@ impl Repo {
 
     /// Writes a checkpoint of the log as it is now (or returns the one of this size), signed
     /// and, with a witness configured, cosigned.
+    ///
+    /// The signer remembers, beside its key, the last checkpoint it signed (`fs/signed.rs`), and
+    /// signs only a log that extends it: the new root is grown from the remembered frontier by
+    /// the records after it (each re-encoded from its columns and compared with its stored
+    /// encoding and leaf), never taken from the manifest's copy of the tree, and the stored
+    /// tree must still give the remembered root. So someone who can write the manifest but not
+    /// the key's directory cannot have a rewrite of signed records signed again, even after
+    /// deleting the checkpoints and the tree: the signer refuses with `corrupt`. The cost is
+    /// the records since the last checkpoint and a few dozen tree lookups, whatever the log's
+    /// size (ARCHITECTURE.md, "Audit log"). A key with no state yet (made before the state was
+    /// kept) checks the whole log once against the checkpoints it signed, and remembers from
+    /// then on.
     pub fn checkpoint(&self) -> Result<Checkpointed> {
         let key = self.signer()?;
-        let (size, root, existing) = self.manifest.read(|| {
+        // One signer at a time, across processes, from reading the state to writing it.
+        let _lock = self.audit_key_path().map(|p| lock_key(&p)).transpose()?;
+        let remembered = self.signed_state()?;
+        if let Some(r) = remembered.as_ref().filter(|r| r.origin != key.name()) {
+            return Err(Error::corrupt(format!(
+                "the audit signer's state beside the key of {} is of log '{}', not '{}': the key file was replaced; move the state aside only once `trove audit verify --pubkey` passes",
+                self.log_name(),
+                r.origin,
+                key.name()
+            )));
+        }
+        let stale_tree = self.manifest.read(|| {
             let conn = self.manifest.conn();
-            let size = manifest::audit::tree_size(conn)?;
-            let latest = manifest::audit::latest_checkpoint(conn)?;
-            let root = merkle::root(&StoredNodes(conn), size)?;
-            Ok::<_, Error>((size, root, latest.filter(|c| c.size == size)))
+            Ok::<_, Error>(manifest::audit::tree_size(conn)? != manifest::audit::size(conn)?)
         })?;
+        if stale_tree {
+            // A tree that lost its newest nodes gets them back from the records; the checks
+            // below do not rely on it.
+            self.manifest.write(|tx| manifest::audit::catch_up_tree(tx).map(|_| ()))?;
+        }
+        let (size, root, frontier, existing) = self.manifest.read(|| self.next_root(key, remembered.as_ref()))?;
         if let Some(c) = existing {
+            if remembered.is_none() {
+                // A key from before the state: the checkpoint it signed, found to hold, is
+                // what it remembers from now on.
+                self.remember(Signed { origin: key.name().to_string(), size, root, time_ns: c.time_ns, frontier })?;
+            }
             return Ok(c);
         }
-        let text = Checkpoint { origin: key.name().to_string(), size, root }.text();
+        let time_ns = now_ns();
+        let text = Checkpoint { origin: key.name().to_string(), size, root, time_ns: Some(time_ns) }.text();
         let note = key.sign(&text)?;
         let note = self.cosign(note);
-        let c = Checkpointed { size, time_ns: now_ns(), root, note };
+        let c = Checkpointed { size, time_ns, root, note };
         self.manifest.write(|tx| manifest::audit::insert_checkpoint(tx, &c))?;
+        // Remembered once stored: a crash between the two leaves the state behind, which only
+        // means the next checkpoint checks a few more records.
+        self.remember(Signed { origin: key.name().to_string(), size, root, time_ns, frontier })?;
         Ok(c)
+    }
+
+    /// The size and root of the next checkpoint, the frontier it is grown to, and the stored
+    /// checkpoint to return instead when the state already signs the whole log; `corrupt` when
+    /// the log does not extend what this key signed (see [`Repo::checkpoint`]).
+    fn next_root(
+        &self,
+        key: &SignerKey,
+        remembered: Option<&Signed>,
+    ) -> Result<(u64, merkle::Hash, Frontier, Option<Checkpointed>)> {
+        let conn = self.manifest.conn();
+        let size = manifest::audit::size(conn)?;
+        let latest = manifest::audit::latest_checkpoint(conn)?;
+        let refuse = |what: String| {
+            Error::corrupt(format!(
+                "{what} in the audit log of {}; no checkpoint was signed: run `trove audit verify`",
+                self.log_name()
+            ))
+        };
+        let (start, frontier, signed_after) = match remembered {
+            Some(r) => {
+                let when = crate::base::time::iso_time(r.time_ns);
+                if r.size > size {
+                    return Err(refuse(format!(
+                        "this key signed {} records at {when}, but only {size} remain: records {} to {} were removed",
+                        r.size,
+                        size + 1,
+                        r.size
+                    )));
+                }
+                // The manifest's tree must still give the root signed: a rewrite whose tree was
+                // recomputed (or rebuilt from the records) shows here, in a few lookups.
+                let stored = merkle::root(&StoredNodes(conn), r.size).map_err(|e| {
+                    refuse(format!("records 1 to {} cannot be hashed from the stored tree ({})", r.size, e.message()))
+                })?;
+                if stored != r.root {
+                    return Err(refuse(format!(
+                        "records 1 to {} no longer hash to the root this key signed at {when}: one of them was rewritten",
+                        r.size
+                    )));
+                }
+                if r.size == size {
+                    if let Some(c) = latest.clone().filter(|c| c.size == size && c.root == r.root) {
+                        return Ok((size, r.root, r.frontier.clone(), Some(c)));
+                    }
+                }
+                (r.size, r.frontier.clone(), true)
+            }
+            // No state yet: the whole log, against every checkpoint this key signed before.
+            None => (0, Frontier::new(), false),
+        };
+        let stored = manifest::audit::checkpoints_after(conn, start)?;
+        let (signed, mut problems) = signed_checkpoints(&key.verifier(), &stored);
+        let mut check = Checker::new(frontier, signed, stored.len() as u64);
+        check.report.problems.append(&mut problems);
+        manifest::audit::each_checked(conn, start as i64 + 1, |full, stored, leaf| {
+            let encoded = full.record.encode(full.seq);
+            check.record(full.seq, &encoded, Some(&stored), leaf.as_deref(), full.record.time_ns);
+            Ok(())
+        })?;
+        let frontier = check.frontier().clone();
+        let report = check.finish();
+        if let Some(p) = report.problems.first() {
+            let from = report.first_bad_seq.map_or(String::new(), |s| format!(" from record {s}"));
+            return Err(refuse(format!("records {} to {size} do not verify{from} ({p})", start + 1)));
+        }
+        if frontier.size() != size {
+            return Err(refuse(format!("{} records were read where the log has {size}", frontier.size())));
+        }
+        let root = frontier.root();
+        // The stored tree serves proofs against this root: it must agree with the records.
+        let stored_root = merkle::root(&StoredNodes(conn), size).map_err(|e| {
+            refuse(format!("records 1 to {size} cannot be hashed from the stored tree ({})", e.message()))
+        })?;
+        if stored_root != root {
+            return Err(refuse(format!(
+                "the stored tree over records {} to {size} does not hash to their records",
+                start + 1
+            )));
+        }
+        if !signed_after {
+            if let Some(c) = latest.filter(|c| c.size == size && c.root == root) {
+                // A key from before the state: what it signed is now remembered.
+                return Ok((size, root, frontier, Some(c)));
+            }
+        }
+        Ok((size, root, frontier, None))
+    }
+
+    /// What this repository's key signed last: from the state beside the key file, or, in
+    /// memory, from the handle.
+    pub(crate) fn signed_state(&self) -> Result<Option<Signed>> {
+        match self.audit_key_path() {
+            Some(p) => read_signed(&state_path(&p)),
+            None => Ok(self.audit_signed.borrow().clone()),
+        }
+    }
+
+    fn remember(&self, signed: Signed) -> Result<()> {
+        match self.audit_key_path() {
+            Some(p) => write_signed(&state_path(&p), &signed),
+            None => {
+                *self.audit_signed.borrow_mut() = Some(signed);
+                Ok(())
+            }
+        }
+    }
+
+    /// The repository as messages name it.
+    fn log_name(&self) -> String {
+        match self.root() {
+            Some(r) => r.display().to_string(),
+            None => format!("repository {} (in memory)", self.config.id),
+        }
     }
 
     /// A checkpoint if `checkpoint_every` records came since the last one; a failure is logged,

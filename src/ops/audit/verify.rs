@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::manifest;
 use crate::manifest::audit::StoredNodes;
-use crate::model::audit::{Checkpointed, VerifyReport};
+use crate::model::audit::{CheckpointSeen, Checkpointed, SeqRange, VerifyReport};
 use crate::repo::Repo;
 use crate::tlog::merkle::{self, Frontier, Hash};
 use crate::tlog::note::{Checkpoint, VerifierKey};
@@ -26,26 +26,46 @@ pub(crate) fn open_checkpoint(key: &VerifierKey, note: &str) -> Result<Checkpoin
     Ok(c)
 }
 
+/// A checkpoint whose signature holds: its size, root and signed time (if it carries one).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opened {
+    pub size: u64,
+    pub root: Hash,
+    pub time_ns: Option<i64>,
+}
+
 /// Records checked one after another against the signed checkpoints.
 pub(crate) struct Checker {
     frontier: Frontier,
     prev_time: i64,
-    /// Signed checkpoints not reached yet: (size, root), smallest first.
-    ahead: VecDeque<(u64, Hash)>,
-    /// The last signed checkpoint reached and matched.
+    /// Signed checkpoints not reached yet, smallest first.
+    ahead: VecDeque<Opened>,
+    /// The last signed checkpoint reached and matched (none: only the records before the
+    /// checker's start, which are taken as given).
     matched: u64,
+    matched_at: Option<Opened>,
     pub report: VerifyReport,
     stopped: bool,
 }
 
 impl Checker {
     /// A checker starting after the records `frontier` covers, against `signed` checkpoints.
-    pub fn new(frontier: Frontier, mut signed: Vec<(u64, Hash)>, checkpoints: u64) -> Checker {
-        signed.sort_by_key(|(s, _)| *s);
+    pub fn new(frontier: Frontier, mut signed: Vec<Opened>, checkpoints: u64) -> Checker {
+        signed.sort_by_key(|c| c.size);
         let start = frontier.size();
-        let ahead: VecDeque<_> = signed.into_iter().filter(|(s, _)| *s > start).collect();
-        let report = VerifyReport { checkpoints, ..Default::default() };
-        Checker { frontier, prev_time: i64::MIN, ahead, matched: start, report, stopped: false }
+        let ahead: VecDeque<_> = signed.into_iter().filter(|c| c.size > start).collect();
+        let report = VerifyReport { from: start.saturating_add(1), checkpoints, ..Default::default() };
+        Checker { frontier, prev_time: i64::MIN, ahead, matched: start, matched_at: None, report, stopped: false }
+    }
+
+    /// The tree of the records checked so far (and those before the start).
+    pub fn frontier(&self) -> &Frontier {
+        &self.frontier
+    }
+
+    /// Record `seq` of a bundle shows fields its encoding does not say (`what`).
+    pub fn shown_problem(&mut self, seq: i64, what: String) {
+        self.problem(Some(seq), format!("record {seq} was edited in the bundle: {what}"));
     }
 
     fn problem(&mut self, seq: Option<i64>, what: String) {
@@ -69,7 +89,12 @@ impl Checker {
         if self.stopped {
             return false;
         }
-        let want = self.frontier.size() as i64 + 1;
+        // A bundle's prefix may claim any size: past what a seq counts, nothing follows it.
+        let Some(want) = i64::try_from(self.frontier.size()).ok().and_then(|s| s.checked_add(1)) else {
+            self.problem(Some(seq), format!("record {seq} follows more records than a seq can count"));
+            self.stopped = true;
+            return false;
+        };
         if seq != want {
             let what = if seq > want {
                 format!("record {want} is missing: the log goes from {} to {seq}", want - 1)
@@ -95,15 +120,17 @@ impl Checker {
         }
         self.frontier.push(hash);
         self.report.records += 1;
-        while let Some(&(size, root)) = self.ahead.front() {
+        while let Some(&cp) = self.ahead.front() {
+            let size = cp.size;
             if size != self.frontier.size() {
                 break;
             }
             self.ahead.pop_front();
-            if self.frontier.root() == root {
+            if self.frontier.root() == cp.root {
                 self.matched = size;
+                self.matched_at = Some(cp);
             } else {
-                let from = self.matched + 1;
+                let from = self.matched.saturating_add(1);
                 self.problem(
                     Some(from as i64),
                     format!("records {from} to {size} do not hash to the root checkpoint {size} signs: one of them was rewritten, removed or inserted"),
@@ -115,22 +142,28 @@ impl Checker {
         true
     }
 
-    /// The report, with the checkpoints the records never reached (a truncated log).
+    /// The report, with the checkpoints the records never reached (a truncated log), the
+    /// records no checkpoint covers and the last checkpoint matched.
     pub fn finish(mut self) -> VerifyReport {
         let size = self.frontier.size();
         if !self.stopped {
-            if let Some(&(cp, _)) = self.ahead.back() {
+            if let Some(&Opened { size: cp, .. }) = self.ahead.back() {
                 self.problem(
-                    Some(size as i64 + 1),
+                    Some(i64::try_from(size).unwrap_or(i64::MAX).saturating_add(1)),
                     format!(
                         "checkpoint {cp} signs {cp} records but the log has {size}: records {} on were removed",
-                        size + 1
+                        size.saturating_add(1)
                     ),
                 );
             }
         }
         self.report.verified_to = self.matched;
         self.report.unsigned_tail = size.saturating_sub(self.matched);
+        if size > self.matched {
+            self.report.unsigned = Some(SeqRange { first: self.matched + 1, last: size });
+        }
+        self.report.last_checkpoint =
+            self.matched_at.map(|c| CheckpointSeen { size: c.size, time: c.time_ns.map(crate::base::time::iso_time) });
         self.report
     }
 }
@@ -153,6 +186,10 @@ impl Repo {
 
     /// Verifies the whole audit log (see the module's documentation) with `key`, or the
     /// repository's own public key. Problems are in the report, not errors.
+    ///
+    /// Where the signer's state is readable beside the key (`fs/signed.rs`), the checkpoint it
+    /// remembers signing must still be in the manifest: deleting checkpoints, every one of them
+    /// included, is then a problem rather than a log that merely looks unsigned.
     pub fn verify_audit(&self, key: Option<&VerifierKey>) -> Result<VerifyReport> {
         let own;
         let key = match key {
@@ -162,13 +199,29 @@ impl Repo {
                 &own
             }
         };
+        let remembered = match self.signed_state() {
+            Ok(r) => r.filter(|r| r.origin == key.name()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the audit signer's state was not consulted by verification");
+                None
+            }
+        };
         self.manifest.read(|| {
             let conn = self.manifest.conn();
             let stored = manifest::audit::checkpoints(conn)?;
             let (signed, mut problems) = signed_checkpoints(key, &stored);
+            if let Some(r) = &remembered {
+                if !stored.iter().any(|c| c.size == r.size && c.root == r.root) {
+                    problems.push(format!(
+                        "the checkpoint of {} records this key signed at {} is not in the manifest: it was deleted (or the manifest restored from an older copy)",
+                        r.size,
+                        crate::base::time::iso_time(r.time_ns)
+                    ));
+                }
+            }
             let mut check = Checker::new(Frontier::new(), signed.clone(), stored.len() as u64);
             check.report.problems.append(&mut problems);
-            manifest::audit::each_checked(conn, |full, stored, leaf| {
+            manifest::audit::each_checked(conn, 1, |full, stored, leaf| {
                 let encoded = full.record.encode(full.seq);
                 check.record(full.seq, &encoded, Some(&stored), leaf.as_deref(), full.record.time_ns);
                 Ok(())
@@ -180,13 +233,18 @@ impl Repo {
     }
 }
 
-/// The checkpoints `key` signed, as (size, root); each one whose signature or content does not
-/// hold is a problem.
-pub(crate) fn signed_checkpoints(key: &VerifierKey, stored: &[Checkpointed]) -> (Vec<(u64, Hash)>, Vec<String>) {
+/// The checkpoints `key` signed; each one whose signature or content does not hold, or whose
+/// row's time is not the time it signs, is a problem.
+pub(crate) fn signed_checkpoints(key: &VerifierKey, stored: &[Checkpointed]) -> (Vec<Opened>, Vec<String>) {
     let (mut signed, mut problems) = (Vec::new(), Vec::new());
     for c in stored {
         match open_checkpoint(key, &c.note) {
-            Ok(cp) if cp.size == c.size && cp.root == c.root => signed.push((cp.size, cp.root)),
+            Ok(cp) if cp.size == c.size && cp.root == c.root => {
+                if cp.time_ns.is_some_and(|t| t != c.time_ns) {
+                    problems.push(format!("checkpoint {}: its row's time is not the time its note signs", c.size));
+                }
+                signed.push(Opened { size: cp.size, root: cp.root, time_ns: cp.time_ns });
+            }
             Ok(cp) => problems.push(format!(
                 "checkpoint {}: its row says size {} and another root than its signed note (size {})",
                 c.size, c.size, cp.size
@@ -199,18 +257,21 @@ pub(crate) fn signed_checkpoints(key: &VerifierKey, stored: &[Checkpointed]) -> 
 
 /// Checks the stored tree's consistency proofs between consecutive signed checkpoints up to
 /// `upto` (whose roots the records were found to hash to).
-fn consistency_between(conn: &rusqlite::Connection, signed: &[(u64, Hash)], upto: u64, report: &mut VerifyReport) {
-    let good: Vec<_> = signed.iter().filter(|(s, _)| *s <= upto).collect();
+fn consistency_between(conn: &rusqlite::Connection, signed: &[Opened], upto: u64, report: &mut VerifyReport) {
+    let good: Vec<_> = signed.iter().filter(|c| c.size <= upto).collect();
     for pair in good.windows(2) {
-        let (&(a, ra), &(b, rb)) = (pair[0], pair[1]);
-        let proved = merkle::consistency_proof(&StoredNodes(conn), a, b).and_then(|p| {
+        let (a, b) = (pair[0], pair[1]);
+        let proved = merkle::consistency_proof(&StoredNodes(conn), a.size, b.size).and_then(|p| {
             let p: Vec<Vec<u8>> = p.iter().map(|h| h.to_vec()).collect();
-            merkle::verify_consistency(a, b, &p, &ra, &rb)
+            merkle::verify_consistency(a.size, b.size, &p, &a.root, &b.root)
         });
         if let Err(e) = proved {
-            report
-                .problems
-                .push(format!("the stored tree cannot prove checkpoint {b} extends checkpoint {a}: {}", e.message()));
+            report.problems.push(format!(
+                "the stored tree cannot prove checkpoint {} extends checkpoint {}: {}",
+                b.size,
+                a.size,
+                e.message()
+            ));
         }
     }
 }
