@@ -101,14 +101,21 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-operator = Client(args.token)
+_local = threading.local()
+
+
+def op():
+    """The operator's client of this thread (a connection is one thread's at a time)."""
+    if not hasattr(_local, "client"):
+        _local.client = Client(args.token)
+    return _local.client
 
 
 def new_session(name, scoped=False):
     body = {"workspace": name, "persistent": True}
     if scoped:
         body["file_access"] = {"read": ["pub"], "write": ["pub"]}
-    s, d, _ = operator.call("POST", "/v1/sessions", body)
+    s, d, _ = op().call("POST", "/v1/sessions", body)
     v = expect("session_create", s, d, (201,))
     return v["id"], v["session_token"]
 
@@ -165,7 +172,7 @@ def agent(n):
                 elif k < 0.55:
                     cur = files[name]
                     new = cur.replace("line 1 ", "line one ", 1)
-                    r = tool(operator, sid, "edit_file", {
+                    r = tool(op(), sid, "edit_file", {
                         "path": name, "expectedSha256": sha(cur.encode()),
                         "edits": [{"oldText": cur.splitlines(True)[0], "newText": "# edited\n"}]})
                     if r is not None:
@@ -177,17 +184,17 @@ def agent(n):
                     if v is not None and not v.get("success"):
                         error(f"upload: {d[:300]!r}")
                 elif k < 0.68:
-                    r = tool(operator, sid, "delete_file", {"path": name})
+                    r = tool(op(), sid, "delete_file", {"path": name})
                     if r is not None:
                         tid = r.get("trashId") or r.get("trash_id")
-                        if tool(operator, sid, "restore_file", {"trashId": tid}) is None:
+                        if tool(op(), sid, "restore_file", {"trashId": tid}) is None:
                             files.pop(name, None)
                 elif k < 0.74:
                     file_op(cl, "grep", {"path": "src", "pattern": "line 3"})
                 elif k < 0.78:
                     file_op(cl, "list", {"path": "", "recursive": True})
                 elif k < 0.81:
-                    s, d, _ = operator.call("POST", f"/v1/sessions/{sid}/snapshots", {})
+                    s, d, _ = op().call("POST", f"/v1/sessions/{sid}/snapshots", {})
                     expect("snapshot", s, d, (200, 201))
                 elif k < 0.84:
                     s, d, _ = cl.call("GET", f"/v1/file/download?path={name}")
@@ -196,7 +203,7 @@ def agent(n):
                     count("file_download")
                 elif k < 0.87:
                     # Intended refusal: a write with a stale sha256.
-                    s, d, _ = operator.call("POST", f"/v1/sessions/{sid}/tools/write_file",
+                    s, d, _ = op().call("POST", f"/v1/sessions/{sid}/tools/write_file",
                                             {"path": name, "content": "x", "expectedSha256": "0" * 64})
                     v = json.loads(d) if s == 200 else None
                     if v and not v.get("ok") and v["error"]["kind"] == "stale_file":
@@ -211,12 +218,12 @@ def agent(n):
                     else:
                         error(f"no token: {s}")
                 else:
-                    s, d, _ = operator.call("GET", f"/v1/sessions/{sid}/changes")
+                    s, d, _ = op().call("GET", f"/v1/sessions/{sid}/changes")
                     expect("session_changes", s, d)
             except Exception as e:  # noqa: BLE001 - every failure is counted
                 error(f"agent {n}: {type(e).__name__}: {e}")
                 time.sleep(0.5)
-        s, d, _ = operator.call("DELETE", f"/v1/sessions/{sid}")
+        s, d, _ = op().call("DELETE", f"/v1/sessions/{sid}")
         expect("session_end", s, d, (200, 204))
 
 
@@ -258,9 +265,10 @@ def watcher():
             s, d, _ = cl.call("POST", f"/v1/file/watch/{wid}/poll", {"cursor": cursor, "limit": 1000, "timeout": 1})
             v = expect("watch_poll", s, d)
             if v:
-                cursor = v["data"]["cursor"]
-                count("watch_events", len(v["data"]["events"]))
-        s, d, _ = operator.call("DELETE", f"/v1/sessions/{sid}")
+                v = v.get("data", v)
+                cursor = v["cursor"]
+                count("watch_events", len(v["events"]))
+        s, d, _ = op().call("DELETE", f"/v1/sessions/{sid}")
         expect("session_end", s, d, (200, 204))
 
 
@@ -293,8 +301,10 @@ def sample():
     while not stop.is_set():
         try:
             status = open(f"/proc/{args.pid}/status").read()
-            kib = int([l for l in status.splitlines() if l.startswith("VmRSS:")][0].split()[1])
-            rss.append((round(time.time() - start), kib))
+            field = lambda name: int([l for l in status.splitlines() if l.startswith(name)][0].split()[1])
+            # Anonymous memory is the server's own; file-backed pages are the manifest's memory
+            # map (SQLite's mmap), which grows with the manifest and the kernel may drop.
+            rss.append((round(time.time() - start), field("VmRSS:"), field("RssAnon:"), field("RssFile:")))
         except OSError as e:
             error(f"sampling RSS: {e}")
         # The operator's request and /healthz, timed: answered within a second whatever sessions do.
@@ -304,7 +314,7 @@ def sample():
         with lock:
             counts["healthz_max_ms"] = max(counts.get("healthz_max_ms", 0), round(ms))
         t = time.time()
-        s2, d2, _ = operator.call("GET", "/v1/sessions")
+        s2, d2, _ = op().call("GET", "/v1/sessions")
         ms = (time.time() - t) * 1000
         with lock:
             counts["operator_max_ms"] = max(counts.get("operator_max_ms", 0), round(ms))
@@ -314,8 +324,20 @@ def sample():
     return rss
 
 
-threads = [threading.Thread(target=agent, args=(i,), daemon=True) for i in range(args.agents)]
-threads += [threading.Thread(target=f, daemon=True) for f in (scoped, watcher, mcp)]
+def guarded(f, *a):
+    """Runs `f` until the soak stops, counting what it raises and starting it again."""
+    def run():
+        while not stop.is_set():
+            try:
+                f(*a)
+            except Exception as e:  # noqa: BLE001 - every failure is counted
+                error(f"{f.__name__}: {type(e).__name__}: {e}")
+                time.sleep(1)
+    return run
+
+
+threads = [threading.Thread(target=guarded(agent, i), daemon=True) for i in range(args.agents)]
+threads += [threading.Thread(target=guarded(f), daemon=True) for f in (scoped, watcher, mcp)]
 rss_box = {}
 sampler = threading.Thread(target=lambda: rss_box.update(rss=sample()), daemon=True)
 sampler.start()
@@ -327,15 +349,18 @@ for t in threads:
     t.join(timeout=180)
 sampler.join(timeout=30)
 rss = rss_box.get("rss", [])
-warm = [k for (t, k) in rss if t >= min(300, args.seconds // 3)]
+warm = [r for r in rss if r[0] >= min(300, args.seconds // 3)]
 summary = {
     "seconds": args.seconds,
     "counts": counts,
     "refusals": refusals,
     "errors": errors,
     "rss_kib_first": rss[0][1] if rss else None,
-    "rss_kib_after_warmup_min": min(warm) if warm else None,
-    "rss_kib_after_warmup_max": max(warm) if warm else None,
+    "rss_kib_after_warmup_min": min(r[1] for r in warm) if warm else None,
+    "rss_kib_after_warmup_max": max(r[1] for r in warm) if warm else None,
+    "anon_kib_after_warmup_min": min(r[2] for r in warm) if warm else None,
+    "anon_kib_after_warmup_max": max(r[2] for r in warm) if warm else None,
+    "file_kib_after_warmup_max": max(r[3] for r in warm) if warm else None,
     "rss_kib_last": rss[-1][1] if rss else None,
     "rss_samples": rss,
 }
