@@ -81,4 +81,4 @@ pub use ops::tokens;
 pub use ops::trash::purge::{PurgeReason, TrashSet};
 pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};
-pub use repo::{AuditSettings, Config, Repo, CONFIG_FILE};
+pub use repo::{AuditSettings, Config, Repo, Shared, CONFIG_FILE};

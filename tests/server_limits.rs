@@ -293,3 +293,29 @@ fn answered_within(s: &Server, method: &str, target: &str, headers: &[(&str, &st
     c.read_to_end(&mut raw).expect("answered within 10 s");
     http::parse(&raw)
 }
+
+/// `trove serve` runs with glibc malloc's settings for a process that lives for weeks (fewer
+/// arenas, large blocks unmapped when freed: `cli/allocator.rs`): started without them it starts
+/// itself again with them, keeping its process id. A user's own malloc settings are left alone.
+#[cfg(target_env = "gnu")]
+#[test]
+fn the_server_runs_with_the_allocators_settings_unless_the_user_chose_their_own() {
+    let environ = |pid: i32| std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    let has = |env: &[u8], var: &str| env.split(|b| *b == 0).any(|e| e.starts_with(var.as_bytes()));
+    let server = http::start(Some(TOKEN), &[]);
+    let env = environ(server.pid());
+    assert!(
+        has(&env, "TROVE_MALLOC_TUNED=1") && has(&env, "GLIBC_TUNABLES=glibc.malloc.arena_max="),
+        "{}",
+        String::from_utf8_lossy(&env)
+    );
+    assert_eq!(server.get("/healthz").status, 200);
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = common::trove(&dir.path().join("repo"), &["init"]);
+    assert!(out.status.success(), "init: {}", common::stderr(&out));
+    let own = http::start_env(dir, Some(TOKEN), &[], &[("MALLOC_ARENA_MAX", "2")]);
+    let env = environ(own.pid());
+    assert!(!has(&env, "TROVE_MALLOC_TUNED") && !has(&env, "GLIBC_TUNABLES"), "{}", String::from_utf8_lossy(&env));
+    assert_eq!(own.get("/healthz").status, 200);
+}

@@ -2,6 +2,7 @@
 //! library calls and prints the result, as a table for people or one JSON document with
 //! `--json`; this file only dispatches.
 
+pub(crate) mod allocator;
 pub(crate) mod bar;
 pub mod commands;
 mod format;

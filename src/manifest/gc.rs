@@ -189,11 +189,17 @@ pub fn collect_dead(conn: &Connection) -> Result<()> {
 
 /// How many rows of `kind` this collection found dead, and of those how many are condemned
 /// already (by an earlier collection).
+///
+/// The condemned are found through the table's partial index on `condemned`, never by
+/// reading rows: in `loose_objects` and `trees` the column comes after the stored bytes, and
+/// reading it from the row walks the blob's overflow pages (over 3 GB for a soak's manifest).
 pub fn dead_count(conn: &Connection, kind: Kind) -> Result<(u64, u64)> {
     let (table, key) = kind.table();
     let sql = format!(
-        "SELECT COUNT(*), COUNT(t.condemned) FROM temp.gc_dead d
-         LEFT JOIN (SELECT DISTINCT {key} AS k, condemned FROM {table}) t ON t.k = d.id WHERE d.kind = ?1"
+        "SELECT (SELECT COUNT(*) FROM temp.gc_dead WHERE kind = ?1),
+                (SELECT COUNT(*) FROM (SELECT DISTINCT {key} AS k FROM {table} INDEXED BY {table}_condemned
+                                       WHERE condemned IS NOT NULL) c
+                 WHERE EXISTS (SELECT 1 FROM temp.gc_dead d WHERE d.kind = ?1 AND d.id = c.k))"
     );
     conn.query_row(&sql, [kind as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
         .map_err(db("counting what no root reaches"))
@@ -209,15 +215,43 @@ pub fn condemned_count(conn: &Connection, kind: Kind) -> Result<u64> {
     .map_err(db("counting condemned rows"))
 }
 
-/// Up to `limit` dead keys of `kind` after `after`, in key order: a batch to condemn or delete.
+/// The most stored bytes (loose objects' or trees' own) one batch of condemnations or
+/// deletions touches: SQLite rewrites a whole row to change its mark and reads a deleted row's
+/// overflow pages to free them, all inside the batch's write transaction, which every other
+/// writer waits for. 4,096 loose objects of a few MiB each held it for minutes.
+pub const BATCH_BYTES: u64 = 32 << 20;
+
+/// Up to `limit` dead keys of `kind` after `after`, in key order, and no more than
+/// [`BATCH_BYTES`] of stored bytes (at least one key): a batch to condemn or delete.
 pub fn dead_batch(conn: &Connection, kind: Kind, after: &[u8], limit: usize) -> Result<Vec<Vec<u8>>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT id FROM temp.gc_dead WHERE kind = ?1 AND id > ?2 ORDER BY id LIMIT ?3")
-        .map_err(db("reading what no root reaches"))?;
+    // `LENGTH` of a blob is read from the row's header, not its overflow pages.
+    let sql = match kind {
+        Kind::Loose => {
+            "SELECT d.id, COALESCE(LENGTH(t.encoded), 0) FROM temp.gc_dead d LEFT JOIN loose_objects t ON t.id = d.id
+             WHERE d.kind = ?1 AND d.id > ?2 ORDER BY d.id LIMIT ?3"
+        }
+        Kind::Tree => {
+            "SELECT d.id, COALESCE(LENGTH(t.data), 0) FROM temp.gc_dead d LEFT JOIN trees t ON t.id = d.id
+             WHERE d.kind = ?1 AND d.id > ?2 ORDER BY d.id LIMIT ?3"
+        }
+        Kind::Object | Kind::ChunkList => {
+            "SELECT id, 0 FROM temp.gc_dead WHERE kind = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+        }
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(db("reading what no root reaches"))?;
     let rows = stmt
-        .query_map(params![kind as i64, after, limit as i64], |r| r.get::<_, Vec<u8>>(0))
+        .query_map(params![kind as i64, after, limit as i64], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
         .map_err(db("reading what no root reaches"))?;
-    rows.map(|r| r.map_err(db("reading what no root reaches"))).collect()
+    let (mut keys, mut bytes) = (Vec::new(), 0u64);
+    for row in rows {
+        let (key, len) = row.map_err(db("reading what no root reaches"))?;
+        bytes = bytes.saturating_add(len.max(0) as u64);
+        if bytes > BATCH_BYTES && !keys.is_empty() {
+            break;
+        }
+        keys.push(key);
+    }
+    Ok(keys)
 }
 
 /// Condemns the rows of `kind` with these keys in `epoch` (those not condemned already).
@@ -233,7 +267,10 @@ pub fn condemn(conn: &Connection, kind: Kind, keys: &[Vec<u8>], epoch: i64) -> R
     Ok(n)
 }
 
-/// Clears the condemnation of every condemned row of `kind` the marks reach again.
+/// Clears the condemnation of every condemned row of `kind` the marks reach again. The
+/// condemned are read from the partial index (see [`dead_count`]): looking each mark up in
+/// the table and reading its `condemned` walked every live loose object's bytes inside this
+/// write transaction, holding every other writer off for minutes.
 pub fn resurrect(conn: &Connection, kind: Kind) -> Result<u64> {
     let (table, key) = kind.table();
     let marks = match kind {
@@ -245,7 +282,9 @@ pub fn resurrect(conn: &Connection, kind: Kind) -> Result<u64> {
         .execute(
             &format!(
                 "UPDATE {table} SET condemned = NULL
-                 WHERE condemned IS NOT NULL AND {key} IN (SELECT id FROM temp.{marks})"
+                 WHERE {key} IN (SELECT c.{key} FROM {table} AS c INDEXED BY {table}_condemned
+                                 WHERE c.condemned IS NOT NULL AND c.{key} IN (SELECT id FROM temp.{marks}))
+                   AND condemned IS NOT NULL"
             ),
             [],
         )
@@ -544,4 +583,71 @@ pub fn note_orphan(conn: &Connection, name: &str, epoch: i64) -> Result<()> {
 pub fn forget_orphan(conn: &Connection, name: &str) -> Result<()> {
     conn.execute("DELETE FROM gc_orphans WHERE name = ?1", [name]).map_err(db("forgetting an orphan pack"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{loose, Manifest};
+
+    /// A manifest (in memory, under `name`) holding `n` loose objects of `size` incompressible
+    /// bytes, their ids in order.
+    fn with_loose(name: &str, n: u64, size: usize) -> (Manifest, Vec<ObjectId>) {
+        let m = Manifest::create_in_memory(name).expect("manifest");
+        let mut ids: Vec<ObjectId> = (0..n)
+            .map(|i| {
+                let raw = crate::fs::sample::Rng::new(i).bytes(size);
+                let id = ObjectId::of(&raw);
+                loose::insert(m.conn(), &id, &raw, 1).expect("insert");
+                id
+            })
+            .collect();
+        ids.sort();
+        (m, ids)
+    }
+
+    #[test]
+    fn a_batch_holds_at_most_its_bytes_of_loose_objects_and_at_least_one() {
+        let (m, ids) = with_loose("gc-batch-bytes", 12, 3 << 20);
+        let conn = m.conn();
+        reset_marks(conn).expect("reset");
+        collect_dead(conn).expect("dead");
+        let mut after = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            let keys = dead_batch(conn, Kind::Loose, &after, 4096).expect("batch");
+            let Some(last) = keys.last().cloned() else { break };
+            assert!(keys.len() * (3 << 20) <= BATCH_BYTES as usize, "{} keys of 3 MiB in one batch", keys.len());
+            seen.extend(keys);
+            after = last;
+        }
+        let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.as_bytes().to_vec()).collect();
+        assert_eq!(seen, ids, "every dead object, each once, in key order");
+
+        // One object bigger than the bound is a batch of its own.
+        let (m, ids) = with_loose("gc-batch-one", 2, BATCH_BYTES as usize + 1);
+        reset_marks(m.conn()).expect("reset");
+        collect_dead(m.conn()).expect("dead");
+        let keys = dead_batch(m.conn(), Kind::Loose, &[], 4096).expect("batch");
+        assert_eq!(keys, vec![ids[0].as_bytes().to_vec()]);
+    }
+
+    #[test]
+    fn condemned_rows_reached_again_are_cleared_and_counted_through_the_index() {
+        let (m, ids) = with_loose("gc-resurrect", 4, 1000);
+        let conn = m.conn();
+        let epoch = new_epoch(conn, 1).expect("epoch");
+        let all: Vec<Vec<u8>> = ids.iter().map(|id| id.as_bytes().to_vec()).collect();
+        assert_eq!(condemn(conn, Kind::Loose, &all[..3], epoch).expect("condemn"), 3);
+        // Now only the first is unreached: of the dead, one is condemned; two come back.
+        reset_marks(conn).expect("reset");
+        for id in &ids[1..] {
+            mark_content(conn, id).expect("mark");
+        }
+        collect_dead(conn).expect("dead");
+        assert_eq!(dead_count(conn, Kind::Loose).expect("count"), (1, 1));
+        assert_eq!(resurrect(conn, Kind::Loose).expect("resurrect"), 2);
+        assert_eq!(condemned_count(conn, Kind::Loose).expect("condemned"), 1);
+        assert_eq!(resurrect(conn, Kind::Loose).expect("again"), 0, "nothing left to clear");
+    }
 }

@@ -17,7 +17,10 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::object::backend::Staged;
 use crate::object::Backend;
 
-/// Open handles kept for reads; packs are immutable, so a cached handle never goes stale.
+/// Open handles kept for reads; packs are immutable, so a cached handle never reads stale
+/// bytes. One whose file was deleted (by a collection in another process, or through another
+/// backend) would hold the file's space until evicted: each open of a file not held first lets
+/// go of those.
 const MAX_OPEN: usize = 64;
 
 /// One file per key under a root directory (the repository's packs).
@@ -46,6 +49,9 @@ impl LocalBackend {
         let path = self.path(key);
         let file = File::open(&path).map_err(|e| Error::io("open pack", &path, e))?;
         let size = file.metadata().map_err(|e| Error::io("stat pack", &path, e))?.len();
+        // A deleted file has no links left: `fstat` through the descriptor says so without a
+        // path lookup, so this costs at most `MAX_OPEN` system calls on a miss.
+        open.retain(|_, (f, _)| f.metadata().is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 0));
         if open.len() >= MAX_OPEN {
             open.clear();
         }

@@ -451,7 +451,7 @@ impl Repo {
     /// plan's storage order (each worker's contiguous runs keep a bundle's members together),
     /// with the data written out behind them; then every symlink.
     fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
-        let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+        let (backend, bundles) = (self.backend.as_ref(), &self.caches.bundles);
         // Loose objects are read through a connection of their own, shared by the workers;
         // opened only when the plan has any.
         let has_loose = plan.files.iter().any(|f| f.parts.iter().any(|(_, l)| l.is_none()));

@@ -276,7 +276,7 @@ impl Repo {
                 at = Some((dir.to_vec(), tree));
             }
             let Some((_, Some(tree))) = at.as_ref() else { return Ok(Found::Missing) };
-            Ok(match self.trees.entry(conn, tree, name)? {
+            Ok(match self.caches.trees.entry(conn, tree, name)? {
                 None => Found::Missing,
                 Some(e) => match e.kind {
                     EntryKind::Dir => Found::Dir,

@@ -50,7 +50,7 @@ impl Repo {
                     )))
                 }
             };
-            entry = self.trees.entry(self.manifest.conn(), &tree, part)?.ok_or_else(|| {
+            entry = self.caches.trees.entry(self.manifest.conn(), &tree, part)?.ok_or_else(|| {
                 Error::not_found(format!(
                     "'{}' is not in snapshot {}: list it with `trove ls {} --recursive`",
                     path::display(path),
@@ -112,7 +112,7 @@ impl Repo {
     pub fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>> {
         let conn = self.manifest.conn();
         match objects::locate(conn, id)? {
-            Some(loc) => fetch(self.backend.as_ref(), &self.bundles, id, &loc),
+            Some(loc) => fetch(self.backend.as_ref(), &self.caches.bundles, id, &loc),
             // Not packed: stored in the manifest (a tool's pre-image, a small snapshot's file).
             None => read_loose(conn, id),
         }

@@ -17,6 +17,9 @@ const POOL_KEEP: usize = 16;
 
 type ExcludesKey = (Option<Vec<String>>, Vec<String>);
 
+/// The most compiled exclusion lists a server keeps (distinct settings, not workspaces).
+const EXCLUDES_KEPT: usize = 64;
+
 pub(crate) struct AppState {
     pub opts: ServeOptions,
     pool: Mutex<Vec<Repo>>,
@@ -27,8 +30,8 @@ pub(crate) struct AppState {
     /// Session id -> requests made with its session token now in flight, bodies included
     /// (at most `ServeOptions::session_requests`).
     session_requests: Arc<Mutex<HashMap<SessionId, usize>>>,
-    /// Workspace name -> its exclusion settings and the compiled list.
-    excludes: Mutex<HashMap<String, (ExcludesKey, Arc<Excludes>)>>,
+    /// Exclusion settings -> their compiled list.
+    excludes: Mutex<HashMap<ExcludesKey, Arc<Excludes>>>,
     /// For reads and snapshot listings, which never consult exclusions: looking up the
     /// workspace's list for them would be a query per request for nothing.
     pub unused_excludes: Excludes,
@@ -37,6 +40,9 @@ pub(crate) struct AppState {
     /// The change feeds of running sessions' live trees, shared by every pooled handle: a live
     /// diff reads again only what changed since the last one.
     live_feeds: Arc<crate::ops::live_read::LiveFeeds>,
+    /// The store, its open pack files and the decoded bundles and trees, one set for every
+    /// pooled handle.
+    shared: crate::repo::Shared,
     /// The tokens that may call, read again when the manifest changes.
     pub tokens: crate::ops::tokens::Tokens,
     /// Reaper ticks so far: trash expiry runs on one in `EXPIRE_EVERY`.
@@ -181,6 +187,7 @@ impl AppState {
         let quota = Arc::new(crate::fs::quota::WatchQuota::for_this_system(opts.session_watches));
         let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::within(quota.clone()));
         first.set_live_feeds(live_feeds.clone());
+        let shared = first.shared();
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
         std::fs::create_dir_all(&opts.workspaces)
@@ -195,6 +202,7 @@ impl AppState {
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
             budget,
             live_feeds,
+            shared,
             tokens,
             reaps: std::sync::atomic::AtomicU64::new(0),
             audit,
@@ -269,6 +277,7 @@ impl AppState {
                 let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
                 r.set_budget(self.budget.clone());
                 r.set_live_feeds(self.live_feeds.clone());
+                r.set_shared(self.shared.clone());
                 r
             }
         };
@@ -334,17 +343,21 @@ impl AppState {
         r
     }
 
-    /// The compiled exclusion list of `workspace`, rebuilt only when its settings change.
+    /// The compiled exclusion list of `workspace`. Lists are kept by their settings, not by
+    /// workspace (most workspaces share the defaults, and a server over its life sees
+    /// workspaces without number), at most `EXCLUDES_KEPT` of them.
     pub fn excludes(&self, repo: &Repo, workspace: &str) -> Result<Arc<Excludes>> {
         let row = crate::manifest::workspaces::get(repo.manifest().conn(), workspace)?;
         let key: ExcludesKey = row.map(|r| (r.excludes, r.extra_excludes)).unwrap_or_default();
-        if let Some((k, ex)) = lock(&self.excludes).get(workspace) {
-            if *k == key {
-                return Ok(ex.clone());
-            }
+        if let Some(ex) = lock(&self.excludes).get(&key) {
+            return Ok(ex.clone());
         }
         let ex = Arc::new(Excludes::effective(key.0.as_deref(), &key.1)?);
-        lock(&self.excludes).insert(workspace.to_string(), (key, ex.clone()));
+        let mut kept = lock(&self.excludes);
+        if kept.len() >= EXCLUDES_KEPT {
+            kept.clear();
+        }
+        kept.insert(key, ex.clone());
         Ok(ex)
     }
 

@@ -118,7 +118,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `trove serve`: binds, prints the address (and a new token on a first start), serves until
 /// SIGINT or SIGTERM, and lets in-flight requests finish.
 pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
+    // First of all: this may start the process again, with the allocator's settings.
+    let not_restarted = crate::cli::allocator::restart_with_server_settings();
     crate::cli::logging::start(opts.log_level.as_deref(), opts.log_format == "json")?;
+    if let Some(e) = not_restarted {
+        tracing::warn!(error = %e, "could not restart with the allocator's settings for a server; freed memory may be kept longer");
+    }
     // Every connection is a descriptor: take what the hard limit allows, as servers do (the
     // common soft limit of 1,024 is below the default connection limit plus the server's files).
     trove::raise_open_file_limit();

@@ -199,7 +199,7 @@ impl Checking<'_> {
         })?;
         let read: std::collections::BTreeSet<ObjectId> =
             lists.iter().flat_map(|(_, p)| p.iter().map(|c| c.0)).collect();
-        let (backend, bundles) = (self.repo.backend.as_ref(), &self.repo.bundles);
+        let (backend, bundles) = (self.repo.backend.as_ref(), &self.repo.caches.bundles);
         for batch in lists.chunks(64) {
             self.repo.check_deadline("reading data")?;
             let outcomes: Vec<(ObjectId, Reassembled)> = batch

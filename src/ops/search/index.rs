@@ -146,7 +146,7 @@ impl Repo {
             self.check_deadline("indexing a snapshot for search")?;
             let batch = take_batch(&mut rest, BATCH_FILES);
             let jobs = self.locate_all(batch)?;
-            let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+            let (backend, bundles) = (self.backend.as_ref(), &self.caches.bundles);
             let indexed: Vec<Indexed> = jobs
                 .par_iter()
                 .map(|job| fetch_job(backend, bundles, job).map(|bytes| index_content(job.content, &bytes)))

@@ -394,7 +394,7 @@ impl Repo {
             size = (size * 2).min(BATCH_FILES);
             let upcoming = take_batch(&mut rest, size);
             let left = max - out.matches.len();
-            let (backend, bundles) = (self.backend.as_ref(), &self.bundles);
+            let (backend, bundles) = (self.backend.as_ref(), &self.caches.bundles);
             let (mut found, mut located) = (None, None);
             rayon::in_place_scope(|s| {
                 s.spawn(|_| {
