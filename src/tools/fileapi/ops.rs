@@ -815,14 +815,7 @@ impl Sandbox<'_> {
                 audit_seq: w.audit_seq,
             }),
             Err(e) => {
-                self.repo.audit_refusal(
-                    &self.session.workspace,
-                    Some(&self.session.id),
-                    self.actor,
-                    "upload",
-                    Some(&shown),
-                    &e,
-                )?;
+                self.audit_refused_upload(&shown, &e)?;
                 Err(e)
             }
         }
@@ -840,14 +833,20 @@ impl Sandbox<'_> {
         };
         let shown = path::display(&rel).into_owned();
         let e = caller.author().writable(&shown).err().unwrap_or(e);
+        self.audit_refused_upload(&shown, &e)?;
+        Err(e)
+    }
+
+    /// Records that the upload to `shown` was refused with `e`.
+    fn audit_refused_upload(&self, shown: &str, e: &Error) -> Result<()> {
         self.repo.audit_refusal(
             &self.session.workspace,
             Some(&self.session.id),
             self.actor,
             "upload",
-            Some(&shown),
-            &e,
+            Some(shown),
+            e,
         )?;
-        Err(e)
+        Ok(())
     }
 }
