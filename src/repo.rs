@@ -115,11 +115,14 @@ pub(crate) struct Caches {
 /// open) and the caches. A server gives all its pooled handles one: with their own, sixteen
 /// handles kept up to 16 MiB of decoded bundles and 64 open pack files each, and a pack the
 /// collector deleted through one handle stayed open, its space held, in the others (a soak's
-/// server held 219 deleted packs open and grew past 300 MiB).
+/// server held 219 deleted packs open and grew past 300 MiB). Also shared: the memory budget
+/// and the live trees' feeds, so every handle draws on one budget and reads one feed per tree.
 #[derive(Clone)]
 pub struct Shared {
     backend: std::sync::Arc<dyn Backend>,
     caches: Caches,
+    budget: std::sync::Arc<crate::base::budget::Budget>,
+    live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
 }
 
 /// The memory budget of a handle nobody shares one with.
@@ -427,14 +430,21 @@ impl Repo {
 
     /// What this handle shares with others on the same repository ([`Repo::set_shared`]).
     pub fn shared(&self) -> Shared {
-        Shared { backend: self.backend.clone(), caches: self.caches.clone() }
+        Shared {
+            backend: self.backend.clone(),
+            caches: self.caches.clone(),
+            budget: self.budget.clone(),
+            live_feeds: self.live_feeds.clone(),
+        }
     }
 
-    /// Makes this handle use the store and caches of another on the same repository (a server
-    /// gives all its handles one set).
+    /// Makes this handle use the store, caches, budget and live feeds of another on the same
+    /// repository (a server gives all its handles one set).
     pub fn set_shared(&mut self, shared: Shared) {
         self.backend = shared.backend;
         self.caches = shared.caches;
+        self.budget = shared.budget;
+        self.live_feeds = shared.live_feeds;
     }
 
     /// Makes this handle read live trees through `feeds` (a server gives all its handles one):

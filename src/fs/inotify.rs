@@ -11,33 +11,19 @@
 //! itself moved) makes the whole tree [`Drained::Lost`]: read it all again.
 
 use std::collections::{HashMap, HashSet};
-use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-use rustix::io::Errno;
+use rustix::fs::inotify::{ReadFlags, WatchFlags};
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::fs::notify;
 use crate::fs::walk::join_rel;
 
 /// The notices a directory's watch asks for: everything that changes what a listing or a file's
-/// content would show. Opens, reads and closes without writing are left out.
-const MASK: WatchFlags = WatchFlags::CREATE
-    .union(WatchFlags::DELETE)
-    .union(WatchFlags::MODIFY)
-    .union(WatchFlags::ATTRIB)
-    .union(WatchFlags::CLOSE_WRITE)
-    .union(WatchFlags::MOVED_FROM)
-    .union(WatchFlags::MOVED_TO)
-    .union(WatchFlags::DELETE_SELF)
-    .union(WatchFlags::MOVE_SELF)
-    .union(WatchFlags::ONLYDIR)
-    .union(WatchFlags::EXCL_UNLINK);
-
-/// The read buffer: room for many notices per `read`.
-const BUF: usize = 64 << 10;
+/// content would show, a file closed after writing included.
+const MASK: WatchFlags = notify::CHANGES.union(WatchFlags::CLOSE_WRITE);
 
 /// What changed since the last drain.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,14 +92,7 @@ impl Drop for TreeFeed {
 impl TreeFeed {
     /// A feed whose watches are taken from `quota`; a watch it refuses makes the feed lost.
     pub fn within(quota: Option<FeedQuota>) -> Result<TreeFeed> {
-        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).map_err(|e| {
-            Error::with_source(
-                ErrorKind::Conflict,
-                "cannot start a change feed: the system's inotify instances are used up \
-                 (fs.inotify.max_user_instances)",
-                std::io::Error::from(e),
-            )
-        })?;
+        let fd = notify::instance("cannot start a change feed", "")?;
         Ok(TreeFeed { fd, dirs: Mutex::new(HashMap::new()), lost: AtomicBool::new(false), quota })
     }
 
@@ -129,8 +108,7 @@ impl TreeFeed {
                 return;
             }
         }
-        let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        match inotify::add_watch(&self.fd, proc_path.as_str(), MASK) {
+        match notify::watch(&self.fd, dir, MASK) {
             Ok(wd) => {
                 if let Some(q) = &self.quota {
                     // The same directory watched again keeps its one watch.
@@ -159,39 +137,30 @@ impl TreeFeed {
         let mut dirty = Dirty::default();
         let mut lost = self.lost.load(Ordering::Relaxed);
         let mut dirs = self.dirs.lock().map_err(|_| Error::internal("change feed poisoned"))?;
-        let mut buf = vec![MaybeUninit::<u8>::uninit(); BUF];
-        let mut reader = inotify::Reader::new(&self.fd, &mut buf);
-        loop {
-            let event = match reader.next() {
-                Ok(e) => e,
-                Err(Errno::AGAIN) => break,
-                Err(Errno::INTR) => continue,
-                Err(e) => {
-                    return Err(Error::with_source(ErrorKind::Io, "reading the change feed", std::io::Error::from(e)))
-                }
-            };
-            let flags = event.events();
+        let mut buf = notify::buffer();
+        notify::read_queued(&self.fd, &mut buf, |notice| {
+            let flags = notice.flags;
             if flags.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::UNMOUNT) {
                 lost = true;
-                continue;
+                return;
             }
-            let Some(dir) = dirs.get(&event.wd()).cloned() else {
+            let Some(dir) = dirs.get(&notice.wd).cloned() else {
                 // A directory since replaced (its notices are read again from where it went).
-                continue;
+                return;
             };
             if flags.contains(ReadFlags::IGNORED) {
-                dirs.remove(&event.wd());
-                continue;
+                dirs.remove(&notice.wd);
+                return;
             }
-            let Some(name) = event.file_name().map(|n| n.to_bytes()).filter(|n| !n.is_empty()) else {
+            if notice.name.is_empty() {
                 // About the directory itself: its removal or move shows in its parent's notices,
                 // except the root's, which has none.
                 if dir.is_empty() && flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
                     lost = true;
                 }
-                continue;
-            };
-            let path = join_rel(&dir, name);
+                return;
+            }
+            let path = join_rel(&dir, notice.name);
             if flags.contains(ReadFlags::ISDIR)
                 && flags.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO)
             {
@@ -204,7 +173,8 @@ impl TreeFeed {
             }
             dirty.dirs.insert(dir);
             dirty.paths.insert(path);
-        }
+        })
+        .map_err(|e| Error::with_source(ErrorKind::Io, "reading the change feed", e))?;
         if lost {
             // The watches are kept: a feed read whole again re-adds them, each to the same
             // watch descriptor.

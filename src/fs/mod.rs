@@ -1,12 +1,13 @@
 //! The file-system layer: walking a tree, resolving paths beneath a root, the live tree, the
-//! work directory the tools change, watching a tree for changes (within a quota of inotify
-//! watches), the workspace lock, sample workspaces, the audit log's key file and what that key
-//! signed last. It imports `base`, `tlog` and `model`, never the repository.
+//! work directory the tools change, watching a tree for changes (one set of inotify calls, within
+//! a quota of watches), the workspace lock, sample workspaces, the audit log's key file and what
+//! that key signed last. It imports `base`, `tlog` and `model`, never the repository.
 
 pub mod inotify;
 pub mod keyfile;
 pub mod live;
 pub mod lock;
+pub mod notify;
 pub mod quota;
 pub mod resolve;
 pub mod sample;

@@ -15,15 +15,16 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::inotify::{self, ReadFlags};
 use rustix::io::Errno;
 
 use crate::base::error::{Error, ErrorKind, Result};
+use crate::fs::notify;
 use crate::fs::quota::{Refused, WatchQuota};
 use crate::fs::walk::{join_rel, open_dir_beneath};
 
@@ -31,23 +32,6 @@ use crate::fs::walk::{join_rel, open_dir_beneath};
 /// the tree. The kernel queues both halves together, so this is only ever reached by a real
 /// move out.
 const PAIR_WAIT: Duration = Duration::from_millis(30);
-
-/// The notices a directory's watch asks for. Opens, reads and closes are left out: they change
-/// nothing a watcher reports. (No `DONT_FOLLOW`: the watch is added through the magic link
-/// `/proc/self/fd/N` of a directory opened without following symlinks, which must be followed.)
-const MASK: WatchFlags = WatchFlags::CREATE
-    .union(WatchFlags::DELETE)
-    .union(WatchFlags::MODIFY)
-    .union(WatchFlags::ATTRIB)
-    .union(WatchFlags::MOVED_FROM)
-    .union(WatchFlags::MOVED_TO)
-    .union(WatchFlags::DELETE_SELF)
-    .union(WatchFlags::MOVE_SELF)
-    .union(WatchFlags::ONLYDIR)
-    .union(WatchFlags::EXCL_UNLINK);
-
-/// The read buffer: room for many notices per `read`.
-const BUF: usize = 64 << 10;
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,14 +137,7 @@ impl DirWatch {
         quota: Arc<WatchQuota>,
         owner: &str,
     ) -> Result<DirWatch> {
-        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).map_err(|e| {
-            Error::with_source(
-                ErrorKind::Conflict,
-                "cannot watch: the system's inotify instances are used up (fs.inotify.max_user_instances); \
-                 stop watchers no longer needed and try again",
-                std::io::Error::from(e),
-            )
-        })?;
+        let fd = notify::instance("cannot watch", "; stop watchers no longer needed and try again")?;
         let mut w = DirWatch {
             fd,
             root,
@@ -171,7 +148,7 @@ impl DirWatch {
             quota,
             owner: owner.to_string(),
             queue: VecDeque::new(),
-            buf: vec![MaybeUninit::uninit(); BUF],
+            buf: notify::buffer(),
             ended: false,
             short: false,
         };
@@ -192,8 +169,7 @@ impl DirWatch {
     /// Watches the directory open as `dir`, named `name` in the directory of watch `parent`.
     fn add(&mut self, dir: &OwnedFd, parent: Option<i32>, name: Vec<u8>) -> std::result::Result<i32, Unwatched> {
         self.quota.take(&self.owner).map_err(Unwatched::Quota)?;
-        let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        let wd = match inotify::add_watch(&self.fd, proc_path.as_str(), MASK) {
+        let wd = match notify::watch(&self.fd, dir.as_fd(), notify::CHANGES) {
             Ok(wd) => wd,
             Err(e) => {
                 self.quota.give(&self.owner, 1);
@@ -384,26 +360,9 @@ impl DirWatch {
     fn read_queued(&mut self) -> std::io::Result<()> {
         let mut buf = std::mem::take(&mut self.buf);
         let mut events = Vec::new();
-        {
-            let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buf);
-            loop {
-                match reader.next() {
-                    Ok(e) => events.push((
-                        e.wd(),
-                        e.events(),
-                        e.cookie(),
-                        e.file_name().map(|n| n.to_bytes().to_vec()).unwrap_or_default(),
-                    )),
-                    Err(Errno::AGAIN) => break,
-                    Err(Errno::INTR) => continue,
-                    Err(e) => {
-                        self.buf = buf;
-                        return Err(e.into());
-                    }
-                }
-            }
-        }
+        let read = notify::read_queued(&self.fd, &mut buf, |n| events.push((n.wd, n.flags, n.cookie, n.name.to_vec())));
         self.buf = buf;
+        read?;
         for (wd, flags, cookie, name) in events {
             self.take(wd, flags, cookie, name);
         }

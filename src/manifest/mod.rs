@@ -392,6 +392,16 @@ impl Manifest {
         &self.conn
     }
 
+    /// Makes this connection one of many held by a long-running process (the server's pool):
+    /// no memory map of the file, whose touched pages every connection's map would count again
+    /// in the process's resident memory (up to `mmap_size` each), and a page cache of
+    /// `cache_kib`. Hot pages stay once in the kernel's page cache, which no process owns.
+    pub fn one_of_many(&self, cache_kib: u32) -> Result<()> {
+        self.conn
+            .execute_batch(&format!("PRAGMA mmap_size = 0; PRAGMA cache_size = -{cache_kib};"))
+            .map_err(|e| Error::db("configuring a pooled connection", e))
+    }
+
     /// Runs `f` inside one read transaction: a consistent view of the manifest, and one lock
     /// for its many queries instead of one per query. Inside an open transaction, just runs `f`.
     pub fn read<T, E: From<Error>>(&self, f: impl FnOnce() -> std::result::Result<T, E>) -> std::result::Result<T, E> {
@@ -471,6 +481,45 @@ pub fn read_on<T, E: From<Error>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_one_of_many_reads_the_file_without_mapping_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let made = Manifest::create(&path).expect("create");
+        made.conn()
+            .execute_batch(
+                "CREATE TABLE filler(x BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 512)
+                 INSERT INTO filler SELECT randomblob(4096) FROM n;
+                 PRAGMA wal_checkpoint(TRUNCATE);",
+            )
+            .expect("fill");
+        drop(made);
+        let shown = path.to_str().expect("utf-8 path").to_string();
+        // The file itself, not its `-shm` (WAL's shared memory, always mapped).
+        let mapped = || std::fs::read_to_string("/proc/self/maps").expect("maps").lines().any(|l| l.ends_with(&shown));
+        let read_all = |m: &Manifest| {
+            let n: i64 = m.conn().query_row("SELECT SUM(LENGTH(hex(x))) FROM filler", [], |r| r.get(0)).expect("read");
+            assert_eq!(n, 512 * 8192);
+        };
+        assert!(!mapped(), "closed connections leave no map");
+
+        let plain = Manifest::open(&path).expect("open");
+        read_all(&plain);
+        assert!(mapped(), "a plain connection maps the manifest (what one_of_many turns off)");
+        drop(plain);
+
+        let pooled = Manifest::open(&path).expect("open");
+        pooled.one_of_many(2048).expect("configure");
+        read_all(&pooled);
+        assert!(!mapped(), "a pooled connection reads the manifest without mapping it");
+        let (mmap, cache): (i64, i64) = (
+            pooled.conn().query_row("PRAGMA mmap_size", [], |r| r.get(0)).expect("mmap_size"),
+            pooled.conn().query_row("PRAGMA cache_size", [], |r| r.get(0)).expect("cache_size"),
+        );
+        assert_eq!((mmap, cache), (0, -2048));
+    }
 
     #[test]
     fn newer_schema_is_refused_and_garbage_is_not_a_manifest() {

@@ -15,6 +15,11 @@ use crate::repo::Repo;
 /// Idle `Repo` handles kept for reuse; more may exist while requests run.
 const POOL_KEEP: usize = 16;
 
+/// Each pooled handle's SQLite page cache, KiB: with [`POOL_KEEP`] handles, 32 MiB at most.
+/// They read without a memory map (`Manifest::one_of_many`): sixteen maps of the manifest made
+/// the soak's resident memory swing by 40 MiB with the pages they happened to touch.
+const POOLED_CACHE_KIB: u32 = 2048;
+
 type ExcludesKey = (Option<Vec<String>>, Vec<String>);
 
 /// The most compiled exclusion lists a server keeps (distinct settings, not workspaces).
@@ -35,13 +40,9 @@ pub(crate) struct AppState {
     /// For reads and snapshot listings, which never consult exclusions: looking up the
     /// workspace's list for them would be a query per request for nothing.
     pub unused_excludes: Excludes,
-    /// The memory budget every pooled handle draws on.
-    budget: Arc<crate::base::budget::Budget>,
-    /// The change feeds of running sessions' live trees, shared by every pooled handle: a live
-    /// diff reads again only what changed since the last one.
-    live_feeds: Arc<crate::ops::live_read::LiveFeeds>,
-    /// The store, its open pack files and the decoded bundles and trees, one set for every
-    /// pooled handle.
+    /// The store, its open pack files, the decoded bundles and trees, the memory budget and
+    /// the live trees' change feeds (a live diff reads again only what changed since the last
+    /// one): one set for every pooled handle.
     shared: crate::repo::Shared,
     /// The tokens that may call, read again when the manifest changes.
     pub tokens: crate::ops::tokens::Tokens,
@@ -182,11 +183,12 @@ impl AppState {
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let opts_refusal_interval = opts.refusal_interval;
         let mut first = Repo::open(&opts.repo)?;
-        first.set_budget(budget.clone());
+        first.manifest().one_of_many(POOLED_CACHE_KIB)?;
+        first.set_budget(budget);
         // One quota of inotify watches for the live trees' feeds and the file watchers.
         let quota = Arc::new(crate::fs::quota::WatchQuota::for_this_system(opts.session_watches));
         let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::within(quota.clone()));
-        first.set_live_feeds(live_feeds.clone());
+        first.set_live_feeds(live_feeds);
         let shared = first.shared();
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
@@ -200,8 +202,6 @@ impl AppState {
             session_requests: Default::default(),
             excludes: Mutex::new(HashMap::new()),
             unused_excludes: Excludes::effective(Some(&[]), &[])?,
-            budget,
-            live_feeds,
             shared,
             tokens,
             reaps: std::sync::atomic::AtomicU64::new(0),
@@ -275,8 +275,7 @@ impl AppState {
             Some(r) => r,
             None => {
                 let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
-                r.set_budget(self.budget.clone());
-                r.set_live_feeds(self.live_feeds.clone());
+                r.manifest().one_of_many(POOLED_CACHE_KIB).map_err(E::from)?;
                 r.set_shared(self.shared.clone());
                 r
             }
