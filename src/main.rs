@@ -127,10 +127,11 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(cli::Failure::Trove(e)) => {
             let line = if json {
-                let shown = FailureRecord { error: e.message(), kind: e.kind() };
-                serde_json::to_string(&shown).unwrap_or_else(|_| e.message().to_string())
+                let message = cli::in_flags(e.message());
+                let shown = FailureRecord { error: &message, kind: e.kind() };
+                serde_json::to_string(&shown).unwrap_or(message.clone())
             } else {
-                format!("trove: {e}")
+                format!("trove: {}", cli::in_flags(&e.to_string()))
             };
             let _ = writeln!(std::io::stderr(), "{line}");
             ExitCode::from(exit_code(e.kind()))

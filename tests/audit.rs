@@ -869,3 +869,19 @@ fn a_record_dated_before_1970_is_shown_and_verified_not_panicked_on() {
     // And the time is shown as the date it is.
     assert_eq!(trove::FullRecord { seq: 5, record: r }.entry().time, "1788-07-12T23:31:46.270Z");
 }
+
+#[test]
+fn a_filter_by_an_operation_no_record_has_says_so_and_names_those_recorded() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (path, _repo) = log_of(dir.path(), 3);
+    let out = trove(&path, &["--json", "audit", "log", "--operation", "write_file"]);
+    assert!(out.status.success());
+    let hits: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(hits.as_array().map(Vec::len), Some(3));
+    assert!(!common::stderr(&out).contains("no record"), "a filter that matches says nothing more");
+    let misspelt = trove(&path, &["--json", "audit", "log", "--operation", "wirte_file"]);
+    assert!(misspelt.status.success(), "an empty answer is still an answer");
+    assert_eq!(stdout(&misspelt).trim(), "[]");
+    let said = common::stderr(&misspelt);
+    assert!(said.contains("'wirte_file'") && said.contains("write_file") && said.contains("init"), "{said}");
+}

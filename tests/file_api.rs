@@ -114,6 +114,12 @@ fn common_error_types_are_reported_by_name() {
         assert_eq!(e["operation"], name);
     }
     assert_eq!(std::fs::read(ws.join("notes.txt")).expect("kept"), b"line 0\nline 1\nline 2\nline 3\n");
+    // The advice for a binary file is this route's own: read refuses an `encoding`.
+    let e = failed(op(&s, &token, "read", json!({"file": "blob.bin"})));
+    let advice = e["message"].as_str().expect("message");
+    assert!(advice.contains("/v1/file/download") && !advice.contains("encoding"), "{advice}");
+    let r = op(&s, &token, "read", json!({"file": "blob.bin", "encoding": "base64"}));
+    assert_eq!(r.status, 400, "read takes no encoding, so it must not advise one: {}", r.text());
 }
 
 #[test]
@@ -244,8 +250,12 @@ fn write_raw_content_one_byte_per_character() {
     );
     let e = failed(op(&s, &token, "write", json!({"file": "wide.bin", "content": "\u{2603}", "encoding": "raw"})));
     assert_eq!(e["error_type"], "decode_error");
-    let e = failed(op(&s, &token, "write", json!({"file": "x.txt", "content": "x", "encoding": "utf-16"})));
-    assert_eq!(e["error_type"], "invalid_target");
+    // An encoding the route does not take is a malformed request, as the document says: 400.
+    let r = op(&s, &token, "write", json!({"file": "x.txt", "content": "x", "encoding": "utf-16"}));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["success"], false);
+    assert!(r.text().contains("utf-16"), "{}", r.text());
+    ok(op(&s, &token, "write", json!({"file": "x.txt", "content": "x", "encoding": "UTF-8"})));
 }
 
 // ---- Replace And Search ----------------------------------------------------------------------
@@ -339,9 +349,60 @@ fn glob_matches_recursively_with_metadata_sorting_and_hidden_file_controls() {
         ok(op(&s, &token, "glob", json!({"path": "data", "pattern": "*.json", "sort_by": "size", "max_results": 1})));
     assert_eq!(by_size["files"], json!(["data/big.json"]));
     assert_eq!((by_size["total"].as_u64(), by_size["truncated"].as_bool()), (Some(2), Some(true)));
+    // `files_only: false` lists the directories that match too, marked in the metadata.
+    write(&ws.join("src/deep/more.py"), b"x\n");
+    let files = ok(op(&s, &token, "glob", json!({"path": "src", "pattern": "**/*e*"})));
+    assert_eq!(files["files"], json!(["src/deep/more.py"]));
+    let both = ok(op(
+        &s,
+        &token,
+        "glob",
+        json!({"path": "src", "pattern": "**/*e*", "files_only": false, "include_metadata": true}),
+    ));
+    assert_eq!(both["files"], json!(["src/deep", "src/deep/more.py"]));
+    let kinds: Vec<bool> = both["entries"].as_array().expect("metadata").iter().map(|e| e["is_dir"] == true).collect();
+    assert_eq!(kinds, [true, false]);
     let r = op(&s, &token, "glob", json!({"path": "", "pattern": "*", "sort_by": "colour"}));
     assert_eq!(r.status, 400, "an unknown sort is a malformed request");
     assert!(r.text().contains("colour"));
+}
+
+#[test]
+fn find_grep_and_glob_in_a_missing_directory_are_not_found() {
+    let (s, _, token) = fixture();
+    for (name, body) in [
+        ("find", json!({"path": "/workspace/nowhere", "glob": "*.py"})),
+        ("grep", json!({"path": "nowhere", "pattern": "TODO"})),
+        ("glob", json!({"path": "src/nowhere", "pattern": "**/*"})),
+    ] {
+        let e = failed(op(&s, &token, name, body));
+        assert_eq!(
+            (e["error_type"].as_str(), e["errno_name"].as_str()),
+            (Some("not_found"), Some("ENOENT")),
+            "{name}: {e}"
+        );
+        assert!(e["message"].as_str().is_some_and(|m| m.contains("nowhere")), "{name} names the path: {e}");
+    }
+    // An empty directory is no error: nothing matches in it.
+    std::fs::create_dir_all(s.workspace("proj").join("empty")).expect("mkdir");
+    assert_eq!(ok(op(&s, &token, "find", json!({"path": "empty", "glob": "*"})))["total"], 0);
+    assert_eq!(ok(op(&s, &token, "grep", json!({"path": "empty", "pattern": "x"})))["total"], 0);
+
+    // Out of a scoped session's sight, a missing directory and a present one answer alike.
+    let (_, scoped) = session(&s, "scoped", json!({"file_access": {"read": ["docs"]}}));
+    write(&s.workspace("scoped").join("secret/key.txt"), b"key\n");
+    for name in ["find", "grep", "glob"] {
+        let ask = |dir: &str| {
+            let body = match name {
+                "find" => json!({"path": dir, "glob": "*"}),
+                "grep" => json!({"path": dir, "pattern": "key"}),
+                _ => json!({"path": dir, "pattern": "**/*"}),
+            };
+            let r = op(&s, &scoped, name, body);
+            (r.status, r.text().replace(dir, "DIR"))
+        };
+        assert_eq!(ask("secret"), ask("absent"), "{name} tells an out-of-scope directory's existence");
+    }
 }
 
 #[test]
@@ -665,6 +726,35 @@ fn scope_limits_the_file_api_as_it_limits_the_tools() {
     assert!(!ws.join("secret/up.bin").exists());
 }
 
+#[test]
+fn a_sessions_changes_are_the_same_from_the_cli_and_http_and_a_refusal_stays_on_its_path() {
+    let s = http::start(Some(TOKEN), &[]);
+    let (id, token) = session(&s, "scoped", json!({"file_access": {"read": ["docs"], "write": ["docs"]}}));
+    let ws = s.workspace("scoped");
+    ok(op(&s, &token, "write", json!({"file": "docs/a.md", "content": "a"})));
+    ok(op(&s, &token, "write", json!({"file": "docs/b.md", "content": "b"})));
+    // An upload onto the directory itself is refused, and audited at that path.
+    let r = upload(&s, &token, "/v1/file/upload", &[("path", None, b"docs"), ("file", Some("f"), b"x")]);
+    failed(r);
+    // Something outside the session's scope changes meanwhile.
+    write(&ws.join("secret/key.txt"), b"key\n");
+
+    let over_http = s.get(&format!("/v1/sessions/{id}/changes")).json();
+    let out = common::trove(&s.repo, &["--json", "session", "changes", &id]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let from_cli: Value = serde_json::from_str(&common::stdout(&out)).expect("json");
+    let paths = |v: &Value| -> Vec<String> {
+        v["entries"].as_array().expect("entries").iter().filter_map(|e| e["path"].as_str().map(String::from)).collect()
+    };
+    assert_eq!(paths(&over_http), ["docs/a.md", "docs/b.md"], "{over_http}");
+    assert_eq!(paths(&from_cli), paths(&over_http), "the CLI answers what HTTP answers");
+    for e in over_http["entries"].as_array().expect("entries") {
+        let ops: Vec<&str> =
+            e["records"].as_array().expect("records").iter().filter_map(|r| r["operation"].as_str()).collect();
+        assert!(!ops.contains(&"upload"), "a refused upload onto docs is not a record of {}: {ops:?}", e["path"]);
+    }
+}
+
 // ---- File Watch -----------------------------------------------------------------------------
 
 /// `POST /v1/file/watch...` (resource-style JSON, not the wrapper) with the session token.
@@ -749,6 +839,32 @@ fn wait_for_one_file_answers_its_event_or_times_out() {
         json!({"path": "demo/result.json", "timeout": 0.3, "event_types": ["write"]}),
     );
     assert_eq!(r.json()["timed_out"], true);
+}
+
+#[test]
+fn wait_reports_a_rename_onto_the_path_with_where_it_came_from() {
+    let (s, _, token) = fixture();
+    let ws = s.workspace("proj");
+    // Renamed onto the path while the wait runs, as an atomic save does.
+    let wait_for = |name: &str, body: Value| {
+        let from = ws.join(format!("demo/{name}.tmp"));
+        write(&from, b"{}");
+        let to = ws.join(format!("demo/{name}.json"));
+        let mover = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::fs::rename(from, to).expect("rename");
+        });
+        let r = watch_call(&s, &token, "POST", "/wait", body);
+        mover.join().expect("mover");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["event"].clone()
+    };
+    let e = wait_for("a", json!({"path": "/workspace/demo/a.json", "timeout": 20}));
+    assert_eq!((e["type"].as_str(), e["path"].as_str()), (Some("rename"), Some("/workspace/demo/a.json")), "{e}");
+    assert_eq!(e["old_path"], "/workspace/demo/a.tmp");
+    // A wait for creations and writes only still wakes for it, and says where it came from.
+    let e = wait_for("b", json!({"path": "demo/b.json", "timeout": 20, "event_types": ["create", "write"]}));
+    assert_eq!((e["type"].as_str(), e["old_path"].as_str()), (Some("create"), Some("demo/b.tmp")), "{e}");
 }
 
 #[test]
@@ -1038,6 +1154,8 @@ fn a_session_token_reaches_its_own_session_only_and_dies_with_it() {
     let r = op(&s, "trs_not-a-token", "read", json!({"file": "mine.txt"}));
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["success"], false);
+    let e = &r.json()["data"];
+    assert_eq!((e["error_type"].as_str(), e["errno_name"].as_str()), (Some("unauthorized"), Some("EACCES")), "{e}");
     assert_eq!(s.call("DELETE", &format!("/v1/sessions/{a}"), "").status, 204);
     let r = op(&s, &token_a, "read", json!({"file": "mine.txt"}));
     assert_eq!(r.status, 401, "revoked when the session ended: {}", r.text());

@@ -143,6 +143,9 @@ fn files_api_answers_as_the_seed_says() {
     // Explicit sources: no snapshot yet, then one.
     let r = s.get(&format!("/api/sessions/{sid}/files?source=latest"));
     assert_eq!((r.status, r.json()["error"].as_str()), (404, Some("No workspace available for this session")));
+    // The seed's string, and trove's sentence saying what to ask for instead.
+    let said = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains(&sid) && said.contains("no snapshot yet") && said.contains("source live"), "{said}");
     assert_eq!(s.call("POST", &format!("/v1/sessions/{sid}/snapshots"), "").status, 201);
     write(&ws.join("src/index.ts"), b"console.log(2);\n");
     let r = s.get(&format!("/api/sessions/{sid}/files/src/index.ts?source=latest"));

@@ -62,6 +62,25 @@ fn trove_mcp_serves_the_tools_to_a_real_mcp_client_over_stdio() {
         let tools = client.list_all_tools().await.expect("tools/list");
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert!(names.contains(&"read_file") && names.contains(&"files"), "{names:?}");
+        // Annotations say what a tool does to the workspace; an output schema what it answers.
+        let tool = |name: &str| tools.iter().find(|t| t.name == name).expect("listed").clone();
+        let hints = |name: &str| {
+            let a = tool(name).annotations.expect("annotations");
+            (a.read_only_hint, a.destructive_hint, a.open_world_hint)
+        };
+        assert_eq!(hints("read_file"), (Some(true), Some(false), Some(false)));
+        assert_eq!(hints("create_file"), (Some(false), Some(false), Some(false)));
+        assert_eq!(hints("delete_file"), (Some(false), Some(true), Some(false)));
+        let output = tool("read_file").output_schema.expect("read_file declares its output");
+        assert_eq!(output["type"], "object");
+        let required: Vec<String> = output["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|r| r.as_str().map(String::from))
+            .collect();
+        assert!(required.contains(&"sha256".to_string()), "{required:?}");
+        assert!(tool("files").output_schema.is_none(), "files answers a string by default");
 
         let read = client
             .call_tool(CallToolRequestParams::new("read_file").with_arguments(args(json!({"path": "notes.txt"}))))
@@ -70,6 +89,9 @@ fn trove_mcp_serves_the_tools_to_a_real_mcp_client_over_stdio() {
         assert_eq!(read.is_error, Some(false));
         let data = read.structured_content.expect("structured");
         assert_eq!(data["content"], "one\ntwo\n");
+        for key in &required {
+            assert!(data.get(key).is_some(), "the answer lacks '{key}', which its output schema requires: {data}");
+        }
         let sha = data["sha256"].as_str().expect("sha256").to_string();
 
         let write = client
@@ -104,6 +126,52 @@ fn trove_mcp_serves_the_tools_to_a_real_mcp_client_over_stdio() {
         client.cancel().await.expect("close");
     });
     assert_eq!(std::fs::read(ws.join("notes.txt")).expect("written"), b"three\n");
+}
+
+#[test]
+fn calls_through_trove_mcp_and_trove_tool_keep_a_served_session_from_ending_as_idle() {
+    let s = http::start(Some(TOKEN), &["--idle-timeout", "2s", "--reap-interval", "100ms"]);
+    let id = s.session(r#"{"workspace": "busy"}"#);
+    write(&s.workspace("busy").join("notes.txt"), b"one\n");
+    let alive = || s.get(&format!("/v1/sessions/{id}")).status == 200;
+    let pace = std::time::Duration::from_millis(300);
+    // Another process serves the session's tools to an agent over stdio, for three idle
+    // timeouts: `trove serve` must see that work as the session's activity.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(common::trove_bin());
+        cmd.arg("--repo").arg(&s.repo).args(["mcp", "--session", &id]).env_remove("TROVE_REPO");
+        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).expect("spawn")).await.expect("initialize");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(6);
+        while std::time::Instant::now() < until {
+            let read = client
+                .call_tool(CallToolRequestParams::new("read_file").with_arguments(args(json!({"path": "notes.txt"}))))
+                .await
+                .expect("tools/call");
+            assert_eq!(read.is_error, Some(false), "{read:?}");
+            tokio::time::sleep(pace).await;
+        }
+        assert!(alive(), "the session ended as idle while an agent worked through trove mcp");
+        let write =
+            client
+                .call_tool(CallToolRequestParams::new("files").with_arguments(args(
+                    json!({"params": {"command": "write", "file_path": "new.txt", "content": "x"}}),
+                )))
+                .await
+                .expect("tools/call");
+        assert_eq!(write.is_error, Some(false), "writes still go through: {write:?}");
+        client.cancel().await.expect("close");
+    });
+    // The same through `trove tool`, one process per call.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        let out = common::trove(&s.repo, &["tool", "read_file", "--session", &id, r#"{"path": "notes.txt"}"#]);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        std::thread::sleep(pace);
+    }
+    assert!(alive(), "the session ended as idle while an agent worked through trove tool");
+    // Left alone, it does end: the reaper ran all along.
+    assert!(http::eventually(20, || !alive()), "an idle session must still end");
 }
 
 /// Parses the JSON-RPC message of a streamable HTTP answer (JSON, or the `data:` of an SSE
@@ -158,6 +226,14 @@ fn the_same_tools_answer_over_streamable_http_under_serve() {
         Some(&sid),
     ));
     assert_eq!(call["result"]["structuredContent"]["content"], "alpha\n", "{call}");
+    // Closing the MCP session answers 200, as the official SDKs expect (they log anything else
+    // but 405 as a failed close); the session is gone after.
+    let headers =
+        [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let closed = http::request(s.addr, "DELETE", &target, &headers, b"");
+    assert_eq!(closed.status, 200, "{}", closed.text());
+    let after = post(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}), Some(&sid));
+    assert_eq!(after.status, 404, "a closed MCP session is gone: {}", after.text());
     // The operator's token guards it like every route.
     let r = http::request(s.addr, "POST", &target, &[("Content-Type", "application/json")], b"{}");
     assert_eq!(r.status, 401);

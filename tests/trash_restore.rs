@@ -499,6 +499,10 @@ fn the_cli_restores_by_id_path_and_prefix_and_exits_1_on_a_refusal() {
     let out = trove(&f.repo_path, &["trash", "restore", &id]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("refused") && stdout(&out).contains("already exists"), "{}", stdout(&out));
+    // The advice names the command line's flags, not the HTTP API's parameters.
+    assert!(stdout(&out).contains("--on-conflict rename") && !stdout(&out).contains("onConflict"), "{}", stdout(&out));
+    let out = trove(&f.repo_path, &["--json", "trash", "restore", &id]);
+    assert!(stdout(&out).contains("--on-conflict") && !stdout(&out).contains("onConflict"), "{}", stdout(&out));
     let out = trove(&f.repo_path, &["trash", "restore", &id, "--on-conflict", "rename"]);
     assert!(out.status.success() && stdout(&out).contains("x (restored).txt"), "{}", stdout(&out));
     // A path or prefix without its workspace is a usage error naming what to add.

@@ -9,11 +9,21 @@ const END: f64 = 18_446_744_073_709_551_616.0;
 
 /// The schema of a count.
 #[derive(schemars::JsonSchema)]
-#[schemars(transform = range)]
+#[schemars(inline, transform = range)]
 pub struct Count(#[allow(dead_code)] u64);
 
 fn range(schema: &mut schemars::Schema) {
     schema.insert("minimum".into(), 0.into());
+    schema.insert("maximum".into(), u64::MAX.into());
+}
+
+/// The schema of a 1-based line number: a count of at least 1 (0 is refused, naming the rule).
+#[derive(schemars::JsonSchema)]
+#[schemars(inline, transform = line_range)]
+pub struct LineNumber(#[allow(dead_code)] u64);
+
+fn line_range(schema: &mut schemars::Schema) {
+    schema.insert("minimum".into(), 1.into());
     schema.insert("maximum".into(), u64::MAX.into());
 }
 

@@ -11,8 +11,8 @@ mod output;
 
 use std::io::Write;
 
-pub use output::Failure;
 use output::{default_repo, out};
+pub use output::{in_flags, Failure};
 
 use crate::{Cli, Command};
 

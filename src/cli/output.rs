@@ -27,6 +27,16 @@ impl From<io::Error> for Failure {
     }
 }
 
+/// The parameters the library's advice names as the HTTP API and the tools spell them, with
+/// the command line's flags for them.
+const FLAGS: &[(&str, &str)] = &[("onConflict", "--on-conflict"), ("expectedSha256", "--expected-sha256")];
+
+/// `message` in the command line's terms: each parameter it names, as its flag, so advice
+/// can be followed as given (`restore with --on-conflict rename`, not `onConflict rename`).
+pub fn in_flags(message: &str) -> String {
+    FLAGS.iter().fold(message.to_string(), |m, (api, flag)| m.replace(api, flag))
+}
+
 pub type Out = BufWriter<io::StdoutLock<'static>>;
 
 pub fn out() -> Out {

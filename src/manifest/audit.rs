@@ -202,6 +202,16 @@ pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
 /// them; past this, walking the log in seq order until the page is full is cheaper.
 const FEW: i64 = 5_000;
 
+/// Every operation named in the log, sorted (asked only when a filter by operation matched
+/// nothing, to tell a misspelt name from one not used yet).
+pub fn operations(conn: &Connection) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT DISTINCT operation FROM audit ORDER BY operation")
+        .map_err(|e| Error::db("listing the audit log's operations", e))?;
+    let rows = stmt.query_map([], |r| r.get(0)).map_err(|e| Error::db("listing the audit log's operations", e))?;
+    rows.collect::<rusqlite::Result<Vec<String>>>().map_err(|e| Error::db("listing the audit log's operations", e))
+}
+
 /// The records `q` selects, in seq order from `q.after` (or the newest `q.limit`, oldest
 /// first). Only the filters given become conditions, so SQLite uses the index of the one it
 /// can (session, path, actor, operation: each with seq); a path prefix is counted first, as in

@@ -128,8 +128,10 @@ pub struct SessionOptions {
     /// The seed's model name (agent platforms choose it; trove keeps and shows it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// The seed's tool definitions (likewise kept and shown).
+    /// The seed's tool definitions (likewise kept and shown): OpenAI-shape function
+    /// definitions, each an object.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Map<String, Value>>>")]
     pub tools: Option<Vec<Value>>,
     /// The absolute directory the sandbox file API's absolute paths map onto the workspace
     /// from (`/workspace` unless the session or the server says otherwise).
@@ -171,9 +173,10 @@ pub struct SessionSpec {
     /// The seed's model name (for agent platforms; trove keeps it and shows it).
     #[serde(default)]
     pub model: Option<String>,
-    /// The seed's tool definitions (likewise kept and shown).
+    /// The seed's tool definitions (likewise kept and shown): OpenAI-shape function
+    /// definitions, each an object.
     #[serde(default)]
-    pub tools: Option<Vec<serde_json::Value>>,
+    pub tools: Option<Vec<Map<String, Value>>>,
     /// The absolute directory the sandbox file API's absolute paths map onto the workspace from
     /// (default: the server's, `/workspace`).
     #[serde(default)]

@@ -97,7 +97,7 @@ impl Repo {
             final_snapshot: None,
             options: SessionOptions {
                 model: spec.model.clone(),
-                tools: spec.tools.clone(),
+                tools: spec.tools.as_ref().map(|t| t.iter().cloned().map(serde_json::Value::Object).collect()),
                 sandbox_root: spec.sandbox_root.clone(),
                 require_sha256: spec.require_sha256,
                 typed_results: spec.typed_results,

@@ -117,11 +117,35 @@ fn no_workspace() -> Error {
     Error::new(ErrorKind::NotFound, "No workspace available for this session")
 }
 
+/// Who a view belongs to, for a message: its session, else its workspace.
+fn whose(view: &WorkspaceView<'_>) -> String {
+    match view.session {
+        Some(id) => format!("session {id}"),
+        None => format!("workspace '{}'", view.name),
+    }
+}
+
 impl Repo {
     /// The snapshot to serve from, or `None` for the live tree.
     pub(crate) fn choose_source(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Option<SnapshotInfo>> {
         let live = view.live_dir.filter(|d| d.is_dir());
-        let latest = || -> Result<Option<SnapshotInfo>> {
+        // Asked for by name, a source that is not there says so and what to ask for instead;
+        // the automatic choice answers as the seed does.
+        let no_snapshot = || {
+            Error::not_found(format!(
+                "{} has no snapshot yet: take one first, or read the live tree (source live)",
+                whose(view)
+            ))
+            .with_detail("source", "latest")
+        };
+        let no_live = || {
+            Error::not_found(format!(
+                "{} has no live tree (ended, paused or its directory gone): read its latest snapshot (source latest)",
+                whose(view)
+            ))
+            .with_detail("source", "live")
+        };
+        let latest = |none: &dyn Fn() -> Error| -> Result<Option<SnapshotInfo>> {
             let reference = match view.session.map(|s| self.session_snapshot(s)).transpose()?.flatten() {
                 Some(id) => id.to_string(),
                 None => "latest".to_string(),
@@ -130,7 +154,7 @@ impl Repo {
             // failed read is reported as itself.
             self.resolve_snapshot(&reference, Some(view.name)).map(Some).map_err(|e| {
                 if e.kind() == ErrorKind::NotFound {
-                    no_workspace()
+                    none()
                 } else {
                     e
                 }
@@ -139,10 +163,10 @@ impl Repo {
         match want {
             Source::Auto => match live {
                 Some(_) => Ok(None),
-                None => latest(),
+                None => latest(&no_workspace),
             },
-            Source::Live => live.map(|_| None).ok_or_else(no_workspace),
-            Source::Latest => latest(),
+            Source::Live => live.map(|_| None).ok_or_else(no_live),
+            Source::Latest => latest(&no_snapshot),
             Source::Snapshot(id) => self.resolve_snapshot(id, Some(view.name)).map(Some),
         }
     }

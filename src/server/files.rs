@@ -146,12 +146,18 @@ pub(super) fn session_of(repo: &Repo, id: &SessionId) -> Result<Session, ApiErro
     })
 }
 
-/// A read or listing failure, with the seed's `error` strings.
+/// A read or listing failure, with the seed's `error` strings: a source asked for by name that
+/// is not there is the seed's "no workspace", its sentence (what to ask for instead) kept as
+/// `message`.
 fn file_error(e: Error) -> ApiError {
-    if e.kind() == ErrorKind::NotFound && !e.message().starts_with("No workspace") {
-        return ApiError::from(e).labelled("File not found");
+    const NO_WORKSPACE: &str = "No workspace available for this session";
+    if e.kind() != ErrorKind::NotFound || e.message() == NO_WORKSPACE {
+        return e.into();
     }
-    e.into()
+    if e.details().is_some_and(|d| d.contains_key("source")) {
+        return ApiError::from(e).labelled(NO_WORKSPACE);
+    }
+    ApiError::from(e).labelled("File not found")
 }
 
 /// `GET /api/sessions/{id}/files`

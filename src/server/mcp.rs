@@ -73,7 +73,14 @@ async fn serve(st: Arc<AppState>, session: SessionId, req: Request) -> Response 
         );
         return ApiError::from(e).into_response();
     }
-    kept.service.handle(req).await.map(axum::body::Body::new).into_response()
+    let closing = req.method() == axum::http::Method::DELETE;
+    let mut answer = kept.service.handle(req).await.map(axum::body::Body::new).into_response();
+    // A closed session is answered 202 by the MCP library; the official SDKs take anything
+    // but 200 (or 405, "closing not supported") for a failure and log one on every close.
+    if closing && answer.status() == axum::http::StatusCode::ACCEPTED {
+        *answer.status_mut() = axum::http::StatusCode::OK;
+    }
+    answer
 }
 
 /// `POST|GET|DELETE /v1/sessions/{id}/mcp`

@@ -3,7 +3,7 @@
 //! with schemars), so the document cannot drift from the code. A test checks the table against
 //! the routes the server registers, both ways.
 
-use schemars::{JsonSchema, Schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use super::error::ErrorBody;
@@ -26,7 +26,7 @@ enum Body {
     /// Nothing.
     None,
     /// JSON of this schema (an empty body stands for `{}`).
-    Json(fn() -> Schema),
+    Json(Make),
     /// The bytes of a file.
     Bytes,
     /// The tool's parameters: one documented path per tool.
@@ -39,13 +39,13 @@ enum Body {
 #[derive(Clone, Copy)]
 enum Reply {
     /// JSON of this schema, with this status.
-    Json(u16, fn() -> Schema),
+    Json(u16, Make),
     /// 200 or 201 (created) with JSON of this schema.
-    Written(fn() -> Schema),
+    Written(Make),
     /// Nothing, with this status.
     Empty(u16),
     /// A file: JSON of this schema, or its bytes with `download`; 304 for a matching ETag.
-    File(fn() -> Schema),
+    File(Make),
     /// A tar archive, plain or in one zstd frame.
     Tar,
     /// Server-Sent Events.
@@ -56,7 +56,7 @@ enum Reply {
     Tool,
     /// The sandbox file API's wrapper around this schema's data, 200 even for an expected
     /// failure; its error statuses answer in the same wrapper.
-    Wrapped(fn() -> Schema),
+    Wrapped(Make),
 }
 
 /// One documented operation: method, path (axum syntax), summary, the query struct its handler
@@ -106,10 +106,28 @@ const IF_NONE_MATCH_READ: Header = Header {
     pattern: None,
 };
 
-/// The schema of `T` with every subschema inlined: the document has no `$defs` for a `$ref`
-/// to point into.
+/// The schema of `T` with every subschema inlined: a query type, whose properties become
+/// the operation's parameters.
 fn schema_of<T: JsonSchema>() -> Schema {
     crate::tools::catalog::schema_of::<T>()
+}
+
+/// A body's or an answer's schema, made with the document's generator.
+type Make = fn(&mut SchemaGenerator) -> Schema;
+
+/// `T` as the document names it: a `$ref` into `components.schemas` (its definition, and those
+/// of the types it holds, gathered by `g`) for a named type, the schema itself for a plain one.
+fn named<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+/// The generator of the document's named schemas: JSON Schema 2020-12 (OpenAPI 3.1's
+/// dialect), definitions under `components.schemas`.
+fn generator() -> SchemaGenerator {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas".into();
+    settings.meta_schema = None;
+    settings.into_generator()
 }
 
 /// The error statuses every file read can give.
@@ -123,7 +141,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::files::FilesQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        reply: Reply::Json(200, named::<FileListing<'static>>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -133,7 +151,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::files::FilesQuery>),
         headers: &[IF_NONE_MATCH_READ],
         body: Body::None,
-        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        reply: Reply::File(named::<super::files::FileRead<'static>>),
         errors: READ_ERRORS,
     },
     Op {
@@ -143,7 +161,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::files::FilesQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        reply: Reply::Json(200, named::<FileListing<'static>>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -153,7 +171,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::files::FilesQuery>),
         headers: &[IF_NONE_MATCH_READ],
         body: Body::None,
-        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        reply: Reply::File(named::<super::files::FileRead<'static>>),
         errors: READ_ERRORS,
     },
     Op {
@@ -163,7 +181,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[IF_MATCH, IF_NONE_MATCH_CREATE],
         body: Body::Bytes,
-        reply: Reply::Written(schema_of::<out::WriteResult>),
+        reply: Reply::Written(named::<out::WriteResult>),
         errors: &[400, 401, 403, 404, 409, 412, 413],
     },
     Op {
@@ -173,7 +191,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[IF_MATCH],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<out::DeleteResult>),
+        reply: Reply::Json(200, named::<out::DeleteResult>),
         errors: &[400, 401, 403, 404, 409, 412],
     },
     Op {
@@ -192,8 +210,8 @@ const OPS: &[Op] = &[
         summary: "Create a session (persistent, ttl, metadata, file_access, workspace)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<SessionSpec>),
-        reply: Reply::Json(201, schema_of::<SessionRecord>),
+        body: Body::Json(named::<SessionSpec>),
+        reply: Reply::Json(201, named::<SessionRecord>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -203,7 +221,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::sessions::ListQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<Vec<SessionRecord>>),
+        reply: Reply::Json(200, named::<Vec<SessionRecord>>),
         errors: &[401],
     },
     Op {
@@ -213,7 +231,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::sessions::BulkQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::sessions::BulkDeleted>),
+        reply: Reply::Json(200, named::<super::sessions::BulkDeleted>),
         errors: &[400, 401],
     },
     Op {
@@ -223,7 +241,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        reply: Reply::Json(200, named::<SessionRecord>),
         errors: &[401, 404],
     },
     Op {
@@ -243,7 +261,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        reply: Reply::Json(200, named::<SessionRecord>),
         errors: &[401, 404],
     },
     Op {
@@ -253,7 +271,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SessionRecord>),
+        reply: Reply::Json(200, named::<SessionRecord>),
         errors: &[401, 404],
     },
     Op {
@@ -263,7 +281,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(201, schema_of::<SnapshotRecord<'static>>),
+        reply: Reply::Json(201, named::<SnapshotRecord<'static>>),
         errors: &[401, 404],
     },
     Op {
@@ -273,7 +291,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<Vec<SnapshotRecord<'static>>>),
+        reply: Reply::Json(200, named::<Vec<SnapshotRecord<'static>>>),
         errors: &[401, 404],
     },
     Op {
@@ -283,7 +301,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::snapshots::ListQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<Vec<SnapshotRecord<'static>>>),
+        reply: Reply::Json(200, named::<Vec<SnapshotRecord<'static>>>),
         errors: &[401],
     },
     Op {
@@ -293,7 +311,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SnapshotRecord<'static>>),
+        reply: Reply::Json(200, named::<SnapshotRecord<'static>>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -303,7 +321,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::DiffQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<DiffReport>),
+        reply: Reply::Json(200, named::<DiffReport>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -313,7 +331,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::SearchQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SnapshotSearch>),
+        reply: Reply::Json(200, named::<SnapshotSearch>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -323,7 +341,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::SessionDiffQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<DiffReport>),
+        reply: Reply::Json(200, named::<DiffReport>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -333,7 +351,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::DiffQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<SessionChanges>),
+        reply: Reply::Json(200, named::<SessionChanges>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -343,7 +361,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::LogQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<PathLog>),
+        reply: Reply::Json(200, named::<PathLog>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -353,7 +371,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::review::FindQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<FindResult>),
+        reply: Reply::Json(200, named::<FindResult>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -363,7 +381,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::snapshots::FilesQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<FileListing<'static>>),
+        reply: Reply::Json(200, named::<FileListing<'static>>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -373,7 +391,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::snapshots::ReadQuery>),
         headers: &[IF_NONE_MATCH_READ],
         body: Body::None,
-        reply: Reply::File(schema_of::<super::files::FileRead<'static>>),
+        reply: Reply::File(named::<super::files::FileRead<'static>>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -393,7 +411,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::trash::TrashQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<TrashPage>),
+        reply: Reply::Json(200, named::<TrashPage>),
         errors: &[400, 401],
     },
     Op {
@@ -403,7 +421,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::trash::SessionTrashQuery>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<TrashPage>),
+        reply: Reply::Json(200, named::<TrashPage>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -413,7 +431,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::trash::ShownItem>),
+        reply: Reply::Json(200, named::<super::trash::ShownItem>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -422,8 +440,8 @@ const OPS: &[Op] = &[
         summary: "Restore trash items (ids, the newest deletion of a path, or a prefix) into their workspaces; every item's outcome",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<super::trash::RestoreBody>),
-        reply: Reply::Json(200, schema_of::<BulkRestore>),
+        body: Body::Json(named::<super::trash::RestoreBody>),
+        reply: Reply::Json(200, named::<BulkRestore>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -432,8 +450,8 @@ const OPS: &[Op] = &[
         summary: "Restore trash items of a session's workspace into its live tree, within its scope; every item's outcome",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<super::trash::RestoreBody>),
-        reply: Reply::Json(200, schema_of::<BulkRestore>),
+        body: Body::Json(named::<super::trash::RestoreBody>),
+        reply: Reply::Json(200, named::<BulkRestore>),
         errors: &[400, 401, 403, 404, 413],
     },
     Op {
@@ -453,7 +471,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::audit::AuditParams>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::audit::AuditPage>),
+        reply: Reply::Json(200, named::<super::audit::AuditPage>),
         errors: &[400, 401],
     },
     Op {
@@ -473,7 +491,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::audit::HistoryParams>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<Vec<HistoryEntry>>),
+        reply: Reply::Json(200, named::<Vec<HistoryEntry>>),
         errors: &[400, 401],
     },
     Op {
@@ -483,7 +501,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<CheckpointRecord>),
+        reply: Reply::Json(200, named::<CheckpointRecord>),
         errors: &[401, 404],
     },
     Op {
@@ -493,7 +511,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::audit::ProofParams>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<InclusionProof>),
+        reply: Reply::Json(200, named::<InclusionProof>),
         errors: &[400, 401, 404],
     },
     Op {
@@ -503,7 +521,7 @@ const OPS: &[Op] = &[
         query: Some(schema_of::<super::audit::ConsistencyParams>),
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<ConsistencyProof>),
+        reply: Reply::Json(200, named::<ConsistencyProof>),
         errors: &[400, 401],
     },
     Op {
@@ -512,8 +530,8 @@ const OPS: &[Op] = &[
         summary: "Read a text file, optionally a 0-based line range (end_line exclusive) (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ReadRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReadData>>),
+        body: Body::Json(named::<fileops::ReadRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ReadData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -522,8 +540,8 @@ const OPS: &[Op] = &[
         summary: "Write text, base64 or raw (Latin-1) content; a blind overwrite keeps the old content as a pre-image (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::WriteRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        body: Body::Json(named::<fileops::WriteRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::WriteData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -532,8 +550,8 @@ const OPS: &[Op] = &[
         summary: "Replace text in a file (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ReplaceRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReplaceData>>),
+        body: Body::Json(named::<fileops::ReplaceRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ReplaceData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -542,8 +560,8 @@ const OPS: &[Op] = &[
         summary: "Search one file with a regular expression (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::SearchRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::SearchData>>),
+        body: Body::Json(named::<fileops::SearchRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::SearchData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -552,8 +570,8 @@ const OPS: &[Op] = &[
         summary: "Find files by a simple glob (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::FindRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        body: Body::Json(named::<fileops::FindRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -562,8 +580,8 @@ const OPS: &[Op] = &[
         summary: "Search a file tree with include/exclude filters (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::GrepRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::GrepData>>),
+        body: Body::Json(named::<fileops::GrepRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::GrepData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -572,8 +590,8 @@ const OPS: &[Op] = &[
         summary: "List files by an advanced glob (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::GlobRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        body: Body::Json(named::<fileops::GlobRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -582,8 +600,8 @@ const OPS: &[Op] = &[
         summary: "List a directory (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ListRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ListData>>),
+        body: Body::Json(named::<fileops::ListRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ListData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -593,7 +611,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::Multipart,
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::WriteData>>),
         errors: &[400, 401, 413],
     },
     Op {
@@ -612,8 +630,8 @@ const OPS: &[Op] = &[
         summary: "Read a text file, optionally a 0-based line range (end_line exclusive) (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ReadRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReadData>>),
+        body: Body::Json(named::<fileops::ReadRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ReadData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -622,8 +640,8 @@ const OPS: &[Op] = &[
         summary: "Write text, base64 or raw (Latin-1) content; a blind overwrite keeps the old content as a pre-image (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::WriteRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        body: Body::Json(named::<fileops::WriteRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::WriteData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -632,8 +650,8 @@ const OPS: &[Op] = &[
         summary: "Replace text in a file (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ReplaceRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ReplaceData>>),
+        body: Body::Json(named::<fileops::ReplaceRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ReplaceData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -642,8 +660,8 @@ const OPS: &[Op] = &[
         summary: "Search one file with a regular expression (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::SearchRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::SearchData>>),
+        body: Body::Json(named::<fileops::SearchRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::SearchData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -652,8 +670,8 @@ const OPS: &[Op] = &[
         summary: "Find files by a simple glob (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::FindRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        body: Body::Json(named::<fileops::FindRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -662,8 +680,8 @@ const OPS: &[Op] = &[
         summary: "Search a file tree with include/exclude filters (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::GrepRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::GrepData>>),
+        body: Body::Json(named::<fileops::GrepRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::GrepData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -672,8 +690,8 @@ const OPS: &[Op] = &[
         summary: "List files by an advanced glob (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::GlobRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::FilesData>>),
+        body: Body::Json(named::<fileops::GlobRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -682,8 +700,8 @@ const OPS: &[Op] = &[
         summary: "List a directory (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<fileops::ListRequest>),
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::ListData>>),
+        body: Body::Json(named::<fileops::ListRequest>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::ListData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -693,7 +711,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::Multipart,
-        reply: Reply::Wrapped(schema_of::<FileReply<fileops::WriteData>>),
+        reply: Reply::Wrapped(named::<FileReply<fileops::WriteData>>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -712,8 +730,8 @@ const OPS: &[Op] = &[
         summary: "Start a file watcher (recursive, debounce, include_patterns, exclude, event_types) (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::WatchRequest>),
-        reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
+        body: Body::Json(named::<watchops::WatchRequest>),
+        reply: Reply::Json(201, named::<super::watch::Data<watchops::WatchInfo>>),
         errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
@@ -722,8 +740,8 @@ const OPS: &[Op] = &[
         summary: "Wait for one event on a path (create answers at once if it exists); `event: null, timed_out: true` when the time runs out (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::WaitRequest>),
-        reply: Reply::Json(200, schema_of::<super::watch::WaitData>),
+        body: Body::Json(named::<watchops::WaitRequest>),
+        reply: Reply::Json(200, named::<super::watch::WaitData>),
         errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
@@ -732,8 +750,8 @@ const OPS: &[Op] = &[
         summary: "Long-poll a watcher's events after `cursor`; `overflow` when some were lost (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::PollRequest>),
-        reply: Reply::Json(200, schema_of::<watchops::PollData>),
+        body: Body::Json(named::<watchops::PollRequest>),
+        reply: Reply::Json(200, named::<watchops::PollData>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -753,7 +771,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::watch::Data<watchops::Stopped>>),
+        reply: Reply::Json(200, named::<super::watch::Data<watchops::Stopped>>),
         errors: &[401, 404],
     },
     Op {
@@ -762,8 +780,8 @@ const OPS: &[Op] = &[
         summary: "Start a file watcher (recursive, debounce, include_patterns, exclude, event_types) (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::WatchRequest>),
-        reply: Reply::Json(201, schema_of::<super::watch::Data<watchops::WatchInfo>>),
+        body: Body::Json(named::<watchops::WatchRequest>),
+        reply: Reply::Json(201, named::<super::watch::Data<watchops::WatchInfo>>),
         errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
@@ -772,8 +790,8 @@ const OPS: &[Op] = &[
         summary: "Wait for one event on a path (create answers at once if it exists); `event: null, timed_out: true` when the time runs out (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::WaitRequest>),
-        reply: Reply::Json(200, schema_of::<super::watch::WaitData>),
+        body: Body::Json(named::<watchops::WaitRequest>),
+        reply: Reply::Json(200, named::<super::watch::WaitData>),
         errors: &[400, 401, 403, 404, 409, 413],
     },
     Op {
@@ -782,8 +800,8 @@ const OPS: &[Op] = &[
         summary: "Long-poll a watcher's events after `cursor`; `overflow` when some were lost (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<watchops::PollRequest>),
-        reply: Reply::Json(200, schema_of::<watchops::PollData>),
+        body: Body::Json(named::<watchops::PollRequest>),
+        reply: Reply::Json(200, named::<watchops::PollData>),
         errors: &[400, 401, 404, 413],
     },
     Op {
@@ -803,7 +821,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::watch::Data<watchops::Stopped>>),
+        reply: Reply::Json(200, named::<super::watch::Data<watchops::Stopped>>),
         errors: &[401, 404],
     },
     Op {
@@ -812,7 +830,7 @@ const OPS: &[Op] = &[
         summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (session token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<serde_json::Map<String, Value>>),
+        body: Body::Json(named::<serde_json::Map<String, Value>>),
         reply: Reply::Events,
         errors: &[400, 401, 404, 406, 413],
     },
@@ -842,7 +860,7 @@ const OPS: &[Op] = &[
         summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (operator token)",
         query: None,
         headers: &[],
-        body: Body::Json(schema_of::<serde_json::Map<String, Value>>),
+        body: Body::Json(named::<serde_json::Map<String, Value>>),
         reply: Reply::Events,
         errors: &[400, 401, 404, 406, 413],
     },
@@ -873,7 +891,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::public::ToolList>),
+        reply: Reply::Json(200, named::<super::public::ToolList>),
         errors: &[],
     },
     Op {
@@ -883,7 +901,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, schema_of::<super::public::Health>),
+        reply: Reply::Json(200, named::<super::public::Health>),
         errors: &[],
     },
     Op {
@@ -893,7 +911,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Json(200, || schemars::json_schema!({"type": "object"})),
+        reply: Reply::Json(200, |_| schemars::json_schema!({"type": "object"})),
         errors: &[],
     },
 ];
@@ -956,6 +974,10 @@ fn query_params(schema: &Schema) -> Vec<Value> {
         .map(|(name, prop)| {
             let mut prop = prop.clone();
             let description = prop.as_object_mut().and_then(|p| p.remove("description")).unwrap_or(Value::Null);
+            // An absent parameter is the `None`: a `null` default would not be of its type.
+            if prop.get("default").is_some_and(Value::is_null) {
+                prop.as_object_mut().map(|p| p.remove("default"));
+            }
             if let Some(types) = prop.get_mut("type").and_then(Value::as_array_mut) {
                 types.retain(|t| t != "null");
                 if let [only] = types.as_slice() {
@@ -982,17 +1004,12 @@ fn query_params(schema: &Schema) -> Vec<Value> {
         .collect()
 }
 
-/// The parameters of tool `name`, and the schema of its answer in its envelope.
-fn tool_schemas(name: &str) -> (Schema, Schema) {
-    crate::tools::catalog::schemas(name).unwrap_or_else(|| (Schema::default(), Schema::default()))
-}
-
 fn json_content(schema: Value) -> Value {
     json!({"application/json": {"schema": schema}})
 }
 
 /// The success answers of `reply`; `tool_answer` is the tool's envelope for `Reply::Tool`.
-fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
+fn success(reply: Reply, tool_answer: Option<Schema>, g: &mut SchemaGenerator) -> Map<String, Value> {
     let mut r = Map::new();
     let mut put = |status: u16, content: Option<Value>| {
         let mut answer = json!({"description": description(status)});
@@ -1003,14 +1020,15 @@ fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
     };
     let bytes = json!({"type": "string", "format": "binary"});
     match reply {
-        Reply::Json(status, schema) => put(status, Some(json_content(schema().into()))),
+        Reply::Json(status, schema) => put(status, Some(json_content(schema(g).into()))),
         Reply::Written(schema) => {
-            put(200, Some(json_content(schema().into())));
-            put(201, Some(json_content(schema().into())));
+            let schema: Value = schema(g).into();
+            put(200, Some(json_content(schema.clone())));
+            put(201, Some(json_content(schema)));
         }
         Reply::Empty(status) => put(status, None),
         Reply::File(schema) => {
-            let mut content = json_content(schema().into());
+            let mut content = json_content(schema(g).into());
             content["application/octet-stream"] = json!({"schema": bytes});
             put(200, Some(content));
             put(304, None);
@@ -1024,14 +1042,48 @@ fn success(reply: Reply, tool_answer: Option<Schema>) -> Map<String, Value> {
         }
         Reply::Events => put(200, Some(json!({"text/event-stream": {"schema": {"type": "string"}}}))),
         Reply::Tool => put(200, tool_answer.map(|s| json_content(s.into()))),
-        Reply::Wrapped(schema) => put(200, Some(json_content(schema().into()))),
+        Reply::Wrapped(schema) => put(200, Some(json_content(schema(g).into()))),
     }
     r
 }
 
+/// The schema `schema` stands for: the definition a `$ref` into `components.schemas` names.
+fn resolved<'a>(schema: &'a Value, g: &'a SchemaGenerator) -> &'a Value {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        .and_then(|name| g.definitions().get(name))
+        .unwrap_or(schema)
+}
+
+/// A unique name for the operation `method path`, for generated clients' functions: the method
+/// and the path's words in camel case, a parameter as `By` and its name
+/// (`GET /v1/sessions/{id}/files` is `getV1SessionsByIdFiles`).
+fn operation_id(method: &str, path: &str) -> String {
+    let mut id = method.to_ascii_lowercase();
+    for segment in path.split('/').filter(|s| !s.is_empty()) {
+        let name = match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(param) => {
+                id.push_str("By");
+                param.trim_start_matches('*')
+            }
+            None => segment,
+        };
+        for word in name.split(['_', '-', '.']).filter(|w| !w.is_empty()) {
+            let mut chars = word.chars();
+            if let Some(first) = chars.next() {
+                id.extend(first.to_uppercase());
+                id.push_str(chars.as_str());
+            }
+        }
+    }
+    id
+}
+
 /// One operation of the document at `path`; for a tool, `tool` holds its parameters' and its
 /// answer's schemas.
-fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
+fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>, g: &mut SchemaGenerator) -> Value {
     let mut params: Vec<Value> = path
         .split('/')
         .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
@@ -1050,7 +1102,7 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
         );
     }
     let (tool_body, tool_answer) = tool.unzip();
-    let mut responses = success(op.reply, tool_answer);
+    let mut responses = success(op.reply, tool_answer, g);
     // A malformed path parameter, or an unknown or malformed query parameter, is a 400.
     let mut errors = op.errors.to_vec();
     if (op.query.is_some() || path.contains('{')) && !errors.contains(&400) {
@@ -1061,18 +1113,19 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
         // The operator's token is checked before any route, with the common error body.
         let operator_refused = s == 401 && !op.path.starts_with("/v1/file/");
         let error = match op.reply {
-            Reply::Wrapped(_) if !operator_refused => Value::from(schema_of::<FileReply<()>>()),
+            Reply::Wrapped(_) if !operator_refused => Value::from(named::<FileReply<()>>(g)),
             _ => json!({"$ref": "#/components/schemas/Error"}),
         };
         responses.insert(s.to_string(), json!({"description": description(s), "content": json_content(error)}));
     }
-    let mut operation = json!({"summary": op.summary, "parameters": params, "responses": responses});
+    let mut operation = json!({"operationId": operation_id(op.method, path), "summary": op.summary,
+                               "parameters": params, "responses": responses});
     if !super::public::PUBLIC.contains(&(op.method, op.path)) {
         operation["security"] = json!([{"bearer": []}]);
     }
     let body = match op.body {
         Body::None => None,
-        Body::Json(schema) => Some(schema()),
+        Body::Json(schema) => Some(schema(g)),
         Body::Tool => tool_body,
         Body::Multipart => {
             let form = json!({"type": "object", "required": ["file", "path"], "additionalProperties": false, "properties": {
@@ -1089,45 +1142,145 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>) -> Value {
         }
     };
     if let Some(body) = body {
+        let body = Value::from(body);
         // A missing body is the empty object: required only when some field is.
-        let required = body.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
-        operation["requestBody"] = json!({"required": required, "content": json_content(body.into())});
+        let required = resolved(&body, g).get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+        operation["requestBody"] = json!({"required": required, "content": json_content(body)});
     }
     operation
 }
 
+/// Closed sets of strings as `enum`, which every client generator reads, where schemars writes
+/// `oneOf` of `const`s to keep each value's doc comment: the docs go into the description.
+fn closed_sets_as_enums(doc: &mut Value) {
+    let mut stack: Vec<&mut Value> = vec![doc];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(o) => {
+                let values: Option<Vec<(Value, Option<String>)>> =
+                    o.get("oneOf").and_then(Value::as_array).and_then(|alts| {
+                        alts.iter()
+                            .map(|a| {
+                                let a = a.as_object()?;
+                                let value = a.get("const").filter(|c| c.is_string())?.clone();
+                                a.keys()
+                                    .all(|k| matches!(k.as_str(), "const" | "description" | "type"))
+                                    .then(|| (value, a.get("description").and_then(Value::as_str).map(String::from)))
+                            })
+                            .collect()
+                    });
+                if let Some(values) = values.filter(|v| !v.is_empty()) {
+                    o.remove("oneOf");
+                    let docs: Vec<String> = values
+                        .iter()
+                        .filter_map(|(v, d)| d.as_ref().map(|d| format!("`{}`: {d}", v.as_str().unwrap_or_default())))
+                        .collect();
+                    if !docs.is_empty() {
+                        let before = o.get("description").and_then(Value::as_str).map(String::from);
+                        let joined = docs.join("; ");
+                        o.insert(
+                            "description".into(),
+                            Value::from(before.map_or(joined.clone(), |b| format!("{b} ({joined})"))),
+                        );
+                    }
+                    o.insert("type".into(), Value::from("string"));
+                    o.insert("enum".into(), Value::Array(values.into_iter().map(|(v, _)| v).collect()));
+                }
+                stack.extend(o.values_mut());
+            }
+            Value::Array(a) => stack.extend(a.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
 /// The whole document.
 pub fn document() -> Value {
+    let mut g = generator();
     let mut paths = Map::new();
     for op in OPS {
         // One route runs every tool; each is documented on its own path, with its parameters
         // as the body's schema and its answer as the response's.
         let expanded: Vec<(String, Option<(Schema, Schema)>)> = if matches!(op.body, Body::Tool) {
-            crate::tools::catalog::names().map(|t| (op.path.replace("{tool}", t), Some(tool_schemas(t)))).collect()
+            crate::tools::catalog::names()
+                .map(|t| (op.path.replace("{tool}", t), crate::tools::catalog::schemas_in(t, &mut g)))
+                .collect()
         } else {
             vec![(op.path.replace("{*", "{"), None)]
         };
         for (path, tool) in expanded {
-            let operation = operation(op, &path, tool);
+            let operation = operation(op, &path, tool, &mut g);
             let entry = paths.entry(path).or_insert_with(|| json!({}));
             entry[op.method.to_ascii_lowercase()] = operation;
         }
     }
-    json!({
+    let mut schemas = g.take_definitions(true);
+    schemas.insert("Error".into(), Value::from(schema_of::<ErrorBody>()));
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {"title": "trove", "version": env!("CARGO_PKG_VERSION"),
                  "description": "Sessions, their files (live or from snapshots), and snapshots."},
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": Value::from(schema_of::<ErrorBody>())}
+            "schemas": schemas
         }
-    })
+    });
+    closed_sets_as_enums(&mut doc);
+    doc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The definition a `$ref` names in `doc`, or the schema itself.
+    fn named_schema<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+        match schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+            Some(name) => &doc["components"]["schemas"][name],
+            None => schema,
+        }
+    }
+
+    #[test]
+    fn operations_have_unique_ids_and_types_are_named_schemas_with_closed_sets_as_enums() {
+        let doc = document();
+        let mut ids = std::collections::HashSet::new();
+        for (path, ops) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in ops.as_object().expect("operations") {
+                let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+                assert!(ids.insert(id.to_string()), "{id} is given twice");
+            }
+        }
+        assert!(ids.contains("getV1SessionsByIdFiles") && ids.contains("postV1SessionsByIdToolsReadFile"), "{ids:?}");
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        assert!(schemas.len() > 50, "types are named once, not inlined at every use: {}", schemas.len());
+        let list = &doc["paths"]["/v1/sessions"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        assert_eq!(list["items"]["$ref"], "#/components/schemas/SessionRecord", "{list}");
+        // No `oneOf` of `const`s is left anywhere; `null` defaults are gone from parameters.
+        let mut stack = vec![&doc];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Object(o) => {
+                    let alts = o.get("oneOf").and_then(Value::as_array);
+                    assert!(!alts.is_some_and(|a| a.iter().all(|a| a.get("const").is_some())), "not an enum: {v}");
+                    assert_ne!(o.get("items"), Some(&Value::Bool(true)), "arrays say what they hold");
+                    stack.extend(o.values());
+                }
+                Value::Array(a) => stack.extend(a),
+                _ => {}
+            }
+        }
+        let status = &named_schema(&doc, &schemas["SessionRecord"]["properties"]["status"])["enum"];
+        assert!(status.as_array().is_some_and(|v| v.contains(&json!("ended"))), "{status}");
+        for ops in doc["paths"].as_object().expect("paths").values() {
+            for op in ops.as_object().expect("operations").values() {
+                for p in op["parameters"].as_array().into_iter().flatten() {
+                    assert!(!p["schema"]["default"].is_null() || p["schema"].get("default").is_none(), "{p}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_route_is_documented_and_every_operation_routed() {
@@ -1185,7 +1338,7 @@ mod tests {
         assert_eq!(values(&find(&read, "change_policy")["schema"]), [json!("retry"), json!("abort")]);
         assert_eq!(values(&find(&read, "download")["schema"]).len(), 4);
         let restore = &doc["paths"]["/v1/sessions/{id}/tools/restore_file"]["post"]["requestBody"];
-        let body = &restore["content"]["application/json"]["schema"];
+        let body = named_schema(&doc, &restore["content"]["application/json"]["schema"]);
         assert_eq!(body["additionalProperties"], false, "unknown fields are refused, and documented so");
         assert!(body["properties"]["trashId"].is_object() && body["properties"]["onConflict"].is_object(), "{body}");
         assert!(find(&read, "source")["schema"]["pattern"].is_string());
@@ -1211,7 +1364,7 @@ mod tests {
         let doc = document();
         let body = &doc["paths"]["/v1/sessions/{id}/tools/read_file"]["post"]["requestBody"];
         assert_eq!(body["required"], true, "read_file needs a path");
-        let max_lines = &body["content"]["application/json"]["schema"]["properties"]["maxLines"];
+        let max_lines = &named_schema(&doc, &body["content"]["application/json"]["schema"])["properties"]["maxLines"];
         assert!(max_lines.to_string().contains("\"maximum\":18446744073709551615"), "{max_lines}");
         let list = &doc["paths"]["/v1/sessions/{id}/tools/list_directory"]["post"]["requestBody"];
         assert_eq!(list["required"], false, "every list_directory parameter has a default");

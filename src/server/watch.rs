@@ -31,6 +31,7 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// `{"data": ...}`: the create and delete answers, as the seed's example reads them.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Data_{T}")]
 pub(super) struct Data<T> {
     data: T,
 }

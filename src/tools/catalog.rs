@@ -3,7 +3,7 @@
 //! generated from the same types the tools parse and answer; and one call by name with JSON
 //! arguments, for adapters that carry tools over another protocol.
 
-use schemars::{JsonSchema, Schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -38,24 +38,92 @@ pub fn schema_of<T: JsonSchema>() -> Schema {
     schema
 }
 
+/// A tool's schemas: its parameters, its answer in its envelope, and the answer's data alone.
+struct Schemas {
+    params: Schema,
+    reply: Schema,
+    data: Schema,
+}
+
+/// How a type's schema is made: whole ([`schema_of`], for function-calling APIs), or as a
+/// reference into a generator's definitions (the OpenAPI document's named schemas).
+trait Maker {
+    fn make<T: JsonSchema>(&mut self) -> Schema;
+}
+
+/// Every schema whole.
+struct Whole;
+
+impl Maker for Whole {
+    fn make<T: JsonSchema>(&mut self) -> Schema {
+        schema_of::<T>()
+    }
+}
+
+impl Maker for SchemaGenerator {
+    fn make<T: JsonSchema>(&mut self) -> Schema {
+        self.subschema_for::<T>()
+    }
+}
+
+fn of<P: JsonSchema, T: JsonSchema>(m: &mut impl Maker) -> Schemas {
+    Schemas { params: m.make::<P>(), reply: m.make::<ToolReply<T>>(), data: m.make::<T>() }
+}
+
+fn schemas_with(name: &str, m: &mut impl Maker) -> Option<Schemas> {
+    Some(match name {
+        "read_file" => of::<read::ReadFile, out::ReadFileResult>(m),
+        "list_directory" => of::<read::ListDirectory, out::ListDirectoryResult>(m),
+        "search_files" => of::<read::Search, out::SearchAnswer>(m),
+        "glob" => of::<read::Search, out::GlobResult>(m),
+        "create_file" => of::<mutate::CreateFile, out::WriteResult>(m),
+        "write_file" => of::<mutate::WriteFile, out::WriteResult>(m),
+        "edit_file" => of::<mutate::EditFile, out::EditResult>(m),
+        "delete_file" => of::<mutate::DeleteFile, out::DeleteResult>(m),
+        "restore_file" => of::<mutate::RestoreFile, out::RestoreResult>(m),
+        "move_file" => of::<mutate::MoveFile, out::MoveResult>(m),
+        "apply_patch" => of::<mutate::ApplyPatch, out::ApplyPatchResult>(m),
+        files::NAME => of::<FilesCall, FilesResult>(m),
+        _ => return None,
+    })
+}
+
+fn schemas_of(name: &str) -> Option<Schemas> {
+    schemas_with(name, &mut Whole)
+}
+
+/// As [`schemas`], each named type a `$ref` into `generator`'s definitions, which gathers
+/// them (the OpenAPI document's `components.schemas`).
+pub fn schemas_in(name: &str, generator: &mut SchemaGenerator) -> Option<(Schema, Schema)> {
+    schemas_with(name, generator).map(|s| (s.params, s.reply))
+}
+
 /// The schemas of tool `name`'s parameters and of its answer in its envelope; `None` for a
 /// name that is no tool.
 pub fn schemas(name: &str) -> Option<(Schema, Schema)> {
-    Some(match name {
-        "read_file" => (schema_of::<read::ReadFile>(), schema_of::<ToolReply<out::ReadFileResult>>()),
-        "list_directory" => (schema_of::<read::ListDirectory>(), schema_of::<ToolReply<out::ListDirectoryResult>>()),
-        "search_files" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::SearchAnswer>>()),
-        "glob" => (schema_of::<read::Search>(), schema_of::<ToolReply<out::GlobResult>>()),
-        "create_file" => (schema_of::<mutate::CreateFile>(), schema_of::<ToolReply<out::WriteResult>>()),
-        "write_file" => (schema_of::<mutate::WriteFile>(), schema_of::<ToolReply<out::WriteResult>>()),
-        "edit_file" => (schema_of::<mutate::EditFile>(), schema_of::<ToolReply<out::EditResult>>()),
-        "delete_file" => (schema_of::<mutate::DeleteFile>(), schema_of::<ToolReply<out::DeleteResult>>()),
-        "restore_file" => (schema_of::<mutate::RestoreFile>(), schema_of::<ToolReply<out::RestoreResult>>()),
-        "move_file" => (schema_of::<mutate::MoveFile>(), schema_of::<ToolReply<out::MoveResult>>()),
-        "apply_patch" => (schema_of::<mutate::ApplyPatch>(), schema_of::<ToolReply<out::ApplyPatchResult>>()),
-        files::NAME => (schema_of::<FilesCall>(), schema_of::<ToolReply<FilesResult>>()),
-        _ => return None,
-    })
+    schemas_of(name).map(|s| (s.params, s.reply))
+}
+
+/// The schema of what tool `name` answers when it succeeds, without the envelope (MCP's
+/// `outputSchema`, which the structured content of every successful call must match). `None`
+/// for `files`, whose answer is a string unless typed results are asked for, and for a name
+/// that is no tool.
+pub fn output_schema(name: &str) -> Option<Schema> {
+    if name == files::NAME {
+        return None;
+    }
+    schemas_of(name).map(|s| s.data)
+}
+
+/// How tool `name` treats the workspace, as MCP's annotations say it: (read-only, destructive).
+/// Reads change nothing; a change that replaces or removes what is there is destructive to the
+/// workspace, even though trove keeps the old content (a pre-image, the trash) to undo it.
+pub fn hints(name: &str) -> (bool, bool) {
+    match name {
+        "read_file" | "list_directory" | "search_files" | "glob" => (true, false),
+        "create_file" | "restore_file" => (false, false),
+        _ => (false, true),
+    }
 }
 
 /// Every tool callable by name: the stale-file tools, then the unified `files` tool.

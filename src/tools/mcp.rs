@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -76,7 +76,18 @@ impl ServerHandler for McpTools {
                     Value::Object(o) => o,
                     _ => serde_json::Map::new(),
                 };
-                Tool::new(spec.name, spec.description, Arc::new(params))
+                let (read_only, destructive) = super::catalog::hints(&spec.name);
+                // Every tool reaches the session's workspace and nothing else.
+                let hints = ToolAnnotations::new().read_only(read_only).destructive(destructive).open_world(false);
+                let output = super::catalog::output_schema(&spec.name).and_then(|s| match Value::from(s) {
+                    Value::Object(o) if o.get("type") == Some(&Value::from("object")) => Some(o),
+                    _ => None,
+                });
+                let tool = Tool::new(spec.name, spec.description, Arc::new(params)).annotate(hints);
+                match output {
+                    Some(o) => tool.with_raw_output_schema(Arc::new(o)),
+                    None => tool,
+                }
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))

@@ -77,7 +77,9 @@ pub struct EditFile {
     pub path_base64: Option<String>,
     /// The sha256 the file has now, as last read (the stale-file protocol); `""` means it must not exist.
     pub expected_sha256: Option<String>,
-    /// The replacements, applied in order.
+    /// The replacements, applied in order (at least one).
+    #[serde(deserialize_with = "some_edits")]
+    #[schemars(length(min = 1))]
     pub edits: Vec<Edit>,
     /// Edit whatever the file holds now, without a sha256 (as `WriteFile::blind`).
     #[serde(skip)]
@@ -364,4 +366,13 @@ pub(super) fn restore_file(c: &Caller<'_>, l: &Locked, p: &RestoreFile) -> Resul
         expected_sha256: p.expected_sha256.as_deref(),
     };
     c.repo.restore_trash_item(&l.wd, &by, "restore_file", &item, how, json!({}))
+}
+
+/// `edits`, refused when empty as its schema says (`minItems` 1), when the parameters are read.
+fn some_edits<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<Edit>, D::Error> {
+    let edits = <Vec<Edit> as serde::Deserialize>::deserialize(d)?;
+    if edits.is_empty() {
+        return Err(serde::de::Error::custom("edits is empty: give at least one {oldText, newText}"));
+    }
+    Ok(edits)
 }

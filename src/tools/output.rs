@@ -365,6 +365,7 @@ impl ToolError {
 
 /// A tool's answer as agents receive it: `{"ok": true, "data": ...}` or `{"ok": false, "error": ...}`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "ToolReply_{T}")]
 pub struct ToolReply<T> {
     /// Whether the tool did what was asked.
     pub ok: bool,

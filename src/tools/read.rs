@@ -45,12 +45,12 @@ pub struct ReadFile {
     #[serde(default)]
     pub path_base64: Option<String>,
     /// The first line to return, 1-based.
-    #[serde(default, deserialize_with = "count::de")]
-    #[schemars(with = "Option<count::Count>")]
+    #[serde(default, deserialize_with = "count::de_positive")]
+    #[schemars(with = "Option<count::LineNumber>")]
     pub start_line: Option<usize>,
     /// The last line to return, inclusive.
-    #[serde(default, deserialize_with = "count::de")]
-    #[schemars(with = "Option<count::Count>")]
+    #[serde(default, deserialize_with = "count::de_positive")]
+    #[schemars(with = "Option<count::LineNumber>")]
     pub end_line: Option<usize>,
     /// The most bytes of text to return, cut at a whole line.
     #[serde(default, deserialize_with = "count::de")]
@@ -65,6 +65,8 @@ pub struct ReadFile {
     #[schemars(with = "Option<count::Count>")]
     pub max_line_length: Option<usize>,
     /// `utf-8` (default) or `base64`.
+    #[serde(default, deserialize_with = "de_read_encoding")]
+    #[schemars(schema_with = "read_encoding_schema")]
     pub encoding: Option<String>,
     /// For base64: the byte to start at (`nextOffset` of the read before).
     #[serde(default, deserialize_with = "count::de_u64")]
@@ -172,6 +174,21 @@ impl Search {
 
 fn session_view<'a>(c: &'a Caller<'a>, excludes: &'a Excludes) -> WorkspaceView<'a> {
     WorkspaceView::of_session(c.session, excludes, &c.scope)
+}
+
+/// An encoding `read_file` answers in, refused when the parameters are read (as its schema
+/// says), not after.
+fn de_read_encoding<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    let given = Option::<String>::deserialize(d)?;
+    match given.as_deref() {
+        None | Some("utf-8" | "utf8" | "base64") => Ok(given),
+        Some(other) => Err(serde::de::Error::custom(format!("encoding '{other}' is not one of: utf-8, base64"))),
+    }
+}
+
+/// The encodings `read_file` answers in.
+fn read_encoding_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "enum": ["utf-8", "utf8", "base64", null]})
 }
 
 /// `read_file`.

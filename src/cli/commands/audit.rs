@@ -290,6 +290,17 @@ fn print_report(out: &mut Out, report: &VerifyReport, json: bool, require_checkp
     }
 }
 
+/// Says so on stderr when an operation filter names an operation no record of the log has
+/// (most often misspelt): an empty answer alone would look like "it never happened".
+fn unknown_operation(repo: &Repo, operation: Option<&str>) -> Result<(), Failure> {
+    let Some(op) = operation else { return Ok(()) };
+    let known = repo.audit_operations()?;
+    if !known.iter().any(|k| k == op) {
+        tracing::warn!("no record of this log has operation '{op}'; the operations recorded are: {}", known.join(", "));
+    }
+    Ok(())
+}
+
 fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Failure> {
     let now = trove::now_ns();
     let format = if json && args.format == LogFormat::Table { LogFormat::Json } else { args.format };
@@ -312,6 +323,9 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
     let mut first = true;
     loop {
         let records = repo.audit_query(&q)?;
+        if first && records.is_empty() {
+            unknown_operation(repo, q.operation.as_deref())?;
+        }
         let mut entries: Vec<AuditEntry> = records.iter().map(|r| r.entry()).collect();
         if args.proof && !entries.is_empty() {
             add_proofs(repo, &mut entries)?;

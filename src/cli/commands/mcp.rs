@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use trove::tools::catalog;
@@ -23,6 +24,9 @@ pub struct Args {
     pub sandbox_root: String,
 }
 
+/// How often a stream of tool calls is recorded as the session's activity.
+const ACTIVITY_EVERY: Duration = Duration::from_secs(1);
+
 pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> {
     trove::path::check_sandbox_root(&args.sandbox_root)?;
     // stdout is the protocol's: the log goes to stderr (`TROVE_LOG`, default warnings only, as
@@ -32,16 +36,22 @@ pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> 
     let repo = Repo::open(repo_path)?;
     // Refused before the protocol starts: a client learns at once that the session is unknown.
     repo.session(&args.session)?;
-    let repo = Arc::new(Mutex::new(repo));
+    // The last time a call was recorded as the session's activity: at most one write a second.
+    let repo = Arc::new(Mutex::new((repo, None::<Instant>)));
     let (session, root, actor) = (args.session.clone(), args.sandbox_root, actor());
     let run: Runner = Arc::new(move |name, params| {
         let (repo, session, root, actor) = (repo.clone(), session.clone(), root.clone(), actor.clone());
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 // One call at a time: the calls of one client are in order anyway.
-                let repo = repo.lock().unwrap_or_else(|p| p.into_inner());
+                let mut held = repo.lock().unwrap_or_else(|p| p.into_inner());
+                let (repo, noted) = &mut *held;
+                if noted.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY) {
+                    super::tool::note_activity(repo, &session);
+                    *noted = Some(Instant::now());
+                }
                 let s = repo.session(&session)?;
-                let sandbox = Sandbox::new(&repo, &s, &actor, &root);
+                let sandbox = Sandbox::new(repo, &s, &actor, &root);
                 catalog::call(&sandbox, &name, params)
             })
             .await

@@ -160,7 +160,9 @@ fn files(out: &mut Out, repo: &Repo, id: &SessionId, source: Option<&str>, json:
 /// `trove session changes`: the diff, then per path who touched it and how to get it back.
 fn changes(out: &mut Out, repo: &Repo, id: &SessionId, shape: &super::diff::Shape, json: bool) -> Result<(), Failure> {
     let s = repo.session(id)?;
-    let report = repo.session_changes(&s, &shape.options(trove::Scope::whole())?)?;
+    // Within the session's scope, as `GET /v1/sessions/{id}/changes` answers: what the session
+    // could change, the same from either surface.
+    let report = repo.session_changes(&s, &shape.options(s.scope()?)?)?;
     if json {
         return print_json(out, &report);
     }

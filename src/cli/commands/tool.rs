@@ -43,6 +43,7 @@ fn tool(
         .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
     let repo = Repo::open(repo_path)?;
     let s = repo.session(session)?;
+    note_activity(&repo, &s.id);
     if name == trove::tools::files::NAME {
         let call: trove::tools::files::FilesCall =
             serde_json::from_value(v).map_err(|e| Error::invalid_argument(format!("bad parameters for files: {e}")))?;
@@ -59,4 +60,13 @@ fn tool(
     let code = result.as_ref().err().map_or(0, |e| crate::exit_code(e.kind()));
     print_json(out, &trove::tools::envelope(result))?;
     Ok(code)
+}
+
+/// Records a use of session `id` as its activity, as a server's requests are: a `trove serve`
+/// running the session would otherwise end it as idle while an agent works through this
+/// process. A failure (a full disk) costs the call nothing and is logged.
+pub(crate) fn note_activity(repo: &Repo, id: &SessionId) {
+    if let Err(e) = repo.touch_sessions(&[(id.clone(), trove::now_ns())]) {
+        tracing::warn!(session = %id, error = %e, "could not record the session's activity");
+    }
 }

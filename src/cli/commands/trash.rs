@@ -283,7 +283,10 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     let req = RestoreRequest { workspace, selection, to, on_conflict, expected_sha256 };
     let actor = actor();
     let live_dir = |w: &str| repo.workspace_dir(w);
-    let done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
+    let mut done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
+    for e in done.items.iter_mut().filter_map(|o| o.error.as_mut()) {
+        e.message = crate::cli::output::in_flags(&e.message);
+    }
     if json {
         print_json(out, &done)?;
     } else {

@@ -42,6 +42,11 @@ impl Repo {
         self.manifest.read(|| manifest::audit::query(self.manifest.conn(), q))
     }
 
+    /// The operations the log's records name, sorted: what an operation filter can match.
+    pub fn audit_operations(&self) -> Result<Vec<String>> {
+        manifest::audit::operations(self.manifest.conn())
+    }
+
     /// How many records the log holds.
     pub fn audit_size(&self) -> Result<u64> {
         manifest::audit::size(self.manifest.conn())

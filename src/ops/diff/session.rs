@@ -39,11 +39,15 @@ impl Repo {
             .into_iter()
             .filter(|r| r.record.path.as_deref().is_some_and(|p| opts.scope.can_read(p)))
             .collect();
-        // Each record under the paths it names (its path and a move's destination).
+        // Each record under the paths it names (its path and a move's destination). A change
+        // of a directory (a delete, a move) touched everything below it; a refusal changed
+        // nothing, so it belongs to the path it named only, never to the files below it.
         let mut by_path: RandomKeyMap<&[u8], Vec<usize>> = RandomKeyMap::default();
+        let mut refused_at: RandomKeyMap<&[u8], Vec<usize>> = RandomKeyMap::default();
         for (i, r) in records.iter().enumerate() {
+            let index = if r.record.outcome == "ok" { &mut by_path } else { &mut refused_at };
             for p in [&r.record.path, &r.record.dest_path].into_iter().flatten() {
-                by_path.entry(p.as_slice()).or_default().push(i);
+                index.entry(p.as_slice()).or_default().push(i);
             }
         }
         let filter =
@@ -58,6 +62,7 @@ impl Repo {
                 for a in self_and_ancestors(p) {
                     touched.extend(by_path.get(a).into_iter().flatten());
                 }
+                touched.extend(refused_at.get(p).into_iter().flatten());
             }
             touched.sort_unstable();
             touched.dedup();

@@ -66,8 +66,10 @@ pub struct WriteRequest {
     pub file_base64: Option<String>,
     /// What to write, encoded as `encoding` says.
     pub content: String,
-    /// `utf-8` (default), `base64`, or `raw` (each character one byte, U+0000 to U+00FF).
-    #[serde(default)]
+    /// `utf-8` (default), `base64`, or `raw` (each character one byte, U+0000 to U+00FF);
+    /// any case, and `utf8`, `latin-1`, `latin1` too.
+    #[serde(default, deserialize_with = "de_encoding")]
+    #[schemars(schema_with = "encoding_schema")]
     pub encoding: Option<String>,
     /// Add to the end of the file instead of replacing it.
     #[serde(default)]
@@ -273,7 +275,7 @@ pub struct GlobRequest {
     /// Include names starting with `.` (and what lies below them).
     #[serde(default)]
     pub include_hidden: bool,
-    /// Files only (the default; directories are never listed).
+    /// Files only (the default); `false` lists the directories that match as well.
     #[serde(default)]
     pub files_only: Option<bool>,
     /// Each file's size and modification time in `entries`.
@@ -393,7 +395,19 @@ impl Sandbox<'_> {
             total_lines,
         };
         let read = |first: usize, last: Option<usize>, lines: usize| -> Result<crate::tools::output::ReadFileResult> {
-            match self.tool(ToolCall::ReadFile(read_call(&rel, first, last, lines)))? {
+            // The tool's advice (an `encoding` this route does not take) is not this route's.
+            let binary = |e: Error| match e.kind() {
+                ErrorKind::NotText => Error::new(
+                    ErrorKind::NotText,
+                    format!(
+                        "'{}' is not UTF-8 text: download its bytes with GET /v1/file/download?path=...",
+                        r.file.escape_debug()
+                    ),
+                )
+                .with_detail("path", r.file.as_str()),
+                _ => e,
+            };
+            match self.tool(ToolCall::ReadFile(read_call(&rel, first, last, lines))).map_err(binary)? {
                 ToolOutput::ReadFile(f) => Ok(f),
                 _ => Err(Error::internal("read_file answered another shape")),
             }
@@ -585,9 +599,25 @@ impl Sandbox<'_> {
         Ok((hits, s.truncated, s.files_searched))
     }
 
+    /// Refuses a place to look in that is not there (`not_found`): a search that finds no
+    /// directory is not "no matches". Only where the session may see: whether something out
+    /// of its sight exists is not the session's to learn (a search there finds nothing).
+    fn must_exist(&self, rel: &[u8], given: &str) -> Result<()> {
+        if rel.is_empty() || !self.session.scope()?.dir_visible(rel) {
+            return Ok(());
+        }
+        let wd = crate::fs::workdir::WorkDir::open(&self.session.live_dir)?;
+        match wd.stat(rel)? {
+            Some(_) => Ok(()),
+            None => Err(Error::not_found(format!("'{given}' not found: give a directory that exists"))
+                .with_detail("path", given)),
+        }
+    }
+
     /// `grep`: lines matching a regex in the files below `path`.
     pub fn grep(&self, r: &GrepRequest) -> Result<GrepData> {
         let (rel, style) = self.rel(&r.path)?;
+        self.must_exist(&rel, &r.path)?;
         let max = r.max_results.unwrap_or(200);
         if !(1..=10_000).contains(&max) {
             return Err(Error::invalid_argument(format!("max_results {max} is not from 1 to 10000")));
@@ -633,9 +663,57 @@ impl Sandbox<'_> {
         Ok((g.files, g.truncated))
     }
 
+    /// The directories below `rel` whose path below it matches glob `pattern` and none of
+    /// `exclude` (`glob` with `files_only: false`); and whether the listing was cut short.
+    fn glob_dirs(
+        &self,
+        rel: &[u8],
+        pattern: &str,
+        exclude: &[String],
+    ) -> Result<(Vec<crate::ops::source::ListedFile<'static>>, bool)> {
+        let dir = path::display(rel).into_owned();
+        let m = Matcher::new(&SearchSpec {
+            pattern: pattern.to_string(),
+            mode: SearchMode::Glob,
+            path: dir.clone(),
+            exclude: exclude.to_vec(),
+            ..SearchSpec::default()
+        })?;
+        let call = ToolCall::ListDirectory(ListDirectory {
+            path: dir,
+            recursive: true,
+            max_depth: None,
+            limit: Some(LIST_MAX),
+            source: None,
+        });
+        let ToolOutput::ListDirectory(l) = self.tool(call)? else {
+            return Err(Error::internal("list_directory answered another shape"));
+        };
+        let mut dirs = Vec::new();
+        for e in l.entries {
+            if e.kind != crate::model::tree::EntryKind::Dir {
+                continue;
+            }
+            let full = match &e.path_base64 {
+                Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
+                None => e.path.clone().into_bytes(),
+            };
+            if m.selects(&full).is_some_and(|rel_in| m.path_matches(&rel_in) == Some(true)) {
+                dirs.push(crate::ops::source::ListedFile {
+                    path: e.path.into(),
+                    path_base64: e.path_base64,
+                    size: e.size,
+                    modified_at: e.modified_at,
+                });
+            }
+        }
+        Ok((dirs, l.truncated))
+    }
+
     /// `find`: files by name pattern below `path`.
     pub fn find(&self, r: &FindRequest) -> Result<FilesData> {
         let (rel, style) = self.rel(&r.path)?;
+        self.must_exist(&rel, &r.path)?;
         let pattern = if r.glob.contains('/') { r.glob.clone() } else { format!("**/{}", r.glob) };
         let (files, truncated) = self.glob_files(&rel, pattern, Vec::new(), 100_000)?;
         let files: Vec<String> = files.iter().map(|f| self.show(&listed_rel(f), style)).collect();
@@ -645,12 +723,21 @@ impl Sandbox<'_> {
     /// `glob`: files by path pattern below `path`, filtered and sorted.
     pub fn glob(&self, r: &GlobRequest) -> Result<FilesData> {
         let (rel, style) = self.rel(&r.path)?;
+        self.must_exist(&rel, &r.path)?;
         let max = r.max_results.unwrap_or(1000);
         if !(1..=100_000).contains(&max) {
             return Err(Error::invalid_argument(format!("max_results {max} is not from 1 to 100000")));
         }
         // Hidden files are filtered after the match, so ask for more than will be shown.
         let (mut files, mut truncated) = self.glob_files(&rel, r.pattern.clone(), r.exclude.clone(), 100_000)?;
+        let mut dirs = std::collections::HashSet::new();
+        if r.files_only == Some(false) {
+            let (found, cut) = self.glob_dirs(&rel, &r.pattern, &r.exclude)?;
+            truncated |= cut;
+            dirs.extend(found.iter().map(|d| d.path.to_string()));
+            files.extend(found);
+            files.sort_by(|a, b| a.path.cmp(&b.path));
+        }
         let base = path::display(&rel).into_owned();
         if !r.include_hidden {
             files.retain(|f| {
@@ -678,7 +765,7 @@ impl Sandbox<'_> {
                 .map(|f| FileMeta {
                     path: self.show(&listed_rel(f), style),
                     path_base64: f.path_base64.clone(),
-                    is_dir: false,
+                    is_dir: dirs.contains(f.path.as_ref()),
                     size: f.size,
                     modified_at: f.modified_at.clone(),
                 })
@@ -754,6 +841,26 @@ fn read_call(rel: &[u8], start: usize, end: Option<usize>, lines: usize) -> Read
         offset: None,
         source: None,
     }
+}
+
+/// An encoding [`decode`] takes, refused when the request is read (a 400, as its schema says).
+fn de_encoding<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    let given = Option::<String>::deserialize(d)?;
+    match given.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("utf-8" | "utf8" | "base64" | "raw" | "latin-1" | "latin1") => Ok(given),
+        Some(_) => Err(serde::de::Error::custom(format!(
+            "encoding '{}' is not one of: utf-8, base64, raw",
+            given.as_deref().unwrap_or_default()
+        ))),
+    }
+}
+
+/// The encodings [`decode`] takes, in any case.
+fn encoding_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["string", "null"],
+        "pattern": "^([Uu][Tt][Ff]-?8|[Bb][Aa][Ss][Ee]64|[Rr][Aa][Ww]|[Ll][Aa][Tt][Ii][Nn]-?1)$"
+    })
 }
 
 /// `content` as bytes: `utf-8`, `base64`, or `raw` (each character one byte).

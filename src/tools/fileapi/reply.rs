@@ -17,7 +17,7 @@ pub struct FileError {
     pub message: String,
     /// `not_found`, `permission_denied`, `invalid_target`, `already_exists`, `invalid_path`,
     /// `read_only_filesystem`, `no_space_left`, `decode_error`, `io_error`, or trove's
-    /// `stale_file`.
+    /// `stale_file` and `unauthorized` (no live session token; HTTP 401).
     pub error_type: String,
     /// Whether the same call may succeed later.
     pub retryable: bool,
@@ -33,6 +33,7 @@ pub struct FileError {
 
 /// An answer of the sandbox file API.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "FileReply_{T}")]
 pub struct FileReply<T> {
     /// Whether the operation succeeded.
     pub success: bool,
@@ -45,6 +46,7 @@ pub struct FileReply<T> {
 /// `data`: the result, or what went wrong.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
+#[schemars(rename = "FileData_{T}")]
 pub enum FileData<T> {
     /// The operation's result.
     Ok(T),
@@ -63,6 +65,8 @@ fn classify(e: &Error) -> (&'static str, i32, &'static str, &'static str, bool) 
         (_, Some(libc::EROFS)) => ("read_only_filesystem", libc::EROFS, "EROFS", "OSError", false),
         (ErrorKind::NotFound, _) => ("not_found", libc::ENOENT, "ENOENT", "FileNotFoundError", false),
         (ErrorKind::PermissionDenied, _) => ("permission_denied", libc::EACCES, "EACCES", "PermissionError", false),
+        // No (live) session token: nothing on disk was tried, so no I/O error.
+        (ErrorKind::Unauthorized, _) => ("unauthorized", libc::EACCES, "EACCES", "PermissionError", false),
         (ErrorKind::AlreadyExists, _) => ("already_exists", libc::EEXIST, "EEXIST", "FileExistsError", false),
         (ErrorKind::IsDirectory, _) => ("invalid_target", libc::EISDIR, "EISDIR", "IsADirectoryError", false),
         (ErrorKind::TooLarge, _) => ("invalid_target", libc::EFBIG, "EFBIG", "OSError", false),

@@ -685,6 +685,19 @@ impl Runner {
         if let Some(o) = old.take() {
             match (self.lens.sees(&o), sees) {
                 (true, true) => old = Some(o),
+                // Renamed onto a waited-for path: the rename, from where it was when the
+                // session may see that; a creation still to a wait that wants no renames (an
+                // atomic save is the file's creation or write to whoever waits for those).
+                (false, true)
+                    if self.lens.sight.only.is_some() && !internal(&o) && self.lens.sight.scope.can_read(&o) =>
+                {
+                    if self.lens.types.contains(&EventType::Rename) {
+                        kind = EventType::Rename;
+                    } else {
+                        kind = EventType::Create;
+                    }
+                    old = Some(o);
+                }
                 (false, true) => kind = EventType::Create,
                 (true, false) => {
                     kind = EventType::Remove;
