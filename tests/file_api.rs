@@ -1204,6 +1204,12 @@ fn an_ended_session_reads_from_its_snapshot_and_refuses_writes() {
     assert_eq!(d["content"], "line 0\nline 1\nline 2\nline 3\n");
     let e = failed(s.call("POST", &format!("/v1/sessions/{id}/file/write"), r#"{"file": "x.txt", "content": "x"}"#));
     assert_eq!(e["error_type"], "read_only_filesystem");
+    // Its sandbox gone, the searches still answer from the snapshot.
+    std::fs::remove_dir_all(s.workspace("proj")).expect("rm");
+    let grep = ok(s.call("POST", &format!("/v1/sessions/{id}/file/grep"), r#"{"path": "src", "pattern": "TODO"}"#));
+    assert_eq!(grep["total"], 1, "{grep}");
+    let find = ok(s.call("POST", &format!("/v1/sessions/{id}/file/find"), r#"{"path": "src", "glob": "*.py"}"#));
+    assert_eq!(find["files"], json!(["src/app.py"]));
 }
 
 #[test]

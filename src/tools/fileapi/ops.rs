@@ -601,12 +601,15 @@ impl Sandbox<'_> {
 
     /// Refuses a place to look in that is not there (`not_found`): a search that finds no
     /// directory is not "no matches". Only where the session may see: whether something out
-    /// of its sight exists is not the session's to learn (a search there finds nothing).
+    /// of its sight exists is not the session's to learn (a search there finds nothing). Only
+    /// in a live tree: a session no longer served is searched in its latest snapshot, whatever
+    /// is (or is no longer) on disk.
     fn must_exist(&self, rel: &[u8], given: &str) -> Result<()> {
+        let Some(live) = self.session.serving_dir() else { return Ok(()) };
         if rel.is_empty() || !self.session.scope()?.dir_visible(rel) {
             return Ok(());
         }
-        let wd = crate::fs::workdir::WorkDir::open(&self.session.live_dir)?;
+        let wd = crate::fs::workdir::WorkDir::open(live)?;
         match wd.stat(rel)? {
             Some(_) => Ok(()),
             None => Err(Error::not_found(format!("'{given}' not found: give a directory that exists"))
