@@ -234,6 +234,14 @@ fn the_same_tools_answer_over_streamable_http_under_serve() {
     assert_eq!(closed.status, 200, "{}", closed.text());
     let after = post(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}), Some(&sid));
     assert_eq!(after.status, 404, "a closed MCP session is gone: {}", after.text());
+    // The MCP library's refusals answer as every route's errors do: JSON, with the status the
+    // document gives (a body that is no JSON-RPC message is a 400).
+    let not_rpc = post(json!({"hello": "world"}), None);
+    assert_eq!(not_rpc.status, 400, "{}", not_rpc.text());
+    assert_eq!(not_rpc.header("content-type"), Some("application/json"));
+    assert_eq!(not_rpc.json()["kind"], "invalid_argument");
+    let plain = http::request(s.addr, "GET", &target, &[("Authorization", auth.as_str())], b"");
+    assert_eq!((plain.status, plain.header("content-type")), (406, Some("application/json")), "{}", plain.text());
     // The operator's token guards it like every route.
     let r = http::request(s.addr, "POST", &target, &[("Content-Type", "application/json")], b"{}");
     assert_eq!(r.status, 401);

@@ -80,7 +80,40 @@ async fn serve(st: Arc<AppState>, session: SessionId, req: Request) -> Response 
     if closing && answer.status() == axum::http::StatusCode::ACCEPTED {
         *answer.status_mut() = axum::http::StatusCode::OK;
     }
-    answer
+    refusal_as_json(answer).await
+}
+
+/// The MCP library's refusals are plain text without a content type, and a body that is no
+/// JSON-RPC message is its 415: answered here as every route answers an error, trove's JSON
+/// error body, and a malformed message as the 400 it is.
+async fn refusal_as_json(answer: Response) -> Response {
+    use crate::base::error::ErrorKind;
+    use axum::http::{header, StatusCode};
+    let status = answer.status();
+    let json = answer
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return answer;
+    }
+    // The library's sentences are short; a longer body is cut, never held whole.
+    let text = match axum::body::to_bytes(answer.into_body(), 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        Err(e) => {
+            tracing::debug!(error = %e, "an MCP refusal's text was not read");
+            String::new()
+        }
+    };
+    let text = if text.is_empty() { "the MCP server refused the request".to_string() } else { text };
+    let (kind, status) = match status {
+        StatusCode::NOT_FOUND => (ErrorKind::NotFound, status),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (ErrorKind::InvalidArgument, StatusCode::BAD_REQUEST),
+        s if s.is_server_error() => (ErrorKind::Internal, s),
+        s => (ErrorKind::InvalidArgument, s),
+    };
+    ApiError::new(kind, format!("MCP: {text}")).with_status(status).into_response()
 }
 
 /// `POST|GET|DELETE /v1/sessions/{id}/mcp`

@@ -851,7 +851,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Empty(202),
+        reply: Reply::Empty(200),
         errors: &[400, 401, 404, 405],
     },
     Op {
@@ -881,7 +881,7 @@ const OPS: &[Op] = &[
         query: None,
         headers: &[],
         body: Body::None,
-        reply: Reply::Empty(202),
+        reply: Reply::Empty(200),
         errors: &[400, 401, 404, 405],
     },
     Op {
