@@ -1040,7 +1040,21 @@ fn success(reply: Reply, tool_answer: Option<Schema>, g: &mut SchemaGenerator) -
             put(200, Some(json!({"application/octet-stream": {"schema": bytes}})));
             put(304, None);
         }
-        Reply::Events => put(200, Some(json!({"text/event-stream": {"schema": {"type": "string"}}}))),
+        // Each event of the stream, as an SSE reader parses it (what clients and schemathesis
+        // check each event against): its fields, `data` one line of JSON.
+        Reply::Events => put(
+            200,
+            Some(json!({"text/event-stream": {"schema": {
+                "type": "object",
+                "required": ["data"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "event": {"type": "string"},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
+                    "retry": {"type": "integer", "minimum": 0}
+                }
+            }}})),
+        ),
         Reply::Tool => put(200, tool_answer.map(|s| json_content(s.into()))),
         Reply::Wrapped(schema) => put(200, Some(json_content(schema(g).into()))),
     }
@@ -1271,6 +1285,9 @@ mod tests {
                 _ => {}
             }
         }
+        // An event stream's schema describes each event as an SSE reader parses it.
+        let stream = &doc["paths"]["/v1/audit/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"];
+        assert_eq!(stream["schema"]["properties"]["data"]["type"], "string", "{stream}");
         let status = &named_schema(&doc, &schemas["SessionRecord"]["properties"]["status"])["enum"];
         assert!(status.as_array().is_some_and(|v| v.contains(&json!("ended"))), "{status}");
         for ops in doc["paths"].as_object().expect("paths").values() {
