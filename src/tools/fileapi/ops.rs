@@ -589,10 +589,8 @@ impl Sandbox<'_> {
             .matches
             .into_iter()
             .map(|m| {
-                let rel = match &m.path_base64 {
-                    Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
-                    None => m.path.clone().into_bytes(),
-                };
+                let rel =
+                    path::exact_or_text(&m.path, m.path_base64.as_deref()).map(|p| p.into_owned()).unwrap_or_default();
                 LineHit { file: self.show(&rel, style), file_base64: m.path_base64, line_number: m.line, line: m.text }
             })
             .collect();
@@ -697,10 +695,7 @@ impl Sandbox<'_> {
             if e.kind != crate::model::tree::EntryKind::Dir {
                 continue;
             }
-            let full = match &e.path_base64 {
-                Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
-                None => e.path.clone().into_bytes(),
-            };
+            let full = path::exact_or_text(&e.path, e.path_base64.as_deref())?.into_owned();
             if m.selects(&full).is_some_and(|rel_in| m.path_matches(&rel_in) == Some(true)) {
                 dirs.push(crate::ops::source::ListedFile {
                     path: e.path.into(),
@@ -794,10 +789,7 @@ impl Sandbox<'_> {
         let base = path::display(&rel).into_owned();
         let mut entries = Vec::with_capacity(l.entries.len());
         for e in l.entries {
-            let full = match &e.path_base64 {
-                Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
-                None => e.path.clone().into_bytes(),
-            };
+            let full = path::exact_or_text(&e.path, e.path_base64.as_deref())?.into_owned();
             let below = e.path.strip_prefix(base.as_str()).unwrap_or(&e.path).trim_start_matches('/');
             if !r.show_hidden && hidden(below) {
                 continue;
@@ -819,10 +811,7 @@ impl Sandbox<'_> {
 
 /// The exact path bytes of a listed file.
 fn listed_rel(f: &crate::ops::source::ListedFile<'_>) -> Vec<u8> {
-    match &f.path_base64 {
-        Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
-        None => f.path.as_bytes().to_vec(),
-    }
+    path::exact_or_text(&f.path, f.path_base64.as_deref()).map(|p| p.into_owned()).unwrap_or_default()
 }
 
 /// `rel` as a tool call names it: its text, and its exact bytes when they are not UTF-8.
