@@ -313,6 +313,10 @@ fn grep_searches_a_tree_with_include_exclude_case_insensitive_and_max_results() 
     let capped = ok(op(&s, &token, "grep", json!({"path": "", "pattern": "line", "max_results": 2})));
     assert_eq!(capped["total"], 2);
     assert_eq!(capped["truncated"], true);
+    // A path that is a file searches that file, as grep given a file does.
+    let one = ok(op(&s, &token, "grep", json!({"path": "/workspace/src/app.py", "pattern": "TODO"})));
+    assert_eq!((one["total"].as_u64(), one["files_searched"].as_u64()), (Some(1), Some(1)), "{one}");
+    assert_eq!(one["matches"][0]["file"], "/workspace/src/app.py");
 }
 
 // ---- Find, Glob, And List --------------------------------------------------------------------
@@ -934,17 +938,18 @@ fn sse_emits_watch_started_file_change_with_ids_and_resumes_after_last_event_id(
     use std::io::{Read, Write};
     let (s, _, token) = fixture();
     let id = watcher(&s, &token, json!({"path": "src"}));
-    let open = |last: Option<&str>| {
+    let open_at = |query: &str, last: Option<&str>| {
         let mut c = std::net::TcpStream::connect(s.addr).expect("connect");
         c.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("timeout");
         let resume = last.map(|l| format!("Last-Event-ID: {l}\r\n")).unwrap_or_default();
         write!(
             c,
-            "GET /v1/file/watch/{id}/events HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n{resume}\r\n"
+            "GET /v1/file/watch/{id}/events{query} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n{resume}\r\n"
         )
         .expect("send");
         c
     };
+    let open = |last: Option<&str>| open_at("", last);
     let read_until = |c: &mut std::net::TcpStream, needle: &str| {
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
@@ -963,6 +968,10 @@ fn sse_emits_watch_started_file_change_with_ids_and_resumes_after_last_event_id(
     assert!(got.contains("\"relative_path\":\"live.ts\""), "{got}");
     drop(c);
     let mut c = open(Some(&format!("{id}:1")));
+    let got = read_until(&mut c, "event: file_change");
+    assert!(!got.contains(&format!("id: {id}:1\n")) && got.contains(&format!("id: {id}:2\n")), "{got}");
+    // A client without the header resumes with `?cursor=`, a query string's text.
+    let mut c = open_at("?cursor=1", None);
     let got = read_until(&mut c, "event: file_change");
     assert!(!got.contains(&format!("id: {id}:1\n")) && got.contains(&format!("id: {id}:2\n")), "{got}");
 }

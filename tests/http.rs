@@ -309,6 +309,12 @@ fn sessions_pause_resume_expire_and_bulk_delete() {
     let r = s.call("DELETE", "/v1/sessions?status=busy", "");
     assert_eq!(r.status, 400);
     let another = s.session(r#"{"persistent": true}"#);
+    // By workspace: only that workspace's sessions end.
+    let other = s.session(r#"{"persistent": true, "workspace": "elsewhere"}"#);
+    let r = s.call("DELETE", "/v1/sessions?workspace=elsewhere", "");
+    assert_eq!((r.status, r.json()["deleted"].as_u64()), (200, Some(1)));
+    assert_eq!(s.get(&format!("/v1/sessions/{other}")).status, 404);
+    assert_eq!(s.get(&format!("/v1/sessions/{another}")).status, 200);
     let r = s.call("DELETE", "/v1/sessions?status=idle&older_than=0s", "");
     assert_eq!((r.status, r.json()["deleted"].as_u64()), (200, Some(2)));
     assert_eq!(s.get(&format!("/v1/sessions/{another}")).status, 404);

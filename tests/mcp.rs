@@ -81,6 +81,10 @@ fn trove_mcp_serves_the_tools_to_a_real_mcp_client_over_stdio() {
             .collect();
         assert!(required.contains(&"sha256".to_string()), "{required:?}");
         assert!(tool("files").output_schema.is_none(), "files answers a string by default");
+        for t in tools.iter().filter(|t| t.name != "files") {
+            let output = t.output_schema.as_ref().unwrap_or_else(|| panic!("{} declares no output", t.name));
+            assert_eq!(output["type"], "object", "MCP takes an object schema: {}", t.name);
+        }
 
         let read = client
             .call_tool(CallToolRequestParams::new("read_file").with_arguments(args(json!({"path": "notes.txt"}))))

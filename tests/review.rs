@@ -436,6 +436,29 @@ fn over_http_diffs_changes_log_search_and_find_answer_within_scope() {
     let r = s.get(&format!("/v1/snapshots/{later}/search?pattern=a2&context=1"));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["matches"][0]["path"], "src/a.rs");
+    // The command line answers the same questions with the same documents.
+    let cli = |args: &[&str]| -> Value {
+        let out = common::trove(&s.repo, args);
+        assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    assert_eq!(cli(&["--json", "grep", &later, "a2", "-C", "1"]), r.json());
+    // (A live tree's side says when it was read: the one field two askings differ in.)
+    let unread = |mut v: Value| {
+        v["to"].as_object_mut().map(|to| to.remove("at"));
+        v
+    };
+    assert_eq!(
+        unread(cli(&["--json", "session", "changes", &narrow])),
+        unread(s.get(&format!("/v1/sessions/{narrow}/changes")).json())
+    );
+    // A search whose path is a file searches that file.
+    let r = s.get(&format!("/v1/snapshots/{later}/search?pattern=a2&path=src/a.rs"));
+    assert_eq!(
+        (r.json()["matches"][0]["path"].as_str(), r.json()["filesSearched"].as_u64()),
+        (Some("src/a.rs"), Some(1))
+    );
+    assert_eq!(cli(&["--json", "grep", &later, "a2", "--path", "src/a.rs"]), r.json());
     let r = s.get("/v1/log?workspace=shared&path=src/a.rs");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["versions"][0]["change"]["operation"], "write_file");

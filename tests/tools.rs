@@ -246,6 +246,9 @@ fn search_glob_and_list() {
     let r = w.ok("search_files", json!({"pattern": "TODO", "maxResults": 1}));
     assert_eq!((r["matches"].as_array().expect("m").len(), r["truncated"].clone()), (1, json!(true)));
     w.err("search_files", json!({"pattern": "(", "mode": "regex"}), ErrorKind::InvalidArgument);
+    // A path that is a file searches that file.
+    let r = w.ok("search_files", json!({"pattern": "todo", "caseInsensitive": true, "path": "src/lib.rs"}));
+    assert_eq!((r["matches"].as_array().map(Vec::len), r["filesSearched"].as_u64()), (Some(2), Some(1)), "{r}");
     let r = w.ok("glob", json!({"pattern": "**/*.rs"}));
     let files: Vec<_> = r["files"].as_array().expect("files").iter().map(|f| f["path"].clone()).collect();
     assert_eq!(files, vec![json!("src/lib.rs"), json!("src/main.rs")]);

@@ -190,6 +190,13 @@ pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
 }
 
+/// Standard base64 that takes a last symbol with stray low bits (`00==`): those bits lie past
+/// the last byte and carry nothing, and the documents' base64 pattern cannot rule them out.
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
 /// The bytes a request's path stands for: `text`, unless `exact` (standard base64 of the
 /// exact bytes, as a `…Base64` field of an answer gives a name that is not UTF-8) is given.
 /// The path rules apply to the result wherever it is used, as to any path.
@@ -197,11 +204,9 @@ pub fn exact_or_text<'a>(text: &'a str, exact: Option<&str>) -> Result<std::borr
     use base64::Engine;
     match exact {
         None => Ok(std::borrow::Cow::Borrowed(text.as_bytes())),
-        Some(b64) => {
-            base64::engine::general_purpose::STANDARD.decode(b64.trim()).map(std::borrow::Cow::Owned).map_err(|e| {
-                Error::new(ErrorKind::InvalidPath, format!("'{}' is not standard base64: {e}", b64.escape_debug()))
-            })
-        }
+        Some(b64) => LENIENT_BASE64.decode(b64.trim()).map(std::borrow::Cow::Owned).map_err(|e| {
+            Error::new(ErrorKind::InvalidPath, format!("'{}' is not standard base64: {e}", b64.escape_debug()))
+        }),
     }
 }
 

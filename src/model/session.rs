@@ -139,10 +139,10 @@ pub struct SessionOptions {
     pub sandbox_root: Option<String>,
     /// Refuse writes over an existing file that do not name its current sha256 (the
     /// stale-file error), where the sandbox file API would allow them.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_sha256: bool,
     /// The `files` tool answers typed results by default (else the seed's strings).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub typed_results: bool,
 }
 

@@ -105,10 +105,10 @@ pub struct RestoreResult {
     /// The audit record of the change.
     pub audit_seq: Option<i64>,
     /// Missing parent directories the restore made first, outermost first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub made_parents: Vec<String>,
     /// `merge`: the members left out because something was at their path.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collisions: Vec<String>,
 }
 

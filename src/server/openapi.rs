@@ -100,11 +100,59 @@ const WATCH_EVENT_ID: Header = Header {
     description: "The id of the last event received (`{watcher_id}:{seq}`): the stream goes on after it",
     pattern: Some("^w_[0-9a-f]{12}:[0-9]{1,19}$"),
 };
+const MCP_SESSION: Header = Header {
+    name: "Mcp-Session-Id",
+    description: "The MCP session, as `initialize` answered it: every request after `initialize` sends it",
+    pattern: None,
+};
 const IF_NONE_MATCH_READ: Header = Header {
     name: "If-None-Match",
     description: "ETags (or `*`): 304 without a body if the file's matches one",
     pattern: None,
 };
+
+/// What the document cannot state, by operation: rules between fields, or against state, that
+/// the server checks when the request arrives. Each goes into its operation's `description`,
+/// so that a client (and a conformance run) knows which refusals valid-looking data can meet.
+const RULES: &[(&str, &str, &str)] = &[
+    ("PUT", "/v1/sessions/{id}/files/{*path}", PRECONDITION),
+    ("DELETE", "/v1/sessions/{id}/files/{*path}", PRECONDITION),
+    ("GET", "/v1/file/download", DIRECTORY),
+    ("GET", "/v1/sessions/{id}/file/download", DIRECTORY),
+    ("POST", "/v1/file/upload", MULTIPART),
+    ("POST", "/v1/sessions/{id}/file/upload", MULTIPART),
+    ("GET", "/v1/snapshots/{snap}/search", GLOBS),
+    ("POST", "/v1/file/watch", GLOBS),
+    ("POST", "/v1/sessions/{id}/file/watch", GLOBS),
+    ("DELETE", "/v1/sessions", "At least one filter is required: with none the request is refused with 400 rather than ending every session."),
+    ("POST", "/v1/trash/restore", RESTORE),
+    ("POST", "/v1/sessions/{id}/trash/restore", RESTORE),
+    ("GET", "/v1/trash/export", "Items are chosen by `ids` or by the filters, not both; a request that mixes them is refused with 400 naming the rule."),
+    ("GET", "/v1/audit/proof/{seq}", PROOF),
+    ("GET", "/v1/audit/consistency", PROOF),
+    ("GET", "/v1/audit", AUDIT_QUERY),
+    ("GET", "/v1/audit/stream", AUDIT_QUERY),
+    ("POST", "/v1/file/watch/{watcher_id}/poll", CURSOR),
+    ("POST", "/v1/sessions/{id}/file/watch/{watcher_id}/poll", CURSOR),
+    ("GET", "/v1/file/watch/{watcher_id}/events", CURSOR),
+    ("GET", "/v1/sessions/{id}/file/watch/{watcher_id}/events", CURSOR),
+    ("POST", "/v1/mcp", MCP),
+    ("GET", "/v1/mcp", MCP),
+    ("DELETE", "/v1/mcp", MCP),
+    ("POST", "/v1/sessions/{id}/mcp", MCP),
+    ("GET", "/v1/sessions/{id}/mcp", MCP),
+    ("DELETE", "/v1/sessions/{id}/mcp", MCP),
+];
+const PRECONDITION: &str = "A conditional change whose `If-Match` or `If-None-Match` does not hold is refused with 412 and what the file is now: a precondition met against the file's state, not a malformed request.";
+const DIRECTORY: &str = "A path that names a directory is refused with 400 (`is_directory`): which paths are directories is state the document cannot state.";
+const MULTIPART: &str = "Every part of the form is text: a `path` part `true` is the file name \"true\".";
+const GLOBS: &str = "Globs are compiled when the request arrives, and a `path_base64` decoded: an unclosed `{` or `[`, or base64 of no path, is refused with 400 naming it.";
+const RESTORE: &str = "Items are named one way: `ids`, `path` or `prefix`; `before` only with `path`; `to` with one id or a prefix; a path or prefix with its workspace. A request that breaks one of these rules is refused with 400 naming it.";
+const PROOF: &str = "Proofs are between sizes the log has (1 <= from <= to <= its size; a record's seq at most its size): others are refused with 400 naming the log's size.";
+const AUDIT_QUERY: &str = "A query takes `path` or `prefix`, not both: both are refused with 400.";
+const CURSOR: &str =
+    "A cursor is a seq this watcher has reached: one past its newest event is refused with 400 naming the newest.";
+const MCP: &str = "A JSON-RPC 2.0 message of the Model Context Protocol (streamable HTTP). A session starts with `initialize`, whose answer carries the `Mcp-Session-Id` header every later request sends, and the client accepts `application/json, text/event-stream`. A message out of that order, without that session id, or not JSON-RPC is refused with 400, and a request without that `Accept` with 406: a protocol the document can name but not state.";
 
 /// The schema of `T` with every subschema inlined: a query type, whose properties become
 /// the operation's parameters.
@@ -829,7 +877,7 @@ const OPS: &[Op] = &[
         path: "/v1/mcp",
         summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (session token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::Json(named::<serde_json::Map<String, Value>>),
         reply: Reply::Events,
         errors: &[400, 401, 404, 406, 413],
@@ -839,7 +887,7 @@ const OPS: &[Op] = &[
         path: "/v1/mcp",
         summary: "Model Context Protocol: the stream of server messages of an MCP session (`Mcp-Session-Id`) (session token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::None,
         reply: Reply::Events,
         errors: &[400, 401, 404, 405, 406],
@@ -849,7 +897,7 @@ const OPS: &[Op] = &[
         path: "/v1/mcp",
         summary: "Model Context Protocol: end an MCP session (`Mcp-Session-Id`) (session token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::None,
         reply: Reply::Empty(200),
         errors: &[400, 401, 404, 405],
@@ -859,7 +907,7 @@ const OPS: &[Op] = &[
         path: "/v1/sessions/{id}/mcp",
         summary: "Model Context Protocol (streamable HTTP): a JSON-RPC message (initialize, tools/list, tools/call) answered as an event stream or JSON (operator token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::Json(named::<serde_json::Map<String, Value>>),
         reply: Reply::Events,
         errors: &[400, 401, 404, 406, 413],
@@ -869,7 +917,7 @@ const OPS: &[Op] = &[
         path: "/v1/sessions/{id}/mcp",
         summary: "Model Context Protocol: the stream of server messages of an MCP session (`Mcp-Session-Id`) (operator token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::None,
         reply: Reply::Events,
         errors: &[400, 401, 404, 405, 406],
@@ -879,7 +927,7 @@ const OPS: &[Op] = &[
         path: "/v1/sessions/{id}/mcp",
         summary: "Model Context Protocol: end an MCP session (`Mcp-Session-Id`) (operator token)",
         query: None,
-        headers: &[],
+        headers: &[MCP_SESSION],
         body: Body::None,
         reply: Reply::Empty(200),
         errors: &[400, 401, 404, 405],
@@ -1134,6 +1182,9 @@ fn operation(op: &Op, path: &str, tool: Option<(Schema, Schema)>, g: &mut Schema
     }
     let mut operation = json!({"operationId": operation_id(op.method, path), "summary": op.summary,
                                "parameters": params, "responses": responses});
+    if let Some((_, _, rule)) = RULES.iter().find(|(m, p, _)| *m == op.method && *p == op.path) {
+        operation["description"] = json!(rule);
+    }
     if !super::public::PUBLIC.contains(&(op.method, op.path)) {
         operation["security"] = json!([{"bearer": []}]);
     }
@@ -1265,6 +1316,12 @@ mod tests {
                 let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no operationId"));
                 assert!(ids.insert(id.to_string()), "{id} is given twice");
             }
+        }
+        for (method, path, _) in RULES {
+            assert!(
+                OPS.iter().any(|o| o.method == *method && o.path == *path),
+                "a rule for {method} {path}, no operation"
+            );
         }
         assert!(ids.contains("getV1SessionsByIdFiles") && ids.contains("postV1SessionsByIdToolsReadFile"), "{ids:?}");
         let schemas = doc["components"]["schemas"].as_object().expect("schemas");

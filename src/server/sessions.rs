@@ -85,6 +85,9 @@ pub(super) struct BulkQuery {
     /// (`2h`, `1h30m`).
     #[schemars(regex(pattern = r"^([0-9]{1,6}|([0-9]{1,6}[smh]){1,3})$"))]
     older_than: Option<String>,
+    /// Only the sessions of this workspace.
+    #[schemars(length(min = 1, max = 255))]
+    workspace: Option<String>,
     /// `true`: with no other filter, end every session (a bare DELETE is refused).
     all: Option<bool>,
 }
@@ -101,10 +104,10 @@ pub(super) enum BulkStatus {
 pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQuery>) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let idle_only = q.status == Some(BulkStatus::Idle);
-    if q.status.is_none() && q.older_than.is_none() && q.all != Some(true) {
+    if q.status.is_none() && q.older_than.is_none() && q.workspace.is_none() && q.all != Some(true) {
         return Err(ApiError::new(
             ErrorKind::InvalidArgument,
-            "DELETE /v1/sessions with no filter would end every session: add status=idle, older_than=..., or all=true",
+            "DELETE /v1/sessions with no filter would end every session: add status=idle, older_than=..., workspace=..., or all=true",
         ));
     }
     let older_than = q.older_than.as_deref().map(parse_age).transpose()?;
@@ -113,6 +116,9 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
             let now = now_ns();
             let mut n = 0;
             for s in repo.sessions(false)? {
+                if q.workspace.as_ref().is_some_and(|w| *w != s.workspace) {
+                    continue;
+                }
                 if idle_only && st.is_busy(&s.id) {
                     continue;
                 }

@@ -52,7 +52,9 @@ pub(super) struct WaitData {
 pub(super) struct EventsQuery {
     /// Start after this seq (default 0: every event still queued); a `Last-Event-ID` header
     /// (`{watcher_id}:{seq}`) takes precedence.
-    #[serde(default, deserialize_with = "crate::base::count::de_u64")]
+    // A query string's value is text: serde_urlencoded parses it as the integer (the body's
+    // `count::de_u64` takes JSON numbers only).
+    #[serde(default)]
     #[schemars(range(min = 0))]
     cursor: Option<u64>,
 }

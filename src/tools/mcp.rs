@@ -79,10 +79,7 @@ impl ServerHandler for McpTools {
                 let (read_only, destructive) = super::catalog::hints(&spec.name);
                 // Every tool reaches the session's workspace and nothing else.
                 let hints = ToolAnnotations::new().read_only(read_only).destructive(destructive).open_world(false);
-                let output = super::catalog::output_schema(&spec.name).and_then(|s| match Value::from(s) {
-                    Value::Object(o) if o.get("type") == Some(&Value::from("object")) => Some(o),
-                    _ => None,
-                });
+                let output = super::catalog::output_schema(&spec.name).and_then(|s| object_schema(s.into()));
                 let tool = Tool::new(spec.name, spec.description, Arc::new(params)).annotate(hints);
                 match output {
                     Some(o) => tool.with_raw_output_schema(Arc::new(o)),
@@ -104,4 +101,21 @@ impl ServerHandler for McpTools {
         let args = Value::Object(request.arguments.unwrap_or_default());
         Ok(answer((self.run)(request.name.to_string(), args).await).into())
     }
+}
+
+/// `schema` as MCP's `outputSchema` takes it: an object at its root. An answer that is one of
+/// several objects (`search_files`: lines, or files for a glob) is an `anyOf` of objects, and
+/// says `"type": "object"` beside it; any other shape has no output schema.
+fn object_schema(schema: Value) -> Option<serde_json::Map<String, Value>> {
+    let Value::Object(mut o) = schema else { return None };
+    let object = Value::from("object");
+    if o.get("type") == Some(&object) {
+        return Some(o);
+    }
+    let alternatives = o.get("anyOf").or_else(|| o.get("oneOf")).and_then(Value::as_array)?;
+    if o.get("type").is_none() && alternatives.iter().all(|a| a.get("type") == Some(&object)) {
+        o.insert("type".into(), object);
+        return Some(o);
+    }
+    None
 }

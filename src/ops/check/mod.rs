@@ -115,10 +115,10 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pack: Option<String>,
     /// Snapshots that hold what it damages (at most 100).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotId>,
     /// Paths in those snapshots it damages, as `SNAPSHOT:PATH` (at most 100).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
 }
 

@@ -230,14 +230,20 @@ impl Matcher {
     }
 
     /// The path below the search's directory, if `rel` is under it and passes the include and
-    /// exclude globs (which match that path, cut on the raw bytes).
+    /// exclude globs (which match that path, cut on the raw bytes). A search whose path is a
+    /// file searches that file, as grep given a file does: its name is what the globs match.
     pub fn selects<'r>(&self, rel: &'r [u8]) -> Option<Cow<'r, str>> {
         let under = &self.under;
-        let inside = under.is_empty() || (rel.starts_with(under) && rel.get(under.len()) == Some(&b'/'));
-        if !inside {
+        let below = if under.is_empty() {
+            rel
+        } else if rel == under.as_slice() {
+            rel.rsplit(|b| *b == b'/').next().unwrap_or(rel)
+        } else if rel.starts_with(under) && rel.get(under.len()) == Some(&b'/') {
+            &rel[under.len() + 1..]
+        } else {
             return None;
-        }
-        let rel_in = path::display(if under.is_empty() { rel } else { &rel[under.len() + 1..] });
+        };
+        let rel_in = path::display(below);
         let excluded = self.include.as_ref().is_some_and(|g| !g.is_match(rel_in.as_ref()))
             || self.exclude.as_ref().is_some_and(|g| g.is_match(rel_in.as_ref()));
         (!excluded).then_some(rel_in)

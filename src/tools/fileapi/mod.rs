@@ -113,13 +113,15 @@ impl<'a> Sandbox<'a> {
     }
 
     /// As [`Sandbox::rel`], unless `exact` (standard base64 of the workspace-relative bytes, for
-    /// a name that is not UTF-8) is given: then those bytes, under the same path rules.
+    /// a name that is not UTF-8) is given: then those bytes, under the same path rules, and
+    /// `given` (the text shown for them) must still be a valid path.
     pub fn rel_exact(&self, given: &str, exact: Option<&str>) -> Result<(Vec<u8>, Style)> {
-        use base64::Engine;
-        let Some(b64) = exact else { return self.rel(given) };
-        let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
-            Error::new(ErrorKind::InvalidPath, format!("'{}' is not standard base64: {e}", b64.escape_debug()))
-        })?;
+        let shown = self.rel(given)?;
+        if exact.is_none() {
+            return Ok(shown);
+        }
+        // `given` is still checked (as the document's pattern says), though only shown.
+        let bytes = path::exact_or_text(given, exact)?;
         Ok((path::normalize_nonempty(&bytes)?, Style::Relative))
     }
 

@@ -90,6 +90,7 @@ pub struct WatchRequest {
     pub path: String,
     /// The exact workspace-relative path bytes in standard base64, for a name that is not
     /// UTF-8; given, it is the path, not `path`.
+    #[schemars(regex(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"))]
     pub path_base64: Option<String>,
     /// Whether directories below are watched too (default true).
     #[serde(default = "yes")]
@@ -121,6 +122,7 @@ pub struct WaitRequest {
     #[schemars(schema_with = "super::path_schema")]
     pub path: String,
     /// The exact workspace-relative path bytes in standard base64, for a name that is not UTF-8.
+    #[schemars(regex(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"))]
     pub path_base64: Option<String>,
     /// Seconds to wait (default 30, at most 300).
     #[schemars(range(min = 0.0, max = 300.0))]
@@ -855,7 +857,8 @@ impl Watchers {
     pub fn wait(&self, sb: &Sandbox<'_>, r: &WaitRequest) -> Result<(Arc<Watcher>, Duration)> {
         let timeout = seconds("timeout", r.timeout, 30.0, MAX_WAIT_S)?;
         let (rel, style) = sb.rel_exact(&r.path, r.path_base64.as_deref())?;
-        if rel.is_empty() {
+        // The root is refused as `path` even beside a `path_base64`, as the document's pattern says.
+        if rel.is_empty() || sb.rel(&r.path)?.0.is_empty() {
             return Err(Error::invalid_argument("wait needs a path below the workspace root, not the root itself"));
         }
         let (work, scope) = live_of(sb)?;
