@@ -9,17 +9,19 @@
 # Out-of-bounds values are left alone: the refusal is what those requests test.
 import schemathesis
 
-WAITS = ("/file/watch/wait", "/poll")
+# Each route's upper bound, as the document states it.
+BOUNDS = {"/file/watch/wait": 300, "/poll": 60}
 SHORT = 0.2
 
 
 @schemathesis.hook
 def before_call(context, case, **kwargs):
     path = case.operation.path
-    if not path.endswith(WAITS) or not isinstance(case.body, dict):
+    bound = next((b for end, b in BOUNDS.items() if path.endswith(end)), None)
+    if bound is None or not isinstance(case.body, dict):
         return
     timeout = case.body.get("timeout")
     if timeout is None:
         case.body["timeout"] = SHORT
-    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 <= timeout <= 300:
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 <= timeout <= bound:
         case.body["timeout"] = min(timeout, SHORT)

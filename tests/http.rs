@@ -311,6 +311,7 @@ fn sessions_pause_resume_expire_and_bulk_delete() {
     let another = s.session(r#"{"persistent": true}"#);
     // By workspace: only that workspace's sessions end.
     let other = s.session(r#"{"persistent": true, "workspace": "elsewhere"}"#);
+    assert_eq!(s.call("DELETE", "/v1/sessions?workspace=", "").status, 400, "an empty name is no filter");
     let r = s.call("DELETE", "/v1/sessions?workspace=elsewhere", "");
     assert_eq!((r.status, r.json()["deleted"].as_u64()), (200, Some(1)));
     assert_eq!(s.get(&format!("/v1/sessions/{other}")).status, 404);

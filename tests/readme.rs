@@ -24,8 +24,16 @@ struct Block {
 }
 
 /// The ```` ```sh ```` blocks of `markdown`, but those marked as not run. A `not run` mark
-/// without a reason is refused: a reader must learn why an example is not checked.
+/// without a reason is refused: a reader must learn why an example is not checked. Fences are
+/// found as CommonMark has them: three or more backticks opening a line, an info string
+/// without a backtick (a line that starts with an inline code span is no fence), closed by as
+/// many backticks or more.
 fn sh_blocks(markdown: &str) -> Vec<Block> {
+    let fence = |line: &str| -> Option<(usize, String)> {
+        let ticks = line.len() - line.trim_start_matches('`').len();
+        let info = &line[ticks..];
+        (ticks >= 3 && !info.contains('`')).then(|| (ticks, info.trim().to_string()))
+    };
     let mut blocks = Vec::new();
     let mut lines = markdown.lines().enumerate();
     let mut skip_next = false;
@@ -37,21 +45,25 @@ fn sh_blocks(markdown: &str) -> Vec<Block> {
             skip_next = true;
             continue;
         }
-        let Some(info) = trimmed.strip_prefix("```") else {
+        let Some((ticks, info)) = fence(trimmed) else {
             if !trimmed.is_empty() {
                 skip_next = false;
             }
             continue;
         };
         let mut text = String::new();
+        let mut closed = false;
         for (_, l) in lines.by_ref() {
-            if l.trim_start().starts_with("```") {
+            let t = l.trim();
+            if t.len() >= ticks && t.chars().all(|c| c == '`') {
+                closed = true;
                 break;
             }
             text.push_str(l);
             text.push('\n');
         }
-        if info.trim() == "sh" && !std::mem::take(&mut skip_next) {
+        assert!(closed, "line {}: a code block that never closes", i + 1);
+        if info == "sh" && !std::mem::take(&mut skip_next) {
             blocks.push(Block { line: i + 1, text });
         }
         skip_next = false;
@@ -78,7 +90,8 @@ fn run_examples(file: &str) {
     // Each block announces itself on stderr, so that a failure names it; the servers an
     // example starts in the background are stopped when the script exits, however it exits.
     let mut script = String::from(
-        "set -euo pipefail\ntrap 'for j in $(jobs -p); do kill $j; done; wait' EXIT\ncd \"$HOME\"\n\
+        "set -euo pipefail\ntrap 'for j in $(jobs -p); do kill $j; done; wait' EXIT\n\
+         trap 'echo \"failed: $BASH_COMMAND\" >&2' ERR\ncd \"$HOME\"\n\
          curl() { command curl --fail-with-body \"$@\"; }\n",
     );
     for b in &blocks {
@@ -144,7 +157,8 @@ fn the_readme_examples_run() {
 
 #[test]
 fn blocks_are_found_and_not_run_marks_skip_exactly_one() {
-    let md = "text\n```sh\necho one\n```\n<!-- not run: it builds trove -->\n```sh\nexit 1\n```\n```console\nx\n```\n```sh\necho two\n```\n";
+    let md = "text\n```sh\necho one\n```\n<!-- not run: it builds trove -->\n```sh\nexit 1\n```\n```console\nx\n```\n\
+              ```` ```sh ```` blocks are run\n````sh\necho two\n```\n````\n";
     let found: Vec<(usize, String)> = sh_blocks(md).into_iter().map(|b| (b.line, b.text)).collect();
-    assert_eq!(found, [(2, "echo one\n".to_string()), (12, "echo two\n".to_string())]);
+    assert_eq!(found, [(2, "echo one\n".to_string()), (13, "echo two\n```\n".to_string())]);
 }

@@ -86,7 +86,7 @@ pub(super) struct BulkQuery {
     #[schemars(regex(pattern = r"^([0-9]{1,6}|([0-9]{1,6}[smh]){1,3})$"))]
     older_than: Option<String>,
     /// Only the sessions of this workspace.
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(length(min = 1, max = 200))]
     workspace: Option<String>,
     /// `true`: with no other filter, end every session (a bare DELETE is refused).
     all: Option<bool>,
@@ -109,6 +109,14 @@ pub(super) async fn bulk_delete(State(st): State<Arc<AppState>>, Q(q): Q<BulkQue
             ErrorKind::InvalidArgument,
             "DELETE /v1/sessions with no filter would end every session: add status=idle, older_than=..., workspace=..., or all=true",
         ));
+    }
+    if let Some(w) = &q.workspace {
+        crate::model::session::check_workspace_name(w).map_err(|_| {
+            ApiError::new(
+                ErrorKind::InvalidArgument,
+                format!("workspace={w:?} is no workspace name: give 1-200 printable characters without '/'"),
+            )
+        })?;
     }
     let older_than = q.older_than.as_deref().map(parse_age).transpose()?;
     let deleted = st

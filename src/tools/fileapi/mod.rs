@@ -113,14 +113,13 @@ impl<'a> Sandbox<'a> {
     }
 
     /// As [`Sandbox::rel`], unless `exact` (standard base64 of the workspace-relative bytes, for
-    /// a name that is not UTF-8) is given: then those bytes, under the same path rules, and
-    /// `given` (the text shown for them) must still be a valid path.
+    /// a name that is not UTF-8) is given: then those bytes, under the same path rules.
     pub fn rel_exact(&self, given: &str, exact: Option<&str>) -> Result<(Vec<u8>, Style)> {
-        let shown = self.rel(given)?;
         if exact.is_none() {
-            return Ok(shown);
+            return self.rel(given);
         }
-        // `given` is still checked (as the document's pattern says), though only shown.
+        // `given` is only shown: the lossy text of a name that is not UTF-8 may break the path
+        // rules (U+FFFD takes three bytes) where the exact bytes do not.
         let bytes = path::exact_or_text(given, exact)?;
         Ok((path::normalize_nonempty(&bytes)?, Style::Relative))
     }

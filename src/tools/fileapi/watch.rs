@@ -857,8 +857,8 @@ impl Watchers {
     pub fn wait(&self, sb: &Sandbox<'_>, r: &WaitRequest) -> Result<(Arc<Watcher>, Duration)> {
         let timeout = seconds("timeout", r.timeout, 30.0, MAX_WAIT_S)?;
         let (rel, style) = sb.rel_exact(&r.path, r.path_base64.as_deref())?;
-        // The root is refused as `path` even beside a `path_base64`, as the document's pattern says.
-        if rel.is_empty() || sb.rel(&r.path)?.0.is_empty() {
+        // An empty `path` is refused even beside a `path_base64`, as the document's pattern says.
+        if rel.is_empty() || r.path.is_empty() {
             return Err(Error::invalid_argument("wait needs a path below the workspace root, not the root itself"));
         }
         let (work, scope) = live_of(sb)?;
