@@ -190,6 +190,9 @@ pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
 }
 
+/// The pattern of standard base64 (padded), as request schemas state an exact path's bytes.
+pub const BASE64_PATTERN: &str = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$";
+
 /// Standard base64 that takes a last symbol with stray low bits (`00==`): those bits lie past
 /// the last byte and carry nothing, and the documents' base64 pattern cannot rule them out.
 const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(

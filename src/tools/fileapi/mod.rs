@@ -115,12 +115,10 @@ impl<'a> Sandbox<'a> {
     /// As [`Sandbox::rel`], unless `exact` (standard base64 of the workspace-relative bytes, for
     /// a name that is not UTF-8) is given: then those bytes, under the same path rules.
     pub fn rel_exact(&self, given: &str, exact: Option<&str>) -> Result<(Vec<u8>, Style)> {
-        if exact.is_none() {
-            return self.rel(given);
-        }
+        let Some(b64) = exact else { return self.rel(given) };
         // `given` is only shown: the lossy text of a name that is not UTF-8 may break the path
         // rules (U+FFFD takes three bytes) where the exact bytes do not.
-        let bytes = path::exact_or_text(given, exact)?;
+        let bytes = path::exact_or_text(given, Some(b64))?;
         Ok((path::normalize_nonempty(&bytes)?, Style::Relative))
     }
 

@@ -90,7 +90,7 @@ pub struct WatchRequest {
     pub path: String,
     /// The exact workspace-relative path bytes in standard base64, for a name that is not
     /// UTF-8; given, it is the path, not `path`.
-    #[schemars(regex(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"))]
+    #[schemars(regex(pattern = crate::base::path::BASE64_PATTERN))]
     pub path_base64: Option<String>,
     /// Whether directories below are watched too (default true).
     #[serde(default = "yes")]
@@ -122,7 +122,7 @@ pub struct WaitRequest {
     #[schemars(schema_with = "super::path_schema")]
     pub path: String,
     /// The exact workspace-relative path bytes in standard base64, for a name that is not UTF-8.
-    #[schemars(regex(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"))]
+    #[schemars(regex(pattern = crate::base::path::BASE64_PATTERN))]
     pub path_base64: Option<String>,
     /// Seconds to wait (default 30, at most 300).
     #[schemars(range(min = 0.0, max = 300.0))]
