@@ -455,3 +455,13 @@ CREATE TABLE upload_temps (
     started_ns  INTEGER NOT NULL,
     PRIMARY KEY (live_dir, name)
 ) WITHOUT ROWID;
+
+-- schema-version: 15
+-- Deltas (blob format 2, ARCHITECTURE.md "Deltas"): an object stored against another, its
+-- base, names it here, so garbage collection keeps every base a live version needs without
+-- reading a blob, and `check` can tell a row from the blob it describes. Written in the
+-- transaction that stores the delta; deleted with it.
+CREATE TABLE object_bases (
+    id          BLOB PRIMARY KEY,            -- the delta's object id
+    base        BLOB NOT NULL                -- the object it is stored against
+) WITHOUT ROWID;

@@ -215,7 +215,10 @@ fn slow_uploads_are_cut_off_and_never_lock_out_the_operator() {
             slow.push(start_upload(&s, token, &format!("slow{i}.bin")));
         }
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // No request can ask whether the server has taken the six in yet: any probe at the limit
+    // would close one of them that is still idle (its head not yet read) to make room. Two
+    // seconds is ample even on a loaded machine (500 ms once was not).
+    std::thread::sleep(Duration::from_secs(2));
     // A fourth upload of `a` is over its share: refused at once.
     let refused = trickle(start_upload(&s, &a, "fourth.bin"));
     assert_eq!(refused.status, 503, "{}", refused.text());

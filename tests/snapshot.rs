@@ -377,7 +377,7 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
     let conn = trove::testing::conn(&repo);
     let packs: Vec<(String, i64)> = pairs(conn, "SELECT name, size FROM packs");
     for (name, size) in packs {
-        for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan") {
+        for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan").objects {
             from_packs.push((o.id, name.clone(), o.offset, o.stored_len, o.raw_len, o.inner_offset));
         }
     }
@@ -528,12 +528,6 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     let report = repo.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.loose, 3);
-    let gc = repo.gc(&trove::GcOptions { grace: std::time::Duration::ZERO, ..trove::GcOptions::default() });
-    gc.expect("gc");
-    assert_eq!(count(&repo, "loose_objects"), 3, "garbage collection keeps what a snapshot refers to");
-    let again = tmp.path().join("again");
-    repo.restore(&first, &again, &RestoreOptions::default()).expect("restore first");
-    assert_eq!(fs::read(again.join("d/f3.txt")).expect("read"), "file 3\n".repeat(50).into_bytes());
 
     // Another workspace's first snapshot always packs, even a small one, and does not pack
     // again what is stored loose.
@@ -572,4 +566,18 @@ fn a_few_small_changed_files_are_stored_loose_in_the_snapshot_and_read_back_ever
     }
     repo.snapshot(&ws, &opts).expect("snapshot 256 KiB");
     assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 4, 8), "256 KiB in all goes loose");
+
+    // Collection keeps what the snapshots refer to, gathered into a pack.
+    let gc = repo.gc(&trove::GcOptions { grace: std::time::Duration::ZERO, ..trove::GcOptions::default() });
+    assert_eq!(gc.expect("gc").loose_gathered, 8);
+    assert_eq!((count(&repo, "packs"), count(&repo, "loose_objects")), (packs + 5, 0));
+    let again = tmp.path().join("again");
+    repo.restore(&first, &again, &RestoreOptions::default()).expect("restore first");
+    assert_eq!(fs::read(again.join("d/f3.txt")).expect("read"), "file 3\n".repeat(50).into_bytes());
+    let last = tmp.path().join("last");
+    repo.restore(&repo.resolve_snapshot("latest", None).expect("latest"), &last, &RestoreOptions::default())
+        .expect("restore last");
+    assert_eq!(tree_state(&last), tree_state(&ws));
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

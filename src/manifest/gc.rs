@@ -171,13 +171,20 @@ pub fn mark_content(conn: &Connection, id: &ObjectId) -> Result<()> {
     Ok(())
 }
 
-/// Every object the marked contents need (a content's own object, or its chunks), then every
-/// row of each kind the marks do not reach, as the dead of this collection.
+/// Every object the marked contents need (a content's own object, or its chunks, and the bases
+/// of those stored as deltas), then every row of each kind the marks do not reach, as the dead
+/// of this collection.
 pub fn collect_dead(conn: &Connection) -> Result<()> {
     conn.execute_batch(
         "INSERT OR IGNORE INTO temp.gc_live SELECT id FROM temp.gc_contents;
          INSERT OR IGNORE INTO temp.gc_live
              SELECT c.chunk FROM temp.gc_contents m JOIN chunk_lists c ON c.content = m.id;
+         -- Every base a live delta is stored against, down each chain (UNION stops at a cycle).
+         WITH RECURSIVE bases(id) AS (
+             SELECT b.base FROM temp.gc_live l JOIN object_bases b ON b.id = l.id
+             UNION
+             SELECT b.base FROM bases c JOIN object_bases b ON b.id = c.id)
+         INSERT OR IGNORE INTO temp.gc_live SELECT id FROM bases;
          INSERT INTO temp.gc_dead SELECT 0, id FROM objects WHERE id NOT IN (SELECT id FROM temp.gc_live);
          INSERT INTO temp.gc_dead SELECT 1, id FROM loose_objects WHERE id NOT IN (SELECT id FROM temp.gc_live);
          INSERT INTO temp.gc_dead SELECT 2, id FROM trees WHERE id NOT IN (SELECT id FROM temp.gc_trees);
@@ -312,6 +319,14 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
         .prepare_cached(&format!("DELETE FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"))
         .map_err(db("collecting"))?;
     let mut undoc = conn.prepare_cached("DELETE FROM search_docs WHERE id = ?1").map_err(db("collecting"))?;
+    // A delta's row in `object_bases` goes with its last copy.
+    let mut unbase = conn
+        .prepare_cached(
+            "DELETE FROM object_bases WHERE id = ?1
+               AND NOT EXISTS (SELECT 1 FROM loose_objects WHERE id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM objects WHERE id = ?1)",
+        )
+        .map_err(db("collecting"))?;
     // A bundle member's bytes stay in its bundle: counted as dead there (`bundle_dead`), so the
     // pack's dead share sees them and a rewrite drops them. Summed per bundle over the batch
     // first: members of one bundle tend to die together, and one row write per bundle is what
@@ -330,6 +345,9 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
             *dead.entry((pack, offset)).or_default() += len;
         }
         delete.execute(params![k, horizon]).map_err(db("collecting"))?;
+        if matches!(kind, Kind::Loose | Kind::Object) {
+            unbase.execute([k]).map_err(db("collecting"))?;
+        }
         if kind != Kind::Tree {
             undoc.execute([k]).map_err(db("collecting"))?;
         }

@@ -1,6 +1,7 @@
 //! Manifest rows of loose objects: objects stored one at a time, inside the transaction that
 //! refers to them (the file tools' pre-images and new contents, a small snapshot's files), in
-//! the packs' blob format.
+//! the packs' blob format; a tool's new content may be a delta against its pre-image, its base
+//! recorded in `object_bases`.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -39,13 +40,67 @@ fn stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
 }
 
 fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)
-         ON CONFLICT (id) DO UPDATE SET condemned = NULL WHERE loose_objects.condemned IS NOT NULL",
-    )
-    .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw_len as i64, encoded]))
-    .map_err(db("storing a loose object"))?;
+    // A condemned row is replaced, bytes and all: if it was a delta, its base may be on its way
+    // out too, while the caller's encoding was made against what is live now.
+    let written = conn
+        .prepare_cached(
+            "INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)
+             ON CONFLICT (id) DO UPDATE SET raw_len = excluded.raw_len, encoded = excluded.encoded, condemned = NULL
+             WHERE loose_objects.condemned IS NOT NULL",
+        )
+        .and_then(|mut st| st.execute(params![&id.as_bytes()[..], raw_len as i64, encoded]))
+        .map_err(db("storing a loose object"))?;
+    if written == 0 {
+        return Ok(());
+    }
+    // The row of `object_bases` follows the blob: a delta names its base, a whole blob none.
+    match crate::object::delta::base_of(encoded) {
+        Ok((_, base)) => conn
+            .prepare_cached("INSERT OR REPLACE INTO object_bases (id, base) VALUES (?1, ?2)")
+            .and_then(|mut st| st.execute([&id.as_bytes()[..], &base.as_bytes()[..]])),
+        Err(_) => conn
+            .prepare_cached("DELETE FROM object_bases WHERE id = ?1")
+            .and_then(|mut st| st.execute([&id.as_bytes()[..]])),
+    }
+    .map_err(db("recording a delta's base"))?;
     Ok(())
+}
+
+/// Stores object `id` (`raw_len` bytes) as `delta`, a delta against its base at depth
+/// `base_depth`, unless it is stored already. Only while the base is stored, not condemned and
+/// still at that depth: a version must never lean on an object a collection may take, nor
+/// claim a depth its chain does not have. False when it was not stored for that reason (the
+/// caller stores the object whole).
+pub fn insert_delta(conn: &Connection, id: &ObjectId, raw_len: u64, delta: &[u8], base_depth: u8) -> Result<bool> {
+    if stored(conn, id)? {
+        return Ok(true);
+    }
+    let (_, base) = crate::object::delta::base_of(delta)?;
+    if !stored(conn, &base)? || depth(conn, &base)?.unwrap_or(0) != base_depth {
+        return Ok(false);
+    }
+    put(conn, id, raw_len, delta)?;
+    Ok(true)
+}
+
+/// The delta depth of loose object `id` (0 for a whole blob); None when it is not loose. Reads
+/// only the start of its blob, which lies in the row itself, never its overflow pages.
+pub fn depth(conn: &Connection, id: &ObjectId) -> Result<Option<u8>> {
+    let start: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT substr(encoded, 1, 8) FROM loose_objects WHERE id = ?1")
+        .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
+        .map_err(db("reading a loose object's header"))?;
+    Ok(start.map(|b| if b.get(5) == Some(&(blob::Codec::Delta as u8)) { b.get(7).copied().unwrap_or(0) } else { 0 }))
+}
+
+/// The base a delta `id` is stored against, from `object_bases`; None for an object stored
+/// whole (or not stored).
+pub fn base(conn: &Connection, id: &ObjectId) -> Result<Option<ObjectId>> {
+    let base: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT base FROM object_bases WHERE id = ?1")
+        .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
+        .map_err(db("reading a delta's base"))?;
+    base.map(|b| ObjectId::from_slice(&b)).transpose()
 }
 
 /// Stores `bytes` as a file's content in the caller's transaction and returns its content id;
@@ -97,4 +152,40 @@ pub fn get(conn: &Connection, id: &ObjectId) -> Result<Option<Vec<u8>>> {
     conn.prepare_cached("SELECT encoded FROM loose_objects WHERE id = ?1")
         .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
         .map_err(db("reading a loose object"))
+}
+
+/// Live (not condemned) loose objects after id `after`, in id order, up to `max_bytes` of
+/// stored blobs (at least one): (id, raw length, blob). A collection gathers them into packs.
+pub fn live_run(conn: &Connection, after: &[u8], max_bytes: u64) -> Result<Vec<(ObjectId, u64, Vec<u8>)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, raw_len, encoded FROM loose_objects WHERE id > ?1 AND condemned IS NULL ORDER BY id",
+        )
+        .map_err(db("reading loose objects"))?;
+    let mut rows = stmt.query([after]).map_err(db("reading loose objects"))?;
+    let (mut out, mut bytes) = (Vec::new(), 0u64);
+    while let Some(r) = rows.next().map_err(db("reading loose objects"))? {
+        let id = ObjectId::from_slice(&r.get::<_, Vec<u8>>(0).map_err(db("reading loose objects"))?)?;
+        let raw_len = r.get::<_, u64>(1).map_err(db("reading loose objects"))?;
+        let encoded: Vec<u8> = r.get(2).map_err(db("reading loose objects"))?;
+        bytes += encoded.len() as u64;
+        out.push((id, raw_len, encoded));
+        if bytes >= max_bytes {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the loose rows of `ids`, now packed (their pack rows committed in the same
+/// transaction), unless condemned meanwhile; returns how many went.
+pub fn remove_gathered<'a>(conn: &Connection, ids: impl Iterator<Item = &'a ObjectId>) -> Result<u64> {
+    let mut stmt = conn
+        .prepare_cached("DELETE FROM loose_objects WHERE id = ?1 AND condemned IS NULL")
+        .map_err(db("gathering loose objects"))?;
+    let mut n = 0;
+    for id in ids {
+        n += stmt.execute([&id.as_bytes()[..]]).map_err(db("gathering loose objects"))? as u64;
+    }
+    Ok(n)
 }

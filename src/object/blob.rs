@@ -1,9 +1,17 @@
 //! The blob codec: one object as stored in a pack, a self-describing header then the payload.
 //!
-//! Header (56 bytes, little-endian): magic `TRVB`, format version (1), codec (0 raw, 1 zstd),
-//! kind (0 object, 1 bundle), one reserved zero byte, raw length u64, payload length u64, id
-//! (32 bytes). The header makes a pack scannable without the manifest, and the id in it lets a
-//! reader catch a misplaced index entry as well as flipped bytes.
+//! Header (56 bytes, little-endian): magic `TRVB`, format version (1 or 2), codec (0 raw,
+//! 1 zstd, 2 delta), kind (0 object, 1 bundle), the delta depth (0 but for a delta), raw length
+//! u64, payload length u64, id (32 bytes). The header makes a pack scannable without the
+//! manifest, and the id in it lets a reader catch a misplaced index entry as well as flipped
+//! bytes.
+//!
+//! A delta (version 2, codec 2, always an object) is one version of a file stored against
+//! another, its base: the payload is the base's id (32 bytes), then a zstd frame compressed with
+//! the base's raw bytes as its reference prefix (zstd's `--patch-from`). Its depth is its base's
+//! plus one (a whole blob's is 0), at most [`MAX_DEPTH`], so a reader resolves any version in a
+//! bounded number of steps; [`crate::object::delta`] walks the chain. Whole blobs are still
+//! written as version 1, so a reader of version 1 reads every blob but a delta.
 //!
 //! A bundle packs many small objects into one blob so they compress together: its raw bytes
 //! are a member count u32, each member's length u32, then the members back to back; its id is
@@ -14,8 +22,16 @@ use crate::object::ObjectId;
 
 /// The first four bytes of every blob.
 pub const MAGIC: &[u8; 4] = b"TRVB";
-/// The blob format this build writes and reads.
+/// The blob format of whole blobs (codecs 0 and 1), which this build writes and reads.
 pub const VERSION: u8 = 1;
+/// The blob format of deltas (codec 2): version 1's header with byte 7 the delta depth.
+pub const DELTA_VERSION: u8 = 2;
+/// The longest chain of deltas: a version's depth is at most this, so reading any version
+/// decodes at most this many deltas after one whole blob (git's default `--depth` is 50).
+pub const MAX_DEPTH: u8 = 48;
+/// Neither a delta nor its base is larger: deltas are for whole-object files (`loose::WHOLE_LIMIT`),
+/// and a reference prefix is held in memory whole while the delta decodes.
+pub const MAX_DELTA_RAW: u64 = 1 << 20;
 /// The header's length in bytes.
 pub const HEADER_LEN: usize = 56;
 /// No blob is larger: chunks stop at FastCDC's 16 MiB ceiling, bundles at 4 MiB
@@ -36,6 +52,8 @@ pub enum Codec {
     Raw = 0,
     /// One zstd frame.
     Zstd = 1,
+    /// A base object's id, then one zstd frame compressed against the base's raw bytes.
+    Delta = 2,
 }
 
 /// What a blob's raw bytes are.
@@ -278,34 +296,46 @@ pub struct Header {
     pub payload_len: u64,
     /// The id of the raw bytes.
     pub id: ObjectId,
+    /// A delta's place in its chain (1 = its base is whole); 0 for a whole blob.
+    pub depth: u8,
 }
 
-/// Reads a blob header; a wrong magic, version, codec or kind is `corrupt`. Its lengths are
-/// checked by the callers, against the blob's real size and [`MAX_RAW`].
+/// Reads a blob header; a wrong magic, version, codec or kind is `corrupt`, as is a delta that
+/// is not an object or whose depth is out of bounds. Its lengths are checked by the callers,
+/// against the blob's real size and [`MAX_RAW`].
 pub fn parse_header(bytes: &[u8]) -> Result<Header> {
     if bytes.len() < HEADER_LEN || &bytes[..4] != MAGIC {
         return Err(Error::corrupt("blob header is missing or has a wrong magic"));
     }
-    if bytes[4] != VERSION {
-        return Err(Error::corrupt(format!("blob format version {} is not known", bytes[4])));
-    }
-    let codec = match bytes[5] {
-        0 => Codec::Raw,
-        1 => Codec::Zstd,
-        c => return Err(Error::corrupt(format!("blob codec {c} is not known"))),
+    let codec = match (bytes[4], bytes[5]) {
+        (VERSION, 0) => Codec::Raw,
+        (VERSION, 1) => Codec::Zstd,
+        (DELTA_VERSION, 2) => Codec::Delta,
+        (VERSION | DELTA_VERSION, c) => {
+            return Err(Error::corrupt(format!("blob codec {c} is not known to blob format version {}", bytes[4])))
+        }
+        (v, _) => return Err(Error::corrupt(format!("blob format version {v} is not known"))),
     };
     let kind = match bytes[6] {
         0 => Kind::Object,
         1 => Kind::Bundle,
         k => return Err(Error::corrupt(format!("blob kind {k} is not known"))),
     };
+    let depth = bytes[7];
+    let depth_ok = match codec {
+        Codec::Delta => kind == Kind::Object && (1..=MAX_DEPTH).contains(&depth),
+        Codec::Raw | Codec::Zstd => depth == 0,
+    };
+    if !depth_ok {
+        return Err(Error::corrupt(format!("blob depth {depth} does not fit its codec and kind")));
+    }
     let u64_at = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&bytes[at..at + 8]);
         u64::from_le_bytes(b)
     };
     let id = ObjectId::from_slice(&bytes[24..56])?;
-    Ok(Header { codec, kind, raw_len: u64_at(8), payload_len: u64_at(16), id })
+    Ok(Header { codec, kind, raw_len: u64_at(8), payload_len: u64_at(16), id, depth })
 }
 
 /// Decodes a whole blob and verifies it is the object `expected`.
@@ -324,6 +354,10 @@ pub fn decode(expected: &ObjectId, bytes: &[u8]) -> Result<Vec<u8>> {
 /// members keep their offsets). Returns whether the new encoding is smaller; when it is not,
 /// the caller keeps the blob as it was.
 pub fn reencode(bytes: &[u8], level: i32, out: &mut Vec<u8>) -> Result<bool> {
+    // A delta is as small as it gets and cannot be checked without its base: kept as it is.
+    if parse_header(bytes)?.codec == Codec::Delta {
+        return Ok(false);
+    }
     let (header, raw) = decode_any(bytes)?;
     encode_into(header.kind, &header.id, &raw, level, out)?;
     Ok(out.len() < bytes.len())
@@ -364,6 +398,8 @@ fn decode_whole(header: &Header, payload: &[u8]) -> Result<Vec<u8>> {
         Codec::Raw => payload.to_vec(),
         Codec::Zstd => decompress(payload, header.raw_len as usize)
             .map_err(|_| Error::corrupt("its zstd payload does not decompress"))?,
+        // Callers that may meet a delta ask `crate::object::delta` first.
+        Codec::Delta => return Err(Error::corrupt("it is a delta, which decodes only against its base")),
     };
     if raw.len() as u64 != header.raw_len {
         return Err(Error::corrupt("its content is not as long as its header says"));
@@ -382,6 +418,7 @@ pub fn decode_prefix(bytes: &[u8], want: u64) -> Result<(Header, Vec<u8>)> {
     // `want` is below `raw_len`, which `checked` keeps under MAX_RAW.
     let want = usize::try_from(want).map_err(|_| Error::corrupt("its length does not fit"))?;
     let raw = match header.codec {
+        Codec::Delta => return Err(Error::corrupt("it is a delta, which decodes only against its base")),
         Codec::Raw => {
             payload.get(..want).ok_or_else(|| Error::corrupt("its payload is shorter than its header says"))?.to_vec()
         }

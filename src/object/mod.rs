@@ -1,9 +1,11 @@
-//! The content-addressed object store: ids, the blob codec, packs, chunking and backends.
+//! The content-addressed object store: ids, the blob codec and its deltas, packs, chunking and
+//! backends.
 
 pub mod backend;
 pub mod blob;
 pub mod bundle;
 pub mod chunker;
+pub mod delta;
 pub mod id;
 pub mod local;
 pub mod memory;

@@ -12,6 +12,7 @@ use crate::manifest::{objects, trees};
 use crate::model::snapshot::SnapshotInfo;
 use crate::model::tree::{Entry, EntryKind};
 use crate::object::bundle::BundleCache;
+use crate::object::delta::{self, Link};
 use crate::object::{blob, Backend, ObjectId};
 use crate::repo::Repo;
 
@@ -108,14 +109,9 @@ impl Repo {
         Ok(())
     }
 
-    /// Reads and verifies one object.
+    /// Reads and verifies one object, following its chain of deltas if it is stored as one.
     pub fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        let conn = self.manifest.conn();
-        match objects::locate(conn, id)? {
-            Some(loc) => fetch(self.backend.as_ref(), &self.caches.bundles, id, &loc),
-            // Not packed: stored in the manifest (a tool's pre-image, a small snapshot's file).
-            None => read_loose(conn, id),
-        }
+        read_stored(self.manifest.conn(), self.backend.as_ref(), &self.caches.bundles, id)
     }
 
     /// A reader over a file entry's content, verifying every object as it goes.
@@ -187,16 +183,55 @@ impl Repo {
     }
 }
 
-/// Reads loose object `id` from the manifest, verifying it; one the manifest lacks is corrupt.
-pub(crate) fn read_loose(conn: &rusqlite::Connection, id: &ObjectId) -> Result<Vec<u8>> {
+/// Loose object `id` as stored in the manifest; one the manifest lacks is corrupt.
+fn loose_link(conn: &rusqlite::Connection, id: &ObjectId) -> Result<Link> {
     match crate::manifest::loose::get(conn, id)? {
-        Some(encoded) => blob::decode(id, &encoded),
+        Some(encoded) => Ok(Link::Blob(encoded)),
         None => Err(Error::corrupt(format!("object {id} is referenced but not in the index; run `trove check`"))),
     }
 }
 
-/// Reads object `id` from where the index says it lies, verifying it.
+/// Reads object `id`, verified, wherever the index on `conn` says it lies: packed, or loose
+/// in the manifest (a tool's pre-image, a small snapshot's file), its chain of deltas followed
+/// wherever each link lies.
+pub(crate) fn read_stored(
+    conn: &rusqlite::Connection,
+    backend: &dyn Backend,
+    bundles: &BundleCache,
+    id: &ObjectId,
+) -> Result<Vec<u8>> {
+    delta::resolve(id, |link| match objects::locate(conn, link)? {
+        Some(loc) => fetch_link(backend, bundles, link, &loc),
+        None => match crate::manifest::loose::get(conn, link)? {
+            Some(encoded) => Ok(Link::Blob(encoded)),
+            // Garbage collection may have gathered it into a pack between the two lookups
+            // (one transaction moves it, so it is in one place or the other).
+            None => match objects::locate(conn, link)? {
+                Some(loc) => fetch_link(backend, bundles, link, &loc),
+                None => loose_link(conn, link),
+            },
+        },
+    })
+}
+
+/// Whether stored blob `encoded` is a delta: a reader without the manifest at hand (a search's
+/// or a restore's worker) has its locating thread resolve those.
+pub(crate) fn is_delta(encoded: &[u8]) -> bool {
+    encoded.get(5) == Some(&(blob::Codec::Delta as u8))
+}
+
+/// Reads object `id` from where the index says it lies, verifying it: for a worker that holds
+/// no manifest, so never a delta (`Location::delta`), whose bases only the manifest finds.
 pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId, loc: &Location) -> Result<Vec<u8>> {
+    match fetch_link(backend, bundles, id, loc)? {
+        Link::Raw(raw) => Ok(raw),
+        Link::Blob(bytes) => blob::decode(id, &bytes),
+    }
+}
+
+/// What the pack holds for object `id` at `loc`: a bundle member's raw bytes, verified, or a
+/// blob whose header agrees with the index.
+fn fetch_link(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId, loc: &Location) -> Result<Link> {
     let missing = |e: Error| {
         if e.kind() == ErrorKind::NotFound {
             Error::corrupt(format!("object {id} lives in pack {} which is missing; run `trove check`", loc.pack))
@@ -212,9 +247,10 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
         )));
     }
     match loc.inner_offset {
-        Some(inner) => {
-            bundles.member(backend, id, (&loc.pack, loc.offset, loc.stored_len), inner, loc.raw_len).map_err(missing)
-        }
+        Some(inner) => bundles
+            .member(backend, id, (&loc.pack, loc.offset, loc.stored_len), inner, loc.raw_len)
+            .map(Link::Raw)
+            .map_err(missing),
         None => {
             let bytes = backend.get_range(&loc.pack, loc.offset, loc.stored_len).map_err(missing)?;
             // A damaged length field must be refused before it sizes an allocation.
@@ -226,7 +262,7 @@ pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId,
                     header.raw_len, loc.raw_len
                 )));
             }
-            blob::decode(id, &bytes)
+            Ok(Link::Blob(bytes))
         }
     }
 }

@@ -72,12 +72,13 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     }
     writeln!(
         out,
-        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} packs rewritten ({} recompressed, {} bundles rebuilt without their dead members), {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",
+        "deleted {} packed and {} loose objects, {} trees, {} chunk lists; {} waiting (grace period or operations in flight); {} loose objects gathered into packs; {} packs rewritten ({} recompressed, {} bundles rebuilt without their dead members), {} packs and {} orphan packs deleted; {} reclaimed ({} of it from the manifest)",
         d.objects,
         d.loose,
         d.trees,
         d.chunk_lists,
         r.waiting,
+        r.loose_gathered,
         r.packs_rewritten,
         r.packs_recompressed,
         r.bundles_rebuilt,

@@ -10,7 +10,7 @@ use crate::base::error::{Error, Result};
 use crate::manifest::objects;
 use crate::object::blob::{self, Header};
 use crate::object::pack::{HEADER_LEN as PACK_HEADER_LEN, MAGIC as PACK_MAGIC};
-use crate::object::ObjectId;
+use crate::object::{delta, ObjectId};
 
 use super::{is_finding, Checking, Problem, ProblemKind};
 
@@ -58,6 +58,11 @@ fn disagreement(
         None if h.raw_len != loc.raw_len => {
             Some(format!("its blob holds {} bytes, the index says {}", h.raw_len, loc.raw_len))
         }
+        None if (h.codec == blob::Codec::Delta) != loc.delta => Some(if loc.delta {
+            "object_bases records a base for it, but its blob is whole; run `trove repair index`".into()
+        } else {
+            "its blob is a delta whose base object_bases does not record; run `trove repair index`".into()
+        }),
         Some(_) if h.kind != blob::Kind::Bundle => Some("its blob is no bundle, the index says a bundle member".into()),
         Some(inner) if inner.checked_add(loc.raw_len).is_none_or(|e| e > h.raw_len) => {
             Some(format!("it lies outside its bundle ({} bytes at {inner} of {})", loc.raw_len, h.raw_len))
@@ -242,8 +247,15 @@ impl Checking<'_> {
             let raw_len: i64 = r.get(1).map_err(db("reading a loose object"))?;
             let encoded =
                 r.get_ref(2).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db("reading a loose object"))?;
+            self.check_base(conn, &id, encoded)?;
             let outcome = if read {
-                blob::decode(&id, encoded).map(|raw| {
+                // A delta is checked as readers read it: down its chain to a whole object.
+                let decoded = if crate::ops::view::is_delta(encoded) {
+                    self.repo.read_object(&id)
+                } else {
+                    blob::decode(&id, encoded)
+                };
+                decoded.map(|raw| {
                     self.report.objects_read += 1;
                     self.report.bytes += raw.len() as u64;
                     raw.len() as u64
@@ -271,6 +283,56 @@ impl Checking<'_> {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        Ok(())
+    }
+
+    /// A loose object's row in `object_bases` agrees with its blob (a delta names its base
+    /// there, which must be stored; a whole object has no row), so collection keeps what
+    /// readers need.
+    fn check_base(&mut self, conn: &Connection, id: &ObjectId, encoded: &[u8]) -> Result<()> {
+        let recorded = crate::manifest::loose::base(conn, id)?;
+        let named = crate::ops::view::is_delta(encoded).then(|| delta::base_of(encoded).ok().map(|(_, b)| b)).flatten();
+        let problem = match (named, recorded) {
+            (Some(b), Some(r)) if b == r => match stored_raw_len(conn, &b)? {
+                Some(_) => None,
+                None => Some((ProblemKind::ObjectMissing, format!("loose object {id} is a delta against {b}, which is not stored"))),
+            },
+            (Some(b), _) => Some((
+                ProblemKind::Row,
+                format!("loose object {id} is a delta against {b}, which object_bases does not record; run `trove repair index`"),
+            )),
+            (None, Some(r)) => Some((
+                ProblemKind::Row,
+                format!("object_bases names {r} as the base of loose object {id}, which is stored whole; run `trove repair index`"),
+            )),
+            (None, None) => None,
+        };
+        if let Some((kind, message)) = problem {
+            self.object_problem(*id, Problem::new(kind, message));
+        }
+        Ok(())
+    }
+
+    /// Rows of `object_bases` for objects stored nowhere: left by a damaged manifest, they
+    /// would keep bases from collection for nothing.
+    pub(super) fn check_stray_bases(&mut self) -> Result<()> {
+        let conn = self.repo.manifest.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT b.id FROM object_bases b
+                 WHERE NOT EXISTS (SELECT 1 FROM loose_objects l WHERE l.id = b.id)
+                   AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = b.id)",
+            )
+            .map_err(db("checking deltas' bases"))?;
+        let stray: Vec<Vec<u8>> =
+            stmt.query_map([], |r| r.get(0)).and_then(|rows| rows.collect()).map_err(db("checking deltas' bases"))?;
+        for id in stray {
+            let shown: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            self.problem(Problem::new(
+                ProblemKind::Row,
+                format!("object_bases names a base for {shown}, which is not stored; run `trove repair index`"),
+            ));
         }
         Ok(())
     }

@@ -248,6 +248,7 @@ impl Repo {
         let packs = self.manifest.read(|| c.check_packs())?;
         self.manifest.read(|| c.check_objects(&packs))?;
         self.manifest.read(|| c.check_loose(opts.read_data == ReadData::All))?;
+        self.manifest.read(|| c.check_stray_bases())?;
         self.manifest.read(|| c.check_chunk_lists(false))?;
         self.manifest.read(|| c.check_trees())?;
         self.manifest.read(|| c.check_references())?;

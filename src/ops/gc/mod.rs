@@ -10,11 +10,12 @@
 //! Stages, each safe to stop after (a crash leaves at worst rows condemned, or files a later
 //! collection reclaims): mark (`mark.rs`); delete what an earlier pass condemned and this mark
 //! still does not reach; condemn what it newly does not reach (and clear the condemnation of
-//! what it reaches again); retire empty packs and rewrite sparse ones (`packs.rs`); delete the
-//! files of retired and orphan packs. What one pass condemns the next deletes: with no grace
+//! what it reaches again); gather live loose objects into packs (`gather.rs`); retire empty
+//! packs and rewrite sparse ones (`packs.rs`); delete the files of retired and orphan packs. What one pass condemns the next deletes: with no grace
 //! period, one collection runs two passes.
 
 mod dry;
+mod gather;
 mod mark;
 mod packs;
 
@@ -134,7 +135,10 @@ pub struct GcReport {
     /// Bytes freed: deleted pack files and loose objects, less the packs written anew. In a
     /// dry run, what a run with the same options would free, counted the same way.
     pub bytes_reclaimed: u64,
-    /// Bytes of the packs rewrites wrote.
+    /// Loose objects gathered into packs (the manifest keeps their index rows, not their
+    /// bytes).
+    pub loose_gathered: u64,
+    /// Bytes of the packs rewrites and gathering wrote.
     pub pack_bytes_written: u64,
     /// Blobs a rewrite could not read or decode: left in their packs (which stay) for `check`
     /// to report and `repair` to mend.
@@ -251,6 +255,7 @@ impl Repo {
             "orphansDeleted": report.orphans_deleted,
             "bytesReclaimed": report.bytes_reclaimed,
             "packBytesWritten": report.pack_bytes_written,
+            "looseGathered": report.loose_gathered,
             "blobsLeft": report.blobs_left,
             "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
             "graceSeconds": opts.grace.as_secs(),
@@ -272,6 +277,8 @@ impl Repo {
         for kind in Kind::ALL {
             report.waiting += gc::condemned_count(conn, kind)?;
         }
+        self.gc_gather(&mut report)?;
+        failpoint("gc:gathered");
         self.gc_packs(opts, &mut report)?;
         failpoint("gc:packs");
         report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;

@@ -13,7 +13,7 @@ use crate::base::time::now_ns;
 use crate::fs::workdir::{self, Kind, WorkDir};
 use crate::manifest;
 use crate::model::audit::AuditRecord;
-use crate::object::{ObjectId, Sha256};
+use crate::object::{blob, delta, ObjectId, Sha256};
 use crate::repo::Repo;
 
 use super::apply::{apply, bury, stale, verify};
@@ -21,6 +21,17 @@ use super::plan::{
     base_record, beside, grave_name, hex_sha, plan_object, plan_sha, tmp_name, Ctx, Done, Draft, NewContent, Plan,
     Step, ToStore,
 };
+
+/// A file content the store now holds.
+pub(crate) struct StoredContent {
+    /// Its SHA-256, what the stale-file protocol compares.
+    pub sha256: Sha256,
+    /// Its content id.
+    pub id: ObjectId,
+    /// Its bytes, when it is one object (at most `loose::WHOLE_LIMIT`): what the next version
+    /// of the same path is stored against.
+    pub whole: Option<Vec<u8>>,
+}
 
 impl Repo {
     /// Carries out `drafts` on the tree in `wd` as one journaled plan.
@@ -71,20 +82,45 @@ impl Repo {
     /// file never holds the manifest's write lock for long; the plan's commit, which is
     /// fsynced, makes them durable with it (the WAL is written in order).
     fn journal(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged], store: &[ToStore]) -> Result<()> {
+        // Pre-images first: a new content is then stored as a delta against the pre-image it
+        // replaces, held here (by its sha256, hex) when it is small enough to be one object.
+        // Only those a new content replaces are held: a deleted directory's thousands of
+        // members stream through one at a time.
+        let replaced: Vec<&str> = plan
+            .steps
+            .iter()
+            .zip(contents)
+            .filter_map(|(s, c)| match (s, c) {
+                (Step::Write { before: Some(before), .. }, Some((NewContent::Bytes(_), _))) => Some(before.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut pre_images: Vec<(String, ObjectId, Vec<u8>)> = Vec::new();
         for item in store {
             self.check_deadline("storing the files' previous contents")?;
-            match item {
-                ToStore::Bytes(i) => {
-                    if let Some((NewContent::Bytes(b), _)) = &contents[*i] {
-                        self.store_stream(&mut &b[..])?;
-                    }
+            if let ToStore::Tree(p, sha) = item {
+                let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, Some(&hex_sha(sha))))?;
+                let stored = self.store_stream(&mut file, None)?;
+                if stored.sha256 != *sha {
+                    return Err(stale(p, Some(hex_sha(&stored.sha256)), Some(&hex_sha(sha))));
                 }
-                ToStore::Tree(p, sha) => {
-                    let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, Some(&hex_sha(sha))))?;
-                    let stored = self.store_stream(&mut file)?;
-                    if stored.0 != *sha {
-                        return Err(stale(p, Some(hex_sha(&stored.0)), Some(&hex_sha(sha))));
-                    }
+                let hex = hex_sha(sha);
+                if let (Some(whole), true) = (stored.whole, replaced.contains(&hex.as_str())) {
+                    pre_images.push((hex, stored.id, whole));
+                }
+            }
+        }
+        for item in store {
+            self.check_deadline("storing the files' new contents")?;
+            if let ToStore::Bytes(i) = item {
+                if let Some((NewContent::Bytes(b), _)) = &contents[*i] {
+                    let base = match &plan.steps[*i] {
+                        Step::Write { before: Some(before), .. } => {
+                            pre_images.iter().find(|(sha, ..)| sha == before).map(|(_, id, raw)| (id, &raw[..]))
+                        }
+                        _ => None,
+                    };
+                    self.store_stream(&mut &b[..], base)?;
                 }
             }
         }
@@ -179,11 +215,16 @@ impl Repo {
         Ok(())
     }
 
-    /// Stores what `reader` yields as a file content and returns its (sha256, content id,
-    /// size): over 1 MiB it is cut into chunks with a chunk list, as snapshots store big files,
-    /// and held in memory a chunk at a time. Each object commits in a transaction of its own
-    /// without an fsync (see `execute`); an object already stored is not stored again.
-    pub(crate) fn store_stream(&self, reader: &mut dyn std::io::Read) -> Result<(Sha256, ObjectId, u64)> {
+    /// Stores what `reader` yields as a file content: over 1 MiB it is cut into chunks with a
+    /// chunk list, as snapshots store big files, and held in memory a chunk at a time; up to
+    /// that, one object, stored as a delta against `base` (an earlier version of the same
+    /// path: its id and bytes) where that is worth it. Each object commits in a transaction of
+    /// its own without an fsync (see `execute`); an object already stored is not stored again.
+    pub(crate) fn store_stream(
+        &self,
+        reader: &mut dyn std::io::Read,
+        base: Option<(&ObjectId, &[u8])>,
+    ) -> Result<StoredContent> {
         use sha2::Digest;
         let (level, chunking) = (self.config.zstd_level, self.config.chunking);
         let limit = manifest::loose::WHOLE_LIMIT;
@@ -193,16 +234,15 @@ impl Repo {
             .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot read a file to store it: {e}"), e))?;
         if head.len() <= limit {
             let id = ObjectId::of(&head);
-            self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, &head, level))?;
-            return Ok((sha2::Sha256::digest(&head).into(), id, head.len() as u64));
+            self.store_version(&id, &head, base, level)?;
+            return Ok(StoredContent { sha256: sha2::Sha256::digest(&head).into(), id, whole: Some(head) });
         }
-        let (mut sha, mut whole, mut size) = (sha2::Sha256::new(), blake3::Hasher::new(), 0u64);
+        let (mut sha, mut whole) = (sha2::Sha256::new(), blake3::Hasher::new());
         let mut chunks = Vec::new();
         chunking.for_each_chunk(std::io::Read::chain(&head[..], reader), |offset, data| {
             self.check_deadline("storing a file")?;
             sha.update(data);
             whole.update(data);
-            size += data.len() as u64;
             let id = ObjectId::of(data);
             self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, &id, data, level))?;
             chunks.push((offset, id));
@@ -210,7 +250,62 @@ impl Repo {
         })?;
         let id = ObjectId(*whole.finalize().as_bytes());
         self.manifest.write_relaxed(|tx| manifest::objects::insert_chunk_list(tx, &id, &chunks))?;
-        Ok((sha.finalize().into(), id, size))
+        Ok(StoredContent { sha256: sha.finalize().into(), id, whole: None })
+    }
+
+    /// Stores one whole object `raw` (id `id`): as a delta against `base` when one is given
+    /// and the delta is worth it, else whole.
+    fn store_version(&self, id: &ObjectId, raw: &[u8], base: Option<(&ObjectId, &[u8])>, level: i32) -> Result<()> {
+        if let Some((base_id, base_raw)) = base {
+            // A delta is an economy, never a condition of the write: a chain that cannot be
+            // followed (damaged, or a base condemned meanwhile) means this version is whole.
+            match self.delta_against(id, raw, base_id, base_raw, level) {
+                Ok(Some((delta, base_depth))) => {
+                    let stored = self.manifest.write_relaxed(|tx| {
+                        manifest::loose::insert_delta(tx, id, raw.len() as u64, &delta, base_depth)
+                    })?;
+                    if stored {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(object = %id, base = %base_id, error = %e, "stored whole: its previous version's chain could not be followed");
+                }
+            }
+        }
+        self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, id, raw, level))
+    }
+
+    /// `raw` encoded as a delta and the depth of the base it leans on, or None when it is
+    /// stored already or a delta is not worth it. The base is `base_id` (whose bytes are
+    /// `base_raw`) unless its chain is full: then an ancestor halfway down it, so a path's
+    /// history is one whole version and deltas however long it grows, and any version is at
+    /// most `MAX_DEPTH` deltas from it.
+    fn delta_against(
+        &self,
+        id: &ObjectId,
+        raw: &[u8],
+        base_id: &ObjectId,
+        base_raw: &[u8],
+        level: i32,
+    ) -> Result<Option<(Vec<u8>, u8)>> {
+        let conn = self.manifest.conn();
+        if manifest::loose::has_live(conn, id)? || manifest::objects::has_live(conn, id)? {
+            return Ok(None);
+        }
+        let depth = manifest::loose::depth(conn, base_id)?.unwrap_or(0);
+        if delta::can_extend(depth) {
+            return Ok(delta::encode(id, raw, base_id, base_raw, depth, level)?.map(|d| (d, depth)));
+        }
+        let (mut ancestor, mut at) = (*base_id, depth);
+        while at > blob::MAX_DEPTH / 2 {
+            ancestor = manifest::loose::base(conn, &ancestor)?
+                .ok_or_else(|| Error::corrupt(format!("delta {ancestor} has no base recorded; run `trove check`")))?;
+            at = manifest::loose::depth(conn, &ancestor)?.unwrap_or(0);
+        }
+        let ancestor_raw = self.read_object(&ancestor)?;
+        Ok(delta::encode(id, raw, &ancestor, &ancestor_raw, at, level)?.map(|d| (d, at)))
     }
 
     /// Removes staged temporaries and the directories staging created (if still empty).

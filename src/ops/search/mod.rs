@@ -300,6 +300,9 @@ fn is_binary(bytes: &[u8]) -> bool {
 enum Part {
     Packed(ObjectId, Location),
     Loose(ObjectId, Vec<u8>),
+    /// A delta, resolved by the locating thread (its bases are looked up in the manifest,
+    /// which workers do not hold): the object's verified bytes.
+    Resolved(ObjectId, Vec<u8>),
 }
 
 /// A file to search and where its bytes are.
@@ -451,8 +454,12 @@ impl Repo {
             let mut parts = Vec::with_capacity(ids.len());
             for part in ids {
                 parts.push(match objects::locate(conn, &part)? {
+                    Some(loc) if loc.delta => Part::Resolved(part, self.read_object(&part)?),
                     Some(loc) => Part::Packed(part, loc),
                     None => match crate::manifest::loose::get(conn, &part)? {
+                        Some(encoded) if crate::ops::view::is_delta(&encoded) => {
+                            Part::Resolved(part, self.read_object(&part)?)
+                        }
                         Some(encoded) => Part::Loose(part, encoded),
                         None => {
                             return Err(Error::corrupt(format!(
@@ -482,6 +489,7 @@ fn fetch_job(backend: &dyn Backend, bundles: &BundleCache, job: &Job) -> Result<
         let bytes = match part {
             Part::Packed(id, loc) => fetch(backend, bundles, id, loc)?,
             Part::Loose(id, encoded) => blob::decode(id, encoded)?,
+            Part::Resolved(_, raw) => raw.clone(),
         };
         if out.is_empty() {
             out = bytes;
@@ -502,6 +510,6 @@ fn fetch_job(backend: &dyn Backend, bundles: &BundleCache, job: &Job) -> Result<
 /// Whether a one-part file's part is not the file itself (a chunk list of one chunk).
 fn parts_differ(parts: &[Part], id: &ObjectId) -> bool {
     parts.iter().any(|p| match p {
-        Part::Packed(pid, _) | Part::Loose(pid, _) => pid != id,
+        Part::Packed(pid, _) | Part::Loose(pid, _) | Part::Resolved(pid, _) => pid != id,
     })
 }

@@ -1,0 +1,198 @@
+//! A long history of one file through the tools: each version stored as a delta against the
+//! one before, chains bounded, every version read back byte-exact, garbage collection keeping
+//! exactly the bases live versions need, and `check` reading every chain.
+
+use std::fs;
+use std::time::Duration;
+
+use serde_json::json;
+use trove::tools::ToolCall;
+use trove::{GcOptions, Repo, SessionSpec};
+
+const EDITS: usize = 120;
+const MAX_DEPTH: u8 = 48;
+
+/// The file's text after `k` edits: a 60 KB source file with `k` comment lines inserted.
+fn version(k: usize) -> String {
+    let mut lines: Vec<String> =
+        (0..1500).map(|i| format!("    let value_{i} = compute({i}, \"{}\");", i * 7919 % 1000)).collect();
+    for e in 0..k {
+        let at = (e * 613) % lines.len();
+        lines.insert(at, format!("    // edit {e}: keep the value in range"));
+    }
+    lines.join("\n") + "\n"
+}
+
+fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// (object id, depth, stored bytes) of every loose object.
+fn loose(repo: &std::path::Path) -> Vec<(Vec<u8>, u8, usize)> {
+    let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("db");
+    let mut st = conn.prepare("SELECT id, encoded FROM loose_objects").expect("prepare");
+    let rows = st
+        .query_map([], |r| {
+            let encoded: Vec<u8> = r.get(1)?;
+            let depth = if encoded[5] == 2 { encoded[7] } else { 0 };
+            Ok((r.get(0)?, depth, encoded.len()))
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+/// A repository whose session made `edits` edits of one file through `edit_file`.
+fn edited(edits: usize) -> (tempfile::TempDir, std::path::PathBuf, Repo, trove::SessionId) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(&root).expect("mkdir");
+    fs::write(root.join("big.rs"), version(0)).expect("write");
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let r = root.clone();
+    let s = repo.create_session(&SessionSpec::default(), move |_| Ok(r), "test").expect("session");
+    for e in 0..edits {
+        let s = repo.session(&s.id).expect("session");
+        let (old, new) = (version(e), version(e + 1));
+        // The one line this edit inserts, before the line it pushes down (every line is
+        // unique and ends with a newline).
+        let at = (e * 613) % (1500 + e);
+        let anchor = old.lines().nth(at).expect("line").to_string();
+        let inserted = new.lines().nth(at).expect("line").to_string();
+        let call = ToolCall::parse(
+            "edit_file",
+            json!({"path": "big.rs", "expectedSha256": sha256(&old), "edits": [{"oldText": format!("{anchor}\n"), "newText": format!("{inserted}\n{anchor}\n")}]}),
+        )
+        .expect("call");
+        if let Err(err) = trove::tools::run(&repo, &s, call, "agent") {
+            panic!("edit {e}: {err}");
+        }
+        assert_eq!(fs::read_to_string(root.join("big.rs")).expect("read"), new, "edit {e}");
+    }
+
+    (dir, repo_path, repo, s.id)
+}
+
+#[test]
+fn a_hundred_edits_are_stored_as_bounded_deltas_and_every_version_reads_back() {
+    let (dir, repo_path, repo, sid) = edited(EDITS);
+    let objects = loose(&repo_path);
+    let deltas = objects.iter().filter(|o| o.1 > 0).count();
+    let max = objects.iter().map(|o| o.1).max().unwrap_or(0);
+    let stored: usize = objects.iter().map(|o| o.2).sum();
+    assert!(deltas >= EDITS - 2, "{deltas} of {EDITS} versions are deltas");
+    assert!(max <= MAX_DEPTH && max > MAX_DEPTH / 2, "chains are bounded: deepest {max}");
+    // Whole, each version would take about 15 KB compressed; as deltas, about 200 bytes.
+    assert!(stored < EDITS * 300, "{EDITS} versions of {} bytes take {stored} bytes", version(0).len());
+
+    // Every version the audit log names reads back exact, through its chain.
+    let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+    let mut st = conn
+        .prepare("SELECT after_object FROM audit WHERE operation = 'edit_file' AND outcome = 'ok' ORDER BY seq")
+        .expect("prepare");
+    let afters: Vec<Vec<u8>> = st.query_map([], |r| r.get(0)).expect("query").map(|r| r.expect("row")).collect();
+    assert_eq!(afters.len(), EDITS);
+    for (e, after) in afters.iter().enumerate() {
+        let hex: String = after.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(repo.content_bytes(&hex).expect("read"), version(e + 1).into_bytes(), "version {}", e + 1);
+    }
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    // Only the last version stays a root: the session's one snapshot, the audit log's
+    // pre-images aged out of the trash window. Collection keeps its chain and nothing else.
+    repo.snapshot_session(&repo.session(&sid).expect("session"), "test", "test").expect("snapshot");
+    conn.execute("UPDATE workspaces SET trash_age_s = 0", []).expect("age");
+    let gc = GcOptions { grace: Duration::ZERO, ..GcOptions::default() };
+    let report = repo.gc(&gc).expect("gc");
+    // What is left of the history was gathered into packs: the manifest keeps no blobs.
+    assert!(loose(&repo_path).is_empty(), "every live loose object is packed");
+    assert!(report.loose_gathered > 0);
+    let chain: i64 = conn.query_row("SELECT COUNT(*) FROM object_bases", [], |r| r.get(0)).expect("count");
+    let packed: i64 = conn.query_row("SELECT COUNT(*) FROM objects", [], |r| r.get(0)).expect("count");
+    assert!(chain > 0 && chain <= i64::from(MAX_DEPTH), "one chain of {chain} deltas is left");
+    assert!(packed < deltas as i64 / 2, "{packed} objects packed of {deltas} deltas written");
+    let repo = Repo::open(&repo_path).expect("open");
+    let latest = repo.resolve_snapshot("latest", None).expect("snapshot");
+    let entry = repo.lookup(&latest, b"big.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), version(EDITS).into_bytes());
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    // A restore's workers and a search's get the packed delta through the manifest.
+    let target = dir.path().join("restored");
+    repo.restore(&latest, &target, &trove::RestoreOptions::default()).expect("restore");
+    assert_eq!(fs::read_to_string(target.join("big.rs")).expect("read"), version(EDITS));
+    let spec = trove::SearchSpec { pattern: format!("// edit {}:", EDITS - 1), ..trove::SearchSpec::default() };
+    let found = repo
+        .search_snapshot(&latest, &trove::Scope::whole(), &trove::Matcher::new(&spec).expect("matcher"), 10)
+        .expect("search");
+    assert_eq!(found.matches.len(), 1, "{:?}", found.matches);
+    // The index rebuilt from the packs alone finds the chain again.
+    conn.execute("DELETE FROM object_bases", []).expect("forget the bases");
+    repo.repair_index("test").expect("repair");
+    let again: i64 = conn.query_row("SELECT COUNT(*) FROM object_bases", [], |r| r.get(0)).expect("count");
+    assert_eq!(again, chain);
+    assert!(repo.check().expect("check").problems.is_empty());
+}
+
+#[test]
+fn a_delta_whose_base_is_not_recorded_is_found_by_check_and_mended_by_repair() {
+    let (_dir, repo_path, repo, _) = edited(3);
+    let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+    // Without its row, collection would not know the delta needs its base.
+    let n = conn.execute("DELETE FROM object_bases WHERE id = (SELECT MIN(id) FROM object_bases)", []).expect("delete");
+    assert_eq!(n, 1);
+    // A row for an object stored nowhere.
+    conn.execute("INSERT INTO object_bases (id, base) VALUES (zeroblob(32), zeroblob(32))", []).expect("insert");
+    let report = repo.check().expect("check");
+    let rows: Vec<&str> = report.problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().any(|m| m.contains("which object_bases does not record")), "{rows:?}");
+    assert!(rows.iter().any(|m| m.contains("which is not stored")), "{rows:?}");
+    repo.repair_index("test").expect("repair");
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let deltas: i64 = conn.query_row("SELECT COUNT(*) FROM object_bases", [], |r| r.get(0)).expect("count");
+    assert_eq!(deltas, 3);
+}
+
+#[test]
+fn readers_find_every_version_while_a_collection_gathers_them_into_packs() {
+    let (_dir, repo_path, repo, _) = edited(60);
+    let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+    let mut st = conn.prepare("SELECT after_object FROM audit WHERE after_object IS NOT NULL").expect("prepare");
+    let ids: Vec<String> = st
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .expect("query")
+        .map(|r| r.expect("row").iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    assert_eq!(ids.len(), 60);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (path, ids, stop) = (repo_path.clone(), ids.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let repo = Repo::open(&path).expect("open");
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for id in &ids {
+                        repo.content_bytes(id).unwrap_or_else(|e| panic!("{id} during the collection: {e}"));
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    let report = repo.gc(&GcOptions { grace: Duration::ZERO, ..GcOptions::default() }).expect("gc");
+    assert!(report.loose_gathered > 0);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().expect("a reader failed") > 0);
+    }
+    assert!(loose(&repo_path).is_empty());
+    for (e, id) in ids.iter().enumerate() {
+        assert_eq!(repo.content_bytes(id).expect("read"), version(e + 1).into_bytes());
+    }
+}
