@@ -462,6 +462,8 @@ CREATE TABLE upload_temps (
 -- reading a blob, and `check` can tell a row from the blob it describes. Written in the
 -- transaction that stores the delta; deleted with it.
 CREATE TABLE object_bases (
-    id          BLOB PRIMARY KEY,            -- the delta's object id
+    id          BLOB PRIMARY KEY,            -- the delta's object id (always a loose object)
     base        BLOB NOT NULL                -- the object it is stored against
 ) WITHOUT ROWID;
+-- What leans on an object: one that does is only ever stored again whole.
+CREATE INDEX object_bases_by_base ON object_bases(base);

@@ -104,21 +104,22 @@ fn a_hundred_edits_are_stored_as_bounded_deltas_and_every_version_reads_back() {
     repo.snapshot_session(&repo.session(&sid).expect("session"), "test", "test").expect("snapshot");
     conn.execute("UPDATE workspaces SET trash_age_s = 0", []).expect("age");
     let gc = GcOptions { grace: Duration::ZERO, ..GcOptions::default() };
-    let report = repo.gc(&gc).expect("gc");
-    // What is left of the history was gathered into packs: the manifest keeps no blobs.
-    assert!(loose(&repo_path).is_empty(), "every live loose object is packed");
-    assert!(report.loose_gathered > 0);
-    let chain: i64 = conn.query_row("SELECT COUNT(*) FROM object_bases", [], |r| r.get(0)).expect("count");
-    let packed: i64 = conn.query_row("SELECT COUNT(*) FROM objects", [], |r| r.get(0)).expect("count");
-    assert!(chain > 0 && chain <= i64::from(MAX_DEPTH), "one chain of {chain} deltas is left");
-    assert!(packed < deltas as i64 / 2, "{packed} objects packed of {deltas} deltas written");
+    repo.gc(&gc).expect("gc");
+    // What is left is one chain of deltas (they stay loose), down to the packed first version.
+    let left = loose(&repo_path);
+    assert!(left.len() < objects.len() / 2, "{} of {} objects left", left.len(), objects.len());
+    let depths: std::collections::BTreeSet<u8> = left.iter().map(|o| o.1).collect();
+    assert_eq!(depths.len(), left.len(), "one object per depth: a single chain, {depths:?}");
+    let deepest = depths.last().copied().unwrap_or(0);
+    assert_eq!(depths, (1..=deepest).collect(), "the chain runs from the packed first version");
+    let chain = left.len() as i64;
     let repo = Repo::open(&repo_path).expect("open");
     let latest = repo.resolve_snapshot("latest", None).expect("snapshot");
     let entry = repo.lookup(&latest, b"big.rs").expect("entry");
     assert_eq!(repo.read_content(&entry).expect("read"), version(EDITS).into_bytes());
     let report = repo.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    // A restore's workers and a search's get the packed delta through the manifest.
+    // A restore's workers and a search's get the delta through the manifest.
     let target = dir.path().join("restored");
     repo.restore(&latest, &target, &trove::RestoreOptions::default()).expect("restore");
     assert_eq!(fs::read_to_string(target.join("big.rs")).expect("read"), version(EDITS));
@@ -127,11 +128,35 @@ fn a_hundred_edits_are_stored_as_bounded_deltas_and_every_version_reads_back() {
         .search_snapshot(&latest, &trove::Scope::whole(), &trove::Matcher::new(&spec).expect("matcher"), 10)
         .expect("search");
     assert_eq!(found.matches.len(), 1, "{:?}", found.matches);
-    // The index rebuilt from the packs alone finds the chain again.
+    // The record of the bases, rebuilt from the deltas' own headers, is the chain again.
     conn.execute("DELETE FROM object_bases", []).expect("forget the bases");
     repo.repair_index("test").expect("repair");
     let again: i64 = conn.query_row("SELECT COUNT(*) FROM object_bases", [], |r| r.get(0)).expect("count");
     assert_eq!(again, chain);
+    assert!(repo.check().expect("check").problems.is_empty());
+    // Edits after the collection go on from the chain it kept, and read back.
+    let s = repo.session(&sid).expect("session");
+    drop(s);
+    let ws = dir.path().join("ws");
+    let mut text = version(EDITS);
+    for k in 0..3 {
+        let s = repo.session(&sid).expect("session");
+        let new = text.replacen("    let value_7 ", &format!("    // after gc {k}\n    let value_7 "), 1);
+        let call =
+            ToolCall::parse("write_file", json!({"path": "big.rs", "content": new, "expectedSha256": sha256(&text)}))
+                .expect("call");
+        trove::tools::run(&repo, &s, call, "agent").unwrap_or_else(|e| panic!("write {k} after gc: {e}"));
+        text = new;
+    }
+    assert_eq!(fs::read_to_string(ws.join("big.rs")).expect("read"), text);
+    let last: Vec<u8> = conn
+        .query_row("SELECT after_object FROM audit WHERE operation = 'write_file' ORDER BY seq DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .expect("last write");
+    let hex: String = last.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(repo.content_bytes(&hex).expect("read"), text.into_bytes());
+    assert!(loose(&repo_path).iter().all(|o| o.1 <= MAX_DEPTH));
     assert!(repo.check().expect("check").problems.is_empty());
 }
 
@@ -158,15 +183,26 @@ fn a_delta_whose_base_is_not_recorded_is_found_by_check_and_mended_by_repair() {
 
 #[test]
 fn readers_find_every_version_while_a_collection_gathers_them_into_packs() {
-    let (_dir, repo_path, repo, _) = edited(60);
+    let (_dir, repo_path, repo, sid) = edited(60);
+    // Twenty new files, stored whole (loose): what the collection gathers while they are read.
+    let s = repo.session(&sid).expect("session");
+    for i in 0..20 {
+        let call = ToolCall::parse(
+            "create_file",
+            json!({"path": format!("new{i}.txt"), "content": format!("new file {i}\n").repeat(50)}),
+        )
+        .expect("call");
+        trove::tools::run(&repo, &s, call, "agent").expect("write");
+    }
     let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
-    let mut st = conn.prepare("SELECT after_object FROM audit WHERE after_object IS NOT NULL").expect("prepare");
+    let mut st =
+        conn.prepare("SELECT after_object FROM audit WHERE after_object IS NOT NULL ORDER BY seq").expect("prepare");
     let ids: Vec<String> = st
         .query_map([], |r| r.get::<_, Vec<u8>>(0))
         .expect("query")
         .map(|r| r.expect("row").iter().map(|b| format!("{b:02x}")).collect())
         .collect();
-    assert_eq!(ids.len(), 60);
+    assert_eq!(ids.len(), 80);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -191,8 +227,9 @@ fn readers_find_every_version_while_a_collection_gathers_them_into_packs() {
     for r in readers {
         assert!(r.join().expect("a reader failed") > 0);
     }
-    assert!(loose(&repo_path).is_empty());
+    assert!(loose(&repo_path).iter().all(|o| o.1 > 0), "only deltas stay loose");
     for (e, id) in ids.iter().enumerate() {
-        assert_eq!(repo.content_bytes(id).expect("read"), version(e + 1).into_bytes());
+        let expected = if e < 60 { version(e + 1) } else { format!("new file {}\n", e - 60).repeat(50) };
+        assert_eq!(repo.content_bytes(id).expect("read"), expected.into_bytes());
     }
 }

@@ -377,7 +377,7 @@ fn scanning_the_packs_alone_rebuilds_the_object_index() {
     let conn = trove::testing::conn(&repo);
     let packs: Vec<(String, i64)> = pairs(conn, "SELECT name, size FROM packs");
     for (name, size) in packs {
-        for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan").objects {
+        for o in trove::object::pack::scan(repo.backend(), &name, size as u64).expect("scan") {
             from_packs.push((o.id, name.clone(), o.offset, o.stored_len, o.raw_len, o.inner_offset));
         }
     }

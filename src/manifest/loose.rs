@@ -76,7 +76,17 @@ pub fn insert_delta(conn: &Connection, id: &ObjectId, raw_len: u64, delta: &[u8]
         return Ok(true);
     }
     let (_, base) = crate::object::delta::base_of(delta)?;
+    // A packed base is whole (deltas stay loose), so its depth is 0.
     if !stored(conn, &base)? || depth(conn, &base)?.unwrap_or(0) != base_depth {
+        return Ok(false);
+    }
+    // An object other versions lean on (a condemned one stored again) is stored whole: as a
+    // delta it could close a cycle, or claim a depth not below theirs.
+    let leaned_on = conn
+        .prepare_cached("SELECT 1 FROM object_bases WHERE base = ?1")
+        .and_then(|mut st| st.exists([&id.as_bytes()[..]]))
+        .map_err(db("looking up deltas' bases"))?;
+    if leaned_on {
         return Ok(false);
     }
     put(conn, id, raw_len, delta)?;
@@ -154,12 +164,16 @@ pub fn get(conn: &Connection, id: &ObjectId) -> Result<Option<Vec<u8>>> {
         .map_err(db("reading a loose object"))
 }
 
-/// Live (not condemned) loose objects after id `after`, in id order, up to `max_bytes` of
-/// stored blobs (at least one): (id, raw length, blob). A collection gathers them into packs.
+/// Live (not condemned) whole loose objects after id `after`, in id order, up to `max_bytes`
+/// of stored blobs (at least one): (id, raw length, blob). A collection gathers them into
+/// packs. Deltas stay loose: a delta has one copy, here, so its row in `object_bases` always
+/// describes the blob every reader reads.
 pub fn live_run(conn: &Connection, after: &[u8], max_bytes: u64) -> Result<Vec<(ObjectId, u64, Vec<u8>)>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT id, raw_len, encoded FROM loose_objects WHERE id > ?1 AND condemned IS NULL ORDER BY id",
+            "SELECT id, raw_len, encoded FROM loose_objects l
+             WHERE id > ?1 AND condemned IS NULL AND NOT EXISTS (SELECT 1 FROM object_bases b WHERE b.id = l.id)
+             ORDER BY id",
         )
         .map_err(db("reading loose objects"))?;
     let mut rows = stmt.query([after]).map_err(db("reading loose objects"))?;

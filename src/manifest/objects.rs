@@ -6,8 +6,7 @@ use super::db;
 use crate::base::error::Result;
 use crate::object::{ObjectId, SealedPack};
 
-/// A location from columns `at..at + 6` (pack name, offset, stored_len, raw_len, inner_offset,
-/// whether it is a delta):
+/// A location from columns `at..at + 5` (pack name, offset, stored_len, raw_len, inner_offset):
 /// a negative number or a value of another type is a conversion error, which `Error::db` turns
 /// into `corrupt`.
 fn location(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Location> {
@@ -17,7 +16,6 @@ fn location(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Location> {
         stored_len: r.get::<_, u64>(at + 2)?,
         raw_len: r.get::<_, u64>(at + 3)?,
         inner_offset: r.get::<_, Option<u64>>(at + 4)?,
-        delta: r.get::<_, bool>(at + 5)?,
     })
 }
 
@@ -34,9 +32,6 @@ pub struct Location {
     pub raw_len: u64,
     /// Set for a bundle member: its offset in the bundle's raw bytes.
     pub inner_offset: Option<u64>,
-    /// The blob is a delta (`object_bases` names its base): read it with the manifest at hand,
-    /// which finds the bases.
-    pub delta: bool,
 }
 
 /// Records pack `pack` (its objects are the caller's to index or move) and returns its row id.
@@ -139,11 +134,10 @@ impl<'c> Locator<'c> {
     }
 }
 
-/// Whether an object row is a delta: only a blob of its own can be (a bundle member never is),
-/// so the lookup in `object_bases` is made for those alone.
-const LOCATE: &str = "SELECT p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset,
-        CASE WHEN o.inner_offset IS NULL THEN EXISTS (SELECT 1 FROM object_bases b WHERE b.id = o.id) ELSE 0 END
-     FROM objects o JOIN packs p ON p.id = o.pack WHERE o.id = ?1";
+/// Packed objects are whole: deltas stay loose (`manifest::loose`).
+const LOCATE: &str =
+    "SELECT p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
+     WHERE o.id = ?1";
 
 const CHUNK_LIST: &str = "SELECT offset, chunk FROM chunk_lists WHERE content = ?1 ORDER BY seq";
 
@@ -199,9 +193,8 @@ pub fn for_each_location(
 ) -> Result<()> {
     let mut stmt = conn
         .prepare(
-            "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset,
-                 CASE WHEN o.inner_offset IS NULL THEN EXISTS (SELECT 1 FROM object_bases b WHERE b.id = o.id) ELSE 0 END
-             FROM objects o JOIN packs p ON p.id = o.pack ORDER BY p.id, o.offset",
+            "SELECT o.id, p.name, o.offset, o.stored_len, o.raw_len, o.inner_offset FROM objects o JOIN packs p ON p.id = o.pack
+             ORDER BY p.id, o.offset",
         )
         .map_err(db("listing objects"))?;
     let mut rows = stmt.query([]).map_err(db("listing objects"))?;

@@ -293,25 +293,14 @@ impl Open {
     }
 }
 
-/// What a pack holds, read from its blobs: its objects, and the base each delta names.
-#[derive(Debug, Default)]
-pub struct Scanned {
-    /// Every object, bundle members included.
-    pub objects: Vec<PackedObject>,
-    /// (delta, base) for each delta blob.
-    pub bases: Vec<(ObjectId, ObjectId)>,
-}
-
 /// Reads every blob of a pack and lists the objects it holds: the index a pack carries within
-/// itself. Bundles are decoded to hash their members; a delta's base id is read after its
-/// header.
-pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Scanned> {
+/// itself. Bundles are decoded to hash their members.
+pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Vec<PackedObject>> {
     let head = backend.get_range(key, 0, HEADER_LEN)?;
     if &head[..4] != MAGIC {
         return Err(Error::corrupt(format!("pack {key} does not start with the pack magic")));
     }
     let mut out = Vec::new();
-    let mut bases = Vec::new();
     let mut offset = HEADER_LEN;
     while offset < size {
         let at = |e: Error| Error::corrupt(format!("pack {key} at byte {offset}: {e}"));
@@ -322,10 +311,6 @@ pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Scanned> {
         let stored_len = blob::HEADER_LEN as u64 + header.payload_len;
         if offset + stored_len > size {
             return Err(at(Error::corrupt("a blob runs past the end of the pack")));
-        }
-        if header.codec == blob::Codec::Delta {
-            let base = backend.get_range(key, offset + blob::HEADER_LEN as u64, 32)?;
-            bases.push((header.id, ObjectId::from_slice(&base).map_err(at)?));
         }
         match header.kind {
             blob::Kind::Object => out.push(PackedObject {
@@ -351,7 +336,7 @@ pub fn scan(backend: &dyn Backend, key: &str, size: u64) -> Result<Scanned> {
         }
         offset += stored_len;
     }
-    Ok(Scanned { objects: out, bases })
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -382,7 +367,7 @@ mod tests {
         assert!(packs.len() > 1, "a 200-byte target must split ten blobs");
         let mut seen = Vec::new();
         for p in &packs {
-            let scanned = scan(&backend, &p.key, p.size).expect("scan").objects;
+            let scanned = scan(&backend, &p.key, p.size).expect("scan");
             assert_eq!(scanned, p.objects);
             for o in scanned {
                 let bytes = backend.get_range(&p.key, o.offset, o.stored_len).expect("read");
@@ -421,7 +406,7 @@ mod tests {
             assert_eq!(backend.size(&p.key).expect("size"), p.size);
             let whole = backend.get_range(&p.key, 0, p.size).expect("read");
             assert!(p.key.contains(&blake3::hash(&whole).to_hex().to_string()), "a pack is named by its bytes");
-            assert_eq!(scan(&backend, &p.key, p.size).expect("scan").objects, p.objects);
+            assert_eq!(scan(&backend, &p.key, p.size).expect("scan"), p.objects);
             seen.extend(p.objects.iter().map(|o| o.id));
         }
         assert_eq!(seen, ids);

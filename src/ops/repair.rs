@@ -62,7 +62,6 @@ impl Repo {
             ..Default::default()
         };
         let mut sealed = Vec::new();
-        let mut bases = Vec::new();
         for key in self.backend.list("packs/")? {
             if !key.ends_with(".pack") || retired.contains(&key) {
                 continue;
@@ -72,9 +71,8 @@ impl Repo {
             match pack::scan(self.backend.as_ref(), &key, size) {
                 Ok(found) => {
                     report.packs += 1;
-                    report.objects += found.objects.len() as u64;
-                    bases.extend(found.bases);
-                    sealed.push(SealedPack { key, size, objects: found.objects });
+                    report.objects += found.len() as u64;
+                    sealed.push(SealedPack { key, size, objects: found });
                 }
                 Err(e) => {
                     tracing::warn!(pack = %key, error = %e, "a pack cannot be scanned; its objects are left out of the index");
@@ -88,7 +86,7 @@ impl Repo {
             tx.execute_batch("DELETE FROM objects; DELETE FROM bundle_dead;")
                 .map_err(|e| Error::db("rebuilding the index", e))?;
             // Each delta's base, as its blob names it (blob format 2: the base id follows the
-            // 56-byte header): the packed ones' from the scan, the loose ones' from the rows.
+            // 56-byte header); deltas are only ever loose.
             tx.execute_batch(
                 "DELETE FROM object_bases;
                  INSERT INTO object_bases (id, base)
@@ -96,13 +94,6 @@ impl Repo {
                      WHERE substr(encoded, 5, 2) = x'0202' AND length(encoded) >= 88;",
             )
             .map_err(|e| Error::db("rebuilding the deltas' bases", e))?;
-            for (id, base) in &bases {
-                tx.execute(
-                    "INSERT OR REPLACE INTO object_bases (id, base) VALUES (?1, ?2)",
-                    [&id.as_bytes()[..], &base.as_bytes()[..]],
-                )
-                .map_err(|e| Error::db("rebuilding the deltas' bases", e))?;
-            }
             let known: BTreeMap<String, i64> = {
                 let mut stmt = tx.prepare("SELECT name, id FROM packs").map_err(|e| Error::db("rebuilding the index", e))?;
                 let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| Error::db("rebuilding the index", e))?;

@@ -452,9 +452,9 @@ impl Repo {
     /// with the data written out behind them; then every symlink.
     fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
         let (backend, bundles) = (self.backend.as_ref(), &self.caches.bundles);
-        // Loose objects and deltas are read through a connection of their own, shared by the
-        // workers; opened only when the plan has any.
-        let has_loose = plan.files.iter().any(|f| f.parts.iter().any(|(_, l)| l.as_ref().is_none_or(|l| l.delta)));
+        // Loose objects are read through a connection of their own, shared by the workers;
+        // opened only when the plan has any.
+        let has_loose = plan.files.iter().any(|f| f.parts.iter().any(|(_, l)| l.is_none()));
         let loose = if has_loose { Some(Mutex::new(self.manifest.reader()?)) } else { None };
         let store = Store { backend, bundles, loose: loose.as_ref() };
         let deadline = self.deadline();
@@ -678,10 +678,10 @@ struct Store<'a> {
 }
 
 impl Store<'_> {
-    /// The verified bytes of object `id`, from `loc` or, without one, loose; a delta (loose or
-    /// packed) through the manifest, which finds its bases.
+    /// The verified bytes of object `id`, from `loc` or, without one, loose (a delta through
+    /// the manifest, which finds its bases).
     fn fetch(&self, id: &ObjectId, loc: Option<&Location>) -> Result<Vec<u8>> {
-        if let Some(loc) = loc.filter(|l| !l.delta) {
+        if let Some(loc) = loc {
             return crate::ops::view::fetch(self.backend, self.bundles, id, loc);
         }
         let conn = self.loose.ok_or_else(|| Error::internal("a restore reads a loose object without a reader"))?;

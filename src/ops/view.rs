@@ -221,7 +221,8 @@ pub(crate) fn is_delta(encoded: &[u8]) -> bool {
 }
 
 /// Reads object `id` from where the index says it lies, verifying it: for a worker that holds
-/// no manifest, so never a delta (`Location::delta`), whose bases only the manifest finds.
+/// no manifest. A packed object is whole (deltas stay loose: their bases are found through the
+/// manifest).
 pub(crate) fn fetch(backend: &dyn Backend, bundles: &BundleCache, id: &ObjectId, loc: &Location) -> Result<Vec<u8>> {
     match fetch_link(backend, bundles, id, loc)? {
         Link::Raw(raw) => Ok(raw),

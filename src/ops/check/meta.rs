@@ -58,11 +58,7 @@ fn disagreement(
         None if h.raw_len != loc.raw_len => {
             Some(format!("its blob holds {} bytes, the index says {}", h.raw_len, loc.raw_len))
         }
-        None if (h.codec == blob::Codec::Delta) != loc.delta => Some(if loc.delta {
-            "object_bases records a base for it, but its blob is whole; run `trove repair index`".into()
-        } else {
-            "its blob is a delta whose base object_bases does not record; run `trove repair index`".into()
-        }),
+        None if h.codec == blob::Codec::Delta => Some("its blob is a delta, which trove only ever stores loose".into()),
         Some(_) if h.kind != blob::Kind::Bundle => Some("its blob is no bundle, the index says a bundle member".into()),
         Some(inner) if inner.checked_add(loc.raw_len).is_none_or(|e| e > h.raw_len) => {
             Some(format!("it lies outside its bundle ({} bytes at {inner} of {})", loc.raw_len, h.raw_len))

@@ -1,9 +1,10 @@
-//! Garbage collection's gathering: live loose objects (the tools' pre-images and new contents,
-//! small snapshots' files) copied into packs, so the manifest keeps their index rows and no
-//! longer their bytes.
+//! Garbage collection's gathering: live whole loose objects (the tools' pre-images and
+//! rewritten contents, small snapshots' files) copied into packs, so the manifest keeps their
+//! index rows and no longer their bytes.
 //!
-//! Blobs are copied verbatim: each names its id and lengths in its header, a delta its base,
-//! and `object_bases` stays as it is (a delta is a delta wherever it lies). Order, for crashes
+//! Blobs are copied verbatim: each names its id and lengths in its header. Deltas stay loose
+//! (a couple of hundred bytes each): with one copy of each, their rows in `object_bases`
+//! always describe what readers read, and a packed object is always whole. Order, for crashes
 //! and readers: the new packs are durable first (a crash then leaves orphans, reclaimed later);
 //! one transaction then indexes them and deletes the loose rows they replace, so every reader
 //! finds each object in one place or the other (`view::read_stored` looks in the packs again
@@ -23,10 +24,12 @@ use super::GcReport;
 const GATHER_RUN: u64 = 64 << 20;
 
 impl Repo {
-    /// Moves every live loose object into packs (see the module docs), a run at a time.
-    pub(super) fn gc_gather(&self, report: &mut GcReport) -> Result<()> {
+    /// Moves every live whole loose object into packs (see the module docs), a run at a time;
+    /// returns the packs written, which this collection then leaves alone.
+    pub(super) fn gc_gather(&self, report: &mut GcReport) -> Result<Vec<String>> {
         let conn = self.manifest.conn();
         let mut after: Vec<u8> = Vec::new();
+        let mut written = Vec::new();
         loop {
             self.check_deadline("gathering loose objects")?;
             let run = self.manifest.read(|| loose::live_run(conn, &after, GATHER_RUN))?;
@@ -43,7 +46,8 @@ impl Repo {
             report.loose_gathered += moved;
             report.pack_bytes_written += sealed.iter().map(|p| p.size).sum::<u64>();
             report.bytes_reclaimed += run.iter().map(|(_, _, e)| e.len() as u64).sum::<u64>();
+            written.extend(sealed.into_iter().map(|p| p.key));
         }
-        Ok(())
+        Ok(written)
     }
 }

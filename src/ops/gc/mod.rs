@@ -10,7 +10,7 @@
 //! Stages, each safe to stop after (a crash leaves at worst rows condemned, or files a later
 //! collection reclaims): mark (`mark.rs`); delete what an earlier pass condemned and this mark
 //! still does not reach; condemn what it newly does not reach (and clear the condemnation of
-//! what it reaches again); gather live loose objects into packs (`gather.rs`); retire empty
+//! what it reaches again); gather live whole loose objects into packs (`gather.rs`); retire empty
 //! packs and rewrite sparse ones (`packs.rs`); delete the files of retired and orphan packs. What one pass condemns the next deletes: with no grace
 //! period, one collection runs two passes.
 
@@ -277,9 +277,9 @@ impl Repo {
         for kind in Kind::ALL {
             report.waiting += gc::condemned_count(conn, kind)?;
         }
-        self.gc_gather(&mut report)?;
+        let gathered = self.gc_gather(&mut report)?;
         failpoint("gc:gathered");
-        self.gc_packs(opts, &mut report)?;
+        self.gc_packs(opts, &mut report, &gathered)?;
         failpoint("gc:packs");
         report.manifest_bytes_reclaimed = gc::shrink(conn, 2048, opts.vacuum)?;
         Ok(report)

@@ -38,8 +38,9 @@ use super::{GcOptions, GcReport};
 const REPACK_RUN: u64 = 256 << 20;
 
 impl Repo {
-    /// Retires, rewrites and deletes packs (see the module docs).
-    pub(super) fn gc_packs(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
+    /// Retires, rewrites and deletes packs (see the module docs); `fresh`, the packs this
+    /// collection wrote gathering loose objects, are never rewritten by it.
+    pub(super) fn gc_packs(&self, opts: &GcOptions, report: &mut GcReport, fresh: &[String]) -> Result<()> {
         let conn = self.manifest.conn();
         // Packs nothing points into any more.
         self.manifest.write(|tx| {
@@ -60,7 +61,7 @@ impl Repo {
             .filter(|p| {
                 let body = p.size.saturating_sub(HEADER_LEN).max(1);
                 let sparse = (body.saturating_sub(p.live)) as f64 / body as f64 > opts.repack_threshold;
-                p.live > 0 && (sparse || below(p))
+                p.live > 0 && (sparse || below(p)) && !fresh.contains(&p.name)
             })
             .collect();
         report.packs_recompressed += chosen.iter().filter(|p| below(p)).count() as u64;

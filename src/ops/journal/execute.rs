@@ -299,10 +299,18 @@ impl Repo {
             return Ok(delta::encode(id, raw, base_id, base_raw, depth, level)?.map(|d| (d, depth)));
         }
         let (mut ancestor, mut at) = (*base_id, depth);
+        // Each step strictly shallower, so a damaged `object_bases` (a cycle) cannot hold the
+        // writer: at most MAX_DEPTH steps.
         while at > blob::MAX_DEPTH / 2 {
-            ancestor = manifest::loose::base(conn, &ancestor)?
+            let next = manifest::loose::base(conn, &ancestor)?
                 .ok_or_else(|| Error::corrupt(format!("delta {ancestor} has no base recorded; run `trove check`")))?;
-            at = manifest::loose::depth(conn, &ancestor)?.unwrap_or(0);
+            let next_at = manifest::loose::depth(conn, &next)?.unwrap_or(0);
+            if next_at >= at {
+                return Err(Error::corrupt(format!(
+                    "delta {ancestor} at depth {at} is recorded against {next} at depth {next_at}; run `trove check`"
+                )));
+            }
+            (ancestor, at) = (next, next_at);
         }
         let ancestor_raw = self.read_object(&ancestor)?;
         Ok(delta::encode(id, raw, &ancestor, &ancestor_raw, at, level)?.map(|d| (d, at)))

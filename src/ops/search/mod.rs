@@ -300,7 +300,7 @@ fn is_binary(bytes: &[u8]) -> bool {
 enum Part {
     Packed(ObjectId, Location),
     Loose(ObjectId, Vec<u8>),
-    /// A delta, resolved by the locating thread (its bases are looked up in the manifest,
+    /// A loose delta, resolved by the locating thread (its bases are looked up in the manifest,
     /// which workers do not hold): the object's verified bytes.
     Resolved(ObjectId, Vec<u8>),
 }
@@ -454,7 +454,6 @@ impl Repo {
             let mut parts = Vec::with_capacity(ids.len());
             for part in ids {
                 parts.push(match objects::locate(conn, &part)? {
-                    Some(loc) if loc.delta => Part::Resolved(part, self.read_object(&part)?),
                     Some(loc) => Part::Packed(part, loc),
                     None => match crate::manifest::loose::get(conn, &part)? {
                         Some(encoded) if crate::ops::view::is_delta(&encoded) => {
