@@ -467,3 +467,10 @@ CREATE TABLE object_bases (
 ) WITHOUT ROWID;
 -- What leans on an object: one that does is only ever stored again whole.
 CREATE INDEX object_bases_by_base ON object_bases(base);
+
+-- schema-version: 16
+-- The directory cache leaves the repository for the node-local cache (ARCHITECTURE.md,
+-- "Directory cache"): it describes one machine's files, which no other host or copy of the
+-- repository shares. Its records are dropped here; each workspace's next snapshot reads its files
+-- once and writes them anew, outside the repository.
+DROP TABLE dir_cache;

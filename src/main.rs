@@ -18,6 +18,10 @@ pub struct Cli {
     /// Repository directory [default: $XDG_DATA_HOME/trove/repo or ~/.local/share/trove/repo]
     #[arg(long, global = true, env = "TROVE_REPO", value_name = "PATH")]
     pub repo: Option<PathBuf>,
+    /// This machine's cache of repositories (the directory cache; rebuilt when deleted), one
+    /// directory per repository id [default: $XDG_CACHE_HOME/trove or ~/.cache/trove]
+    #[arg(long, global = true, env = "TROVE_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     /// Print one JSON document instead of a table
     #[arg(long, global = true)]
     pub json: bool,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
+use crate::manifest::node_cache::{self, NodeCache};
 use crate::manifest::Manifest;
 use crate::model::audit::AuditRecord;
 use crate::object::bundle::BundleCache;
@@ -100,6 +101,40 @@ pub struct Repo {
     /// Change feeds of live trees a server keeps, shared by its handles (none in a one-shot
     /// command: starting one costs a whole read).
     pub(crate) live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
+    /// Where this machine's cache of the repository lives, and the cache once opened (on first
+    /// use: most commands never need it).
+    node_cache: NodeCacheSlot,
+}
+
+/// Where a handle's node-local cache lives (`manifest/node_cache.rs`).
+#[derive(Clone, Debug)]
+enum CachePlace {
+    /// `<base>/<repository id>`.
+    Dir(PathBuf),
+    /// A repository in memory's, by its name.
+    Memory(String),
+    /// No cache directory could be named (no `TROVE_CACHE_DIR`, `XDG_CACHE_HOME` or `HOME`):
+    /// every snapshot reads every file.
+    Nowhere,
+}
+
+/// A handle's node-local cache: where, and the cache once opened (None: it could not be, which
+/// was logged once; snapshots then read every file).
+struct NodeCacheSlot {
+    place: CachePlace,
+    opened: std::cell::OnceCell<Option<NodeCache>>,
+}
+
+impl NodeCacheSlot {
+    fn at(place: CachePlace) -> NodeCacheSlot {
+        NodeCacheSlot { place, opened: Default::default() }
+    }
+
+    /// The default place of repository `id`'s cache: under [`node_cache::default_base`].
+    fn default_for(id: &str) -> NodeCacheSlot {
+        let base = node_cache::default_base(|k| std::env::var_os(k));
+        NodeCacheSlot::at(base.map_or(CachePlace::Nowhere, |b| CachePlace::Dir(b.join(id))))
+    }
 }
 
 /// What a handle keeps of what it decoded: bundles, so reading files in path order decodes
@@ -123,6 +158,7 @@ pub struct Shared {
     caches: Caches,
     budget: std::sync::Arc<crate::base::budget::Budget>,
     live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
+    cache_place: CachePlace,
 }
 
 /// The memory budget of a handle nobody shares one with.
@@ -229,6 +265,7 @@ impl Repo {
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
         let repo = Repo {
             root: Some(path.to_path_buf()),
+            node_cache: NodeCacheSlot::default_for(&config.id),
             config,
             backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
@@ -294,6 +331,7 @@ impl Repo {
         let manifest = Manifest::open(&db)?;
         let repo = Repo {
             root: Some(path.to_path_buf()),
+            node_cache: NodeCacheSlot::default_for(&config.id),
             config,
             backend: std::sync::Arc::new(LocalBackend::new(path)),
             manifest,
@@ -359,6 +397,7 @@ impl Repo {
         let manifest = Manifest::create_in_memory(&name)?;
         Ok(Repo {
             root: None,
+            node_cache: NodeCacheSlot::at(CachePlace::Memory(name.clone())),
             config: Config::new(name.as_bytes()),
             backend: std::sync::Arc::new(MemoryBackend::new()),
             manifest,
@@ -383,6 +422,7 @@ impl Repo {
     pub(crate) fn scratch(&self, manifest: Manifest, backend: std::sync::Arc<dyn Backend>) -> Repo {
         let repo = Repo {
             root: None,
+            node_cache: NodeCacheSlot::at(CachePlace::Nowhere),
             config: self.config.clone(),
             backend,
             manifest,
@@ -435,6 +475,7 @@ impl Repo {
             caches: self.caches.clone(),
             budget: self.budget.clone(),
             live_feeds: self.live_feeds.clone(),
+            cache_place: self.node_cache.place.clone(),
         }
     }
 
@@ -445,6 +486,46 @@ impl Repo {
         self.caches = shared.caches;
         self.budget = shared.budget;
         self.live_feeds = shared.live_feeds;
+        self.node_cache = NodeCacheSlot::at(shared.cache_place);
+    }
+
+    /// Keeps this machine's cache of the repository under `base` (`<base>/<repository id>/`)
+    /// instead of the default (`TROVE_CACHE_DIR`, else `$XDG_CACHE_HOME/trove`, else
+    /// `~/.cache/trove`): `--cache-dir`.
+    pub fn set_cache_dir(&mut self, base: &Path) {
+        self.node_cache = NodeCacheSlot::at(CachePlace::Dir(base.join(&self.config.id)));
+    }
+
+    /// The directory of this machine's cache of the repository; None for one in memory or when
+    /// no cache directory could be named.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        match &self.node_cache.place {
+            CachePlace::Dir(d) => Some(d),
+            CachePlace::Memory(_) | CachePlace::Nowhere => None,
+        }
+    }
+
+    /// The node-local cache, opened on first use; None when it cannot be (said once in the
+    /// log): a snapshot then reads every file, which costs time, never correctness.
+    pub(crate) fn node_cache(&self) -> Option<&NodeCache> {
+        self.node_cache
+            .opened
+            .get_or_init(|| {
+                let opened = match &self.node_cache.place {
+                    CachePlace::Dir(dir) => NodeCache::open(dir),
+                    CachePlace::Memory(name) => NodeCache::in_memory(name),
+                    CachePlace::Nowhere => {
+                        tracing::warn!(
+                            "no cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir; every snapshot reads every file until then"
+                        );
+                        return None;
+                    }
+                };
+                opened
+                    .map_err(|e| tracing::warn!(error = %e, "the node-local cache cannot be used: every snapshot reads every file until it can"))
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Makes this handle read live trees through `feeds` (a server gives all its handles one):

@@ -14,6 +14,12 @@ pub use crate::tools::read::sha256_hex;
 
 use crate::repo::Repo;
 
+/// The connection of the repository's node-local cache (its directory records), for raw SQL in
+/// a test; None when it cannot be opened.
+pub fn cache_conn(repo: &Repo) -> Option<&rusqlite::Connection> {
+    repo.node_cache().map(|c| c.conn())
+}
+
 /// The repository's manifest connection, for raw SQL in a test.
 pub fn conn(repo: &Repo) -> &rusqlite::Connection {
     repo.manifest().conn()
@@ -35,9 +41,9 @@ pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::base::error::Resu
 pub fn dir_cache_files(repo: &Repo) -> crate::base::error::Result<(usize, usize)> {
     use crate::model::dir_cache::Record;
     use crate::model::tree::EntryKind;
-    let conn = repo.manifest().conn();
+    let Some(cache) = repo.node_cache() else { return Ok((0, 0)) };
     let mut blobs = Vec::new();
-    crate::manifest::dir_cache::for_each(conn, None, |_, _, blob| {
+    crate::manifest::dir_cache::for_each(cache.conn(), None, |_, _, blob| {
         blobs.push(blob);
         Ok(())
     })?;

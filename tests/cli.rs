@@ -277,10 +277,12 @@ fn a_snapshots_warnings_reach_stderr() {
     }
     fs::write(ws.join("a.txt"), "a\n").expect("write");
     assert!(trove(&repo, &["init"]).status.success());
+    let cache = tmp.path().join("cache");
     let snap = |log: &str| {
         Command::new(trove_bin())
             .args(["--repo", repo.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8"), "--workspace", "w"])
             .env("TROVE_LOG", log)
+            .env("TROVE_CACHE_DIR", &cache)
             .output()
             .expect("run")
     };
@@ -288,7 +290,7 @@ fn a_snapshots_warnings_reach_stderr() {
     // Directory records that do not parse: the snapshot reads the directories again, and says
     // so once, with how many.
     let damage = || {
-        let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("open");
+        let conn = rusqlite::Connection::open(common::cache_db(&repo, &cache)).expect("open");
         assert_eq!(conn.execute("UPDATE dir_cache SET data = x'ff'", []).expect("damage"), 3);
     };
     damage();

@@ -35,7 +35,7 @@ fn loose(repo: &std::path::Path) -> Vec<(Vec<u8>, u8, usize)> {
     let rows = st
         .query_map([], |r| {
             let encoded: Vec<u8> = r.get(1)?;
-            let depth = if encoded[5] == 2 { encoded[7] } else { 0 };
+            let depth = trove::object::blob::depth_in(&encoded);
             Ok((r.get(0)?, depth, encoded.len()))
         })
         .expect("query");
@@ -232,4 +232,62 @@ fn readers_find_every_version_while_a_collection_gathers_them_into_packs() {
         let expected = if e < 60 { version(e + 1) } else { format!("new file {}\n", e - 60).repeat(50) };
         assert_eq!(repo.content_bytes(id).expect("read"), expected.into_bytes());
     }
+}
+
+/// A file edited outside the tools (an agent's shell command) is stored by the next snapshot as a
+/// delta against the version the snapshot before holds: chains stay bounded however many
+/// snapshots there are, every snapshot's version reads back, `check` is clean, and a
+/// collection that forgets the early snapshots keeps what the later ones need.
+#[test]
+fn a_snapshots_changed_file_is_stored_against_the_version_before() {
+    const SNAPSHOTS: usize = 70;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(&root).expect("mkdir");
+    // Two versioned files: one a loose object would hold anyway, one over the 64 KiB a loose
+    // object holds whole, which goes loose only as a new version of a path the parent holds.
+    let big = |k: usize| version(k) + &version(0) + &version(0);
+    fs::write(root.join("small.rs"), version(0)).expect("write");
+    fs::write(root.join("big.rs"), big(0)).expect("write");
+    fs::write(root.join("other.txt"), "unchanged\n").expect("write");
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
+    let mut snaps = vec![repo.snapshot(&root, &opts).expect("first")];
+    for k in 1..=SNAPSHOTS {
+        fs::write(root.join("small.rs"), version(k)).expect("write");
+        fs::write(root.join("big.rs"), big(k)).expect("write");
+        snaps.push(repo.snapshot(&root, &opts).expect("snapshot"));
+    }
+    let objects = loose(&repo_path);
+    let deltas = objects.iter().filter(|o| o.1 > 0).count();
+    let max = objects.iter().map(|o| o.1).max().unwrap_or(0);
+    assert!(deltas >= 2 * (SNAPSHOTS - 2), "{deltas} of {} versions are deltas: {objects:?}", 2 * SNAPSHOTS);
+    assert!(max <= MAX_DEPTH && max > MAX_DEPTH / 2, "chains are bounded: deepest {max}");
+    let stored: usize = objects.iter().map(|o| o.2).sum();
+    assert!(stored < 2 * SNAPSHOTS * 300, "{} versions take {stored} bytes", 2 * SNAPSHOTS);
+    for (k, snap) in snaps.iter().enumerate() {
+        let entry = repo.lookup(snap, b"small.rs").expect("entry");
+        assert_eq!(repo.read_content(&entry).expect("read"), version(k).into_bytes(), "snapshot {k}");
+        let entry = repo.lookup(snap, b"big.rs").expect("entry");
+        assert_eq!(repo.read_content(&entry).expect("read"), big(k).into_bytes(), "snapshot {k}");
+    }
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    // Forget all but the last snapshot: the collection keeps its version's chain, and the
+    // version reads back after it.
+    let keep_last = trove::RetentionPolicy { keep_last: Some(1), ..Default::default() };
+    repo.set_snapshot_retention("w", Some(keep_last), "test").expect("policy");
+    repo.forget(Some("w"), false, "test").expect("forget");
+    repo.gc(&GcOptions { grace: Duration::ZERO, ..GcOptions::default() }).expect("gc");
+    repo.gc(&GcOptions { grace: Duration::ZERO, ..GcOptions::default() }).expect("gc again");
+    let repo = Repo::open(&repo_path).expect("open");
+    let latest = repo.resolve_snapshot("latest", None).expect("snapshot");
+    let entry = repo.lookup(&latest, b"small.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), version(SNAPSHOTS).into_bytes());
+    let entry = repo.lookup(&latest, b"big.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), big(SNAPSHOTS).into_bytes());
+    assert!(loose(&repo_path).len() < objects.len(), "the chain's unreached tail went");
+    let report = repo.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

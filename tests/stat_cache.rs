@@ -176,7 +176,7 @@ fn files_a_records_tree_lacks_are_read_again() {
     repo.snapshot(&ws, &opts).expect("first");
 
     // Point a/'s record at b/'s tree.
-    let conn = trove::testing::conn(&repo);
+    let conn = trove::testing::cache_conn(&repo).expect("the node-local cache");
     let rows: Vec<(Vec<u8>, Vec<u8>)> = common::pairs(conn, "SELECT dir_key, data FROM dir_cache");
     let names = |blob: &[u8]| -> Vec<Vec<u8>> {
         let r = trove::testing::dir_cache::Record::parse(blob).expect("record");
@@ -248,7 +248,7 @@ fn a_big_directorys_record_is_kept_in_parts_that_read_back_whole() {
     let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, ..SnapshotOptions::default() };
     std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
     let first = repo.snapshot(&ws, &opts).expect("first");
-    let conn = trove::testing::conn(&repo);
+    let conn = trove::testing::cache_conn(&repo).expect("the node-local cache");
     // The parts of big/'s record (the one with 200 entries): (part, length), in order.
     let big_key = || -> Vec<u8> {
         let rows: Vec<(Vec<u8>, i64)> =
@@ -296,7 +296,7 @@ fn a_big_directorys_record_is_kept_in_parts_that_read_back_whole() {
     };
     conn.execute("DELETE FROM dir_cache WHERE dir_key = ?1", [&key]).expect("delete");
     conn.execute(
-        "INSERT INTO dir_cache (workspace, dir_key, part, data) SELECT id, ?1, 0, ?2 FROM workspaces",
+        "INSERT INTO dir_cache (workspace, dir_key, part, data) VALUES ('ws', ?1, 0, ?2)",
         rusqlite::params![key, record],
     )
     .expect("one part");
@@ -312,7 +312,7 @@ fn a_big_directorys_record_is_kept_in_parts_that_read_back_whole() {
     for (i, piece) in record.chunks(part).enumerate() {
         if i != 1 {
             conn.execute(
-                "INSERT INTO dir_cache (workspace, dir_key, part, data) SELECT id, ?1, ?2, ?3 FROM workspaces",
+                "INSERT INTO dir_cache (workspace, dir_key, part, data) VALUES ('ws', ?1, ?2, ?3)",
                 rusqlite::params![key, i as i64, piece],
             )
             .expect("part");

@@ -7,6 +7,7 @@ pub(crate) mod bar;
 pub mod commands;
 mod format;
 pub(crate) mod logging;
+pub(crate) mod open;
 mod output;
 
 use std::io::Write;
@@ -17,6 +18,7 @@ pub use output::{in_flags, Failure};
 use crate::{Cli, Command};
 
 pub fn run(cli: Cli) -> Result<u8, Failure> {
+    open::set_cache_dir(cli.cache_dir.clone());
     let repo_path = match &cli.repo {
         Some(p) => p.clone(),
         None => default_repo()?,
@@ -24,7 +26,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let (json, path) = (cli.json, repo_path.as_path());
     let mut out = out();
     let out = &mut out;
-    let open = || trove::Repo::open(path);
+    let open = || open::open_repo(path);
     // The servers start their own log, with its level and format options.
     if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
         logging::start_warnings(json);

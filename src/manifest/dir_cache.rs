@@ -1,5 +1,6 @@
-//! Manifest rows of the directory cache: one record per directory of a workspace's live tree
-//! (`model::dir_cache` encodes it), keyed by a hash of the directory's path and stored in parts.
+//! Rows of the directory cache, in the node-local cache (`node_cache.rs`): one record per
+//! directory of a workspace's live tree (`model::dir_cache` encodes it), keyed by the workspace's
+//! name and a hash of the directory's path, and stored in parts.
 
 use rusqlite::{params, Connection};
 
@@ -31,8 +32,8 @@ pub type DirCacheMap = RandomKeyMap<DirKey, Vec<u8>>;
 /// skipped: its directory is then only a cache miss.
 pub fn for_each(
     conn: &Connection,
-    workspace: Option<i64>,
-    mut each: impl FnMut(i64, &DirKey, Vec<u8>) -> Result<()>,
+    workspace: Option<&str>,
+    mut each: impl FnMut(&str, &DirKey, Vec<u8>) -> Result<()>,
 ) -> Result<()> {
     const WHAT: &str = "reading the directory cache";
     // The primary key's order: a record's parts come one after the other, in order.
@@ -49,36 +50,36 @@ pub fn for_each(
     // The record being gathered: its workspace and key, the part expected next (None once one
     // is missing), and its bytes. A missing last part is not seen here: the record's own entry
     // count then runs past its end, which its parser takes as a miss.
-    let mut current: Option<(i64, DirKey, Option<i64>)> = None;
+    let mut current: Option<(String, DirKey, Option<i64>)> = None;
     let mut data = Vec::new();
     while let Some(r) = rows.next().map_err(db(WHAT))? {
-        let ws: i64 = r.get(0).map_err(db(WHAT))?;
+        let ws = r.get_ref(0).and_then(|v| v.as_str().map_err(Into::into)).map_err(db(WHAT))?;
         let key = r.get_ref(1).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db(WHAT))?;
         let Ok(key) = DirKey::try_from(key) else { continue };
         let part: i64 = r.get(2).map_err(db(WHAT))?;
         let bytes = r.get_ref(3).and_then(|v| v.as_blob().map_err(Into::into)).map_err(db(WHAT))?;
         match &mut current {
-            Some((cws, ckey, next)) if *cws == ws && *ckey == key => {
+            Some((cws, ckey, next)) if cws == ws && *ckey == key => {
                 *next = next.filter(|n| *n == part).map(|n| n + 1);
             }
             _ => {
                 if let Some((cws, ckey, Some(_))) = current.take() {
-                    each(cws, &ckey, std::mem::take(&mut data))?;
+                    each(&cws, &ckey, std::mem::take(&mut data))?;
                 }
                 data.clear();
-                current = Some((ws, key, (part == 0).then_some(1)));
+                current = Some((ws.to_string(), key, (part == 0).then_some(1)));
             }
         }
         data.extend_from_slice(bytes);
     }
     if let Some((cws, ckey, Some(_))) = current {
-        each(cws, &ckey, data)?;
+        each(&cws, &ckey, data)?;
     }
     Ok(())
 }
 
 /// Every record of workspace `workspace`.
-pub fn load(conn: &Connection, workspace: i64) -> Result<DirCacheMap> {
+pub fn load(conn: &Connection, workspace: &str) -> Result<DirCacheMap> {
     let mut out = DirCacheMap::default();
     for_each(conn, Some(workspace), |_, key, data| {
         out.insert(*key, data);
@@ -89,7 +90,7 @@ pub fn load(conn: &Connection, workspace: i64) -> Result<DirCacheMap> {
 
 /// Stores `data` as the record of `key`, replacing the one it had: its parts are written, and
 /// those of a longer record before it deleted.
-pub fn upsert(conn: &Connection, workspace: i64, key: &DirKey, data: &[u8]) -> Result<()> {
+pub fn upsert(conn: &Connection, workspace: &str, key: &DirKey, data: &[u8]) -> Result<()> {
     const WHAT: &str = "updating the directory cache";
     let mut put = conn
         .prepare_cached("INSERT OR REPLACE INTO dir_cache (workspace, dir_key, part, data) VALUES (?1, ?2, ?3, ?4)")
@@ -109,7 +110,7 @@ pub fn upsert(conn: &Connection, workspace: i64, key: &DirKey, data: &[u8]) -> R
 }
 
 /// Deletes the record of `key`, every part.
-pub fn delete(conn: &Connection, workspace: i64, key: &DirKey) -> Result<()> {
+pub fn delete(conn: &Connection, workspace: &str, key: &DirKey) -> Result<()> {
     let mut stmt = conn
         .prepare_cached("DELETE FROM dir_cache WHERE workspace = ?1 AND dir_key = ?2")
         .map_err(db("updating the directory cache"))?;
@@ -120,12 +121,12 @@ pub fn delete(conn: &Connection, workspace: i64, key: &DirKey) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Manifest;
+    use crate::manifest::node_cache::NodeCache;
 
-    fn records(conn: &Connection, workspace: Option<i64>) -> Vec<(i64, DirKey, Vec<u8>)> {
+    fn records(conn: &Connection, workspace: Option<&str>) -> Vec<(String, DirKey, Vec<u8>)> {
         let mut out = Vec::new();
         for_each(conn, workspace, |ws, key, data| {
-            out.push((ws, *key, data));
+            out.push((ws.to_string(), *key, data));
             Ok(())
         })
         .expect("read");
@@ -134,82 +135,51 @@ mod tests {
 
     #[test]
     fn parts_are_gathered_per_workspace_and_key_and_a_gap_is_a_miss() {
-        let m = Manifest::create_in_memory("dir_cache_parts_test").expect("create");
-        let conn = m.conn();
-        for ws in [1, 2] {
-            conn.execute(
-                "INSERT INTO workspaces (id, name, created_ns) VALUES (?1, ?2, 0)",
-                params![ws, format!("w{ws}")],
-            )
-            .expect("workspace");
-        }
+        let cache = NodeCache::in_memory("dir_cache_parts_test").expect("create");
+        let conn = cache.conn();
+        let (w1, w2) = ("w1".to_string(), "w2".to_string());
         // The same key in two workspaces (the root's key is the same in every one).
         let root = dir_key(b"");
         let long: Vec<u8> = (0..3 * PART + 17).map(|i| i as u8).collect();
-        upsert(conn, 1, &root, &long).expect("long");
-        upsert(conn, 2, &root, b"short").expect("short");
+        upsert(conn, &w1, &root, &long).expect("long");
+        upsert(conn, &w2, &root, b"short").expect("short");
         let (a, b) = (dir_key(b"a"), dir_key(b"b"));
-        upsert(conn, 1, &a, b"").expect("empty");
-        upsert(conn, 1, &b, &long).expect("b");
-        let mut want =
-            vec![(1, root, long.clone()), (2, root, b"short".to_vec()), (1, a, Vec::new()), (1, b, long.clone())];
+        upsert(conn, &w1, &a, b"").expect("empty");
+        upsert(conn, &w1, &b, &long).expect("b");
+        let mut want = vec![
+            (w1.clone(), root, long.clone()),
+            (w2.clone(), root, b"short".to_vec()),
+            (w1.clone(), a, Vec::new()),
+            (w1.clone(), b, long.clone()),
+        ];
         want.sort();
         let mut got = records(conn, None);
         got.sort();
         assert_eq!(got, want);
-        assert_eq!(records(conn, Some(2)), vec![(2, root, b"short".to_vec())]);
+        assert_eq!(records(conn, Some(&w2)), vec![(w2.clone(), root, b"short".to_vec())]);
 
         // A gap (part 1 of b gone), a first part that is not 0 (a's only part renumbered) and a
         // malformed key beside them: each of these is skipped, the rest still read whole.
         conn.execute("DELETE FROM dir_cache WHERE dir_key = ?1 AND part = 1", [&b[..]]).expect("gap");
         conn.execute("UPDATE dir_cache SET part = 1 WHERE dir_key = ?1", [&a[..]]).expect("renumber");
-        conn.execute("INSERT INTO dir_cache (workspace, dir_key, part, data) VALUES (1, x'00', 0, x'01')", [])
+        conn.execute("INSERT INTO dir_cache (workspace, dir_key, part, data) VALUES ('w1', x'00', 0, x'01')", [])
             .expect("malformed key");
-        let mut got = records(conn, Some(1));
+        let mut got = records(conn, Some(&w1));
         got.sort();
-        assert_eq!(got, vec![(1, root, long.clone())]);
+        assert_eq!(got, vec![(w1.clone(), root, long.clone())]);
 
         // Shrinking leaves no part behind; delete takes every part.
-        upsert(conn, 1, &root, b"now short").expect("shrink");
+        upsert(conn, &w1, &root, b"now short").expect("shrink");
         let parts: i64 = conn
-            .query_row("SELECT COUNT(*) FROM dir_cache WHERE workspace = 1 AND dir_key = ?1", [&root[..]], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM dir_cache WHERE workspace = 'w1' AND dir_key = ?1", [&root[..]], |r| {
+                r.get(0)
+            })
             .expect("count");
         assert_eq!(parts, 1);
-        assert_eq!(load(conn, 1).expect("load").get(&root).map(Vec::as_slice), Some(&b"now short"[..]));
-        upsert(conn, 1, &root, &long).expect("grow");
-        delete(conn, 1, &root).expect("delete");
-        assert!(!load(conn, 1).expect("load").contains_key(&root));
-        assert_eq!(records(conn, Some(2)).len(), 1, "the other workspace's record stays");
-    }
-
-    #[test]
-    fn a_version_10_record_becomes_its_only_part() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("m.db");
-        let v10 =
-            &crate::manifest::SCHEMA[..crate::manifest::SCHEMA.find("-- schema-version: 11").expect("section 11")];
-        let record: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
-        let key = dir_key(b"some/dir");
-        {
-            let conn = Connection::open(&path).expect("open");
-            conn.execute_batch(&format!("{v10} PRAGMA user_version = 10;")).expect("a version-10 manifest");
-            conn.execute("INSERT INTO workspaces (id, name, created_ns) VALUES (1, 'w', 0)", []).expect("workspace");
-            conn.execute(
-                "INSERT INTO dir_cache (workspace, dir_key, data) VALUES (1, ?1, ?2)",
-                params![&key[..], record],
-            )
-            .expect("record");
-        }
-        let m = Manifest::open(&path).expect("migrates");
-        let parts: Vec<(i64, Vec<u8>)> = m
-            .conn()
-            .prepare("SELECT part, data FROM dir_cache")
-            .expect("prepare")
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("query")
-            .collect::<rusqlite::Result<_>>()
-            .expect("rows");
-        assert_eq!(parts, vec![(0, record.clone())], "kept whole, as part 0");
-        assert_eq!(load(m.conn(), 1).expect("load").get(&key), Some(&record));
+        assert_eq!(load(conn, &w1).expect("load").get(&root).map(Vec::as_slice), Some(&b"now short"[..]));
+        upsert(conn, &w1, &root, &long).expect("grow");
+        delete(conn, &w1, &root).expect("delete");
+        assert!(!load(conn, &w1).expect("load").contains_key(&root));
+        assert_eq!(records(conn, Some(&w2)).len(), 1, "the other workspace's record stays");
     }
 }

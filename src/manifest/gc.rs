@@ -319,14 +319,9 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
         .prepare_cached(&format!("DELETE FROM {table} WHERE {key} = ?1 AND condemned IS NOT NULL AND condemned <= ?2"))
         .map_err(db("collecting"))?;
     let mut undoc = conn.prepare_cached("DELETE FROM search_docs WHERE id = ?1").map_err(db("collecting"))?;
-    // A delta's row in `object_bases` goes with its last copy.
-    let mut unbase = conn
-        .prepare_cached(
-            "DELETE FROM object_bases WHERE id = ?1
-               AND NOT EXISTS (SELECT 1 FROM loose_objects WHERE id = ?1)
-               AND NOT EXISTS (SELECT 1 FROM objects WHERE id = ?1)",
-        )
-        .map_err(db("collecting"))?;
+    // A delta's row in `object_bases` goes with it: deltas are only ever loose, and a loose
+    // object is its id's one delta copy (a packed copy is always whole).
+    let mut unbase = conn.prepare_cached("DELETE FROM object_bases WHERE id = ?1").map_err(db("collecting"))?;
     // A bundle member's bytes stay in its bundle: counted as dead there (`bundle_dead`), so the
     // pack's dead share sees them and a rewrite drops them. Summed per bundle over the batch
     // first: members of one bundle tend to die together, and one row write per bundle is what
@@ -345,7 +340,7 @@ pub fn sweep(conn: &Connection, kind: Kind, keys: &[Vec<u8>], horizon: i64) -> R
             *dead.entry((pack, offset)).or_default() += len;
         }
         delete.execute(params![k, horizon]).map_err(db("collecting"))?;
-        if matches!(kind, Kind::Loose | Kind::Object) {
+        if kind == Kind::Loose {
             unbase.execute([k]).map_err(db("collecting"))?;
         }
         if kind != Kind::Tree {

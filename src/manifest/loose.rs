@@ -16,7 +16,7 @@ pub const WHOLE_LIMIT: usize = 1 << 20;
 pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Result<()> {
     // An object already stored (loose or packed) needs no second copy, unless garbage
     // collection condemned it: then this copy is stored, and clears the mark.
-    if stored(conn, id)? {
+    if is_stored(conn, id)? {
         return Ok(());
     }
     put(conn, id, raw.len() as u64, &blob::encode(id, raw, level)?)
@@ -26,7 +26,7 @@ pub fn insert(conn: &Connection, id: &ObjectId, raw: &[u8], level: i32) -> Resul
 /// bytes: a snapshot encodes before its transaction, which then stores only what it lacks.
 /// Whether it was stored.
 pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<bool> {
-    if stored(conn, id)? {
+    if is_stored(conn, id)? {
         return Ok(false);
     }
     put(conn, id, raw_len, encoded)?;
@@ -35,7 +35,7 @@ pub fn insert_encoded(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &
 
 /// Whether `id` is stored, loose or packed, and not condemned: garbage collection's condemned
 /// objects are hidden from writers, which store their own copy (clearing the mark).
-fn stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
+pub fn is_stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
     Ok(has_live(conn, id)? || super::objects::has_live(conn, id)?)
 }
 
@@ -72,12 +72,12 @@ fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result
 /// claim a depth its chain does not have. False when it was not stored for that reason (the
 /// caller stores the object whole).
 pub fn insert_delta(conn: &Connection, id: &ObjectId, raw_len: u64, delta: &[u8], base_depth: u8) -> Result<bool> {
-    if stored(conn, id)? {
+    if is_stored(conn, id)? {
         return Ok(true);
     }
     let (_, base) = crate::object::delta::base_of(delta)?;
     // A packed base is whole (deltas stay loose), so its depth is 0.
-    if !stored(conn, &base)? || depth(conn, &base)?.unwrap_or(0) != base_depth {
+    if !is_stored(conn, &base)? || depth(conn, &base)?.unwrap_or(0) != base_depth {
         return Ok(false);
     }
     // An object other versions lean on (a condemned one stored again) is stored whole: as a
@@ -100,7 +100,7 @@ pub fn depth(conn: &Connection, id: &ObjectId) -> Result<Option<u8>> {
         .prepare_cached("SELECT substr(encoded, 1, 8) FROM loose_objects WHERE id = ?1")
         .and_then(|mut st| st.query_row([&id.as_bytes()[..]], |r| r.get(0)).optional())
         .map_err(db("reading a loose object's header"))?;
-    Ok(start.map(|b| if b.get(5) == Some(&(blob::Codec::Delta as u8)) { b.get(7).copied().unwrap_or(0) } else { 0 }))
+    Ok(start.map(|b| blob::depth_in(&b)))
 }
 
 /// The base a delta `id` is stored against, from `object_bases`; None for an object stored

@@ -1,5 +1,6 @@
-//! The manifest: the repository's SQLite database (packs index, trees, snapshots, directory cache,
-//! audit), opened with WAL and foreign keys, its schema applied from `schema.sql`.
+//! The manifest: the repository's SQLite database (packs index, trees, snapshots, audit), opened
+//! with WAL and foreign keys, its schema applied from `schema.sql`; and the node-local cache's
+//! database beside it (`node_cache`), which is not the repository's.
 //!
 //! Versioning: `PRAGMA user_version` holds the schema version. A new repository gets
 //! `schema.sql` whole; an older one is migrated step by step (`migration`); a newer one is
@@ -11,6 +12,7 @@ pub mod gc;
 pub mod grams;
 pub mod journal;
 pub mod loose;
+pub mod node_cache;
 pub mod objects;
 pub mod paths;
 pub mod restores;
@@ -29,7 +31,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new

@@ -211,6 +211,12 @@ impl<'a> Record<'a> {
         Entries { rest: self.entries, left: self.count, version: self.version, prev: Prev::default() }
     }
 
+    /// Whether the record names its files' contents itself (version 1) rather than through its
+    /// directory's tree.
+    pub fn names_contents(&self) -> bool {
+        self.version == VERSION_WITH_CONTENT
+    }
+
     /// How many entries it holds.
     pub fn count(&self) -> usize {
         self.count as usize

@@ -283,6 +283,25 @@ pub fn raw_header(kind: Kind, id: &ObjectId, raw_len: usize, out: &mut Vec<u8>) 
     out.extend_from_slice(id.as_bytes());
 }
 
+/// The header byte naming the codec, and the one holding a delta's depth.
+const CODEC_AT: usize = 5;
+const DEPTH_AT: usize = 7;
+/// Where a delta blob names its base: the 32 bytes after the header.
+pub const DELTA_BASE_AT: usize = HEADER_LEN;
+/// Where a delta blob's zstd frame starts, after its base's id.
+pub const DELTA_FRAME_AT: usize = DELTA_BASE_AT + 32;
+
+/// A stored blob's depth, read from its first bytes without parsing the rest: 0 for a whole
+/// blob (or one too short to say), a delta's place in its chain otherwise. The one reader of
+/// these two bytes for callers that hold only a prefix (a manifest row's first bytes); a
+/// claimed depth is checked where the blob is decoded.
+pub fn depth_in(prefix: &[u8]) -> u8 {
+    match prefix.get(CODEC_AT) {
+        Some(&c) if c == Codec::Delta as u8 => prefix.get(DEPTH_AT).copied().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// A parsed blob header.
 #[derive(Debug, Clone, Copy)]
 pub struct Header {

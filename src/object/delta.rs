@@ -51,7 +51,7 @@ pub fn encode(
     cctx.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(level))
         .map_err(internal("cannot set the zstd level"))?;
     cctx.ref_prefix(base).map_err(internal("cannot give zstd the delta's base"))?;
-    let mut out = Vec::with_capacity(HEADER_LEN + 32 + zstd::zstd_safe::compress_bound(raw.len()));
+    let mut out = Vec::with_capacity(blob::DELTA_FRAME_AT + zstd::zstd_safe::compress_bound(raw.len()));
     out.extend_from_slice(blob::MAGIC);
     out.extend_from_slice(&[DELTA_VERSION, Codec::Delta as u8, Kind::Object as u8, base_depth + 1]);
     out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
@@ -59,7 +59,7 @@ pub fn encode(
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(base_id.as_bytes());
     let mut frame = std::io::Cursor::new(&mut out);
-    frame.set_position((HEADER_LEN + 32) as u64);
+    frame.set_position(blob::DELTA_FRAME_AT as u64);
     cctx.compress2(&mut frame, raw).map_err(internal("zstd delta compression failed"))?;
     let payload_len = (out.len() - HEADER_LEN) as u64;
     // A delta that saves little against the whole object's own compression costs a chain step
@@ -77,7 +77,8 @@ pub fn base_of(bytes: &[u8]) -> Result<(Header, ObjectId)> {
     if header.codec != Codec::Delta {
         return Err(Error::corrupt("it is not a delta"));
     }
-    let base = bytes.get(HEADER_LEN..HEADER_LEN + 32).ok_or_else(|| Error::corrupt("its base id is cut off"))?;
+    let base =
+        bytes.get(blob::DELTA_BASE_AT..blob::DELTA_FRAME_AT).ok_or_else(|| Error::corrupt("its base id is cut off"))?;
     Ok((header, ObjectId::from_slice(base)?))
 }
 
@@ -110,7 +111,7 @@ fn decode_step(expected: &ObjectId, bytes: &[u8], base_id: &ObjectId, base: &[u8
     dctx.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG)).map_err(zstd_failed)?;
     dctx.ref_prefix(base).map_err(zstd_failed)?;
     let mut raw = Vec::with_capacity(header.raw_len as usize);
-    dctx.decompress(&mut raw, &bytes[HEADER_LEN + 32..]).map_err(zstd_failed)?;
+    dctx.decompress(&mut raw, &bytes[blob::DELTA_FRAME_AT..]).map_err(zstd_failed)?;
     if raw.len() as u64 != header.raw_len {
         return Err(damaged("its content is not as long as its header says"));
     }
@@ -158,12 +159,6 @@ pub fn resolve(id: &ObjectId, mut fetch: impl FnMut(&ObjectId) -> Result<Link>) 
         current = version;
     }
     Ok(raw)
-}
-
-/// The depth of stored blob `bytes` (its header; only the first [`HEADER_LEN`] bytes are
-/// needed): 0 for a whole blob.
-pub fn depth_of(bytes: &[u8]) -> Result<u8> {
-    Ok(blob::parse_header(bytes)?.depth)
 }
 
 #[cfg(test)]
@@ -217,7 +212,7 @@ mod tests {
         // A delta whose base is itself (a cycle) with the deepest depth.
         let mut cycle = db.clone();
         cycle[7] = MAX_DEPTH;
-        cycle[HEADER_LEN..HEADER_LEN + 32].copy_from_slice(b.as_bytes());
+        cycle[blob::DELTA_BASE_AT..blob::DELTA_FRAME_AT].copy_from_slice(b.as_bytes());
         let mut reads = 0;
         let err = resolve(&b, |_| {
             reads += 1;

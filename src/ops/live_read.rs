@@ -31,6 +31,7 @@ use crate::model::tree::{self, Entry, EntryKind};
 use crate::object::ObjectId;
 use crate::ops::scan::{
     build, classify, dir_entry, pending, symlink_entry, tree_entries, walk_and_load, Built, Content, Outcome, Outcomes,
+    Records,
 };
 
 /// A live tree read into memory: its trees by id (the ones not in the manifest), its root, the
@@ -63,7 +64,8 @@ const IDLE: Duration = Duration::from_secs(10 * 60);
 
 /// One directory's feed and the trees of its last read.
 struct Feed {
-    workspace: Option<i64>,
+    /// The workspace whose directory records the last read used.
+    workspace: Option<String>,
     excludes: Vec<String>,
     tree: Option<TreeFeed>,
     memo: Option<Memo>,
@@ -96,12 +98,12 @@ impl LiveFeeds {
         LiveFeeds { quota: Some(quota), ..LiveFeeds::default() }
     }
 
-    /// Reads the live tree `dir` (open as `fd`) of the workspace with id `workspace`: patched
+    /// Reads the live tree `dir` (open as `fd`), with the directory records `records`: patched
     /// from its feed when one is running, else whole while a feed starts.
     pub(crate) fn read(
         &self,
         conn: &Connection,
-        workspace: Option<i64>,
+        records: Records<'_>,
         fd: OwnedFd,
         dir: &Path,
         opts: &WalkOptions<'_>,
@@ -110,6 +112,7 @@ impl LiveFeeds {
         let mut feed = feed.lock().map_err(|_| Error::internal("a live feed is poisoned"))?;
         feed.used = Instant::now();
         let excludes = opts.excludes.patterns().to_vec();
+        let workspace = records.map(|(_, w)| w.to_string());
         if feed.workspace != workspace || feed.excludes != excludes {
             // Another workspace's cache or exclusions: what the last read kept does not apply.
             feed.memo = None;
@@ -165,7 +168,7 @@ impl LiveFeeds {
             };
             read_whole(
                 conn,
-                workspace,
+                records,
                 &fd,
                 dir,
                 &WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook) },
@@ -236,12 +239,12 @@ impl Whole {
 /// vouching for files whose `lstat` they match.
 pub(crate) fn read_whole(
     conn: &Connection,
-    workspace: Option<i64>,
+    records: Records<'_>,
     fd: &OwnedFd,
     dir: &Path,
     opts: &WalkOptions<'_>,
 ) -> Result<Whole> {
-    let (walked, cache) = walk_and_load(conn, workspace, fd, dir, opts)?;
+    let (walked, cache) = walk_and_load(conn, records, fd, dir, opts)?;
     trees_of(conn, walked, cache, fd)
 }
 

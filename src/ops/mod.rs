@@ -25,5 +25,6 @@ pub mod source;
 pub mod staging;
 pub mod tokens;
 pub mod trash;
+pub mod versions;
 pub mod view;
 pub mod workspace;

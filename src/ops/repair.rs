@@ -13,7 +13,7 @@ use crate::manifest::{self, gc, trees};
 use crate::model::audit::AuditRecord;
 use crate::model::snapshot::Warning;
 use crate::model::tree::{self, Entry, EntryKind};
-use crate::object::{pack, ObjectId, PackWriter, SealedPack, Sha256};
+use crate::object::{blob, pack, ObjectId, PackWriter, SealedPack, Sha256};
 use crate::ops::check::{CheckOptions, ProblemKind, ReadData};
 use crate::repo::Repo;
 
@@ -87,12 +87,16 @@ impl Repo {
                 .map_err(|e| Error::db("rebuilding the index", e))?;
             // Each delta's base, as its blob names it (blob format 2: the base id follows the
             // 56-byte header); deltas are only ever loose.
-            tx.execute_batch(
+            // SQL's substr counts from 1; the offsets are blob.rs's.
+            let (version, codec) = (blob::DELTA_VERSION, blob::Codec::Delta as u8);
+            tx.execute_batch(&format!(
                 "DELETE FROM object_bases;
                  INSERT INTO object_bases (id, base)
-                     SELECT id, substr(encoded, 57, 32) FROM loose_objects
-                     WHERE substr(encoded, 5, 2) = x'0202' AND length(encoded) >= 88;",
-            )
+                     SELECT id, substr(encoded, {base}, 32) FROM loose_objects
+                     WHERE substr(encoded, 5, 2) = x'{version:02x}{codec:02x}' AND length(encoded) >= {frame};",
+                base = blob::DELTA_BASE_AT + 1,
+                frame = blob::DELTA_FRAME_AT,
+            ))
             .map_err(|e| Error::db("rebuilding the deltas' bases", e))?;
             let known: BTreeMap<String, i64> = {
                 let mut stmt = tx.prepare("SELECT name, id FROM packs").map_err(|e| Error::db("rebuilding the index", e))?;
@@ -121,8 +125,8 @@ impl Repo {
     /// Rewrites every snapshot that holds a file whose content is lost (not stored, or found
     /// damaged by the check `read_data` asks for) or a directory whose tree is lost: each such
     /// file becomes a marker file saying what was lost, each such directory an empty one
-    /// holding a marker; the snapshot keeps its id, gets a warning, and is audited. The
-    /// directory cache is emptied, so no snapshot reuses what was lost.
+    /// holding a marker; the snapshot keeps its id, gets a warning, and is audited. This
+    /// machine's directory cache is emptied, so no snapshot reuses what was lost.
     pub fn repair_snapshots(&self, read_data: ReadData, actor: &str) -> Result<RepairReport> {
         let check = self.check_with(&CheckOptions { read_data })?;
         let mut lost_objects = BTreeSet::new();
@@ -206,11 +210,16 @@ impl Repo {
             }
             Ok(())
         })?;
+        // A directory record may name a lost content or tree, which the next snapshot would
+        // reuse as it is: every workspace reads its files again instead. Emptied first, so a
+        // cache that cannot be emptied fails the repair before it changes anything. (Other
+        // machines' caches are theirs: `trove repair snapshots` is run on each, or their
+        // caches deleted.)
+        if let Some(cache) = self.node_cache() {
+            cache.clear()?;
+        }
         self.manifest.write(|tx| {
             self.record_packs(tx, &packs, now_ns())?;
-            // A directory record may name a lost content or tree, which the next snapshot would
-            // reuse as it is: every workspace reads its files again instead.
-            tx.execute_batch("DELETE FROM dir_cache;").map_err(|e| Error::db("repairing", e))?;
             for (snap, root, rewrite) in &rewrites {
                 for (id, encoded) in &rewrite.trees {
                     trees::insert_encoded(tx, id, encoded)?;

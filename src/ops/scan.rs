@@ -135,7 +135,7 @@ fn stat_matches(c: &Stat, s: &Stat) -> bool {
 /// directory is read again rather than named by a tree that is not there.
 pub(crate) fn walk_and_load(
     conn: &Connection,
-    workspace: Option<i64>,
+    records: Records<'_>,
     fd: &std::os::fd::OwnedFd,
     dir: &std::path::Path,
     opts: &walk::WalkOptions<'_>,
@@ -144,18 +144,25 @@ pub(crate) fn walk_and_load(
     // more than it keeps both cores busy (no-change snapshot of 26k files: 85 -> 73 ms).
     std::thread::scope(|sc| {
         let walking = sc.spawn(|| walk::walk(fd, dir, opts));
-        let cache = load_records(conn, workspace);
+        let cache = load_records(conn, records);
         let walked = walking.join().map_err(|_| Error::internal("the walk panicked"))?;
         Ok((walked?, cache?))
     })
 }
 
-/// Workspace `workspace`'s directory records, less those whose trees are missing or condemned, in
-/// one read transaction (a lock per lookup cost more than the lookups).
-fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap> {
-    let Some(workspace) = workspace else { return Ok(DirCacheMap::default()) };
+/// Where a walk's directory records come from: the node-local cache's connection and the
+/// workspace's name; None: there are none (no cache, or a read that keeps none).
+pub(crate) type Records<'a> = Option<(&'a Connection, &'a str)>;
+
+/// The workspace's directory records, less those whose trees the manifest lacks or holds
+/// condemned. The cache is this machine's, not the repository's: garbage collection does not
+/// keep what it names, so a record is trusted only while its tree is live (and the snapshot's
+/// lease keeps it so until the commit).
+fn load_records(conn: &Connection, records: Records<'_>) -> Result<DirCacheMap> {
+    let Some((cache, workspace)) = records else { return Ok(DirCacheMap::default()) };
+    let mut cache = crate::manifest::dir_cache::load(cache, workspace)?;
+    // In one read transaction of the manifest (a lock per lookup cost more than the lookups).
     crate::manifest::read_on(conn, || {
-        let mut cache = crate::manifest::dir_cache::load(conn, workspace)?;
         // A tree per directory: the condemned ones listed once (`has_live` per tree read
         // the table row too, 4% of a no-change snapshot's CPU on 18k files).
         let condemned = trees::condemned_ids(conn)?;
@@ -163,7 +170,8 @@ fn load_records(conn: &Connection, workspace: Option<i64>) -> Result<DirCacheMap
         for (key, blob) in &cache {
             // One that does not parse stays: `classify` names its directory when it warns.
             if let Some(r) = Record::parse(blob) {
-                if condemned.contains(&r.tree) || !trees::exists(conn, &r.tree)? {
+                // A version 1 record names contents nothing keeps (none is written any more).
+                if r.names_contents() || condemned.contains(&r.tree) || !trees::exists(conn, &r.tree)? {
                     dropped.push(*key);
                 }
             }

@@ -90,7 +90,10 @@ fn release_buffers() {
 /// all) in issue 18's eleventh stop: with today's pack path, one file of 19 or 56 KB and ten of
 /// 228 KB in all were 4-9% faster loose (the fifth stop had found a 45 KB file even). Loose
 /// objects stay in the manifest, each compressed alone (`gc --recompress` rewrites packs only):
-/// about what a pack of one small bundle of the same files holds.
+/// about what a pack of one small bundle of the same files holds. A file over `LOOSE_MAX` (up
+/// to `blob::MAX_DELTA_RAW`) goes loose too when the parent snapshot holds an earlier version
+/// of its path, and is stored as a delta against it when that is worth it (issue 38: an agent's
+/// hundred edits of a 68 KB file are a few hundred bytes each, not a whole copy in a pack each).
 const LOOSE_FILES: usize = 16;
 const LOOSE_MAX: u64 = 64 << 10;
 const LOOSE_TOTAL: u64 = 256 << 10;
@@ -155,11 +158,16 @@ enum Sink<'a> {
     Loose(Mutex<Vec<LooseBlob>>),
 }
 
-/// What a snapshot read and stored: sealed packs, or loose blobs for its transaction.
+/// What a snapshot read and stored: sealed packs, and (a small change) loose blobs for its
+/// transaction.
 #[derive(Default)]
 struct Stored {
     packs: Vec<crate::object::SealedPack>,
     loose: Vec<LooseBlob>,
+    /// For loose blobs that are a new version of a path the parent snapshot holds: the version
+    /// as a delta against that one, and its base's depth (`ops/versions.rs`), by index into
+    /// `loose`. The transaction stores the delta while its base is live, else the whole blob.
+    deltas: Vec<Option<(Vec<u8>, u8)>>,
 }
 
 /// Shared state of the read phase.
@@ -515,20 +523,20 @@ impl Repo {
         // Uploads in flight (or left by a crash) are trove's, not the workspace's.
         let excludes = self.effective_excludes(&name, opts)?.with_root_names(self.upload_temps(dir)?);
         let conn = self.manifest.conn();
-        let ws = workspaces::get(conn, &name)?;
         let parent = snapshots::latest(conn, Some(&name))?;
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
         let walk_opts = walk::WalkOptions::new(&excludes, self.deadline());
-        let (mut walked, cache) = walk_and_load(conn, ws.as_ref().map(|w| w.id), &root_fd, dir, &walk_opts)?;
+        let node_cache = if opts.use_stat_cache { self.node_cache() } else { None };
+        let kept = node_cache.map(|c| (c.conn(), name.as_str()));
+        let (mut walked, cache) = walk_and_load(conn, kept, &root_fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
         let mut classified = classify(conn, &walked, cache, opts.use_stat_cache, &mut outcomes)?;
 
         // A workspace's first snapshot always packs: loose objects are for the edits after it.
-        let may_go_loose = parent.is_some();
         let (warnings, stored) =
-            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, may_go_loose, opts)?;
+            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, parent.as_ref(), opts)?;
         crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
@@ -575,15 +583,34 @@ impl Repo {
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             self.record_packs(tx, &stored.packs, created_ns)?;
             let mut loose = 0;
-            for (id, raw_len, encoded) in &stored.loose {
-                loose += usize::from(manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?);
+            for (i, (id, raw_len, encoded)) in stored.loose.iter().enumerate() {
+                if manifest::loose::is_stored(tx, id)? {
+                    continue;
+                }
+                let as_delta = match stored.deltas.get(i) {
+                    Some(Some((delta, base_depth))) => {
+                        manifest::loose::insert_delta(tx, id, *raw_len, delta, *base_depth)?
+                    }
+                    _ => false,
+                };
+                if !as_delta {
+                    manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?;
+                }
+                loose += 1;
             }
-            record_outcomes(tx, ws.id, &outcomes, &new_records, &stale)?;
+            record_chunk_lists(tx, &outcomes)?;
             insert_trees(tx, &trees_stored)?;
             snapshots::insert(tx, ws.id, &info)?;
             manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len(), loose))?;
             Ok(())
         })?;
+        // After the commit: a record may name only trees the manifest holds. A crash before this
+        // leaves the records of the snapshot before, which still describe their files truly.
+        if let Some(cache) = self.node_cache() {
+            if let Err(e) = cache.write(|c| record_dirs(c, &name, &new_records, &stale)) {
+                tracing::warn!(workspace = %name, error = %e, "the directory cache was not updated: the next snapshot reads the changed directories' files again");
+            }
+        }
         self.checkpoint_if_due();
         Ok(info)
     }
@@ -600,7 +627,7 @@ impl Repo {
         walked: &mut walk::Walked,
         outcomes: &mut Outcomes,
         scan_start: i64,
-        may_go_loose: bool,
+        parent: Option<&SnapshotInfo>,
         opts: &SnapshotOptions<'_>,
     ) -> Result<(Vec<Warning>, Stored)> {
         // The walk's warnings come first, then the reads'.
@@ -614,10 +641,27 @@ impl Repo {
         jobs.sort_unstable_by(|a, b| a.place().cmp(&b.place()));
         opts.progress.start("reading", jobs.iter().map(|j| j.file.stat.size).sum());
         let racy = opts.racy_window_ns;
-        let small = may_go_loose
-            && jobs.len() <= LOOSE_FILES
-            && jobs.iter().all(|j| j.file.stat.size <= LOOSE_MAX)
-            && jobs.iter().map(|j| j.file.stat.size).sum::<u64>() <= LOOSE_TOTAL;
+        // A few small files; or a few files, some bigger, that are new versions of paths the
+        // parent holds: those are stored as deltas against their earlier versions (a few hundred
+        // bytes, where a pack would hold each whole again).
+        let small = match parent {
+            Some(parent) if jobs.len() <= LOOSE_FILES => {
+                let mut whole = 0u64;
+                let mut fits = true;
+                for j in &jobs {
+                    let size = j.file.stat.size;
+                    if size > LOOSE_MAX && !(size <= blob::MAX_DELTA_RAW && self.has_version(parent, &j.rel())) {
+                        fits = false;
+                        break;
+                    }
+                    if size <= LOOSE_MAX {
+                        whole += size;
+                    }
+                }
+                fits && whole <= LOOSE_TOTAL
+            }
+            _ => false,
+        };
         if small {
             let writer = Writer {
                 zstd_level: self.config.zstd_level,
@@ -638,7 +682,11 @@ impl Repo {
                 Sink::Packs { .. } => Vec::new(),
             };
             let warnings = writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
-            return Ok((warnings, Stored { packs: Vec::new(), loose }));
+            let deltas = match parent {
+                Some(parent) => self.versions_against(parent, &jobs, &loose),
+                None => Vec::new(),
+            };
+            return Ok((warnings, self.pack_big_wholes(loose, deltas)?));
         }
         let reader = self.manifest.pinned_reader()?;
         let loose_too = manifest::loose::any(&reader)?;
@@ -675,7 +723,92 @@ impl Repo {
         release_buffers();
         opts.progress.finish();
         let (warnings, packs) = read;
-        Ok((warnings, Stored { packs, loose: Vec::new() }))
+        Ok((warnings, Stored { packs, loose: Vec::new(), deltas: Vec::new() }))
+    }
+
+    /// The loose blobs over `LOOSE_MAX` that are not stored as deltas (a rewrite, or a delta not
+    /// worth keeping) go to a pack after all, as they would have without an earlier version: a
+    /// rebuilt binary must not put megabytes into the manifest at each snapshot.
+    fn pack_big_wholes(&self, loose: Vec<LooseBlob>, deltas: Vec<Option<(Vec<u8>, u8)>>) -> Result<Stored> {
+        let mut kept = Stored::default();
+        let mut big = Vec::new();
+        for (i, blob) in loose.into_iter().enumerate() {
+            let delta = deltas.get(i).cloned().flatten();
+            if blob.1 > LOOSE_MAX && delta.is_none() {
+                big.push(blob);
+            } else {
+                kept.loose.push(blob);
+                kept.deltas.push(delta);
+            }
+        }
+        if !big.is_empty() {
+            let ((), packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |w| {
+                big.iter().try_for_each(|(id, raw_len, encoded)| w.add(*id, *raw_len, encoded))
+            })?;
+            kept.packs = packs;
+        }
+        Ok(kept)
+    }
+
+    /// Whether `parent` holds a file at `rel` of at most `MAX_DELTA_RAW` bytes: an earlier
+    /// version a new one may be stored against. A lookup that fails is logged and says no.
+    fn has_version(&self, parent: &SnapshotInfo, rel: &[u8]) -> bool {
+        match self.lookup(parent, rel) {
+            Ok(e) => e.kind == EntryKind::File && e.size <= blob::MAX_DELTA_RAW && e.content.is_some(),
+            Err(e) if e.kind() == ErrorKind::NotFound => false,
+            Err(e) => {
+                tracing::warn!(path = %crate::base::path::display(rel), error = %e, "the parent snapshot's version could not be looked up; the file goes to a pack");
+                false
+            }
+        }
+    }
+
+    /// For each loose blob a job read, the blob as a delta against the version of the same
+    /// path in `parent` (and that version's depth), when the parent holds an earlier version
+    /// of at most `MAX_DELTA_RAW` bytes and the delta is worth keeping. An economy, never a
+    /// condition of the snapshot: a version that cannot be read is logged and the blob stays
+    /// whole.
+    fn versions_against(
+        &self,
+        parent: &SnapshotInfo,
+        jobs: &[PendingFile<'_>],
+        loose: &[LooseBlob],
+    ) -> Vec<Option<(Vec<u8>, u8)>> {
+        let mut paths: crate::object::RandomKeyMap<ObjectId, Vec<u8>> = Default::default();
+        for job in jobs {
+            if let Outcome::Done(c) = &job.file.outcome {
+                if c.chunks.is_none() {
+                    paths.insert(c.id, job.rel());
+                }
+            }
+        }
+        let level = self.config.zstd_level;
+        let against = |id: &ObjectId, rel: &[u8], encoded: &[u8]| -> Result<Option<(Vec<u8>, u8)>> {
+            let entry = match self.lookup(parent, rel) {
+                Ok(e) => e,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let base = match (entry.kind, entry.content) {
+                (EntryKind::File, Some(base)) if base != *id && entry.size <= blob::MAX_DELTA_RAW => base,
+                _ => return Ok(None),
+            };
+            let base_raw = self.read_object(&base)?;
+            let raw = blob::decode(id, encoded)?;
+            self.delta_against(id, &raw, &base, &base_raw, level)
+        };
+        loose
+            .iter()
+            .map(|(id, _, encoded)| {
+                let rel = paths.get(id)?;
+                against(id, rel, encoded)
+                    .map_err(|e| {
+                        tracing::warn!(path = %crate::base::path::display(rel), error = %e, "stored whole: the previous version could not be read");
+                    })
+                    .ok()
+                    .flatten()
+            })
+            .collect()
     }
 }
 
@@ -697,16 +830,8 @@ fn workspace_name(dir: &Path, opts: &SnapshotOptions<'_>) -> Result<String> {
     Ok(name)
 }
 
-/// Records in the manifest what reading found, in the snapshot's transaction: chunk lists of
-/// new big files, and the directory cache (the records of directories that changed; none for
-/// a directory the walk did not see).
-fn record_outcomes(
-    tx: &Connection,
-    ws: i64,
-    outcomes: &Outcomes,
-    new_records: &[(DirKey, Vec<u8>)],
-    stale: &[DirKey],
-) -> Result<()> {
+/// Records the chunk lists of new big files, in the snapshot's transaction.
+fn record_chunk_lists(tx: &Connection, outcomes: &Outcomes) -> Result<()> {
     for f in outcomes.iter().flatten() {
         if let Outcome::Done(c) = &f.outcome {
             if let Content { chunks: Some(chunks), id, from_cache: false, .. } = &**c {
@@ -714,14 +839,20 @@ fn record_outcomes(
             }
         }
     }
+    Ok(())
+}
+
+/// Writes workspace `ws`'s directory records that changed into the node-local cache, and
+/// deletes those of directories gone (none for a directory the walk did not see).
+fn record_dirs(cache: &Connection, ws: &str, new_records: &[(DirKey, Vec<u8>)], stale: &[DirKey]) -> Result<()> {
     // Keys in order, so the cache's pages fill densely (see `insert_packs`).
     let mut sorted: Vec<&(DirKey, Vec<u8>)> = new_records.iter().collect();
     sorted.sort_unstable_by_key(|(k, _)| *k);
     for (key, record) in sorted {
-        dir_cache::upsert(tx, ws, key, record)?;
+        dir_cache::upsert(cache, ws, key, record)?;
     }
     for key in stale {
-        dir_cache::delete(tx, ws, key)?;
+        dir_cache::delete(cache, ws, key)?;
     }
     Ok(())
 }

@@ -217,7 +217,7 @@ pub(crate) fn read_stored(
 /// Whether stored blob `encoded` is a delta: a reader without the manifest at hand (a search's
 /// or a restore's worker) has its locating thread resolve those.
 pub(crate) fn is_delta(encoded: &[u8]) -> bool {
-    encoded.get(5) == Some(&(blob::Codec::Delta as u8))
+    blob::depth_in(encoded) > 0
 }
 
 /// Reads object `id` from where the index says it lies, verifying it: for a worker that holds

@@ -13,6 +13,9 @@ pub struct ServeOptions {
     pub repo: PathBuf,
     /// Where workspaces live: a session's workspace is a directory named after it in here.
     pub workspaces: PathBuf,
+    /// This machine's cache of repositories (`--cache-dir`); None: the default
+    /// (`Repo::set_cache_dir`).
+    pub cache_dir: Option<PathBuf>,
     /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
     /// of `TROVE_API_TOKEN` with the id `env`.
     pub token_hashes: Vec<([u8; 32], crate::base::id::TokenId)>,
@@ -76,6 +79,7 @@ impl ServeOptions {
         ServeOptions {
             repo,
             workspaces,
+            cache_dir: None,
             token_hashes,
             idle_timeout: IDLE_TIMEOUT,
             reap_interval: Duration::from_secs(5),

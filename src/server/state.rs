@@ -183,6 +183,9 @@ impl AppState {
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let opts_refusal_interval = opts.refusal_interval;
         let mut first = Repo::open(&opts.repo)?;
+        if let Some(dir) = &opts.cache_dir {
+            first.set_cache_dir(dir);
+        }
         first.manifest().one_of_many(POOLED_CACHE_KIB)?;
         first.set_budget(budget);
         // One quota of inotify watches for the live trees' feeds and the file watchers.

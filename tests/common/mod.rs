@@ -25,6 +25,14 @@ pub fn trove(repo: &Path, args: &[&str]) -> Output {
         .expect("run trove")
 }
 
+/// The node-local cache database of the repository at `repo` under cache directory `base`
+/// (`--cache-dir` / `TROVE_CACHE_DIR`): `<base>/<repository id>/cache.db`.
+pub fn cache_db(repo: &Path, base: &Path) -> PathBuf {
+    let config: serde_json::Value =
+        serde_json::from_slice(&fs::read(repo.join("config.json")).expect("config")).expect("config parses");
+    base.join(config["id"].as_str().expect("id")).join("cache.db")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -130,7 +130,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
         let report = trove::verify_bundle(BufReader::new(f), &key)?;
         return print_report(out, &report, json, *require_checkpoint);
     }
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     match cmd {
         Command::Log(args) => log(out, &repo, args, json).map(|()| 0),
         Command::History { workspace, path, limit } => {

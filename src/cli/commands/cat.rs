@@ -5,7 +5,7 @@ use std::io::{self};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use trove::{Error, ErrorKind, Repo};
+use trove::{Error, ErrorKind};
 
 use crate::cli::format;
 use crate::cli::output::{print_json, Failure, Out};
@@ -21,7 +21,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, path, workspace } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
     let path = trove::path::normalize_nonempty(path.as_bytes())?;
     let entry = repo.lookup(&snap, &path)?;

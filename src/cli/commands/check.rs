@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::{CheckOptions, ReadData, Repo};
+use trove::{CheckOptions, ReadData};
 
 use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     if args.repair_index {
         let r = repo.repair_index(&actor())?;
         if !json {

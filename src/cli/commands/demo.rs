@@ -32,11 +32,15 @@ fn demo(out: &mut Out, repo_path: &Path, dir: Option<PathBuf>, json: bool) -> Re
         }
         Ok(())
     };
-    let repo = match Repo::open(repo_path) {
+    let repo = match crate::cli::open::open_repo(repo_path) {
         Ok(r) => r,
         Err(e) if e.kind() == ErrorKind::NotFound && !repo_path.join(trove::CONFIG_FILE).exists() => {
             say(out, format!("creating repository {}", repo_path.display()))?;
-            Repo::init(repo_path, &actor())?
+            let mut repo = Repo::init(repo_path, &actor())?;
+            if let Some(dir) = crate::cli::open::cache_dir() {
+                repo.set_cache_dir(dir);
+            }
+            repo
         }
         Err(e) => return Err(e.into()),
     };

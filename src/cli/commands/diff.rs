@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use trove::{ChangeStatus, DiffEntry, DiffOptions, DiffStats, Repo, Scope, DEFAULT_RENAME_THRESHOLD};
+use trove::{ChangeStatus, DiffEntry, DiffOptions, DiffStats, Scope, DEFAULT_RENAME_THRESHOLD};
 
 use crate::cli::output::{print_json, Failure, Out};
 
@@ -78,7 +78,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let (ws, dir) = (args.workspace.as_deref(), args.dir.as_deref());
     let from = repo.diff_target(&args.from, ws, dir)?;
     let to = repo.diff_target(args.to.as_deref().unwrap_or("live"), ws, dir)?;

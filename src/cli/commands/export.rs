@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use trove::{Error, Repo};
+use trove::Error;
 
 use crate::cli::bar;
 use crate::cli::output::{print_json, Failure, Out};
@@ -28,7 +28,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, path, output, zstd, workspace } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
     let path = path.map(|p| p.into_vec()).unwrap_or_default();
     let zstd = wants_zstd(zstd, output.as_deref());

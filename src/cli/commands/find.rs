@@ -3,8 +3,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::Repo;
-
 use crate::cli::format;
 use crate::cli::output::{print_json, Failure, Out};
 
@@ -26,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let found = repo.find_paths(&args.pattern, args.workspace.as_deref(), args.ignore_case, args.limit)?;
     if json {
         print_json(out, &found)?;

@@ -3,8 +3,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::Repo;
-
 use crate::cli::output::{actor, print_json, Failure, Out};
 
 #[derive(clap::Args, Debug)]
@@ -18,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let r = repo.forget(args.workspace.as_deref(), args.dry_run, &actor())?;
     if json {
         print_json(out, &r)?;
@@ -71,7 +69,7 @@ pub struct PinArgs {
 }
 
 pub fn pin(out: &mut Out, repo_path: &Path, json: bool, args: PinArgs, pin: bool) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let r = repo.pin(&args.snapshot, args.workspace.as_deref(), pin, &actor())?;
     if json {
         print_json(out, &r)?;

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::{GcOptions, Repo};
+use trove::GcOptions;
 
 use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
@@ -34,7 +34,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     if !(0.0..=100.0).contains(&args.repack_threshold) {
         return Err(trove::Error::invalid_argument("--repack-threshold is a percentage from 0 to 100").into());
     }
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let opts = GcOptions {
         dry_run: args.dry_run,
         grace: args.grace,

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::{Matcher, Repo, Scope, SearchMode, SearchSpec};
+use trove::{Matcher, Scope, SearchMode, SearchSpec};
 
 use crate::cli::output::{print_json, Failure, Out};
 
@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let snap = repo.resolve_snapshot(&args.snapshot, args.workspace.as_deref())?;
     let mode = match (args.glob, args.fixed_strings) {
         (true, _) => SearchMode::Glob,

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use trove::{Repo, Scope, VersionOrigin};
+use trove::{Scope, VersionOrigin};
 
 use crate::cli::format;
 use crate::cli::output::{print_json, Failure, Out};
@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let path = trove::path::normalize_nonempty(args.path.as_bytes())?;
     let log = repo.path_log(&args.workspace, &path, args.follow, &Scope::whole())?;
     if json {

@@ -27,7 +27,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, path, recursive, workspace } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
     let path = path.map(|p| p.into_vec()).unwrap_or_default();
     list(out, &repo, &snap, &path, recursive, json)?;

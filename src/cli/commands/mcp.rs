@@ -9,7 +9,7 @@ use rmcp::ServiceExt;
 use trove::tools::catalog;
 use trove::tools::fileapi::{Sandbox, DEFAULT_SANDBOX_ROOT};
 use trove::tools::mcp::{McpTools, Runner};
-use trove::{Error, ErrorKind, Repo, SessionId};
+use trove::{Error, ErrorKind, SessionId};
 
 use crate::cli::output::{actor, Failure, Out};
 
@@ -33,7 +33,7 @@ pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> 
     // an agent framework shows a tool server's stderr to people).
     let level = std::env::var("TROVE_LOG").unwrap_or_else(|_| "warn".to_string());
     crate::cli::logging::start(Some(&level), false)?;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     // Refused before the protocol starts: a client learns at once that the session is unknown.
     repo.session(&args.session)?;
     // The last time a call was recorded as the session's activity: at most one write a second.

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use clap::Subcommand;
-use trove::{ReadData, Repo};
+use trove::ReadData;
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -19,7 +19,7 @@ pub enum Command {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let Command::Snapshots { read_data } = cmd;
     let r = repo.repair_snapshots(if read_data { ReadData::All } else { ReadData::Off }, &actor())?;
     if json {

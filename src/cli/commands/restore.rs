@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use trove::{Repo, RestoreOptions};
+use trove::RestoreOptions;
 
 use crate::cli::bar;
 use crate::cli::format;
@@ -29,7 +29,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, to, paths, overwrite, workspace } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let snap = repo.resolve_snapshot(&snapshot, workspace.as_deref())?;
     let mut norm = Vec::new();
     for p in paths {

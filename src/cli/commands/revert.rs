@@ -3,8 +3,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::Repo;
-
 use crate::cli::output::{actor, print_json, Failure, Out};
 
 /// The arguments of `trove revert`.
@@ -15,7 +13,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { seq } = args;
-    let result = Repo::open(repo_path)?.revert(seq, &actor())?;
+    let result = crate::cli::open::open_repo(repo_path)?.revert(seq, &actor())?;
     if json {
         print_json(out, &result)?;
     } else {

@@ -4,8 +4,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::Repo;
-
 use crate::cli::format;
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -21,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let dir = repo.workspace_dir(&args.workspace)?;
     let items = repo.remove_into_trash(&args.workspace, &dir, &args.paths, &actor())?;
     if json {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use trove::server::{self, ServeOptions};
 use trove::tokens;
-use trove::{Error, ErrorKind, Repo};
+use trove::{Error, ErrorKind};
 
 use crate::cli::output::{actor, Failure, Out};
 
@@ -127,7 +127,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     // Every connection is a descriptor: take what the hard limit allows, as servers do (the
     // common soft limit of 1,024 is below the default connection limit plus the server's files).
     trove::raise_open_file_limit();
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     // The manifest's tokens are read by the server itself, live; only an environment token is
     // handed over. A first start with neither creates one.
     let mut fixed = Vec::new();
@@ -146,6 +146,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
         None => repo_path.parent().unwrap_or(Path::new(".")).join("workspaces"),
     };
     let mut options = ServeOptions::new(repo_path.to_path_buf(), workspaces.clone(), fixed);
+    options.cache_dir = crate::cli::open::cache_dir().map(std::path::Path::to_path_buf);
     options.idle_timeout = opts.idle_timeout;
     options.reap_interval = opts.reap_interval;
     options.request_timeout = opts.request_timeout;

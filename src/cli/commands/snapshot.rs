@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trove::{Repo, SnapshotInfo, SnapshotOptions};
+use trove::{SnapshotInfo, SnapshotOptions};
 
 use crate::cli::bar;
 use crate::cli::format;
@@ -31,7 +31,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { dir, workspace, exclude, no_default_excludes, reason } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let dir = dir.unwrap_or_else(|| PathBuf::from("."));
     let bar = bar::Bar::new();
     let opts = SnapshotOptions {

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use trove::{Repo, SnapshotInfo};
+use trove::SnapshotInfo;
 
 use crate::cli::format;
 use crate::cli::output::{print_json, Failure, Out};
@@ -17,7 +17,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { workspace } = args;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let list = repo.snapshots(workspace.as_deref())?;
     if json {
         print_json(out, &list.iter().map(trove::SnapshotInfo::record).collect::<Vec<_>>())?;

@@ -41,7 +41,7 @@ fn tool(
     };
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
-    let repo = Repo::open(repo_path)?;
+    let repo = crate::cli::open::open_repo(repo_path)?;
     let s = repo.session(session)?;
     note_activity(&repo, &s.id);
     if name == trove::tools::files::NAME {

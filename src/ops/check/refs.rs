@@ -9,7 +9,7 @@ use rusqlite::Connection;
 
 use crate::base::error::{Error, Result};
 use crate::base::time::now_ns;
-use crate::manifest::{dir_cache, loose, objects, trees};
+use crate::manifest::{loose, objects, trees};
 use crate::model::tree::EntryKind;
 use crate::model::workspace::DEFAULT_TRASH_AGE_S;
 use crate::object::ObjectId;
@@ -35,8 +35,8 @@ fn referrers(conn: &Connection, sql: &str) -> Result<Vec<(String, Vec<u8>)>> {
 }
 
 impl Checking<'_> {
-    /// Every tree decodes and verifies; every tree a snapshot or a directory record reaches
-    /// names stored contents and trees. A tree nothing reaches is garbage: a reference it holds
+    /// Every tree decodes and verifies; every tree a snapshot reaches names stored contents and
+    /// trees. A tree nothing reaches is garbage: a reference it holds
     /// to something lost is not damage (garbage collection takes it).
     pub(super) fn check_trees(&mut self) -> Result<()> {
         let conn = self.repo.manifest.conn();
@@ -48,15 +48,6 @@ impl Checking<'_> {
             self.report.snapshots += 1;
             stack.push((snap.root, format!("the root of snapshot {}", snap.id)));
         }
-        dir_cache::for_each(conn, None, |_, _, blob| {
-            if let Some(r) = crate::model::dir_cache::Record::parse(&blob) {
-                // A record's tree is only reused while it is there; when it is, it must be whole.
-                if trees::exists(conn, &r.tree)? {
-                    stack.push((r.tree, "a directory cache record".to_string()));
-                }
-            }
-            Ok(())
-        })?;
         while let Some((id, referrer)) = stack.pop() {
             self.repo.check_deadline("checking trees")?;
             if !seen.insert(id) {

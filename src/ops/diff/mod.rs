@@ -341,12 +341,12 @@ impl Repo {
         let conn = self.manifest.conn();
         let excludes = self.effective_excludes(workspace, &SnapshotOptions::default())?;
         let fd = walk::open_root(dir)?;
-        let ws = workspaces::get(conn, workspace)?.map(|w| w.id);
+        let records = self.node_cache().map(|c| (c.conn(), workspace));
         let walk_opts = WalkOptions::new(&excludes, self.deadline());
         if let Some(feeds) = &self.live_feeds {
-            return feeds.read(conn, ws, fd, dir, &walk_opts);
+            return feeds.read(conn, records, fd, dir, &walk_opts);
         }
-        Ok(read_whole(conn, ws, &fd, dir, &walk_opts)?.into_live(fd))
+        Ok(read_whole(conn, records, &fd, dir, &walk_opts)?.into_live(fd))
     }
 }
 

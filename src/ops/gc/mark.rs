@@ -2,18 +2,16 @@
 //! temporary tables in one read transaction (so the view is consistent), then every row of the
 //! object store's tables those marks do not reach.
 //!
-//! Roots: every snapshot's tree, every directory cache record (its trees, and through them its
-//! files' contents, which a snapshot reuses; a version 1 record also names them itself), every
-//! trash item, the pre-images and new
-//! contents of audit records within their workspace's trash age, and every journaled plan.
-//! Operations in flight are not roots: they hold leases, which the sweep honours.
+//! Roots: every snapshot's tree, every trash item, the pre-images and new contents of audit
+//! records within their workspace's trash age, and every journaled plan. Operations in flight
+//! are not roots: they hold leases, which the sweep honours. The directory cache is no root:
+//! it is each machine's own, outside the repository.
 
 use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::base::error::{Error, Result};
-use crate::manifest::{dir_cache, gc};
-use crate::model::dir_cache::Record;
+use crate::manifest::gc;
 use crate::model::tree::EntryKind;
 use crate::model::workspace::DEFAULT_TRASH_AGE_S;
 use crate::object::ObjectId;
@@ -95,14 +93,14 @@ impl Repo {
             // First, so the view is this transaction's from here on.
             let epoch = gc::latest_epoch(conn)?;
             let leases = gc::leases(conn)?;
-            // (tree, whether it must exist): a snapshot's must; a directory record's is a hint,
-            // which a snapshot uses only while the tree is there.
+            // (tree, whether it must exist): a snapshot's must. The directory cache is no root:
+            // it is each machine's own (`manifest/node_cache.rs`), and a snapshot trusts a
+            // record only while its tree is live, its lease keeping it so until the commit.
             let mut trees: Vec<(ObjectId, bool)> = Vec::new();
             each_id(conn, "SELECT root FROM snapshots", "a snapshot's root", |id| {
                 trees.push((id, true));
                 Ok(())
             })?;
-            self.mark_dir_cache(conn, &mut trees)?;
             let mut marked = Marked::default();
             // Depth first with an explicit stack: no tree shape can exhaust a thread's stack.
             while let Some((id, required)) = trees.pop() {
@@ -155,26 +153,6 @@ impl Repo {
             marked.contents = count("SELECT COUNT(*) FROM temp.gc_contents")?;
             marked.objects = count("SELECT COUNT(*) FROM temp.gc_live")?;
             Ok(View { marked, epoch, leases })
-        })
-    }
-
-    /// The directory cache's records as roots: the trees they name (their own and their
-    /// subdirectories') onto `trees`, which reach their files' contents; a version 1 record's
-    /// file contents marked as it names them. A record that does not
-    /// parse is only a cache miss for snapshots, so it names nothing here either.
-    fn mark_dir_cache(&self, conn: &Connection, trees: &mut Vec<(ObjectId, bool)>) -> Result<()> {
-        dir_cache::for_each(conn, None, |_, _, blob| {
-            let Some(record) = Record::parse(&blob) else { return Ok(()) };
-            trees.push((record.tree, false));
-            for e in record.entries() {
-                let Ok(e) = e else { break };
-                match (e.kind, e.content) {
-                    (EntryKind::File, Some(c)) => gc::mark_content(conn, &c)?,
-                    (EntryKind::Dir, Some(t)) => trees.push((t, false)),
-                    _ => {}
-                }
-            }
-            Ok(())
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::base::time::now_ns;
 use crate::fs::workdir::{self, Kind, WorkDir};
 use crate::manifest;
 use crate::model::audit::AuditRecord;
-use crate::object::{blob, delta, ObjectId, Sha256};
+use crate::object::{ObjectId, Sha256};
 use crate::repo::Repo;
 
 use super::apply::{apply, bury, stale, verify};
@@ -275,45 +275,6 @@ impl Repo {
             }
         }
         self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, id, raw, level))
-    }
-
-    /// `raw` encoded as a delta and the depth of the base it leans on, or None when it is
-    /// stored already or a delta is not worth it. The base is `base_id` (whose bytes are
-    /// `base_raw`) unless its chain is full: then an ancestor halfway down it, so a path's
-    /// history is one whole version and deltas however long it grows, and any version is at
-    /// most `MAX_DEPTH` deltas from it.
-    fn delta_against(
-        &self,
-        id: &ObjectId,
-        raw: &[u8],
-        base_id: &ObjectId,
-        base_raw: &[u8],
-        level: i32,
-    ) -> Result<Option<(Vec<u8>, u8)>> {
-        let conn = self.manifest.conn();
-        if manifest::loose::has_live(conn, id)? || manifest::objects::has_live(conn, id)? {
-            return Ok(None);
-        }
-        let depth = manifest::loose::depth(conn, base_id)?.unwrap_or(0);
-        if delta::can_extend(depth) {
-            return Ok(delta::encode(id, raw, base_id, base_raw, depth, level)?.map(|d| (d, depth)));
-        }
-        let (mut ancestor, mut at) = (*base_id, depth);
-        // Each step strictly shallower, so a damaged `object_bases` (a cycle) cannot hold the
-        // writer: at most MAX_DEPTH steps.
-        while at > blob::MAX_DEPTH / 2 {
-            let next = manifest::loose::base(conn, &ancestor)?
-                .ok_or_else(|| Error::corrupt(format!("delta {ancestor} has no base recorded; run `trove check`")))?;
-            let next_at = manifest::loose::depth(conn, &next)?.unwrap_or(0);
-            if next_at >= at {
-                return Err(Error::corrupt(format!(
-                    "delta {ancestor} at depth {at} is recorded against {next} at depth {next_at}; run `trove check`"
-                )));
-            }
-            (ancestor, at) = (next, next_at);
-        }
-        let ancestor_raw = self.read_object(&ancestor)?;
-        Ok(delta::encode(id, raw, &ancestor, &ancestor_raw, at, level)?.map(|d| (d, at)))
     }
 
     /// Removes staged temporaries and the directories staging created (if still empty).

@@ -1,0 +1,26 @@
+//! Opening the repository with the command line's global settings: `--cache-dir` (or
+//! `TROVE_CACHE_DIR`), read once when the command line is parsed.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Keeps `--cache-dir` for the commands' opens; the first call wins.
+pub(crate) fn set_cache_dir(dir: Option<PathBuf>) {
+    let _ = CACHE_DIR.set(dir);
+}
+
+/// `--cache-dir`, if given.
+pub(crate) fn cache_dir() -> Option<&'static Path> {
+    CACHE_DIR.get().and_then(|d| d.as_deref())
+}
+
+/// Opens the repository at `path` with the command line's cache directory.
+pub(crate) fn open_repo(path: &Path) -> trove::Result<trove::Repo> {
+    let mut repo = trove::Repo::open(path)?;
+    if let Some(dir) = cache_dir() {
+        repo.set_cache_dir(dir);
+    }
+    Ok(repo)
+}
