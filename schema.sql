@@ -474,3 +474,8 @@ CREATE INDEX object_bases_by_base ON object_bases(base);
 -- repository shares. Its records are dropped here; each workspace's next snapshot reads its files
 -- once and writes them anew, outside the repository.
 DROP TABLE dir_cache;
+-- The generation the node-local caches must have been built against: `repair snapshots` bumps it
+-- (a record may name a tree or content it found lost), and a cache of another generation is
+-- emptied before it is used, on every machine.
+CREATE TABLE cache_generation (generation INTEGER NOT NULL);
+INSERT INTO cache_generation (generation) VALUES (0);

@@ -10,7 +10,11 @@ its own copy and a commit per edit. Printed: each side's growth over its state r
 first snapshot / the first commit (packed by `git gc`), before and after `trove gc` / `git gc`,
 and the ratio.
 
-Usage: benches/history.py [--edits N] [--files 20|21]   (release build: cargo build --release)
+With `--via write` the edits are written to the files directly (as an agent's shell command would)
+and only the snapshots store them.
+
+Usage: benches/history.py [--edits N] [--files 20|21] [--snapshot-every N] [--via tool|write]
+(release build: cargo build --release)
 """
 import argparse
 import hashlib
@@ -63,6 +67,8 @@ def main():
     ap.add_argument("--edits", type=int, default=200)
     ap.add_argument("--files", type=int, default=21, choices=[20, 21])
     ap.add_argument("--snapshot-every", type=int, default=20)
+    ap.add_argument("--via", default="tool", choices=["tool", "write"],
+                    help="edit through `trove tool edit_file` (default), or write the file directly so that only snapshots store it")
     args = ap.parse_args()
     if not os.access(TROVE, os.X_OK):
         sys.exit("needs %s: cargo build --release" % TROVE)
@@ -76,7 +82,8 @@ def main():
                 os.makedirs(os.path.dirname(p), exist_ok=True)
                 with open(p, "wb") as f:
                     f.write(subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (COMMIT, n)], check=True, capture_output=True).stdout)
-        env = dict(os.environ, TROVE_REPO=repo)
+        # The node-local cache (not part of the repository, so not in its growth) beside it.
+        env = dict(os.environ, TROVE_REPO=repo, TROVE_CACHE_DIR=os.path.join(tmp, "cache"))
         run([TROVE, "init"], env=env)
         sid = json.loads(run([TROVE, "--json", "session", "create", "--dir", ws, "--workspace", "hist", "--persistent", "--ttl", "86400"], env=env))["id"]
         genv = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@b", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@b",
@@ -94,8 +101,13 @@ def main():
                 text = f.read()
             old, new = edit(text, rng, k)
             sha = hashlib.sha256(text.encode()).hexdigest()
-            call = {"path": n, "expectedSha256": sha, "edits": [{"oldText": old, "newText": new}]}
-            run([TROVE, "tool", "edit_file", "--session", sid, json.dumps(call)], env=env)
+            if args.via == "tool":
+                call = {"path": n, "expectedSha256": sha, "edits": [{"oldText": old, "newText": new}]}
+                run([TROVE, "tool", "edit_file", "--session", sid, json.dumps(call)], env=env)
+            else:
+                # An edit trove does not see (an agent's shell command): only snapshots store it.
+                with open(os.path.join(ws, n), "w") as f:
+                    f.write(text.replace(old, new, 1))
             with open(os.path.join(gitws, n), "w") as f:
                 f.write(text.replace(old, new, 1))
             run(["git", "-C", gitws, "commit", "-qam", "edit %d" % k], env=genv)
@@ -110,7 +122,7 @@ def main():
         run(["git", "-C", gitws, "gc", "-q"], env=genv)
         gc_trove, gc_git = du(repo) - base_trove, du(os.path.join(gitws, ".git")) - base_git
         total_git = du(os.path.join(gitws, ".git"))
-        print("%d edits over %d files (%s), a snapshot every %d" % (args.edits, len(names), "one of 66 KB" if args.files == 21 else "none over 12 KB", args.snapshot_every))
+        print("%d edits over %d files (%s) through %s, a snapshot every %d" % (args.edits, len(names), "one of 66 KB" if args.files == 21 else "none over 12 KB", "edit_file" if args.via == "tool" else "direct writes", args.snapshot_every))
         print("growth before gc: trove %d B, git %d B (loose objects)" % (grow_trove, grow_git))
         print("growth after gc:  trove %d B, git %d B; trove/git %.2f" % (gc_trove, gc_git, gc_trove / max(gc_git, 1)))
         print("whole repository after gc: trove %d B, git %d B" % (du(repo), total_git))

@@ -19,8 +19,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "TROVE_REPO", value_name = "PATH")]
     pub repo: Option<PathBuf>,
     /// This machine's cache of repositories (the directory cache; rebuilt when deleted), one
-    /// directory per repository id [default: $XDG_CACHE_HOME/trove or ~/.cache/trove]
-    #[arg(long, global = true, env = "TROVE_CACHE_DIR", value_name = "DIR")]
+    /// directory per repository id [default: $TROVE_CACHE_DIR, else $XDG_CACHE_HOME/trove, else
+    /// ~/.cache/trove]
+    // TROVE_CACHE_DIR is read by the library itself (an empty one is as if unset).
+    #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Print one JSON document instead of a table
     #[arg(long, global = true)]

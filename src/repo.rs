@@ -113,9 +113,9 @@ enum CachePlace {
     Dir(PathBuf),
     /// A repository in memory's, by its name.
     Memory(String),
-    /// No cache directory could be named (no `TROVE_CACHE_DIR`, `XDG_CACHE_HOME` or `HOME`):
-    /// every snapshot reads every file.
-    Nowhere,
+    /// No cache directory could be named (the message says why, for the log): every snapshot
+    /// reads every file.
+    Nowhere(&'static str),
 }
 
 /// A handle's node-local cache: where, and the cache once opened (None: it could not be, which
@@ -132,8 +132,26 @@ impl NodeCacheSlot {
 
     /// The default place of repository `id`'s cache: under [`node_cache::default_base`].
     fn default_for(id: &str) -> NodeCacheSlot {
-        let base = node_cache::default_base(|k| std::env::var_os(k));
-        NodeCacheSlot::at(base.map_or(CachePlace::Nowhere, |b| CachePlace::Dir(b.join(id))))
+        match node_cache::default_base(|k| std::env::var_os(k)) {
+            Some(base) => NodeCacheSlot::under(&base, id),
+            None => NodeCacheSlot::at(CachePlace::Nowhere(
+                "no cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
+            )),
+        }
+    }
+
+    /// Repository `id`'s cache under `base` (made absolute: a relative one is taken from the
+    /// current directory once, not at each open). The id comes from `config.json`, which a
+    /// copied repository brings along: only the 32 hex digits `init` writes name a directory,
+    /// never a path that leaves the base.
+    fn under(base: &Path, id: &str) -> NodeCacheSlot {
+        if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return NodeCacheSlot::at(CachePlace::Nowhere(
+                "the repository's id in config.json is not 32 hex digits, so it names no cache directory",
+            ));
+        }
+        let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        NodeCacheSlot::at(CachePlace::Dir(base.join(id)))
     }
 }
 
@@ -422,7 +440,7 @@ impl Repo {
     pub(crate) fn scratch(&self, manifest: Manifest, backend: std::sync::Arc<dyn Backend>) -> Repo {
         let repo = Repo {
             root: None,
-            node_cache: NodeCacheSlot::at(CachePlace::Nowhere),
+            node_cache: NodeCacheSlot::at(CachePlace::Nowhere("a dry run keeps no cache")),
             config: self.config.clone(),
             backend,
             manifest,
@@ -493,7 +511,7 @@ impl Repo {
     /// instead of the default (`TROVE_CACHE_DIR`, else `$XDG_CACHE_HOME/trove`, else
     /// `~/.cache/trove`): `--cache-dir`.
     pub fn set_cache_dir(&mut self, base: &Path) {
-        self.node_cache = NodeCacheSlot::at(CachePlace::Dir(base.join(&self.config.id)));
+        self.node_cache = NodeCacheSlot::under(base, &self.config.id);
     }
 
     /// The directory of this machine's cache of the repository; None for one in memory or when
@@ -501,7 +519,7 @@ impl Repo {
     pub fn cache_dir(&self) -> Option<&Path> {
         match &self.node_cache.place {
             CachePlace::Dir(d) => Some(d),
-            CachePlace::Memory(_) | CachePlace::Nowhere => None,
+            CachePlace::Memory(_) | CachePlace::Nowhere(_) => None,
         }
     }
 
@@ -514,10 +532,8 @@ impl Repo {
                 let opened = match &self.node_cache.place {
                     CachePlace::Dir(dir) => NodeCache::open(dir),
                     CachePlace::Memory(name) => NodeCache::in_memory(name),
-                    CachePlace::Nowhere => {
-                        tracing::warn!(
-                            "no cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir; every snapshot reads every file until then"
-                        );
+                    CachePlace::Nowhere(why) => {
+                        tracing::warn!("{why}; every snapshot reads every file");
                         return None;
                     }
                 };

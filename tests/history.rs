@@ -291,3 +291,36 @@ fn a_snapshots_changed_file_is_stored_against_the_version_before() {
     let report = repo.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// A file over 64 KiB that a snapshot reads again without a new version to store (touched, or
+/// put back as an earlier version) is not stored again: no pack, no loose object.
+#[test]
+fn a_touched_or_reverted_big_file_is_not_stored_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(&root).expect("mkdir");
+    let big = |k: usize| version(k) + &version(0) + &version(0);
+    fs::write(root.join("big.rs"), big(0)).expect("write");
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
+    let stored = || {
+        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+        let count =
+            |t: &str| conn.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get::<_, i64>(0)).expect(t);
+        (count("packs"), count("loose_objects"))
+    };
+    repo.snapshot(&root, &opts).expect("first");
+    let (packs, loose0) = stored();
+    std::thread::sleep(Duration::from_millis(20));
+    fs::write(root.join("big.rs"), big(0)).expect("touch: the same bytes again");
+    repo.snapshot(&root, &opts).expect("touched");
+    assert_eq!(stored(), (packs, loose0), "a touched file is not stored again");
+    fs::write(root.join("big.rs"), big(1)).expect("edit");
+    repo.snapshot(&root, &opts).expect("edited");
+    assert_eq!(stored(), (packs, loose0 + 1), "the edit is one delta");
+    fs::write(root.join("big.rs"), big(0)).expect("revert");
+    let reverted = repo.snapshot(&root, &opts).expect("reverted");
+    assert_eq!(stored(), (packs, loose0 + 1), "the earlier version is stored already");
+    let entry = repo.lookup(&reverted, b"big.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), big(0).into_bytes());
+}

@@ -66,7 +66,7 @@ fn deleting_the_cache_costs_one_read_of_the_files_and_nothing_else() {
     let first = repo.snapshot(&ws, &opts).expect("first");
     assert_eq!(reads.take(), total, "a first snapshot reads every file");
     assert!(cache.join("cache.db").is_file());
-    assert!(fs::read_to_string(base.join("CACHEDIR.TAG"))
+    assert!(fs::read_to_string(cache.join("CACHEDIR.TAG"))
         .expect("tag")
         .starts_with("Signature: 8a477f597d28d172789f06886806bc55"));
     let second = repo.snapshot(&ws, &opts).expect("second");
@@ -121,7 +121,7 @@ fn the_cache_lives_under_xdg_cache_home_or_cache_dir_never_in_the_repository() {
     run(&["snapshot", ws.to_str().expect("utf8"), "--workspace", "w"]);
     let default_db = cache_db(&repo, &xdg.join("trove"));
     assert!(default_db.is_file(), "{} was made", default_db.display());
-    assert!(xdg.join("trove/CACHEDIR.TAG").is_file());
+    assert!(default_db.with_file_name("CACHEDIR.TAG").is_file());
     run(&["--cache-dir", flag.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8"), "--workspace", "w"]);
     assert!(cache_db(&repo, &flag).is_file(), "--cache-dir wins over the default");
 
@@ -132,7 +132,50 @@ fn the_cache_lives_under_xdg_cache_home_or_cache_dir_never_in_the_repository() {
     assert!(names.iter().all(|n| !n.contains("cache")), "{names:?}");
     let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("manifest");
     let tables: i64 = conn
-        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE '%cache%'", [], |r| r.get(0))
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE '%dir_cache%' OR name LIKE '%stat_cache%'",
+            [],
+            |r| r.get(0),
+        )
         .expect("tables");
-    assert_eq!(tables, 0, "the manifest holds no cache");
+    assert_eq!(tables, 0, "the manifest holds no directory records (only the generation they must match)");
+}
+
+/// `repair snapshots` empties every machine's cache, not only the one of the process that ran
+/// it: a cache it could not reach (another `--cache-dir`, another host) still names the lost
+/// content, and must not put it back into the next snapshot.
+#[test]
+fn a_repair_empties_caches_it_cannot_reach_before_their_next_use() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo_dir) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    let total = workspace(&ws);
+    let reads = Reads::default();
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, progress: &reads, ..SnapshotOptions::default() };
+    let mut here = Repo::init(&repo_dir, "test").expect("init");
+    here.set_cache_dir(&tmp.path().join("here"));
+    let mut there = Repo::open(&repo_dir).expect("open");
+    there.set_cache_dir(&tmp.path().join("there"));
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    let first = here.snapshot(&ws, &opts).expect("first");
+    there.snapshot(&ws, &opts).expect("there's first");
+    assert_eq!(reads.take(), 2 * total, "each cache started empty");
+    there.snapshot(&ws, &opts).expect("there, cached");
+    assert_eq!(reads.take(), 0, "there's cache vouches for every file");
+
+    // One file's content is lost; `repair snapshots` runs through the other cache.
+    let lost = here.lookup(&first, b"d2/sub/f7.txt").expect("entry").content.expect("content");
+    let conn = trove::testing::conn(&here);
+    assert_eq!(conn.execute("DELETE FROM objects WHERE id = ?1", [&lost.as_bytes()[..]]).expect("lose it"), 1);
+    let report = here.repair_snapshots(trove::ReadData::Off, "test").expect("repair");
+    assert_eq!(report.snapshots.len(), 3, "{report:?}");
+
+    // The cache the repair could not reach is emptied at its next use: every file is read, and
+    // the lost file's bytes come from the disk, not from a record naming the lost content.
+    let after = there.snapshot(&ws, &opts).expect("there, after the repair");
+    assert_eq!(reads.take(), total, "read again, not vouched for by a record of before the repair");
+    let entry = there.lookup(&after, b"d2/sub/f7.txt").expect("entry");
+    assert_eq!(there.read_content(&entry).expect("read"), fs::read(ws.join("d2/sub/f7.txt")).expect("file"));
+    let out = tmp.path().join("restored");
+    there.restore(&after, &out, &trove::RestoreOptions::default()).expect("the new snapshot restores whole");
+    assert_eq!(tree_state(&out), tree_state(&ws));
 }

@@ -1,5 +1,5 @@
 //! Repositories written before a format or layout change still open, check clean and read
-//! (issue 18, item 3). `fixtures/repo_before_issue18` was written by main before issue 18's
+//! (issue 18, item 3; issue 38, item 6). `fixtures/repo_before_issue18` was written by main before issue 18's
 //! second stop (bundles of objects under 16 KiB in about 256 KiB; a file over 256 KiB alone):
 //! two snapshots of workspace `fixture`, the second with `src/f01.rs` appended to and
 //! `src/f02.rs` removed. `repo_before_issue18.sha256` holds the second one's files
@@ -16,6 +16,12 @@ use sha2::{Digest, Sha256};
 use trove::{Repo, RestoreOptions, SnapshotOptions};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/repo_before_issue18");
+/// Written by main before the node-local cache (`203d701`, manifest schema 15): a snapshot of
+/// workspace `fixture15`; a session whose twelve `edit_file` calls on `src/lib.rs` are stored as
+/// deltas (depths 1 to 12), whose `delete_file` put `README.md` in the trash, and whose end
+/// snapshotted it after `docs/notes.md` was appended to outside the tools; the directory cache
+/// in the manifest. `repo_schema15.sha256` holds the last snapshot's files.
+const FIXTURE15: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/repo_schema15");
 
 /// Every regular file under `dir` with its SHA-256, sorted by path, `sha256sum`'s way.
 fn digests(dir: &Path) -> Vec<(String, String)> {
@@ -39,7 +45,11 @@ fn digests(dir: &Path) -> Vec<(String, String)> {
 }
 
 fn expected() -> Vec<(String, String)> {
-    let text = fs::read_to_string(format!("{FIXTURE}.sha256")).expect("expected digests");
+    expected_of(FIXTURE)
+}
+
+fn expected_of(fixture: &str) -> Vec<(String, String)> {
+    let text = fs::read_to_string(format!("{fixture}.sha256")).expect("expected digests");
     let mut out: Vec<(String, String)> = text
         .lines()
         .map(|l| {
@@ -97,4 +107,68 @@ fn a_repository_written_before_issue_18_opens_checks_clean_reads_and_takes_new_s
     repo.restore(&repo.snapshots(Some("fixture")).expect("snapshots")[1], &old, &RestoreOptions::default())
         .expect("restore");
     assert_eq!(digests(&old), expected());
+}
+
+#[test]
+fn a_repository_written_before_the_node_local_cache_migrates_reads_its_deltas_and_snapshots_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("repo");
+    common::copy_tree(Path::new(FIXTURE15), &root);
+    let mut repo = Repo::open(&root).expect("the schema-15 repository opens");
+    repo.set_cache_dir(&tmp.path().join("cache"));
+    let report = repo.check_with(&trove::CheckOptions { read_data: trove::ReadData::All }).expect("check runs");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    // Migrated: the directory records left the manifest; the cache generation is there.
+    {
+        let conn = trove::testing::conn(&repo);
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, 16);
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%cache%'")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("names");
+        assert_eq!(tables, vec!["cache_generation".to_string()]);
+
+        // Every version the session's edits wrote reads back through its delta chain, and
+        // hashes to what the audit record says it wrote.
+        let mut st = conn
+            .prepare("SELECT after_object, after_sha256 FROM audit WHERE operation = 'edit_file' ORDER BY seq")
+            .expect("prepare");
+        let versions: Vec<(Vec<u8>, Vec<u8>)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).expect("query").collect::<Result<_, _>>().expect("rows");
+        assert_eq!(versions.len(), 12);
+        for (object, sha) in &versions {
+            let bytes = repo.content_bytes(&hex::encode(object)).expect("a version reads back");
+            assert_eq!(Sha256::digest(&bytes).to_vec(), *sha);
+        }
+    }
+
+    // The last snapshot restores file by file; the deleted README is in the trash and reads.
+    let latest = repo.snapshots(Some("fixture15")).expect("snapshots").pop().expect("a snapshot");
+    let out = tmp.path().join("latest");
+    repo.restore(&latest, &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(digests(&out), expected_of(FIXTURE15));
+    let trash = repo.trash("fixture15", Some(b"README.md")).expect("trash");
+    assert_eq!(trash.len(), 1);
+    let readme = repo.content_bytes(&trash[0].object.expect("content").to_hex()).expect("read");
+    assert!(String::from_utf8_lossy(&readme).starts_with("# fixture"));
+
+    // Today's snapshots go on: the first reads every file (the records stayed behind), the next
+    // one none; a changed file is a delta against the old version.
+    let ws = tmp.path().join("ws");
+    common::copy_tree(&out, &ws);
+    let opts = SnapshotOptions { workspace: Some("fixture15".into()), ..Default::default() };
+    repo.snapshot(&ws, &opts).expect("a new snapshot into the migrated repository");
+    let mut text = fs::read_to_string(ws.join("src/lib.rs")).expect("read");
+    text.push_str("// one more line\n");
+    fs::write(ws.join("src/lib.rs"), &text).expect("write");
+    let snap = repo.snapshot(&ws, &opts).expect("and another");
+    let entry = repo.lookup(&snap, b"src/lib.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), text.into_bytes());
+    let report = repo.check_with(&trove::CheckOptions { read_data: trove::ReadData::All }).expect("check runs");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

@@ -109,6 +109,25 @@ pub fn upsert(conn: &Connection, workspace: &str, key: &DirKey, data: &[u8]) -> 
     Ok(())
 }
 
+/// The generation the node-local caches must have been built against, from the manifest
+/// (`cache_generation`, schema 16): a cache of another is emptied before it is used.
+pub fn generation(manifest: &Connection) -> Result<i64> {
+    manifest
+        .prepare_cached("SELECT COALESCE(MAX(generation), 0) FROM cache_generation")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .map_err(db("reading the cache generation"))
+}
+
+/// Makes every node-local cache built before this manifest transaction one to empty: a record
+/// may name what `repair snapshots` found lost.
+pub fn bump_generation(manifest: &Connection) -> Result<()> {
+    manifest
+        .prepare_cached("UPDATE cache_generation SET generation = generation + 1")
+        .and_then(|mut st| st.execute([]))
+        .map(drop)
+        .map_err(db("bumping the cache generation"))
+}
+
 /// Deletes the record of `key`, every part.
 pub fn delete(conn: &Connection, workspace: &str, key: &DirKey) -> Result<()> {
     let mut stmt = conn

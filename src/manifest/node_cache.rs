@@ -25,6 +25,7 @@ const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 const CACHE_VERSION: i64 = 1;
 
 const CACHE_SCHEMA: &str = "
+CREATE TABLE generation (value INTEGER NOT NULL);  -- the manifest's `cache_generation` it was built against
 CREATE TABLE dir_cache (
     workspace   TEXT NOT NULL,               -- the workspace's name
     dir_key     BLOB NOT NULL,               -- first 16 bytes of BLAKE3(workspace-relative path)
@@ -55,17 +56,20 @@ pub struct NodeCache {
 
 impl NodeCache {
     /// Opens (making it if need be) the cache in directory `dir` (`<base>/<repository id>`). A
-    /// file that is not a database of this layout is replaced: it is a cache.
+    /// file that is not a database (or a damaged one) is replaced: it is a cache. Any other
+    /// failure (a full disk, too many open files, a lock held too long) is returned as it is,
+    /// the file left for the processes that may have it open.
     pub fn open(dir: &Path) -> Result<NodeCache> {
         make_dir(dir)?;
-        if let Some(base) = dir.parent() {
-            tag(base);
-        }
+        // In the repository's own directory, which trove made: a base a user named may hold
+        // their own files, which a backup tool honouring the tag would then skip.
+        tag(dir);
         let path = dir.join(CACHE_FILE);
+        let what = format!("opening the node-local cache {}", path.display());
         match NodeCache::open_file(&path) {
             Ok(cache) => Ok(cache),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "the node-local cache could not be read: it is made anew");
+            Err(e) if is_damage(&e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the node-local cache is damaged: it is made anew");
                 for suffix in ["", "-wal", "-shm"] {
                     let mut p = path.clone().into_os_string();
                     p.push(suffix);
@@ -75,40 +79,54 @@ impl NodeCache {
                         Err(e) => return Err(Error::io("remove the damaged cache", Path::new(&p), e)),
                     }
                 }
-                NodeCache::open_file(&path)
+                NodeCache::open_file(&path).map_err(|e| Error::db(&what, e))
             }
+            Err(e) => Err(Error::db(&what, e)),
         }
     }
 
-    fn open_file(path: &Path) -> Result<NodeCache> {
-        let what = format!("opening the node-local cache {}", path.display());
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
-            .map_err(|e| Error::db(&what, e))?;
+    fn open_file(path: &Path) -> rusqlite::Result<NodeCache> {
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // Durability is not needed (a lost write costs a re-read), so commits are not synced;
         // WAL lets a server's handles and a command read while one writes.
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-            .map_err(|e| Error::db(&what, e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| Error::db(&what, e))?;
-        NodeCache::lay_out(conn, &what)
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+        NodeCache::lay_out(conn)
     }
 
     /// A cache in memory, for a repository in memory: `name` is shared by its handles.
     pub fn in_memory(name: &str) -> Result<NodeCache> {
-        let what = format!("opening the in-memory cache {name}");
         let uri = format!("file:{name}-node-cache?mode=memory&cache=shared");
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| Error::db(&what, e))?;
-        NodeCache::lay_out(conn, &what)
+        Connection::open_with_flags(&uri, flags)
+            .and_then(NodeCache::lay_out)
+            .map_err(|e| Error::db(&format!("opening the in-memory cache {name}"), e))
     }
 
-    /// Gives `conn` this build's layout, emptying a cache of another.
-    fn lay_out(conn: Connection, what: &str) -> Result<NodeCache> {
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| Error::db(what, e))?;
-        if version != CACHE_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; DROP TABLE IF EXISTS dir_cache; {CACHE_SCHEMA} PRAGMA user_version = {CACHE_VERSION}; COMMIT;"
-            ))
-            .map_err(|e| Error::db(what, e))?;
+    /// Gives `conn` this build's layout, emptying a cache of another. The version is read again
+    /// inside the write transaction, so two first opens do not lay it out twice.
+    fn lay_out(conn: Connection) -> rusqlite::Result<NodeCache> {
+        let version = |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+        if version(&conn)? != CACHE_VERSION {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            let laid_out = version(&conn).and_then(|v| {
+                if v == CACHE_VERSION {
+                    return Ok(());
+                }
+                conn.execute_batch(&format!(
+                    "DROP TABLE IF EXISTS dir_cache; DROP TABLE IF EXISTS generation; {CACHE_SCHEMA} PRAGMA user_version = {CACHE_VERSION};"
+                ))
+            });
+            match laid_out.and_then(|()| conn.execute_batch("COMMIT")) {
+                Ok(()) => {}
+                Err(e) => {
+                    if !conn.is_autocommit() {
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    return Err(e);
+                }
+            }
         }
         Ok(NodeCache { conn })
     }
@@ -118,32 +136,46 @@ impl NodeCache {
         &self.conn
     }
 
-    /// Runs `f` in one write transaction.
+    /// Runs `f` in one write transaction; whatever fails (`f`, or the commit: SQLite keeps a
+    /// transaction open when its commit is busy), it is rolled back, so the handle never keeps
+    /// the write lock.
     pub fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let what = "writing the node-local cache";
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Error::db(what, e))?;
-        match f(&self.conn) {
-            Ok(v) => {
-                self.conn.execute_batch("COMMIT").map_err(|e| Error::db(what, e))?;
-                Ok(v)
-            }
-            Err(e) => {
-                if let Err(r) = self.conn.execute_batch("ROLLBACK") {
-                    tracing::warn!(error = %r, "rolling back a write of the node-local cache failed");
-                }
-                Err(e)
+        let done =
+            f(&self.conn).and_then(|v| self.conn.execute_batch("COMMIT").map(|()| v).map_err(|e| Error::db(what, e)));
+        if done.is_err() && !self.conn.is_autocommit() {
+            if let Err(r) = self.conn.execute_batch("ROLLBACK") {
+                tracing::warn!(error = %r, "rolling back a write of the node-local cache failed");
             }
         }
+        done
     }
 
-    /// Empties the cache; returns how many record parts went.
-    pub fn clear(&self) -> Result<u64> {
+    /// Empties the cache and marks it built against the manifest's cache generation
+    /// `generation` (`dir_cache::generation`).
+    pub fn reset(&self, generation: i64) -> Result<()> {
         self.write(|c| {
-            c.execute("DELETE FROM dir_cache", [])
-                .map(|n| n as u64)
+            c.execute_batch("DELETE FROM dir_cache; DELETE FROM generation;")
+                .and_then(|()| c.execute("INSERT INTO generation (value) VALUES (?1)", [generation]))
+                .map(drop)
                 .map_err(|e| Error::db("emptying the node-local cache", e))
         })
     }
+
+    /// The manifest's cache generation this cache was built against; None for a new one.
+    pub fn generation(&self) -> Result<Option<i64>> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row("SELECT value FROM generation", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| Error::db("reading the node-local cache's generation", e))
+    }
+}
+
+/// Whether `e` says the file is not a database, or a damaged one: a cache to make anew.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt))
 }
 
 /// Makes `dir` and its parents, private to the user (a cache names the workspace's files).
@@ -156,10 +188,10 @@ fn make_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("create the cache directory", dir, e))
 }
 
-/// Writes the cache directory tag in `base` unless one is there; a failure only costs a backup
+/// Writes the cache directory tag in `dir` unless one is there; a failure only costs a backup
 /// tool's skipping the directory, so it is logged, not returned.
-fn tag(base: &Path) {
-    let path = base.join("CACHEDIR.TAG");
+fn tag(dir: &Path) {
+    let path = dir.join("CACHEDIR.TAG");
     if path.exists() {
         return;
     }
@@ -189,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_or_foreign_cache_is_made_anew_and_the_base_is_tagged() {
+    fn a_damaged_or_foreign_cache_is_made_anew_and_its_directory_is_tagged() {
         let base = tempfile::tempdir().expect("tempdir");
         let dir = base.path().join("0123");
         std::fs::create_dir_all(&dir).expect("dir");
@@ -198,7 +230,8 @@ mod tests {
         let cache = NodeCache::open(&dir).expect("made anew");
         let n: i64 = cache.conn().query_row("SELECT COUNT(*) FROM dir_cache", [], |r| r.get(0)).expect("count");
         assert_eq!(n, 0);
-        assert!(std::fs::read_to_string(base.path().join("CACHEDIR.TAG"))
+        assert!(!base.path().join("CACHEDIR.TAG").exists(), "the base is the user's");
+        assert!(std::fs::read_to_string(dir.join("CACHEDIR.TAG"))
             .expect("tag")
             .starts_with("Signature: 8a477f597d28d172789f06886806bc55"));
         // Another layout's cache (here: a version from the future) is emptied, not refused.

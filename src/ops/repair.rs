@@ -210,16 +210,12 @@ impl Repo {
             }
             Ok(())
         })?;
-        // A directory record may name a lost content or tree, which the next snapshot would
-        // reuse as it is: every workspace reads its files again instead. Emptied first, so a
-        // cache that cannot be emptied fails the repair before it changes anything. (Other
-        // machines' caches are theirs: `trove repair snapshots` is run on each, or their
-        // caches deleted.)
-        if let Some(cache) = self.node_cache() {
-            cache.clear()?;
-        }
         self.manifest.write(|tx| {
             self.record_packs(tx, &packs, now_ns())?;
+            // A directory record may name a lost content or tree, which the next snapshot would
+            // reuse as it is: every cache, on every machine, is emptied before its next use
+            // (`scan::load_records`), so every workspace reads its files again instead.
+            crate::manifest::dir_cache::bump_generation(tx)?;
             for (snap, root, rewrite) in &rewrites {
                 for (id, encoded) in &rewrite.trees {
                     trees::insert_encoded(tx, id, encoded)?;

@@ -129,10 +129,10 @@ fn stat_matches(c: &Stat, s: &Stat) -> bool {
         && c.mode == s.mode
 }
 
-/// Walks the live tree open as `fd` and loads workspace `workspace`'s directory records (none
-/// for a workspace not yet recorded), the two at once. A record whose tree
-/// the manifest lacks (damage: garbage collection keeps records' trees) is dropped, so its
-/// directory is read again rather than named by a tree that is not there.
+/// Walks the live tree open as `fd` and loads the workspace's directory records from the
+/// node-local cache (`records`), the two at once. A record whose tree the manifest lacks or holds
+/// condemned is dropped, so its directory is read again rather than named by a tree that is not
+/// (or soon not) there.
 pub(crate) fn walk_and_load(
     conn: &Connection,
     records: Records<'_>,
@@ -150,17 +150,33 @@ pub(crate) fn walk_and_load(
     })
 }
 
-/// Where a walk's directory records come from: the node-local cache's connection and the
-/// workspace's name; None: there are none (no cache, or a read that keeps none).
-pub(crate) type Records<'a> = Option<(&'a Connection, &'a str)>;
+/// Where a walk's directory records come from: the node-local cache and the workspace's name;
+/// None: there are none (no cache, or a read that keeps none).
+pub(crate) type Records<'a> = Option<(&'a crate::manifest::node_cache::NodeCache, &'a str)>;
 
 /// The workspace's directory records, less those whose trees the manifest lacks or holds
 /// condemned. The cache is this machine's, not the repository's: garbage collection does not
 /// keep what it names, so a record is trusted only while its tree is live (and the snapshot's
-/// lease keeps it so until the commit).
+/// lease keeps it so until the commit). A cache built against another generation of the
+/// manifest (`repair snapshots` ran since) is emptied first. A cache that cannot be read costs
+/// a full read, never the snapshot: that is logged.
 fn load_records(conn: &Connection, records: Records<'_>) -> Result<DirCacheMap> {
     let Some((cache, workspace)) = records else { return Ok(DirCacheMap::default()) };
-    let mut cache = crate::manifest::dir_cache::load(cache, workspace)?;
+    let generation = crate::manifest::dir_cache::generation(conn)?;
+    let loaded = (|| {
+        if cache.generation()? != Some(generation) {
+            cache.reset(generation)?;
+            return Ok(DirCacheMap::default());
+        }
+        crate::manifest::dir_cache::load(cache.conn(), workspace)
+    })();
+    let mut cache = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(workspace, error = %e, "the directory cache could not be read: every file is read again");
+            return Ok(DirCacheMap::default());
+        }
+    };
     // In one read transaction of the manifest (a lock per lookup cost more than the lookups).
     crate::manifest::read_on(conn, || {
         // A tree per directory: the condemned ones listed once (`has_live` per tree read

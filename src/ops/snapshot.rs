@@ -4,10 +4,11 @@
 //! the directory cache reuse their recorded content; the others are read, hashed (BLAKE3 + SHA-256 in
 //! one pass), chunked if large, compressed and appended to packs, in parallel; (3) every pack is
 //! sealed and fsynced; (4) one manifest transaction indexes the packs and records trees,
-//! directory records, snapshot and audit record. A later snapshot that reads only a few small
-//! files stores them as loose objects in (4) instead, and writes no pack. A crash before (4) commits leaves only unindexed packs,
-//! which nothing references and garbage collection reclaims; the repository still opens and
-//! earlier snapshots are untouched.
+//! snapshot and audit record; (5) the directory records that changed go to the node-local
+//! cache. A later snapshot that reads only a few files stores them as loose objects in (4)
+//! instead (a changed file as a delta against the parent's version), and writes no pack. A
+//! crash before (4) commits leaves only unindexed packs, which nothing references and garbage
+//! collection reclaims; the repository still opens and earlier snapshots are untouched.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -529,7 +530,7 @@ impl Repo {
         let root_fd = walk::open_root(dir)?;
         let walk_opts = walk::WalkOptions::new(&excludes, self.deadline());
         let node_cache = if opts.use_stat_cache { self.node_cache() } else { None };
-        let kept = node_cache.map(|c| (c.conn(), name.as_str()));
+        let kept = node_cache.map(|c| (c, name.as_str()));
         let (mut walked, cache) = walk_and_load(conn, kept, &root_fd, dir, &walk_opts)?;
         let mut outcomes = Outcomes::new();
         let mut classified = classify(conn, &walked, cache, opts.use_stat_cache, &mut outcomes)?;
@@ -618,7 +619,7 @@ impl Repo {
     /// Step 2: reads what the directory cache could not vouch for, in parallel, into packs; step 3:
     /// every pack durable (`PackWriter::run` returns only once all are sealed) before the
     /// manifest may point at them. A few small files after an earlier snapshot
-    /// (`may_go_loose`) are read here instead, into loose blobs for the snapshot's transaction
+    /// (with a `parent`) are read here instead, into loose blobs for the snapshot's transaction
     /// (`LOOSE_FILES`). Returns the warnings (the walk's, then
     /// the reads') and what was stored.
     fn read_pending(
@@ -650,7 +651,7 @@ impl Repo {
                 let mut fits = true;
                 for j in &jobs {
                     let size = j.file.stat.size;
-                    if size > LOOSE_MAX && !(size <= blob::MAX_DELTA_RAW && self.has_version(parent, &j.rel())) {
+                    if size > LOOSE_MAX && !(size <= self.delta_limit() && self.has_version(parent, &j.rel())) {
                         fits = false;
                         break;
                     }
@@ -735,7 +736,10 @@ impl Repo {
         for (i, blob) in loose.into_iter().enumerate() {
             let delta = deltas.get(i).cloned().flatten();
             if blob.1 > LOOSE_MAX && delta.is_none() {
-                big.push(blob);
+                // Unchanged content (a file touched, or put back as it was) is stored already.
+                if !manifest::loose::is_stored(self.manifest.conn(), &blob.0)? {
+                    big.push(blob);
+                }
             } else {
                 kept.loose.push(blob);
                 kept.deltas.push(delta);
@@ -750,11 +754,17 @@ impl Repo {
         Ok(kept)
     }
 
-    /// Whether `parent` holds a file at `rel` of at most `MAX_DELTA_RAW` bytes: an earlier
+    /// The largest version stored against another: whole objects only (a chunked file's
+    /// chunks are stored once each already), of at most `MAX_DELTA_RAW` bytes.
+    fn delta_limit(&self) -> u64 {
+        blob::MAX_DELTA_RAW.min(self.config.chunking.threshold)
+    }
+
+    /// Whether `parent` holds a file at `rel` of at most `delta_limit` bytes: an earlier
     /// version a new one may be stored against. A lookup that fails is logged and says no.
     fn has_version(&self, parent: &SnapshotInfo, rel: &[u8]) -> bool {
         match self.lookup(parent, rel) {
-            Ok(e) => e.kind == EntryKind::File && e.size <= blob::MAX_DELTA_RAW && e.content.is_some(),
+            Ok(e) => e.kind == EntryKind::File && e.size <= self.delta_limit() && e.content.is_some(),
             Err(e) if e.kind() == ErrorKind::NotFound => false,
             Err(e) => {
                 tracing::warn!(path = %crate::base::path::display(rel), error = %e, "the parent snapshot's version could not be looked up; the file goes to a pack");
@@ -790,7 +800,7 @@ impl Repo {
                 Err(e) => return Err(e),
             };
             let base = match (entry.kind, entry.content) {
-                (EntryKind::File, Some(base)) if base != *id && entry.size <= blob::MAX_DELTA_RAW => base,
+                (EntryKind::File, Some(base)) if base != *id && entry.size <= self.delta_limit() => base,
                 _ => return Ok(None),
             };
             let base_raw = self.read_object(&base)?;

@@ -341,7 +341,7 @@ impl Repo {
         let conn = self.manifest.conn();
         let excludes = self.effective_excludes(workspace, &SnapshotOptions::default())?;
         let fd = walk::open_root(dir)?;
-        let records = self.node_cache().map(|c| (c.conn(), workspace));
+        let records = self.node_cache().map(|c| (c, workspace));
         let walk_opts = WalkOptions::new(&excludes, self.deadline());
         if let Some(feeds) = &self.live_feeds {
             return feeds.read(conn, records, fd, dir, &walk_opts);

@@ -1,5 +1,5 @@
-//! Garbage collection: what no snapshot, trash item, recent audit record, journaled plan or
-//! directory record reaches is condemned, and deleted once it is still unreached and nothing in
+//! Garbage collection: what no snapshot, trash item, recent audit record or journaled plan
+//! reaches is condemned, and deleted once it is still unreached and nothing in
 //! flight can have seen it as present; packs that are mostly dead are rewritten; pack files
 //! nothing indexes are deleted after the same wait (ARCHITECTURE.md, "Garbage collection").
 //!
@@ -307,7 +307,7 @@ impl Repo {
         let mut horizon = view.epoch.min(self.gc_horizon(opts.grace, report)?);
         for lease in &view.leases {
             if process::alive(lease.pid, lease.pid_start) {
-                horizon = horizon.min(lease.epoch);
+                horizon = horizon.min(kept_back_from(lease.epoch));
             }
         }
         report.horizon = horizon;
@@ -368,9 +368,17 @@ impl Repo {
         for lease in gc::leases(conn)? {
             if process::alive(lease.pid, lease.pid_start) {
                 report.in_flight += 1;
-                horizon = horizon.min(lease.epoch);
+                horizon = horizon.min(kept_back_from(lease.epoch));
             }
         }
         Ok(horizon)
     }
+}
+
+/// The newest epoch whose condemnations a lease of epoch `epoch` lets go: the one before it. An
+/// epoch's row is committed before its condemnations, which follow in batches of their own
+/// transactions; a lease taken between them records that epoch, yet may have found present
+/// (and relied on) what a later batch of it condemned.
+fn kept_back_from(epoch: i64) -> i64 {
+    epoch.saturating_sub(1)
 }
