@@ -324,3 +324,33 @@ fn a_touched_or_reverted_big_file_is_not_stored_again() {
     let entry = repo.lookup(&reverted, b"big.rs").expect("entry");
     assert_eq!(repo.read_content(&entry).expect("read"), big(0).into_bytes());
 }
+
+/// Files a snapshot reads again only because they were written within its racy window of the
+/// snapshot before (an agent's edits a moment earlier) do not count as changes: a one-file
+/// edit is still stored as a delta in the manifest, not whole in a pack.
+#[test]
+fn files_read_again_for_the_racy_window_do_not_push_an_edit_into_a_pack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(root.join("src")).expect("mkdir");
+    for i in 0..40 {
+        fs::write(root.join(format!("src/m{i:02}.rs")), format!("pub fn f{i}() -> u32 {{ {i} }}\n").repeat(30))
+            .expect("write");
+    }
+    fs::write(root.join("lib.rs"), version(0)).expect("write");
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
+    let stored = || {
+        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        (count("SELECT COUNT(*) FROM packs"), count("SELECT COUNT(*) FROM object_bases"))
+    };
+    // Every file is new within the default 2 s window, so its record is racy.
+    repo.snapshot(&root, &opts).expect("first");
+    let (packs, deltas) = stored();
+    fs::write(root.join("lib.rs"), version(1)).expect("edit");
+    let snap = repo.snapshot(&root, &opts).expect("second, 41 files read, one changed");
+    assert_eq!(stored(), (packs, deltas + 1), "the edit is a delta, and no pack was written");
+    let entry = repo.lookup(&snap, b"lib.rs").expect("entry");
+    assert_eq!(repo.read_content(&entry).expect("read"), version(1).into_bytes());
+}

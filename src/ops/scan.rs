@@ -37,7 +37,11 @@ impl Content {
 
 /// Per-file outcome of step (2).
 pub(crate) enum Outcome {
-    Pending,
+    /// To read. `recheck`: its record matches its stat but could not vouch for it (written
+    /// within the racy window of the snapshot that recorded it): most likely unchanged.
+    Pending {
+        recheck: bool,
+    },
     /// Boxed: most files of a snapshot are `Vouched`, and an outcome the size of a `Content`
     /// made every file's slot 230 bytes.
     Done(Box<Content>),
@@ -75,6 +79,11 @@ impl PendingFile<'_> {
         (&self.dir.rel, self.node.name())
     }
 
+    /// Whether its record matched its stat and only the racy window kept it from vouching.
+    pub(crate) fn recheck(&self) -> bool {
+        matches!(self.file.outcome, Outcome::Pending { recheck: true })
+    }
+
     /// The workspace-relative path.
     pub(crate) fn rel(&self) -> Vec<u8> {
         let (dir, name) = self.place();
@@ -84,7 +93,7 @@ impl PendingFile<'_> {
 
 /// Every pending file of `outcomes` (as [`classify`] left them for `walked`), in walk order.
 pub(crate) fn pending<'a>(walked: &'a Walked, outcomes: &'a mut Outcomes) -> Vec<PendingFile<'a>> {
-    let count = outcomes.iter().flatten().filter(|f| matches!(f.outcome, Outcome::Pending)).count();
+    let count = outcomes.iter().flatten().filter(|f| matches!(f.outcome, Outcome::Pending { .. })).count();
     let mut out = Vec::with_capacity(count);
     if count == 0 {
         // A snapshot where nothing changed: no second pass over the listing.
@@ -93,7 +102,7 @@ pub(crate) fn pending<'a>(walked: &'a Walked, outcomes: &'a mut Outcomes) -> Vec
     for (dir, files) in walked.dirs.iter().zip(outcomes.iter_mut()) {
         let nodes = dir.children.iter().filter(|c| matches!(c, Node::File { .. }));
         for (node, file) in nodes.zip(files.iter_mut()) {
-            if matches!(file.outcome, Outcome::Pending) {
+            if matches!(file.outcome, Outcome::Pending { .. }) {
                 out.push(PendingFile { dir, node, file });
             }
         }
@@ -225,14 +234,15 @@ fn classify_dir(
         let hit = cached.get(j).filter(|c| c.name == name);
         match child {
             Node::File { stat, .. } => {
-                let done = hit.filter(|c| c.kind == EntryKind::File && !c.racy && stat_matches(&c.stat, stat));
+                let same = hit.filter(|c| c.kind == EntryKind::File && stat_matches(&c.stat, stat));
+                let done = same.filter(|c| !c.racy);
                 let outcome = match done.map(|c| (c.content, c.sha256)) {
                     // A version 1 record names the content itself.
                     Some((Some(id), Some(sha256))) => Outcome::Done(Box::new(cached_content(id, sha256, stat))),
                     Some(_) => Outcome::Vouched,
                     None => {
                         keeps = false;
-                        Outcome::Pending
+                        Outcome::Pending { recheck: same.is_some() }
                     }
                 };
                 outcomes.push(FileOutcome { stat: *stat, outcome });
@@ -446,7 +456,7 @@ fn resolve_vouched(
                 if !entries.is_empty() {
                     damage.lacking.add(&walk::join_rel(&dir.rel, name), String::new);
                 }
-                Outcome::Pending
+                Outcome::Pending { recheck: false }
             }
         };
     }

@@ -96,6 +96,11 @@ fn release_buffers() {
 /// of its path, and is stored as a delta against it when that is worth it (issue 38: an agent's
 /// hundred edits of a 68 KB file are a few hundred bytes each, not a whole copy in a pack each).
 const LOOSE_FILES: usize = 16;
+/// Files read again only to make sure (see `read_pending`) a small change may take along, and
+/// their bytes: read, hashed and compressed on the calling thread, so bounded to a few
+/// milliseconds of work.
+const LOOSE_RECHECK: usize = 64;
+const LOOSE_RECHECK_BYTES: u64 = 1 << 20;
 const LOOSE_MAX: u64 = 64 << 10;
 const LOOSE_TOTAL: u64 = 256 << 10;
 
@@ -645,12 +650,20 @@ impl Repo {
         // A few small files; or a few files, some bigger, that are new versions of paths the
         // parent holds: those are stored as deltas against their earlier versions (a few hundred
         // bytes, where a pack would hold each whole again).
+        // Files read again only because the racy window kept their records from vouching for
+        // them (an agent's edits a moment before) are most likely unchanged: they count apart,
+        // up to `LOOSE_RECHECK` of them and `LOOSE_RECHECK_BYTES`.
         let small = match parent {
-            Some(parent) if jobs.len() <= LOOSE_FILES => {
-                let mut whole = 0u64;
+            Some(parent) if jobs.len() <= LOOSE_RECHECK => {
+                let (mut changed, mut whole, mut rechecked) = (0usize, 0u64, 0u64);
                 let mut fits = true;
                 for j in &jobs {
                     let size = j.file.stat.size;
+                    if j.recheck() && size <= LOOSE_MAX {
+                        rechecked += size;
+                        continue;
+                    }
+                    changed += 1;
                     if size > LOOSE_MAX && !(size <= self.delta_limit() && self.has_version(parent, &j.rel())) {
                         fits = false;
                         break;
@@ -659,7 +672,7 @@ impl Repo {
                         whole += size;
                     }
                 }
-                fits && whole <= LOOSE_TOTAL
+                fits && changed <= LOOSE_FILES && whole <= LOOSE_TOTAL && rechecked <= LOOSE_RECHECK_BYTES
             }
             _ => false,
         };
