@@ -354,3 +354,34 @@ fn files_read_again_for_the_racy_window_do_not_push_an_edit_into_a_pack() {
     let entry = repo.lookup(&snap, b"lib.rs").expect("entry");
     assert_eq!(repo.read_content(&entry).expect("read"), version(1).into_bytes());
 }
+
+/// A snapshot of many edited files (more than the 16 new files a small change may hold) keeps
+/// each edit as a delta in the manifest: new versions of the parent's paths count apart.
+#[test]
+fn many_edited_files_in_one_snapshot_are_each_a_delta() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(root.join("src")).expect("mkdir");
+    let text = |i: usize, k: usize| version(k).lines().skip(i * 40).take(300).collect::<Vec<_>>().join("\n");
+    for i in 0..30 {
+        fs::write(root.join(format!("src/m{i:02}.rs")), text(i, 0)).expect("write");
+    }
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), racy_window_ns: 0, ..Default::default() };
+    repo.snapshot(&root, &opts).expect("first");
+    let stored = || {
+        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        (count("SELECT COUNT(*) FROM packs"), count("SELECT COUNT(*) FROM object_bases"))
+    };
+    let (packs, _) = stored();
+    for i in 0..30 {
+        fs::write(root.join(format!("src/m{i:02}.rs")), format!("// edited\n{}", text(i, 0))).expect("edit");
+    }
+    let snap = repo.snapshot(&root, &opts).expect("thirty edits");
+    assert_eq!(stored(), (packs, 30), "thirty deltas, no pack");
+    for i in 0..30 {
+        let entry = repo.lookup(&snap, format!("src/m{i:02}.rs").as_bytes()).expect("entry");
+        assert_eq!(repo.read_content(&entry).expect("read"), format!("// edited\n{}", text(i, 0)).into_bytes());
+    }
+}

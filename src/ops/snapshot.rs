@@ -96,11 +96,13 @@ fn release_buffers() {
 /// of its path, and is stored as a delta against it when that is worth it (issue 38: an agent's
 /// hundred edits of a 68 KB file are a few hundred bytes each, not a whole copy in a pack each).
 const LOOSE_FILES: usize = 16;
-/// Files read again only to make sure (see `read_pending`) a small change may take along, and
-/// their bytes: read, hashed and compressed on the calling thread, so bounded to a few
-/// milliseconds of work.
-const LOOSE_RECHECK: usize = 64;
-const LOOSE_RECHECK_BYTES: u64 = 1 << 20;
+/// Files a small change reads in all, and the bytes of those beside its new files: new versions
+/// of the parent's paths and files read again only to make sure (see `read_pending`). Read,
+/// hashed and compressed (against their earlier versions) on the calling thread, so bounded to
+/// some milliseconds of work; a version whose delta is not worth keeping is stored whole, in a
+/// pack when over `LOOSE_MAX`.
+const LOOSE_READS: usize = 64;
+const LOOSE_READ_BYTES: u64 = 4 << 20;
 const LOOSE_MAX: u64 = 64 << 10;
 const LOOSE_TOTAL: u64 = 256 << 10;
 
@@ -647,32 +649,30 @@ impl Repo {
         jobs.sort_unstable_by(|a, b| a.place().cmp(&b.place()));
         opts.progress.start("reading", jobs.iter().map(|j| j.file.stat.size).sum());
         let racy = opts.racy_window_ns;
-        // A few small files; or a few files, some bigger, that are new versions of paths the
-        // parent holds: those are stored as deltas against their earlier versions (a few hundred
-        // bytes, where a pack would hold each whole again).
-        // Files read again only because the racy window kept their records from vouching for
-        // them (an agent's edits a moment before) are most likely unchanged: they count apart,
-        // up to `LOOSE_RECHECK` of them and `LOOSE_RECHECK_BYTES`.
+        // A few small new files; and beside them, new versions of paths the parent holds (up to
+        // `delta_limit` bytes each), which are stored as deltas against those versions (a few
+        // hundred bytes, where a pack would hold each whole again), and files read again only
+        // because the racy window kept their records from vouching for them (an agent's edits
+        // a moment before: most likely unchanged). At most `LOOSE_READS` files to read in all.
         let small = match parent {
-            Some(parent) if jobs.len() <= LOOSE_RECHECK => {
-                let (mut changed, mut whole, mut rechecked) = (0usize, 0u64, 0u64);
+            Some(parent) if jobs.len() <= LOOSE_READS => {
+                let (mut new, mut new_bytes, mut other_bytes) = (0usize, 0u64, 0u64);
                 let mut fits = true;
                 for j in &jobs {
                     let size = j.file.stat.size;
-                    if j.recheck() && size <= LOOSE_MAX {
-                        rechecked += size;
-                        continue;
-                    }
-                    changed += 1;
-                    if size > LOOSE_MAX && !(size <= self.delta_limit() && self.has_version(parent, &j.rel())) {
+                    if (j.recheck() && size <= LOOSE_MAX)
+                        || (size <= self.delta_limit() && self.has_version(parent, &j.rel()))
+                    {
+                        other_bytes += size;
+                    } else if size <= LOOSE_MAX {
+                        new += 1;
+                        new_bytes += size;
+                    } else {
                         fits = false;
                         break;
                     }
-                    if size <= LOOSE_MAX {
-                        whole += size;
-                    }
                 }
-                fits && changed <= LOOSE_FILES && whole <= LOOSE_TOTAL && rechecked <= LOOSE_RECHECK_BYTES
+                fits && new <= LOOSE_FILES && new_bytes <= LOOSE_TOTAL && other_bytes <= LOOSE_READ_BYTES
             }
             _ => false,
         };
