@@ -385,3 +385,41 @@ fn many_edited_files_in_one_snapshot_are_each_a_delta() {
         assert_eq!(repo.read_content(&entry).expect("read"), format!("// edited\n{}", text(i, 0)).into_bytes());
     }
 }
+
+/// New versions that are rewrites (their deltas not worth keeping) are stored whole, and only as
+/// many whole blobs stay in the manifest as a small change's new files may: the rest go to a
+/// pack, as they would have without an earlier version.
+#[test]
+fn rewritten_files_beyond_a_small_changes_limits_go_to_a_pack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (repo_path, root) = (dir.path().join("repo"), dir.path().join("ws"));
+    fs::create_dir_all(root.join("bin")).expect("mkdir");
+    let bytes = |i: u64, k: u64| trove::sample::Rng::new(i * 1000 + k).bytes(30 << 10);
+    for i in 0..40 {
+        fs::write(root.join(format!("bin/b{i:02}")), bytes(i, 0)).expect("write");
+    }
+    let repo = Repo::init(&repo_path, "test").expect("init");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), racy_window_ns: 0, ..Default::default() };
+    repo.snapshot(&root, &opts).expect("first");
+    let stored = || {
+        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        (
+            count("SELECT COUNT(*) FROM packs"),
+            count("SELECT COUNT(*) FROM loose_objects"),
+            count("SELECT COALESCE(SUM(raw_len), 0) FROM loose_objects"),
+        )
+    };
+    let (packs, _, _) = stored();
+    for i in 0..40 {
+        fs::write(root.join(format!("bin/b{i:02}")), bytes(i, 1)).expect("rewrite");
+    }
+    let snap = repo.snapshot(&root, &opts).expect("forty rewrites");
+    let (after, loose, loose_bytes) = stored();
+    assert_eq!(after, packs + 1, "the rewrites past the limits went to a pack");
+    assert!(loose <= 16 && loose_bytes <= 256 << 10, "{loose} whole blobs, {loose_bytes} bytes, stayed loose");
+    for i in 0..40 {
+        let entry = repo.lookup(&snap, format!("bin/b{i:02}").as_bytes()).expect("entry");
+        assert_eq!(repo.read_content(&entry).expect("read"), bytes(i, 1));
+    }
+}

@@ -81,8 +81,9 @@ fn release_buffers() {
     });
 }
 
-/// A snapshot of a workspace snapshotted before, with at most this many files to read, none over
-/// `LOOSE_MAX` bytes and `LOOSE_TOTAL` in all, stores them as loose objects in its own
+/// A snapshot of a workspace snapshotted before, with at most this many new files to read (and
+/// whole blobs to keep), none over `LOOSE_MAX` bytes and `LOOSE_TOTAL` in all (new versions of the
+/// parent's paths count apart: `LOOSE_READS`), stores them as loose objects in its own
 /// transaction (ARCHITECTURE.md, "Loose objects"), read on the calling thread: a pack for an
 /// edit of a few files cost its writer's threads, a second connection, and the pack's fsync,
 /// rename and directory fsync (3-4 ms of a 65 ms snapshot), and left a pack file of a few
@@ -625,9 +626,9 @@ impl Repo {
 
     /// Step 2: reads what the directory cache could not vouch for, in parallel, into packs; step 3:
     /// every pack durable (`PackWriter::run` returns only once all are sealed) before the
-    /// manifest may point at them. A few small files after an earlier snapshot
-    /// (with a `parent`) are read here instead, into loose blobs for the snapshot's transaction
-    /// (`LOOSE_FILES`). Returns the warnings (the walk's, then
+    /// manifest may point at them. A small change after an earlier snapshot (with a `parent`:
+    /// `LOOSE_FILES`, `LOOSE_READS`) is read here instead, into loose blobs (deltas where they
+    /// pay) for the snapshot's transaction. Returns the warnings (the walk's, then
     /// the reads') and what was stored.
     fn read_pending(
         &self,
@@ -686,6 +687,7 @@ impl Repo {
             };
             let mut bundle = BundleBuilder::default();
             for job in &mut jobs {
+                self.check_deadline("reading files for a snapshot")?;
                 let size = job.file.stat.size;
                 writer.read_into(root_fd, job, scan_start, racy, &mut bundle)?;
                 opts.progress.advance(size);
@@ -746,17 +748,26 @@ impl Repo {
     fn pack_big_wholes(&self, loose: Vec<LooseBlob>, deltas: Vec<Option<(Vec<u8>, u8)>>) -> Result<Stored> {
         let mut kept = Stored::default();
         let mut big = Vec::new();
-        for (i, blob) in loose.into_iter().enumerate() {
-            let delta = deltas.get(i).cloned().flatten();
-            if blob.1 > LOOSE_MAX && delta.is_none() {
+        // The whole blobs kept loose: within the limits of a small change's new files, however
+        // many versions came along (a rewrite of sixty files is not sixty deltas).
+        let (mut wholes, mut whole_bytes) = (0usize, 0u64);
+        let mut deltas = deltas.into_iter();
+        for blob in loose {
+            let delta = deltas.next().flatten();
+            if delta.is_none() {
                 // Unchanged content (a file touched, or put back as it was) is stored already.
-                if !manifest::loose::is_stored(self.manifest.conn(), &blob.0)? {
-                    big.push(blob);
+                if manifest::loose::is_stored(self.manifest.conn(), &blob.0)? {
+                    continue;
                 }
-            } else {
-                kept.loose.push(blob);
-                kept.deltas.push(delta);
+                wholes += 1;
+                whole_bytes += blob.1;
+                if blob.1 > LOOSE_MAX || wholes > LOOSE_FILES || whole_bytes > LOOSE_TOTAL {
+                    big.push(blob);
+                    continue;
+                }
             }
+            kept.loose.push(blob);
+            kept.deltas.push(delta);
         }
         if !big.is_empty() {
             let ((), packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |w| {
@@ -816,6 +827,12 @@ impl Repo {
                 (EntryKind::File, Some(base)) if base != *id && entry.size <= self.delta_limit() => base,
                 _ => return Ok(None),
             };
+            // Content stored already (a file put back as it was) needs no base read; past the
+            // deadline deltas are given up, not the snapshot (they are an economy).
+            let late = self.deadline().is_some_and(|d| std::time::Instant::now() >= d);
+            if late || manifest::loose::is_stored(self.manifest.conn(), id)? {
+                return Ok(None);
+            }
             let base_raw = self.read_object(&base)?;
             let raw = blob::decode(id, encoded)?;
             self.delta_against(id, &raw, &base, &base_raw, level)
