@@ -42,6 +42,12 @@ fn loose(repo: &std::path::Path) -> Vec<(Vec<u8>, u8, usize)> {
     rows.map(|r| r.expect("row")).collect()
 }
 
+/// The one number `sql` answers in the manifest of the repository at `repo`.
+fn count_in(repo: &std::path::Path, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open(repo.join("manifest.db")).expect("db");
+    conn.query_row(sql, [], |r| r.get(0)).expect(sql)
+}
+
 /// A repository whose session made `edits` edits of one file through `edit_file`.
 fn edited(edits: usize) -> (tempfile::TempDir, std::path::PathBuf, Repo, trove::SessionId) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -304,9 +310,7 @@ fn a_touched_or_reverted_big_file_is_not_stored_again() {
     let repo = Repo::init(&repo_path, "test").expect("init");
     let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
     let stored = || {
-        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
-        let count =
-            |t: &str| conn.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get::<_, i64>(0)).expect(t);
+        let count = |t: &str| count_in(&repo_path, &format!("SELECT COUNT(*) FROM {t}"));
         (count("packs"), count("loose_objects"))
     };
     repo.snapshot(&root, &opts).expect("first");
@@ -341,8 +345,7 @@ fn files_read_again_for_the_racy_window_do_not_push_an_edit_into_a_pack() {
     let repo = Repo::init(&repo_path, "test").expect("init");
     let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
     let stored = || {
-        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
-        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        let count = |sql: &str| count_in(&repo_path, sql);
         (count("SELECT COUNT(*) FROM packs"), count("SELECT COUNT(*) FROM object_bases"))
     };
     // Every file is new within the default 2 s window, so its record is racy.
@@ -370,8 +373,7 @@ fn many_edited_files_in_one_snapshot_are_each_a_delta() {
     let opts = trove::SnapshotOptions { workspace: Some("w".into()), racy_window_ns: 0, ..Default::default() };
     repo.snapshot(&root, &opts).expect("first");
     let stored = || {
-        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
-        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        let count = |sql: &str| count_in(&repo_path, sql);
         (count("SELECT COUNT(*) FROM packs"), count("SELECT COUNT(*) FROM object_bases"))
     };
     let (packs, _) = stored();
@@ -402,8 +404,7 @@ fn rewritten_files_beyond_a_small_changes_limits_go_to_a_pack() {
     let opts = trove::SnapshotOptions { workspace: Some("w".into()), racy_window_ns: 0, ..Default::default() };
     repo.snapshot(&root, &opts).expect("first");
     let stored = || {
-        let conn = rusqlite::Connection::open(repo_path.join("manifest.db")).expect("db");
-        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql);
+        let count = |sql: &str| count_in(&repo_path, sql);
         (
             count("SELECT COUNT(*) FROM packs"),
             count("SELECT COUNT(*) FROM loose_objects"),
