@@ -617,7 +617,7 @@ fn gc_recompress_rewrites_fast_compressed_packs_smaller_and_everything_reads_bac
     // and random bytes (stored raw, which no level makes smaller).
     copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &ws.join("src"));
     let mut big = Vec::new();
-    for f in ["src/ops/snapshot.rs", "src/ops/restore.rs", "src/ops/scan.rs", "src/repo.rs"] {
+    for f in ["src/ops/snapshot/mod.rs", "src/ops/restore.rs", "src/ops/scan.rs", "src/repo.rs"] {
         big.extend(fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).expect("read source"));
     }
     let big = big.repeat((3 << 20) / big.len() + 1);

@@ -64,7 +64,7 @@ fn change(rng: &mut Rng, w: &Path, out: &Path) -> String {
     let (dirs, files) = listing(w);
     let dir = w.join(&dirs[rng.below(dirs.len())]);
     let file = (!files.is_empty()).then(|| w.join(&files[rng.below(files.len())]));
-    let op = rng.below(12);
+    let op = rng.below(14);
     let r = match (op, &file) {
         (0, _) => {
             let p = dir.join(name(rng));
@@ -127,6 +127,23 @@ fn change(rng: &mut Rng, w: &Path, out: &Path) -> String {
             fs::set_permissions(&dir, fs::Permissions::from_mode(mode))
                 .map(|_| format!("chmod dir {mode:o} {}", dir.display()))
         }
+        (12, Some(f)) if f.symlink_metadata().is_ok_and(|m| m.is_file()) => {
+            // An edit that grows the file (an agent appending).
+            use std::io::Write;
+            fs::OpenOptions::new()
+                .append(true)
+                .open(f)
+                .and_then(|mut h| h.write_all(format!("more {}\n", rng.next()).as_bytes()))
+                .map(|_| format!("append {}", f.display()))
+        }
+        (13, _) => {
+            // A file over the chunking threshold (1 MiB): stored as chunks and a chunk list.
+            let p = dir.join(name(rng));
+            let line = format!("{}\n", rng.next());
+            let _ = fs::remove_dir_all(&p);
+            fs::write(&p, line.repeat((1 << 20) / line.len() + 1 + rng.below(4096)))
+                .map(|_| format!("big {}", p.display()))
+        }
         _ => Ok("nothing".to_string()),
     };
     r.unwrap_or_else(|e| format!("failed harmlessly: {e}"))
@@ -163,8 +180,9 @@ fn handles(repo_dir: &Path, w: &Path) -> Handles {
     Handles { plain, base, served, feeds }
 }
 
-#[test]
-fn a_live_diff_patched_from_the_feed_says_what_a_whole_read_says_after_every_change() {
+/// A few directories of one file each, older than the racy window (so the directory cache
+/// vouches for them): the tree `w`, and `out` beside it for moves out of the tree.
+fn seeded_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (w, out) = (tmp.path().join("w"), tmp.path().join("out"));
     fs::create_dir_all(&out).expect("out");
@@ -172,11 +190,16 @@ fn a_live_diff_patched_from_the_feed_says_what_a_whole_read_says_after_every_cha
         fs::create_dir_all(w.join(d)).expect("dir");
         fs::write(w.join(d).join("f.txt"), format!("file {i}\n")).expect("file");
     }
-    // Older than the racy window, so the directory cache vouches for them.
     let old = SystemTime::now() - Duration::from_secs(60);
     for f in listing(&w).1 {
         fs::File::options().write(true).open(w.join(f)).expect("open").set_modified(old).expect("mtime");
     }
+    (tmp, w, out)
+}
+
+#[test]
+fn a_live_diff_patched_from_the_feed_says_what_a_whole_read_says_after_every_change() {
+    let (tmp, w, out) = seeded_tree();
     let Handles { plain, base, served, feeds } = handles(&tmp.path().join("repo"), &w);
 
     for seed in 1..=4u64 {
@@ -245,4 +268,71 @@ fn a_server_answers_each_change_made_before_the_request_at_once() {
     fs::remove_dir_all(ws.join("src/d1")).expect("rm");
     want.retain(|p| !p.starts_with("src/d1/"));
     assert_eq!(changed(&s), want);
+}
+
+/// A served workspace's snapshots are taken from its change feed, listing and hashing only what
+/// changed: after every kind of change, each is the snapshot a whole read of the same state
+/// makes (the same root tree, the same counts), and none had to walk the tree after all.
+#[test]
+fn a_snapshot_from_the_feed_is_the_snapshot_a_whole_read_takes_after_every_change() {
+    let (tmp, w, out) = seeded_tree();
+    let Handles { plain, served, feeds, .. } = handles(&tmp.path().join("repo"), &w);
+    let watched = SnapshotOptions { workspace: Some("w".into()), ..SnapshotOptions::default() };
+    // Another workspace of the same directory, every file read: its own chain of parents, so
+    // even the added, changed and removed counts must agree.
+    let whole =
+        SnapshotOptions { workspace: Some("w-whole".into()), use_stat_cache: false, ..SnapshotOptions::default() };
+    plain.snapshot(&w, &whole).expect("first whole snapshot");
+    let mut taken = 0;
+    for seed in 1..=3u64 {
+        let mut rng = Rng(0x5851_f42d_4c95_7f2d ^ seed);
+        let mut done = Vec::new();
+        for step in 0..40 {
+            for _ in 0..=rng.below(3) {
+                done.push(change(&mut rng, &w, &out));
+            }
+            let a = served.snapshot(&w, &watched).expect("watched snapshot");
+            let b = plain.snapshot(&w, &whole).expect("whole snapshot");
+            taken += 1;
+            assert_eq!(a.root, b.root, "seed {seed} step {step} after: {done:#?}");
+            assert_eq!(a.counts, b.counts, "seed {seed} step {step} after: {done:#?}");
+            assert!(a.warnings.is_empty() && b.warnings.is_empty(), "{:?} {:?}", a.warnings, b.warnings);
+        }
+    }
+    // The server's first snapshot walks the tree (the feed relies on one); every later one came
+    // from the feed, whose first read is whole.
+    assert_eq!(feeds.snapshots(), (taken - 1, 1));
+    let (whole_reads, patched) = feeds.reads();
+    assert!(whole_reads <= 2 && patched + whole_reads == taken - 1, "{whole_reads} whole, {patched} patched");
+    let report = plain.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Over HTTP, a running session's snapshots come from the server's change feed (its log says
+/// so), each the snapshot a whole read of the same state takes.
+#[test]
+fn a_session_snapshot_over_http_comes_from_the_feed() {
+    let (s, log) = http::start_logging(&["--log-level", "debug"]);
+    let ws = s.workspace("fed");
+    for i in 0..30 {
+        http::write(&ws.join(format!("src/d{}/f{i}.rs", i % 4)), format!("fn f{i}() {{}}\n").as_bytes());
+    }
+    let id = s.session(r#"{"workspace": "fed"}"#);
+    let plain = Repo::open(&s.repo).expect("open the served repository");
+    let whole =
+        SnapshotOptions { workspace: Some("fed-whole".into()), use_stat_cache: false, ..SnapshotOptions::default() };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let out = s.workspaces.join("../outside");
+    fs::create_dir_all(&out).expect("outside");
+    for step in 0..12 {
+        let done = change(&mut rng, &ws, &out);
+        let r = s.call("POST", &format!("/v1/sessions/{id}/snapshots"), "");
+        assert_eq!(r.status, 201, "{}", r.text());
+        let b = plain.snapshot(&ws, &whole).expect("whole snapshot");
+        assert_eq!(r.json()["root"].as_str(), Some(b.root.to_string().as_str()), "step {step} after {done}");
+        assert_eq!(r.json()["counts"]["files"], b.counts.files, "step {step} after {done}");
+    }
+    let logged = fs::read_to_string(&log).expect("log");
+    let from_feed = logged.matches("snapshot taken from the change feed").count();
+    assert!(from_feed >= 11, "{from_feed} of 12 snapshots came from the feed:\n{logged}");
 }

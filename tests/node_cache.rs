@@ -179,3 +179,38 @@ fn a_repair_empties_caches_it_cannot_reach_before_their_next_use() {
     there.restore(&after, &out, &trove::RestoreOptions::default()).expect("the new snapshot restores whole");
     assert_eq!(tree_state(&out), tree_state(&ws));
 }
+
+/// A server's snapshots from its change feed never outlive a repair: content `repair snapshots`
+/// found lost is still named by live trees the feed would reuse as they are, so the served
+/// workspace's next snapshot walks the tree and reads every file again, as the cache's does.
+#[test]
+fn a_served_workspace_is_walked_whole_after_a_repair() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo_dir) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    let total = workspace(&ws);
+    let reads = Reads::default();
+    let opts = SnapshotOptions { racy_window_ns: WINDOW_NS, progress: &reads, ..SnapshotOptions::default() };
+    let mut served = Repo::init(&repo_dir, "test").expect("init");
+    served.set_cache_dir(&tmp.path().join("cache"));
+    let feeds = std::sync::Arc::new(trove::LiveFeeds::new());
+    served.set_live_feeds(feeds.clone());
+    std::thread::sleep(Duration::from_nanos(WINDOW_NS as u64 + 5_000_000));
+    let first = served.snapshot(&ws, &opts).expect("first");
+    served.snapshot(&ws, &opts).expect("second, from the feed");
+    assert_eq!(feeds.snapshots(), (1, 0), "the first walked (none before it), the second came from the feed");
+    reads.take();
+
+    let lost = served.lookup(&first, b"d2/sub/f7.txt").expect("entry").content.expect("content");
+    let conn = trove::testing::conn(&served);
+    assert_eq!(conn.execute("DELETE FROM objects WHERE id = ?1", [&lost.as_bytes()[..]]).expect("lose it"), 1);
+    served.repair_snapshots(trove::ReadData::Off, "test").expect("repair");
+
+    let after = served.snapshot(&ws, &opts).expect("after the repair");
+    assert_eq!(feeds.snapshots(), (1, 1), "the snapshot after the repair walked the tree");
+    assert_eq!(reads.take(), total, "every file read again");
+    let entry = served.lookup(&after, b"d2/sub/f7.txt").expect("entry");
+    assert_eq!(served.read_content(&entry).expect("read"), fs::read(ws.join("d2/sub/f7.txt")).expect("file"));
+    // And the feed is trusted again after that walk.
+    served.snapshot(&ws, &opts).expect("from the feed again");
+    assert_eq!(feeds.snapshots(), (2, 1));
+}

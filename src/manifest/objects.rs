@@ -158,7 +158,6 @@ pub fn insert_chunk_list(conn: &Connection, content: &ObjectId, chunks: &[(u64, 
 }
 
 /// Whether content `content` has a chunk list that is not condemned.
-#[cfg(feature = "testing")]
 pub fn has_live_chunk_list(conn: &Connection, content: &ObjectId) -> Result<bool> {
     let mut stmt = conn
         .prepare_cached("SELECT 1 FROM chunk_lists WHERE content = ?1 AND condemned IS NULL")

@@ -19,7 +19,7 @@ use crate::model::tree::EntryKind;
 use crate::object::{ObjectId, Sha256};
 
 /// What `lstat` says of an entry: the fields the directory cache and the tree keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stat {
     /// Bytes (a symlink's target length).
     pub size: u64,

@@ -41,6 +41,9 @@ pub(crate) struct LiveTree {
     pub(crate) built: Arc<Built>,
     pub(crate) fd: OwnedFd,
     pub(crate) warnings: Vec<Warning>,
+    /// Sockets, FIFOs or devices were met since the tree was last read whole, so how many it
+    /// holds is not known (a snapshot counts them): false means none.
+    pub(crate) specials: bool,
 }
 
 /// Live trees a server keeps current from change feeds, one per directory read, shared by its
@@ -51,6 +54,12 @@ pub struct LiveFeeds {
     /// Reads answered whole and answered by a patch (or unchanged), for logs and tests.
     whole: AtomicU64,
     patched: AtomicU64,
+    /// Snapshots taken from a feed, and those that had to walk their tree whole after all.
+    watched: AtomicU64,
+    walked: AtomicU64,
+    /// Per (directory, workspace): when this server last snapshotted it by a whole walk, and
+    /// the manifest's cache generation then (see [`LiveFeeds::walked_at`]).
+    walks: Mutex<HashMap<(PathBuf, String), (Instant, i64)>>,
     /// The inotify watches the feeds may take, if they are counted.
     quota: Option<Arc<crate::fs::quota::WatchQuota>>,
 }
@@ -78,6 +87,8 @@ struct Memo {
     dirs: BTreeMap<Vec<u8>, ObjectId>,
     built: Arc<Built>,
     warnings: Vec<Warning>,
+    /// See [`LiveTree::specials`].
+    specials: bool,
 }
 
 impl Memo {
@@ -109,7 +120,16 @@ impl LiveFeeds {
         opts: &WalkOptions<'_>,
     ) -> Result<LiveTree> {
         let feed = self.feed(dir)?;
-        let mut feed = feed.lock().map_err(|_| Error::internal("a live feed is poisoned"))?;
+        let mut feed = match feed.lock() {
+            Ok(f) => f,
+            Err(poisoned) => {
+                // A read that panicked left the feed half patched: what it kept is not trusted.
+                feed.clear_poison();
+                let mut f = poisoned.into_inner();
+                f.memo = None;
+                f
+            }
+        };
         feed.used = Instant::now();
         let excludes = opts.excludes.patterns().to_vec();
         let workspace = records.map(|(_, w)| w.to_string());
@@ -140,8 +160,13 @@ impl LiveFeeds {
             };
             if let Some(memo) = patched {
                 self.patched.fetch_add(1, Ordering::Relaxed);
-                let live =
-                    LiveTree { root: memo.root()?, built: memo.built.clone(), fd, warnings: memo.warnings.clone() };
+                let live = LiveTree {
+                    root: memo.root()?,
+                    built: memo.built.clone(),
+                    fd,
+                    warnings: memo.warnings.clone(),
+                    specials: memo.specials,
+                };
                 feed.memo = Some(memo);
                 return Ok(live);
             }
@@ -177,7 +202,12 @@ impl LiveFeeds {
         let dirs = std::mem::take(&mut whole.dirs).into_iter().collect();
         let live = whole.into_live(fd);
         if tree.is_some() {
-            feed.memo = Some(Memo { dirs, built: live.built.clone(), warnings: live.warnings.clone() });
+            feed.memo = Some(Memo {
+                dirs,
+                built: live.built.clone(),
+                warnings: live.warnings.clone(),
+                specials: live.specials,
+            });
             feed.tree = tree;
         }
         Ok(live)
@@ -214,6 +244,34 @@ impl LiveFeeds {
         (self.whole.load(Ordering::Relaxed), self.patched.load(Ordering::Relaxed))
     }
 
+    /// Counts a snapshot taken from a feed (`watched`) or one that walked its tree after all.
+    pub(crate) fn note_snapshot(&self, watched: bool) {
+        let counter = if watched { &self.watched } else { &self.walked };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes that a snapshot of `dir` as `workspace` walked the whole tree, against the
+    /// manifest's cache `generation`.
+    pub(crate) fn note_walk(&self, dir: &Path, workspace: &str, generation: i64) {
+        if let Ok(mut w) = self.walks.lock() {
+            w.insert((dir.to_path_buf(), workspace.to_string()), (Instant::now(), generation));
+        }
+    }
+
+    /// When the last whole walk of `dir` as `workspace` by this server was, and against which
+    /// cache generation: a snapshot from a feed relies on one (the feed cannot see what was
+    /// lost from the store, and a few changes escape inotify), so none before it is taken.
+    pub(crate) fn walked_at(&self, dir: &Path, workspace: &str) -> Option<(Instant, i64)> {
+        let w = self.walks.lock().ok()?;
+        w.get(&(dir.to_path_buf(), workspace.to_string())).copied()
+    }
+
+    /// How many snapshots were taken from a feed, and how many of those that tried had to walk
+    /// their tree whole after all (the feed could not vouch for it).
+    pub fn snapshots(&self) -> (u64, u64) {
+        (self.watched.load(Ordering::Relaxed), self.walked.load(Ordering::Relaxed))
+    }
+
     /// Whether no feed runs.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -226,12 +284,20 @@ pub(crate) struct Whole {
     pub(crate) built: Built,
     pub(crate) dirs: Vec<(Vec<u8>, ObjectId)>,
     pub(crate) warnings: Vec<Warning>,
+    /// Sockets, FIFOs and devices met (not in the trees).
+    pub(crate) skipped: u64,
 }
 
 impl Whole {
     /// The read as a diff's live side, its files read through `fd`.
     pub(crate) fn into_live(self, fd: OwnedFd) -> LiveTree {
-        LiveTree { root: self.root, built: Arc::new(self.built), fd, warnings: self.warnings }
+        LiveTree {
+            root: self.root,
+            built: Arc::new(self.built),
+            fd,
+            warnings: self.warnings,
+            specials: self.skipped > 0,
+        }
     }
 }
 
@@ -254,6 +320,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     let mut outcomes = Outcomes::new();
     let classified = classify(conn, &walked, cache, true, &mut outcomes)?;
     let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
+    let skipped = walked.report.skipped;
     pending(&walked, &mut outcomes).par_iter_mut().for_each(|job| {
         let rel = job.rel();
         job.file.outcome = match hash_file(fd, &rel, job.file.stat.size) {
@@ -268,7 +335,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     let ids = build(&walked, &classified, &outcomes, &mut built, &mut Counts::default())?;
     let dirs = walked.dirs.into_iter().map(|d| d.rel).zip(ids.ids).collect();
     let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
-    Ok(Whole { root: ids.root, built, dirs, warnings })
+    Ok(Whole { root: ids.root, built, dirs, warnings, skipped })
 }
 
 fn hash_file(fd: &OwnedFd, rel: &[u8], size: u64) -> std::io::Result<(crate::object::Sha256, ObjectId, u64)> {
@@ -339,6 +406,7 @@ fn patch(
     todo.dedup();
     let built = Arc::make_mut(&mut memo.built);
     let warnings = Mutex::new(Vec::new());
+    let mut listed_dirs: Vec<Vec<u8>> = Vec::new();
     for rel in todo {
         let Some(old_id) = memo.dirs.get(rel).copied() else { continue };
         let listed = match walk::list_one(fd, rel, opts) {
@@ -353,6 +421,8 @@ fn patch(
         if let Ok(mut w) = warnings.lock() {
             w.extend(listed.report.warnings);
         }
+        listed_dirs.push(rel.to_vec());
+        memo.specials |= listed.report.skipped > 0;
         let old = tree_entries(conn, &old_id, built)?;
         let mut entries: Vec<Entry> = Vec::with_capacity(listed.children.len() + listed.subdirs.len());
         let mut pending: Vec<(usize, Vec<u8>, Stat)> = Vec::new();
@@ -404,6 +474,7 @@ fn patch(
                     let whole = trees_of(conn, walked, DirCacheMap::default(), fd)?;
                     built.extend(whole.built);
                     memo.dirs.extend(whole.dirs);
+                    memo.specials |= whole.skipped > 0;
                     if let Ok(mut w) = warnings.lock() {
                         w.extend(whole.warnings);
                     }
@@ -442,7 +513,16 @@ fn patch(
         built.retain(|id, _| live.contains(id));
     }
     let mut fresh = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
-    memo.warnings.retain(|w| !fresh.iter().any(|f| f.path == w.path));
+    // A warning of the last read stands only while its place was not read again: the entries
+    // of a directory listed again, and whatever is below a directory no longer known, warn
+    // afresh (a file made readable since is in the trees again).
+    memo.warnings.retain(|w| {
+        let at = w.path.as_bytes();
+        let parent = at.iter().rposition(|b| *b == b'/').map_or(&at[..0], |i| &at[..i]);
+        let relisted = listed_dirs.iter().any(|d| path::display(d).as_bytes() == parent);
+        let known = memo.dirs.contains_key(parent);
+        !relisted && known && !fresh.iter().any(|f| f.path == w.path)
+    });
     memo.warnings.append(&mut fresh);
     Ok(memo)
 }

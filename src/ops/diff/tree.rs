@@ -67,6 +67,25 @@ fn leaf_differs(x: &Entry, y: &Entry) -> bool {
     }
 }
 
+/// The entries of two trees (each in name order) side by side: a name in both as a pair, one in
+/// only one beside `None`.
+fn paired(a: Vec<Entry>, b: Vec<Entry>) -> impl Iterator<Item = (Option<Entry>, Option<Entry>)> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    std::iter::from_fn(move || {
+        let order = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.name.cmp(&y.name),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => return None,
+        };
+        Some(match order {
+            Ordering::Less => (a.next(), None),
+            Ordering::Greater => (None, b.next()),
+            Ordering::Equal => (a.next(), b.next()),
+        })
+    })
+}
+
 /// Calls `each(path, old, new)` for every leaf (file or symlink) that differs between the trees
 /// `old` and `new` (either may be absent: the empty tree). A directory on one side and a leaf on
 /// the other is the leaf deleted or added and the directory's leaves added or deleted, as git
@@ -85,21 +104,7 @@ pub(crate) fn diff_trees(
         if old == new {
             continue;
         }
-        let a = trees.entries(old)?;
-        let b = trees.entries(new)?;
-        let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-        loop {
-            let order = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => x.name.cmp(&y.name),
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                (None, None) => break,
-            };
-            let (x, y) = match order {
-                Ordering::Less => (a.next(), None),
-                Ordering::Greater => (None, b.next()),
-                Ordering::Equal => (a.next(), b.next()),
-            };
+        for (x, y) in paired(trees.entries(old)?, trees.entries(new)?) {
             let name = x.as_ref().or(y.as_ref()).map(|e| e.name.clone()).unwrap_or_default();
             let path = join(&prefix, &name);
             let dir_of = |e: &Option<Entry>| match e {
@@ -141,4 +146,67 @@ pub(crate) fn diff_trees(
         }
     }
     Ok(())
+}
+
+/// A change of what a tree holds in all, counted as a snapshot counts it: files, their bytes,
+/// directories (the root is on both sides, so it never counts) and symlinks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) files: i64,
+    pub(crate) bytes: i64,
+    pub(crate) dirs: i64,
+    pub(crate) symlinks: i64,
+}
+
+impl Totals {
+    /// Adds (`sign` 1) or takes away (-1) one entry; a directory's own entries are counted
+    /// when its tree is walked.
+    fn count(&mut self, e: &Entry, sign: i64) {
+        match e.kind {
+            EntryKind::File => {
+                self.files += sign;
+                self.bytes += sign * e.size as i64;
+            }
+            EntryKind::Dir => self.dirs += sign,
+            EntryKind::Symlink => self.symlinks += sign,
+        }
+    }
+}
+
+/// How the totals of tree `new` differ from those of tree `old`, found like [`diff_trees`]:
+/// equal subtrees are skipped, so it costs what changed. A snapshot that did not walk its whole
+/// tree counts from its parent's totals with this.
+pub(crate) fn totals_change(trees: &Trees<'_>, old: ObjectId, new: ObjectId) -> Result<Totals> {
+    let mut t = Totals::default();
+    let mut stack: Vec<(Option<ObjectId>, Option<ObjectId>)> = vec![(Some(old), Some(new))];
+    let subtree = |e: &Entry| if e.kind == EntryKind::Dir { e.content } else { None };
+    while let Some((old, new)) = stack.pop() {
+        if old == new {
+            continue;
+        }
+        for (x, y) in paired(trees.entries(old)?, trees.entries(new)?) {
+            match (&x, &y) {
+                (Some(x), Some(y)) if x.kind == y.kind => match x.kind {
+                    EntryKind::Dir => stack.push((x.content, y.content)),
+                    EntryKind::File => t.bytes += y.size as i64 - x.size as i64,
+                    EntryKind::Symlink => {}
+                },
+                _ => {
+                    if let Some(x) = &x {
+                        t.count(x, -1);
+                        if let Some(o) = subtree(x) {
+                            stack.push((Some(o), None));
+                        }
+                    }
+                    if let Some(y) = &y {
+                        t.count(y, 1);
+                        if let Some(n) = subtree(y) {
+                            stack.push((None, Some(n)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(t)
 }

@@ -40,6 +40,8 @@ use crate::ops::scan::{
 };
 use crate::repo::Repo;
 
+mod watched;
+
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
 /// cache: a write within the same timestamp tick would leave its stat unchanged (git's and
 /// borg's "racy" files). Two seconds covers filesystems with one- and two-second timestamps.
@@ -497,6 +499,16 @@ fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, built: &Built,
     })
 }
 
+/// What a snapshot found, for [`Repo::commit`] to record.
+struct Taken<'a> {
+    dir: &'a Path,
+    name: &'a str,
+    parent: Option<&'a SnapshotInfo>,
+    root: ObjectId,
+    counts: Counts,
+    warnings: Vec<Warning>,
+}
+
 fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&SnapshotId>) -> SnapshotId {
     let mut h = blake3::Hasher::new();
     h.update(b"trove-snapshot-v1");
@@ -529,10 +541,23 @@ impl Repo {
         // snapshot may rely on (a directory record, a copy found in the store).
         let _lease = self.lease("snapshot")?;
         let name = workspace_name(dir, opts)?;
-        // Uploads in flight (or left by a crash) are trove's, not the workspace's.
-        let excludes = self.effective_excludes(&name, opts)?.with_root_names(self.upload_temps(dir)?);
+        let excludes = self.effective_excludes(&name, opts)?;
+        let temps = self.upload_temps(dir)?;
         let conn = self.manifest.conn();
         let parent = snapshots::latest(conn, Some(&name))?;
+        let generation = dir_cache::generation(conn)?;
+        // A served workspace is read from its change feed: what changed since the last read.
+        // Not with uploads in flight (their temporaries are left out of snapshots only).
+        if let (Some(feeds), Some(p), true) = (&self.live_feeds, &parent, opts.use_stat_cache && temps.is_empty()) {
+            let w = watched::Watched { feeds, dir, name: &name, excludes: &excludes, parent: p, scan_start };
+            let watched = self.snapshot_watched(&w, opts)?;
+            feeds.note_snapshot(watched.is_some());
+            if let Some(info) = watched {
+                return Ok(info);
+            }
+        }
+        // Uploads in flight (or left by a crash) are trove's, not the workspace's.
+        let excludes = excludes.with_root_names(temps);
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
@@ -570,14 +595,41 @@ impl Repo {
         }
 
         let trees_stored = stored_trees(&trees_built)?;
+        let taken = Taken { dir, name: &name, parent: parent.as_ref(), root, counts, warnings };
+        let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
+        // After the commit: a record may name only trees the manifest holds. A crash before this
+        // leaves the records of the snapshot before, which still describe their files truly.
+        if let Some(cache) = self.node_cache() {
+            if let Err(e) = cache.write(|c| record_dirs(c, &name, &new_records, &stale)) {
+                tracing::warn!(workspace = %name, error = %e, "the directory cache was not updated: the next snapshot reads the changed directories' files again");
+            }
+        }
+        if let Some(feeds) = &self.live_feeds {
+            feeds.note_walk(dir, &name, generation);
+        }
+        self.checkpoint_if_due();
+        Ok(info)
+    }
+
+    /// Step 4: one transaction makes it all visible: the packs and loose objects `stored`, the
+    /// chunk lists of `outcomes`' files, the trees, the snapshot row and its audit record.
+    fn commit(
+        &self,
+        taken: Taken<'_>,
+        stored: &Stored,
+        outcomes: &Outcomes,
+        trees_stored: &[(ObjectId, manifest::trees::StoredTree)],
+        opts: &SnapshotOptions<'_>,
+    ) -> Result<SnapshotInfo> {
+        let Taken { dir, name, parent, root, counts, warnings } = taken;
         // The last moment to give up: after this the snapshot commits.
         self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
         let info = SnapshotInfo {
-            id: snapshot_id(&name, &root, created_ns, parent.as_ref().map(|p| &p.id)),
-            workspace: name.clone(),
+            id: snapshot_id(name, &root, created_ns, parent.map(|p| &p.id)),
+            workspace: name.to_string(),
             session: opts.session.clone(),
-            parent: parent.map(|p| p.id),
+            parent: parent.map(|p| p.id.clone()),
             created_ns,
             reason: opts.reason.clone(),
             root,
@@ -585,10 +637,8 @@ impl Repo {
             counts,
             warnings,
         };
-
-        // Step 4: one transaction makes it all visible.
         self.manifest.write(|tx| {
-            let ws = workspaces::ensure(tx, &name, created_ns)?;
+            let ws = workspaces::ensure(tx, name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             self.record_packs(tx, &stored.packs, created_ns)?;
             let mut loose = 0;
@@ -607,20 +657,12 @@ impl Repo {
                 }
                 loose += 1;
             }
-            record_chunk_lists(tx, &outcomes)?;
-            insert_trees(tx, &trees_stored)?;
+            record_chunk_lists(tx, outcomes)?;
+            insert_trees(tx, trees_stored)?;
             snapshots::insert(tx, ws.id, &info)?;
             manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len(), loose))?;
             Ok(())
         })?;
-        // After the commit: a record may name only trees the manifest holds. A crash before this
-        // leaves the records of the snapshot before, which still describe their files truly.
-        if let Some(cache) = self.node_cache() {
-            if let Err(e) = cache.write(|c| record_dirs(c, &name, &new_records, &stale)) {
-                tracing::warn!(workspace = %name, error = %e, "the directory cache was not updated: the next snapshot reads the changed directories' files again");
-            }
-        }
-        self.checkpoint_if_due();
         Ok(info)
     }
 
