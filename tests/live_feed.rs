@@ -336,3 +336,30 @@ fn a_session_snapshot_over_http_comes_from_the_feed() {
     let from_feed = logged.matches("snapshot taken from the change feed").count();
     assert!(from_feed >= 11, "{from_feed} of 12 snapshots came from the feed:\n{logged}");
 }
+
+/// A write the feed cannot see (through a hard link from outside the tree) is caught by the next
+/// whole walk (a session's end walks), and the snapshots from the feed after that walk keep it:
+/// the walk drops what the feed had kept, so the feed never patches the old content back.
+#[test]
+fn a_change_only_a_walk_sees_is_kept_by_the_snapshots_from_the_feed_after_it() {
+    let (tmp, w, out) = seeded_tree();
+    let outside = out.join("link");
+    fs::hard_link(w.join("a/f.txt"), &outside).expect("hard link");
+    let Handles { served, feeds, .. } = handles(&tmp.path().join("repo"), &w);
+    let opts = |reason: &str| SnapshotOptions {
+        workspace: Some("w".into()),
+        reason: reason.into(),
+        ..SnapshotOptions::default()
+    };
+    let content = |s: &trove::SnapshotInfo| served.lookup(s, b"a/f.txt").expect("entry").content;
+    served.snapshot(&w, &opts("manual")).expect("walk");
+    let before = served.snapshot(&w, &opts("manual")).expect("from the feed");
+    fs::write(&outside, b"written through the link, unseen by inotify\n").expect("write through the link");
+    let missed = served.snapshot(&w, &opts("manual")).expect("from the feed, which missed it");
+    assert_eq!(content(&missed), content(&before), "inotify reports nothing for the other link");
+    let walked = served.snapshot(&w, &opts("session_end")).expect("a session's end walks");
+    assert_ne!(content(&walked), content(&before), "the walk saw the write");
+    let after = served.snapshot(&w, &opts("manual")).expect("from the feed again");
+    assert_eq!(content(&after), content(&walked), "the feed did not put the old content back");
+    assert_eq!(feeds.snapshots(), (3, 2));
+}

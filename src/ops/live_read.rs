@@ -252,9 +252,19 @@ impl LiveFeeds {
 
     /// Notes that a snapshot of `dir` as `workspace` walked the whole tree, against the
     /// manifest's cache `generation`.
+    /// The feed's last read of `dir` is dropped: the walk may have seen what the feed missed
+    /// (which the feed's next read must not patch back to what it had), and its next read,
+    /// whole, starts afresh with the records the walk just wrote.
     pub(crate) fn note_walk(&self, dir: &Path, workspace: &str, generation: i64) {
         if let Ok(mut w) = self.walks.lock() {
             w.insert((dir.to_path_buf(), workspace.to_string()), (Instant::now(), generation));
+        }
+        let feed = self.feeds.lock().ok().and_then(|f| f.get(dir).cloned());
+        if let Some(feed) = feed {
+            match feed.lock() {
+                Ok(mut f) => f.memo = None,
+                Err(poisoned) => poisoned.into_inner().memo = None,
+            }
         }
     }
 
@@ -406,7 +416,8 @@ fn patch(
     todo.dedup();
     let built = Arc::make_mut(&mut memo.built);
     let warnings = Mutex::new(Vec::new());
-    let mut listed_dirs: Vec<Vec<u8>> = Vec::new();
+    // As warnings name them (display text), every directory listed by this patch.
+    let mut listed_dirs: std::collections::HashSet<String> = std::collections::HashSet::new();
     for rel in todo {
         let Some(old_id) = memo.dirs.get(rel).copied() else { continue };
         let listed = match walk::list_one(fd, rel, opts) {
@@ -421,7 +432,7 @@ fn patch(
         if let Ok(mut w) = warnings.lock() {
             w.extend(listed.report.warnings);
         }
-        listed_dirs.push(rel.to_vec());
+        listed_dirs.insert(path::display(rel).into_owned());
         memo.specials |= listed.report.skipped > 0;
         let old = tree_entries(conn, &old_id, built)?;
         let mut entries: Vec<Entry> = Vec::with_capacity(listed.children.len() + listed.subdirs.len());
@@ -473,6 +484,7 @@ fn patch(
                     let walked = walk::walk_from(fd, dir, &sub, &with_hook)?;
                     let whole = trees_of(conn, walked, DirCacheMap::default(), fd)?;
                     built.extend(whole.built);
+                    listed_dirs.extend(whole.dirs.iter().map(|(d, _)| path::display(d).into_owned()));
                     memo.dirs.extend(whole.dirs);
                     memo.specials |= whole.skipped > 0;
                     if let Ok(mut w) = warnings.lock() {
@@ -516,13 +528,14 @@ fn patch(
     // A warning of the last read stands only while its place was not read again: the entries
     // of a directory listed again, and whatever is below a directory no longer known, warn
     // afresh (a file made readable since is in the trees again).
-    memo.warnings.retain(|w| {
-        let at = w.path.as_bytes();
-        let parent = at.iter().rposition(|b| *b == b'/').map_or(&at[..0], |i| &at[..i]);
-        let relisted = listed_dirs.iter().any(|d| path::display(d).as_bytes() == parent);
-        let known = memo.dirs.contains_key(parent);
-        !relisted && known && !fresh.iter().any(|f| f.path == w.path)
-    });
+    if !memo.warnings.is_empty() {
+        let known: std::collections::HashSet<String> =
+            memo.dirs.keys().map(|d| path::display(d).into_owned()).collect();
+        memo.warnings.retain(|w| {
+            let parent = w.path.rfind('/').map_or("", |i| &w.path[..i]);
+            !listed_dirs.contains(parent) && known.contains(parent) && !fresh.iter().any(|f| f.path == w.path)
+        });
+    }
     memo.warnings.append(&mut fresh);
     Ok(memo)
 }

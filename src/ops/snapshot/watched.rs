@@ -78,17 +78,25 @@ impl Repo {
             tracing::debug!(workspace = name, why, "the snapshot walks the tree whole");
             return Ok(None);
         }
-        match self.take_from_feed(w, opts) {
+        // Before anything is stored, a failure of the feed's path costs only the walk; after,
+        // a failure is the snapshot's, as on the walk's path.
+        let found = match self.changes_from_feed(w, opts) {
             Err(e) if e.kind() != crate::base::error::ErrorKind::Timeout => {
                 tracing::warn!(workspace = name, error = %e, "the snapshot could not be taken from the change feed; it walks the tree whole");
-                Ok(None)
+                return Ok(None);
             }
-            other => other,
+            found => found?,
+        };
+        match found {
+            Some(found) => self.store_from_feed(w, found, opts),
+            None => Ok(None),
         }
     }
 
-    fn take_from_feed(&self, w: &Watched<'_>, opts: &SnapshotOptions<'_>) -> Result<Option<SnapshotInfo>> {
-        let Watched { feeds, dir, name, excludes, parent, scan_start } = *w;
+    /// The live tree from the feed, what of it the repository lacks, and the files to read for
+    /// that as a walk of their own. `None` (logged): the feed cannot vouch for it.
+    fn changes_from_feed(&self, w: &Watched<'_>, opts: &SnapshotOptions<'_>) -> Result<Option<Found>> {
+        let Watched { feeds, dir, name, excludes, .. } = *w;
         let conn = self.manifest.conn();
         opts.progress.start("scanning", 0);
         let fd = walk::open_root(dir)?;
@@ -102,13 +110,27 @@ impl Repo {
             return Ok(None);
         }
         let Some(fresh) = fresh_parts(conn, &live)? else { return Ok(None) };
-        let Some((mut walked, mut outcomes)) = to_read(&live.fd, &fresh.files) else {
+        let Some((walked, outcomes)) = to_read(&live.fd, &fresh.files) else {
             tracing::debug!(
                 workspace = name,
                 "files changed since the change feed read them; the snapshot walks the tree whole"
             );
             return Ok(None);
         };
+        Ok(Some(Found { live, fresh, walked, outcomes }))
+    }
+
+    /// Reads and stores what `found` lacks, and commits the snapshot. `None` (logged): a file
+    /// was not read as the feed hashed it.
+    fn store_from_feed(
+        &self,
+        w: &Watched<'_>,
+        found: Found,
+        opts: &SnapshotOptions<'_>,
+    ) -> Result<Option<SnapshotInfo>> {
+        let Watched { dir, name, parent, scan_start, .. } = *w;
+        let conn = self.manifest.conn();
+        let Found { live, fresh, mut walked, mut outcomes } = found;
         let (read_warnings, stored) =
             self.read_pending(&live.fd, &mut walked, &mut outcomes, scan_start, Some(parent), opts)?;
         if !read_warnings.is_empty() || !read_as_hashed(&fresh.files, &outcomes) {
@@ -145,6 +167,15 @@ impl Repo {
         self.checkpoint_if_due();
         Ok(Some(info))
     }
+}
+
+/// What a snapshot from a feed found to store: the live tree, what the repository lacks of it,
+/// and the files to read as a walk of their own.
+struct Found {
+    live: LiveTree,
+    fresh: Fresh,
+    walked: Walked,
+    outcomes: Outcomes,
 }
 
 /// The trees of `live` the manifest lacks (walked down from the root, stopping at every tree it
