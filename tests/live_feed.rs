@@ -64,7 +64,7 @@ fn change(rng: &mut Rng, w: &Path, out: &Path) -> String {
     let (dirs, files) = listing(w);
     let dir = w.join(&dirs[rng.below(dirs.len())]);
     let file = (!files.is_empty()).then(|| w.join(&files[rng.below(files.len())]));
-    let op = rng.below(14);
+    let op = rng.below(15);
     let r = match (op, &file) {
         (0, _) => {
             let p = dir.join(name(rng));
@@ -143,6 +143,11 @@ fn change(rng: &mut Rng, w: &Path, out: &Path) -> String {
             let _ = fs::remove_dir_all(&p);
             fs::write(&p, line.repeat((1 << 20) / line.len() + 1 + rng.below(4096)))
                 .map(|_| format!("big {}", p.display()))
+        }
+        (14, _) => {
+            // A socket (a language server's, say): counted by a snapshot, kept in no tree.
+            let p = dir.join(format!("s{}.sock", rng.below(3)));
+            std::os::unix::net::UnixListener::bind(&p).map(|_| format!("socket {}", p.display()))
         }
         _ => Ok("nothing".to_string()),
     };

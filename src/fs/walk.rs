@@ -205,6 +205,8 @@ pub struct Walked {
 #[derive(Debug, Default)]
 pub struct WalkReport {
     pub skipped: u64,
+    /// Where those were met: how many in each directory that had any (workspace-relative).
+    pub skipped_in: std::collections::BTreeMap<Vec<u8>, u64>,
     pub warnings: Vec<Warning>,
 }
 
@@ -606,6 +608,7 @@ fn list_dir(
             _ => {
                 if let Ok(mut r) = report.lock() {
                     r.skipped += 1;
+                    *r.skipped_in.entry(rel.to_vec()).or_default() += 1;
                 }
             }
         }

@@ -41,9 +41,8 @@ pub(crate) struct LiveTree {
     pub(crate) built: Arc<Built>,
     pub(crate) fd: OwnedFd,
     pub(crate) warnings: Vec<Warning>,
-    /// Sockets, FIFOs or devices were met since the tree was last read whole, so how many it
-    /// holds is not known (a snapshot counts them): false means none.
-    pub(crate) specials: bool,
+    /// Sockets, FIFOs and devices in the tree (not in its trees; a snapshot counts them).
+    pub(crate) skipped: u64,
 }
 
 /// Live trees a server keeps current from change feeds, one per directory read, shared by its
@@ -87,8 +86,8 @@ struct Memo {
     dirs: BTreeMap<Vec<u8>, ObjectId>,
     built: Arc<Built>,
     warnings: Vec<Warning>,
-    /// See [`LiveTree::specials`].
-    specials: bool,
+    /// Sockets, FIFOs and devices, by directory (those with any).
+    skipped_in: BTreeMap<Vec<u8>, u64>,
 }
 
 impl Memo {
@@ -165,7 +164,7 @@ impl LiveFeeds {
                     built: memo.built.clone(),
                     fd,
                     warnings: memo.warnings.clone(),
-                    specials: memo.specials,
+                    skipped: memo.skipped_in.values().sum(),
                 };
                 feed.memo = Some(memo);
                 return Ok(live);
@@ -200,14 +199,11 @@ impl LiveFeeds {
             )?
         };
         let dirs = std::mem::take(&mut whole.dirs).into_iter().collect();
+        // Empty but where the tree holds sockets, FIFOs or devices.
+        let skipped_in = whole.skipped_in.clone();
         let live = whole.into_live(fd);
         if tree.is_some() {
-            feed.memo = Some(Memo {
-                dirs,
-                built: live.built.clone(),
-                warnings: live.warnings.clone(),
-                specials: live.specials,
-            });
+            feed.memo = Some(Memo { dirs, built: live.built.clone(), warnings: live.warnings.clone(), skipped_in });
             feed.tree = tree;
         }
         Ok(live)
@@ -294,8 +290,8 @@ pub(crate) struct Whole {
     pub(crate) built: Built,
     pub(crate) dirs: Vec<(Vec<u8>, ObjectId)>,
     pub(crate) warnings: Vec<Warning>,
-    /// Sockets, FIFOs and devices met (not in the trees).
-    pub(crate) skipped: u64,
+    /// Sockets, FIFOs and devices met (not in the trees), by directory.
+    pub(crate) skipped_in: BTreeMap<Vec<u8>, u64>,
 }
 
 impl Whole {
@@ -306,7 +302,7 @@ impl Whole {
             built: Arc::new(self.built),
             fd,
             warnings: self.warnings,
-            specials: self.skipped > 0,
+            skipped: self.skipped_in.values().sum(),
         }
     }
 }
@@ -330,7 +326,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     let mut outcomes = Outcomes::new();
     let classified = classify(conn, &walked, cache, true, &mut outcomes)?;
     let warnings = Mutex::new(std::mem::take(&mut walked.report.warnings));
-    let skipped = walked.report.skipped;
+    let skipped_in = std::mem::take(&mut walked.report.skipped_in);
     pending(&walked, &mut outcomes).par_iter_mut().for_each(|job| {
         let rel = job.rel();
         job.file.outcome = match hash_file(fd, &rel, job.file.stat.size) {
@@ -345,7 +341,7 @@ fn trees_of(conn: &Connection, mut walked: walk::Walked, cache: DirCacheMap, fd:
     let ids = build(&walked, &classified, &outcomes, &mut built, &mut Counts::default())?;
     let dirs = walked.dirs.into_iter().map(|d| d.rel).zip(ids.ids).collect();
     let warnings = warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))?;
-    Ok(Whole { root: ids.root, built, dirs, warnings, skipped })
+    Ok(Whole { root: ids.root, built, dirs, warnings, skipped_in })
 }
 
 fn hash_file(fd: &OwnedFd, rel: &[u8], size: u64) -> std::io::Result<(crate::object::Sha256, ObjectId, u64)> {
@@ -359,7 +355,7 @@ fn unreadable(warnings: &Mutex<Vec<Warning>>, rel: &[u8], e: &std::io::Error) {
 }
 
 /// Removes `rel` and every directory below it from `dirs`.
-fn forget_under(dirs: &mut BTreeMap<Vec<u8>, ObjectId>, rel: &[u8]) {
+fn forget_under<V>(dirs: &mut BTreeMap<Vec<u8>, V>, rel: &[u8]) {
     dirs.remove(rel);
     let mut under = rel.to_vec();
     under.push(b'/');
@@ -405,6 +401,7 @@ fn patch(
 ) -> Result<Memo> {
     for rel in &dirty.replaced {
         forget_under(&mut memo.dirs, rel);
+        forget_under(&mut memo.skipped_in, rel);
     }
     // A directory still known has every ancestor known (what is forgotten goes with all below).
     let mut todo: Vec<&[u8]> = Vec::new();
@@ -425,6 +422,7 @@ fn patch(
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP)) => {
                 // Gone, or no longer a directory: its parent (changed too) says what is there.
                 forget_under(&mut memo.dirs, rel);
+                forget_under(&mut memo.skipped_in, rel);
                 continue;
             }
             Err(e) => return Err(Error::io("list directory again", &dir.join(path::display(rel).as_ref()), e)),
@@ -433,7 +431,10 @@ fn patch(
             w.extend(listed.report.warnings);
         }
         listed_dirs.insert(path::display(rel).into_owned());
-        memo.specials |= listed.report.skipped > 0;
+        match listed.report.skipped_in.get(rel) {
+            Some(n) => memo.skipped_in.insert(rel.to_vec(), *n),
+            None => memo.skipped_in.remove(rel),
+        };
         let old = tree_entries(conn, &old_id, built)?;
         let mut entries: Vec<Entry> = Vec::with_capacity(listed.children.len() + listed.subdirs.len());
         let mut pending: Vec<(usize, Vec<u8>, Stat)> = Vec::new();
@@ -486,7 +487,8 @@ fn patch(
                     built.extend(whole.built);
                     listed_dirs.extend(whole.dirs.iter().map(|(d, _)| path::display(d).into_owned()));
                     memo.dirs.extend(whole.dirs);
-                    memo.specials |= whole.skipped > 0;
+                    forget_under(&mut memo.skipped_in, &sub);
+                    memo.skipped_in.extend(whole.skipped_in);
                     if let Ok(mut w) = warnings.lock() {
                         w.extend(whole.warnings);
                     }

@@ -499,6 +499,18 @@ fn diff_counts(conn: &Connection, old: &ObjectId, new: &ObjectId, built: &Built,
     })
 }
 
+/// A served workspace to snapshot: its server's feeds, its directory and name, the exclusions
+/// in force, its parent snapshot, and when the snapshot began.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    feeds: &'a crate::ops::live_read::LiveFeeds,
+    dir: &'a Path,
+    name: &'a str,
+    excludes: &'a Excludes,
+    parent: &'a SnapshotInfo,
+    scan_start: i64,
+}
+
 /// What a snapshot found, for [`Repo::commit`] to record.
 struct Taken<'a> {
     dir: &'a Path,
@@ -549,7 +561,7 @@ impl Repo {
         // A served workspace is read from its change feed: what changed since the last read.
         // Not with uploads in flight (their temporaries are left out of snapshots only).
         if let (Some(feeds), Some(p), true) = (&self.live_feeds, &parent, opts.use_stat_cache && temps.is_empty()) {
-            let w = watched::Watched { feeds, dir, name: &name, excludes: &excludes, parent: p, scan_start };
+            let w = Watched { feeds, dir, name: &name, excludes: &excludes, parent: p, scan_start };
             let watched = self.snapshot_watched(&w, opts)?;
             feeds.note_snapshot(watched.is_some());
             if let Some(info) = watched {

@@ -1,5 +1,5 @@
 //! A snapshot of a workspace a server watches: the live tree as its change feed keeps it
-//! ([`LiveFeeds`]: only the directories changed since the last read are listed again, only the
+//! ([`LiveFeeds`](crate::ops::live_read::LiveFeeds): only the directories changed since the last read are listed again, only the
 //! files changed in them hashed), then only the contents the repository lacks read again and
 //! stored, and only the trees it lacks recorded. A one-file change of a 100,000-file workspace
 //! costs that file, its directory and their ancestors, not a walk.
@@ -8,29 +8,28 @@
 //! (the feed would reuse live trees naming content the repair found lost), one ten minutes old
 //! (a few changes escape inotify), or a session's last snapshot, and the snapshot walks.
 //! Whatever else the feed cannot vouch for gives the snapshot back to the whole walk too: the
-//! feed lost notices or started just now (it reads the tree whole itself, then), the tree holds sockets,
-//! FIFOs or devices (counted, not kept: the feed does not know how many), a file changed between
-//! the feed's hash and the read that stores it, a tree it names is condemned, uploads are in
-//! flight. The snapshot's counts are its parent's, moved by what differs between the two roots.
+//! feed lost notices or started just now (it reads the tree whole itself, then), a file changed
+//! between the feed's hash and the read that stores it, a tree it names is condemned, uploads are
+//! in flight. The snapshot's counts are its parent's, moved by what differs between the two roots;
+//! the sockets, FIFOs and devices it skipped are the feed's count of them, kept per directory.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
 use rusqlite::Connection;
 
 use crate::base::error::Result;
 use crate::base::time::now_ns;
-use crate::fs::walk::{self, DirNode, Excludes, Node, Stat, WalkOptions, WalkReport, Walked};
+use crate::fs::walk::{self, DirNode, Node, Stat, WalkOptions, WalkReport, Walked};
 use crate::manifest::{self, loose, objects, trees};
 use crate::model::snapshot::{Counts, SnapshotInfo};
 use crate::model::tree::{Entry, EntryKind};
 use crate::object::{ObjectId, RandomKeySet};
 use crate::ops::diff::tree::{totals_change, Trees};
-use crate::ops::live_read::{LiveFeeds, LiveTree};
+use crate::ops::live_read::LiveTree;
 use crate::ops::scan::{tree_entries, Built, FileOutcome, Outcome, Outcomes};
 use crate::repo::Repo;
 
-use super::{diff_counts, stored_trees, SnapshotOptions, Taken};
+use super::{diff_counts, stored_trees, SnapshotOptions, Taken, Watched};
 
 /// The longest a served workspace goes without a whole walk: a few changes escape inotify (a
 /// write through a hard link from another directory or a shared mapping, a change made by
@@ -39,18 +38,6 @@ const WALK_EVERY: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// Snapshots that always walk the tree whole: a session's last ones, which outlive it.
 const WALKED_REASONS: [&str; 2] = ["session_end", "pause"];
-
-/// A served workspace to snapshot: its server's feeds, its directory and name, the exclusions
-/// in force, its parent snapshot, and when the snapshot began.
-#[derive(Clone, Copy)]
-pub(super) struct Watched<'a> {
-    pub(super) feeds: &'a LiveFeeds,
-    pub(super) dir: &'a Path,
-    pub(super) name: &'a str,
-    pub(super) excludes: &'a Excludes,
-    pub(super) parent: &'a SnapshotInfo,
-    pub(super) scan_start: i64,
-}
 
 /// What the live tree holds that the repository does not: trees, and files (path, entry) whose
 /// content is not stored.
@@ -102,13 +89,6 @@ impl Repo {
         let fd = walk::open_root(dir)?;
         let records = self.node_cache().map(|c| (c, name));
         let live = feeds.read(conn, records, fd, dir, &WalkOptions::new(excludes, self.deadline()))?;
-        if live.specials {
-            tracing::debug!(
-                workspace = name,
-                "the live tree holds sockets, FIFOs or devices; the snapshot walks it whole"
-            );
-            return Ok(None);
-        }
         let Some(fresh) = fresh_parts(conn, &live)? else { return Ok(None) };
         let Some((walked, outcomes)) = to_read(&live.fd, &fresh.files) else {
             tracing::debug!(
@@ -156,7 +136,7 @@ impl Repo {
             tracing::warn!(workspace = name, parent = %parent.id, "the parent snapshot's counts do not match its tree; the snapshot walks the tree whole");
             return Ok(None);
         };
-        let mut counts = Counts { files, bytes, dirs, symlinks, ..Counts::default() };
+        let mut counts = Counts { files, bytes, dirs, symlinks, skipped: live.skipped, ..Counts::default() };
         diff_counts(conn, &parent.root, &live.root, &live.built, &mut counts)?;
         let trees_stored = stored_trees(&fresh.trees)?;
         let warnings = live.warnings.clone();
