@@ -432,6 +432,10 @@ fn over_http_diffs_changes_log_search_and_find_answer_within_scope() {
     assert_eq!(paths(&r.json()), ["secret/key", "src/a.rs"]);
     let r = s.get(&format!("/v1/sessions/{wide}/diff?from={first}&to={later}"));
     assert_eq!(paths(&r.json()), ["secret/key", "src/a.rs"]);
+    // The live tree against itself: nothing differs (as `git diff HEAD HEAD`), not a refusal.
+    let r = s.get(&format!("/v1/sessions/{wide}/diff?from=now&to=now"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(paths(&r.json()).is_empty(), "{}", r.text());
 
     let r = s.get(&format!("/v1/snapshots/{later}/search?pattern=a2&context=1"));
     assert_eq!(r.status, 200, "{}", r.text());

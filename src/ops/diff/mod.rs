@@ -191,6 +191,21 @@ impl Repo {
     /// What changed from `from` to `to`.
     pub fn diff(&self, from: &DiffTarget, to: &DiffTarget, opts: &DiffOptions) -> Result<DiffReport> {
         let read_ns = now_ns();
+        if let (DiffTarget::Live { dir: a, .. }, DiffTarget::Live { dir: b, .. }) = (from, to) {
+            if a == b {
+                // One live tree against itself differs in nothing (as `git diff HEAD HEAD`):
+                // nothing to read.
+                return Ok(DiffReport {
+                    from: from.endpoint(read_ns),
+                    to: to.endpoint(read_ns),
+                    entries: Vec::new(),
+                    stats: DiffStats::default(),
+                    truncated: false,
+                    renames_skipped: false,
+                    warnings: Vec::new(),
+                });
+            }
+        }
         let (old_live, new_live) = (self.read_side(from)?, self.read_side(to)?);
         let root_of = |t: &DiffTarget, live: &Option<LiveTree>| match (t, live) {
             (_, Some(l)) => Some(l.root),
@@ -201,7 +216,9 @@ impl Repo {
         let empty = Built::default();
         let built = match (&old_live, &new_live) {
             (Some(_), Some(_)) => {
-                return Err(Error::invalid_argument("both sides are the live tree: compare it with a snapshot"))
+                return Err(Error::invalid_argument(
+                    "both sides are live trees of different directories: compare one of them with a snapshot",
+                ))
             }
             (Some(l), None) | (None, Some(l)) => &*l.built,
             (None, None) => &empty,
