@@ -479,3 +479,12 @@ DROP TABLE dir_cache;
 -- emptied before it is used, on every machine.
 CREATE TABLE cache_generation (generation INTEGER NOT NULL);
 INSERT INTO cache_generation (generation) VALUES (0);
+
+-- schema-version: 17
+-- The audit log keeps half its bytes (ARCHITECTURE.md, "Audit record encoding"): a record
+-- appended from this version on stores an empty `encoded` when its columns, read back, encode to
+-- exactly the record's canonical encoding, which is then computed from them wherever it is
+-- needed (verification, bundles, the tree's leaves). A record whose columns would not give it
+-- again keeps it whole; the records of earlier versions keep theirs. Nothing to rewrite: a
+-- binary that knows version 16 only would take the empty encodings for edited records, so
+-- the version is raised and such a binary refuses the manifest.

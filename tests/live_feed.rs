@@ -368,3 +368,62 @@ fn a_change_only_a_walk_sees_is_kept_by_the_snapshots_from_the_feed_after_it() {
     assert_eq!(content(&after), content(&walked), "the feed did not put the old content back");
     assert_eq!(feeds.snapshots(), (3, 2));
 }
+
+/// Hostile: while a served workspace's snapshots are taken from its feed, a directory of the
+/// tree is swapped again and again for a symlink to a directory outside it (holding a file of
+/// the same name), and a file for a symlink to a file outside it. No snapshot ever holds what
+/// is outside: each has the directory or a symlink where the directory was, never the outside
+/// file under it, and the outside content is never stored.
+#[test]
+fn swapping_directories_and_files_for_symlinks_out_of_the_tree_never_brings_outside_content_in() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (tmp, w, out) = seeded_tree();
+    let secret = b"outside the tree: never to be stored\n";
+    fs::write(out.join("f.txt"), secret).expect("outside file");
+    let Handles { served, feeds, .. } = handles(&tmp.path().join("repo"), &w);
+    let opts = SnapshotOptions { workspace: Some("w".into()), ..SnapshotOptions::default() };
+    served.snapshot(&w, &opts).expect("the walk the feed starts from");
+    let first = served.snapshot(&w, &opts).expect("the first from the feed");
+    let original = served.lookup(&first, b"a/f.txt").expect("a/f.txt").content;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, w, out) = (stop.clone(), w.clone(), out.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                fs::rename(w.join("a"), w.join("a.real")).expect("move a aside");
+                std::os::unix::fs::symlink(&out, w.join("a")).expect("a -> outside");
+                fs::rename(w.join("src/f.txt"), w.join("src/f.real")).expect("move f aside");
+                std::os::unix::fs::symlink(out.join("f.txt"), w.join("src/f.txt")).expect("f -> outside");
+                std::thread::sleep(Duration::from_millis(2));
+                fs::remove_file(w.join("a")).expect("drop the link");
+                fs::rename(w.join("a.real"), w.join("a")).expect("a back");
+                fs::remove_file(w.join("src/f.txt")).expect("drop the link");
+                fs::rename(w.join("src/f.real"), w.join("src/f.txt")).expect("f back");
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let secret_id = trove::object::ObjectId::of(secret);
+    for round in 0..60 {
+        let snap = served.snapshot(&w, &opts).expect("a snapshot while the tree is swapped");
+        for path in ["a/f.txt", "src/f.txt"] {
+            if let Ok(e) = served.lookup(&snap, path.as_bytes()) {
+                assert_ne!(e.content, Some(secret_id), "round {round}: {path} holds the outside file");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    assert!(swaps > 10, "only {swaps} swaps");
+    // Back as it was: the tree's own files, and the outside content nowhere in the repository.
+    let last = served.snapshot(&w, &opts).expect("snapshot");
+    assert_eq!(served.lookup(&last, b"a/f.txt").expect("a/f.txt").content, original);
+    assert!(served.content_bytes(&secret_id.to_hex()).is_err(), "the outside content was stored");
+    assert!(feeds.snapshots().0 >= 30, "{:?}: the feed's path was not the one tested", feeds.snapshots());
+    let report = served.check().expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

@@ -68,20 +68,19 @@ fn add_leaf(conn: &Connection, seq: i64, encoded: &[u8]) -> Result<()> {
 /// 6); returns how many it added.
 pub fn catch_up_tree(conn: &Connection) -> Result<u64> {
     let from = tree_size(conn)?;
-    let mut st = conn
-        .prepare("SELECT seq, encoded FROM audit WHERE seq > ?1 ORDER BY seq")
-        .map_err(db("growing the audit log's tree"))?;
-    let mut rows = st.query([from as i64]).map_err(db("growing the audit log's tree"))?;
     let mut added = 0;
-    while let Some(r) = rows.next().map_err(db("growing the audit log's tree"))? {
-        let (seq, encoded): (i64, Vec<u8>) =
-            (r.get(0).map_err(db("reading the audit log"))?, r.get(1).map_err(db("reading the audit log"))?);
-        if seq as u64 != from + added + 1 {
-            return Err(Error::corrupt(format!("audit record {} follows {}: the log has a gap", seq, from + added)));
+    each_from(conn, from as i64 + 1, |full, encoded| {
+        if full.seq as u64 != from + added + 1 {
+            return Err(Error::corrupt(format!(
+                "audit record {} follows {}: the log has a gap",
+                full.seq,
+                from + added
+            )));
         }
-        add_leaf(conn, seq, &encoded)?;
+        add_leaf(conn, full.seq, &encoded)?;
         added += 1;
-    }
+        Ok(())
+    })?;
     Ok(added)
 }
 
@@ -133,6 +132,10 @@ pub fn append_all(conn: &Connection, records: &[AuditRecord]) -> Result<Vec<i64>
         };
         last_time = record.time_ns;
         let encoded = record.encode(seq);
+        let details = record.details.to_string();
+        // Schema 17: the encoding is stored only when the columns, as read back, would not
+        // give it again; otherwise the row keeps an empty one (half a record's bytes).
+        let stored: &[u8] = if derivable(record, &details, seq, &encoded) { &[] } else { &encoded };
         insert
             .execute(params![
                 seq,
@@ -148,8 +151,8 @@ pub fn append_all(conn: &Connection, records: &[AuditRecord]) -> Result<Vec<i64>
                 record.before_object.as_ref().map(|o| &o.as_bytes()[..]),
                 record.after_object.as_ref().map(|o| &o.as_bytes()[..]),
                 record.outcome,
-                record.details.to_string(),
-                encoded,
+                details,
+                stored,
             ])
             .map_err(db("appending to the audit log"))?;
         for (level, index, hash) in frontier.push(merkle::leaf_hash(&encoded)) {
@@ -158,6 +161,19 @@ pub fn append_all(conn: &Connection, records: &[AuditRecord]) -> Result<Vec<i64>
         seqs.push(seq);
     }
     Ok(seqs)
+}
+
+/// Whether `record`'s columns (its details stored as the text `details`) read back as a record
+/// that encodes to `encoded` as entry `seq`: the details' JSON and the session id are parsed on
+/// the way out, so the record is rebuilt as a reader would see it and encoded again.
+fn derivable(record: &AuditRecord, details: &str, seq: i64, encoded: &[u8]) -> bool {
+    let Ok(details) = serde_json::from_str(details) else {
+        return false;
+    };
+    let Ok(session) = record.session.as_ref().map(|s| crate::base::id::SessionId::parse(s.as_str())).transpose() else {
+        return false;
+    };
+    AuditRecord { details, session, ..record.clone() }.encode(seq) == encoded
 }
 
 const FULL: &str = "SELECT seq, time_ns, actor, operation, workspace, session, path, dest_path, before_sha256,
@@ -325,8 +341,8 @@ pub fn touching(conn: &Connection, workspace: &str, path: &[u8], before: i64, li
     Ok(out)
 }
 
-/// Every record from `from` on, in seq order, with its stored encoding: what verification
-/// re-encodes and compares.
+/// Every record from `from` on, in seq order, with its encoding (as stored, or computed from
+/// the columns where the row keeps an empty one: see [`append_all`]).
 pub fn each_from(conn: &Connection, from: i64, mut f: impl FnMut(FullRecord, Vec<u8>) -> Result<()>) -> Result<()> {
     let sql = format!("{}, encoded FROM audit WHERE seq >= ?1 ORDER BY seq", FULL.trim_end_matches(" FROM audit"));
     let mut st = conn.prepare(&sql).map_err(db("reading the audit log"))?;
@@ -334,17 +350,20 @@ pub fn each_from(conn: &Connection, from: i64, mut f: impl FnMut(FullRecord, Vec
     while let Some(r) = rows.next().map_err(db("reading the audit log"))? {
         let raw = full_row(r).map_err(db("reading the audit log"))?;
         let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
-        f(finish_row(raw)?, encoded)?;
+        let full = finish_row(raw)?;
+        let encoded = if encoded.is_empty() { full.record.encode(full.seq) } else { encoded };
+        f(full, encoded)?;
     }
     Ok(())
 }
 
-/// Every record from `from` on, in seq order, with its stored encoding and its stored leaf hash
-/// (if the tree has one for it): what verification and the signer re-encode and compare.
+/// Every record from `from` on, in seq order, with its stored encoding (none where the row keeps
+/// an empty one, its columns being the whole record) and its stored leaf hash (if the tree has
+/// one for it): what verification and the signer re-encode and compare.
 pub fn each_checked(
     conn: &Connection,
     from: i64,
-    mut f: impl FnMut(FullRecord, Vec<u8>, Option<Vec<u8>>) -> Result<()>,
+    mut f: impl FnMut(FullRecord, Option<Vec<u8>>, Option<Vec<u8>>) -> Result<()>,
 ) -> Result<()> {
     let sql = "SELECT a.seq, a.time_ns, a.actor, a.operation, a.workspace, a.session, a.path, a.dest_path,
                       a.before_sha256, a.after_sha256, a.before_object, a.after_object, a.outcome, a.details,
@@ -357,7 +376,7 @@ pub fn each_checked(
         let raw = full_row(r).map_err(db("reading the audit log"))?;
         let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
         let leaf: Option<Vec<u8>> = r.get(15).map_err(db("reading the audit log"))?;
-        f(finish_row(raw)?, encoded, leaf)?;
+        f(finish_row(raw)?, Some(encoded).filter(|e| !e.is_empty()), leaf)?;
     }
     Ok(())
 }
@@ -413,4 +432,21 @@ pub fn checkpoints_after(conn: &Connection, size: u64) -> Result<Vec<Checkpointe
 /// How many records the log holds.
 pub fn size(conn: &Connection) -> Result<u64> {
     Ok(last(conn)?.map_or(0, |(s, _)| s.max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_encoding_is_left_out_only_when_the_columns_give_it_again() {
+        let mut r = AuditRecord::ok(7, "alice", "write_file");
+        r.details = serde_json::json!({"b": 1.5, "a": [1, "x"], "n": null});
+        let details = r.details.to_string();
+        assert!(derivable(&r, &details, 3, &r.encode(3)));
+        // Another seq's encoding, or details whose text reads back as other JSON, are kept.
+        assert!(!derivable(&r, &details, 3, &r.encode(4)));
+        assert!(!derivable(&r, "{\"b\":2}", 3, &r.encode(3)));
+        assert!(!derivable(&r, "not json", 3, &r.encode(3)));
+    }
 }

@@ -174,7 +174,7 @@ impl Repo {
         check.report.problems.append(&mut problems);
         manifest::audit::each_checked(conn, start as i64 + 1, |full, stored, leaf| {
             let encoded = full.record.encode(full.seq);
-            check.record(full.seq, &encoded, Some(&stored), leaf.as_deref(), full.record.time_ns);
+            check.record(full.seq, &encoded, stored.as_deref(), leaf.as_deref(), full.record.time_ns);
             Ok(())
         })?;
         let frontier = check.frontier().clone();
