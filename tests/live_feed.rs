@@ -391,16 +391,20 @@ fn swapping_directories_and_files_for_symlinks_out_of_the_tree_never_brings_outs
         let (stop, w, out) = (stop.clone(), w.clone(), out.clone());
         std::thread::spawn(move || {
             let mut swaps = 0u32;
+            // Each state held a different while (0 to 2 ms), so snapshots meet either, and
+            // the moments between.
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             while !stop.load(Ordering::Relaxed) {
                 fs::rename(w.join("a"), w.join("a.real")).expect("move a aside");
                 std::os::unix::fs::symlink(&out, w.join("a")).expect("a -> outside");
                 fs::rename(w.join("src/f.txt"), w.join("src/f.real")).expect("move f aside");
                 std::os::unix::fs::symlink(out.join("f.txt"), w.join("src/f.txt")).expect("f -> outside");
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_micros(rng.below(2000) as u64));
                 fs::remove_file(w.join("a")).expect("drop the link");
                 fs::rename(w.join("a.real"), w.join("a")).expect("a back");
                 fs::remove_file(w.join("src/f.txt")).expect("drop the link");
                 fs::rename(w.join("src/f.real"), w.join("src/f.txt")).expect("f back");
+                std::thread::sleep(Duration::from_micros(rng.below(2000) as u64));
                 swaps += 1;
             }
             swaps
@@ -408,6 +412,7 @@ fn swapping_directories_and_files_for_symlinks_out_of_the_tree_never_brings_outs
     };
     let secret_id = trove::object::ObjectId::of(secret);
     for round in 0..60 {
+        assert!(!swapper.is_finished(), "round {round}: the swapper stopped (it panicked?)");
         let snap = served.snapshot(&w, &opts).expect("a snapshot while the tree is swapped");
         for path in ["a/f.txt", "src/f.txt"] {
             if let Ok(e) = served.lookup(&snap, path.as_bytes()) {

@@ -163,6 +163,11 @@ fn configure_raw(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The schema version a manifest's connection reads (its first read of the file).
+/// Whether a migration section has any SQL besides comments.
+fn writes(section: &str) -> bool {
+    section.lines().map(str::trim).any(|l| !l.is_empty() && !l.starts_with("--"))
+}
+
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
@@ -325,7 +330,10 @@ impl Manifest {
         };
         check_version(version, path)?;
         let reason = why_unwritable(path, &failed);
-        if version < SCHEMA_VERSION {
+        // A pending migration that only documents (section 17 changes no table) leaves nothing
+        // a read needs undone: such a manifest still opens to read.
+        let pending_writes = (version + 1..=SCHEMA_VERSION).any(|to| !matches!(migration(to), Ok(sql) if !writes(sql)));
+        if pending_writes {
             return Err(Error::new(
                 ErrorKind::Io,
                 format!(
@@ -553,6 +561,13 @@ mod tests {
         assert_eq!(n, 0);
         drop(m);
         Manifest::open(&path).expect("opens again without migrating twice");
+    }
+
+    #[test]
+    fn a_section_of_comments_only_is_no_write_and_keeps_read_only_opens() {
+        assert!(!writes(migration(17).expect("section 17")));
+        assert!(writes(migration(16).expect("section 16")));
+        assert!(!writes("-- a comment\n\n   -- another\n"));
     }
 
     #[test]

@@ -121,7 +121,7 @@ impl Checker {
             let what = match stored {
                 Some(_) => format!("record {seq}'s leaf in the stored tree is not the hash of the record"),
                 None => format!(
-                    "record {seq} was edited, or its leaf in the stored tree: the one no longer hashes to the other"
+                    "record {seq} was edited, or its leaf in the stored tree: its columns no longer hash to that leaf"
                 ),
             };
             self.problem(Some(seq), what);
