@@ -24,6 +24,11 @@ pub struct Cli {
     // TROVE_CACHE_DIR is read by the library itself (an empty one is as if unset).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// A snapshot that reads a tree of more entries than this whole (its first, or one after
+    /// the cache was deleted) reads it in batches of about as many: memory follows the batch
+    /// (about 500 bytes an entry) [default: 50000]
+    #[arg(long, global = true, env = "TROVE_BATCH_FILES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_files: Option<u64>,
     /// Print one JSON document instead of a table
     #[arg(long, global = true)]
     pub json: bool,

@@ -79,6 +79,11 @@ impl Config {
     }
 }
 
+/// Entries a batch of a snapshot read whole holds, unless [`Repo::set_batch_files`] says
+/// otherwise: about 25 MiB of its working set (some 500 bytes an entry while it is read and
+/// built).
+pub(crate) const BATCH_FILES: u64 = 50_000;
+
 /// An open repository: its object store, its manifest and the caches of one handle. Every
 /// operation (`snapshot`, `restore`, the file tools...) is a method of it.
 pub struct Repo {
@@ -101,6 +106,9 @@ pub struct Repo {
     /// Change feeds of live trees a server keeps, shared by its handles (none in a one-shot
     /// command: starting one costs a whole read).
     pub(crate) live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
+    /// A cold snapshot of more files than this is taken in batches of about as many
+    /// (`ops/snapshot/batched.rs`): what bounds its memory.
+    pub(crate) batch_files: u64,
     /// Where this machine's cache of the repository lives, and the cache once opened (on first
     /// use: most commands never need it).
     node_cache: NodeCacheSlot,
@@ -293,6 +301,7 @@ impl Repo {
             audit_key: Default::default(),
             audit_signed: Default::default(),
             live_feeds: None,
+            batch_files: BATCH_FILES,
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
@@ -359,6 +368,7 @@ impl Repo {
             audit_key: Default::default(),
             audit_signed: Default::default(),
             live_feeds: None,
+            batch_files: BATCH_FILES,
         };
         if let Some(why) = repo.manifest.read_only() {
             repo.defer_recovery(why)?;
@@ -425,6 +435,7 @@ impl Repo {
             audit_key: Default::default(),
             audit_signed: Default::default(),
             live_feeds: None,
+            batch_files: BATCH_FILES,
         })
     }
 
@@ -450,6 +461,7 @@ impl Repo {
             audit_key: Default::default(),
             audit_signed: Default::default(),
             live_feeds: None,
+            batch_files: BATCH_FILES,
         };
         repo.set_deadline(self.deadline());
         repo
@@ -548,6 +560,13 @@ impl Repo {
     /// a live diff then reads again only what changed since the last one.
     pub fn set_live_feeds(&mut self, feeds: std::sync::Arc<crate::ops::live_read::LiveFeeds>) {
         self.live_feeds = Some(feeds);
+    }
+
+    /// Takes cold snapshots of more than `files` files in batches of about `files` (50,000
+    /// unless set; at least 1): each batch's files are read, their trees built and recorded in
+    /// the manifest before the next batch is walked, so memory follows the batch, not the tree.
+    pub fn set_batch_files(&mut self, files: u64) {
+        self.batch_files = files.max(1);
     }
 
     /// A share of the memory budget for holding `bytes` whole, waiting (until the deadline)

@@ -1,14 +1,26 @@
 //! Opening the repository with the command line's global settings: `--cache-dir` (or
-//! `TROVE_CACHE_DIR`), read once when the command line is parsed.
+//! `TROVE_CACHE_DIR`) and `--batch-files` (or `TROVE_BATCH_FILES`), read once when the command
+//! line is parsed.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+static BATCH_FILES: OnceLock<Option<u64>> = OnceLock::new();
+
+/// Keeps `--batch-files` for the commands' opens; the first call wins.
+pub(crate) fn set_batch_files(files: Option<u64>) {
+    let _ = BATCH_FILES.set(files);
+}
 
 /// Keeps `--cache-dir` for the commands' opens; the first call wins.
 pub(crate) fn set_cache_dir(dir: Option<PathBuf>) {
     let _ = CACHE_DIR.set(dir);
+}
+
+/// `--batch-files`, if given.
+pub(crate) fn batch_files() -> Option<u64> {
+    BATCH_FILES.get().copied().flatten()
 }
 
 /// `--cache-dir`, if given.
@@ -21,6 +33,9 @@ pub(crate) fn open_repo(path: &Path) -> trove::Result<trove::Repo> {
     let mut repo = trove::Repo::open(path)?;
     if let Some(dir) = cache_dir() {
         repo.set_cache_dir(dir);
+    }
+    if let Some(files) = batch_files() {
+        repo.set_batch_files(files);
     }
     Ok(repo)
 }

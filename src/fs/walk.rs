@@ -202,6 +202,108 @@ pub struct Walked {
     pub report: WalkReport,
 }
 
+impl Walked {
+    /// Adds the directories of `other` (another subtree's walk) after this walk's, and its
+    /// report to this one's; returns where its first directory now is. Each walk keeps its
+    /// directories before their subdirectories, so the whole does too.
+    pub fn append(&mut self, mut other: Walked) -> usize {
+        let offset = self.dirs.len();
+        for dir in &mut other.dirs {
+            for child in &mut dir.children {
+                if let Node::Dir { index, .. } = child {
+                    *index += offset;
+                }
+            }
+        }
+        self.dirs.append(&mut other.dirs);
+        self.report.skipped += other.report.skipped;
+        for (dir, n) in other.report.skipped_in {
+            *self.report.skipped_in.entry(dir).or_default() += n;
+        }
+        self.report.warnings.append(&mut other.report.warnings);
+        offset
+    }
+}
+
+/// One directory of [`count_entries`]: how many entries it holds besides subdirectories, and
+/// how many its whole subtree holds (its own included).
+#[derive(Debug, Clone)]
+pub struct DirCount {
+    pub rel: Vec<u8>,
+    /// Index of the parent in the list (the root's is itself, 0).
+    pub parent: usize,
+    pub own: u64,
+    pub total: u64,
+}
+
+/// The tree's directories with their entry counts, parents before children, from the names
+/// alone (`getdents` and its file types; `lstat` only where the file system gives none): what a
+/// snapshot splits into batches by, far cheaper than a walk and holding a few dozen bytes a
+/// directory, nothing a file. Excluded directories are left out, as the walk would; a directory
+/// that cannot be read counts as empty (the walk will say why). An estimate only: the tree may
+/// change before it is walked.
+pub fn count_entries(root: &OwnedFd, opts: &WalkOptions<'_>) -> Vec<DirCount> {
+    let mut dirs = vec![DirCount { rel: Vec::new(), parent: 0, own: 0, total: 0 }];
+    let mut depth = vec![0usize];
+    let mut next = 0;
+    while next < dirs.len() {
+        let (rel, at_depth) = (dirs[next].rel.clone(), depth[next]);
+        let listing = open_dir_beneath(root, &rel).and_then(|fd| Ok(rustix::fs::Dir::new(fd)?));
+        let mut listing = match listing {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(dir = %path::display(&rel), error = %e, "not counted for the batches");
+                next += 1;
+                continue;
+            }
+        };
+        let entries: Vec<(std::ffi::CString, FileType)> = listing
+            .by_ref()
+            .flatten()
+            .filter(|e| !matches!(e.file_name().to_bytes(), b"." | b".."))
+            .map(|e| (e.file_name().to_owned(), e.file_type()))
+            .collect();
+        let mut own = 0;
+        let mut subdirs = Vec::new();
+        for (cname, kind) in entries {
+            let name = cname.to_bytes();
+            // Asked of the directory itself, no symlink followed, where `getdents` did not say.
+            let is_dir = match kind {
+                FileType::Directory => true,
+                FileType::Unknown => listing.fd().is_ok_and(|fd| {
+                    rustix::fs::statat(fd, cname.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode as _) == FileType::Directory)
+                }),
+                _ => false,
+            };
+            let child = join_rel(&rel, name);
+            if opts.excludes.is_excluded(&child, name, is_dir) {
+                continue;
+            }
+            if is_dir && at_depth + 1 < path::MAX_DEPTH {
+                subdirs.push(child);
+            } else if !is_dir {
+                own += 1;
+            }
+        }
+        dirs[next].own = own;
+        for child in subdirs {
+            dirs.push(DirCount { rel: child, parent: next, own: 0, total: 0 });
+            depth.push(at_depth + 1);
+        }
+        next += 1;
+    }
+    // Children come after their parents: one pass from the end sums every subtree.
+    for i in (0..dirs.len()).rev() {
+        dirs[i].total += dirs[i].own;
+        if i > 0 {
+            let (parent, total) = (dirs[i].parent, dirs[i].total);
+            dirs[parent].total += total;
+        }
+    }
+    dirs
+}
+
 #[derive(Debug, Default)]
 pub struct WalkReport {
     pub skipped: u64,
@@ -290,7 +392,9 @@ fn open_run(at: &OwnedFd, rel: &[u8], flags: OFlags) -> std::io::Result<OwnedFd>
 /// Opens the directory at workspace-relative `rel` ("" is the root itself) beneath `root`.
 pub fn open_dir_beneath(root: &OwnedFd, rel: &[u8]) -> std::io::Result<OwnedFd> {
     if rel.is_empty() {
-        return Ok(rustix::io::fcntl_dupfd_cloexec(root, 0)?);
+        // Opened again, not duplicated: a duplicate shares the directory's read offset, so a
+        // second listing of the root through the same descriptor would find it read already.
+        return Ok(rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty())?);
     }
     openat_beneath(root, rel, DIR_FLAGS)
 }
@@ -309,6 +413,9 @@ pub struct WalkOptions<'a> {
     /// Called with each directory open, before its names are read: a change watch added here
     /// sees every change the listing could miss.
     pub on_dir: Option<&'a OnDir<'a>>,
+    /// Directories (workspace-relative) listed by their parents but not entered: each is a
+    /// directory of the walk with no children (a snapshot in batches took them already).
+    pub stop_at: Option<&'a std::collections::BTreeSet<Vec<u8>>>,
 }
 
 /// What [`WalkOptions::on_dir`] is given: the directory open, and its workspace-relative path.
@@ -316,7 +423,7 @@ pub type OnDir<'a> = dyn Fn(BorrowedFd<'_>, &[u8]) + Sync + 'a;
 
 impl<'a> WalkOptions<'a> {
     pub fn new(excludes: &'a Excludes, deadline: Option<std::time::Instant>) -> WalkOptions<'a> {
-        WalkOptions { excludes, deadline, on_dir: None }
+        WalkOptions { excludes, deadline, on_dir: None, stop_at: None }
     }
 }
 
@@ -457,6 +564,15 @@ fn visit<'s>(s: &rayon::Scope<'s>, ctx: &'s WalkCtx<'s>, job: Job) {
         }
         let index = ctx.next.fetch_add(1, Ordering::Relaxed);
         children.push(Node::Dir { name, index });
+        if ctx.opts.stop_at.is_some_and(|s| s.contains(&rel)) {
+            if opened.is_some() {
+                ctx.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Ok(mut listed) = ctx.listed.lock() {
+                listed.push((index, DirNode { rel, stat, children: Vec::new() }));
+            }
+            continue;
+        }
         let child = Job { index, rel, stat, depth: job.depth + 1, opened };
         s.spawn(move |s| visit(s, ctx, child));
     }

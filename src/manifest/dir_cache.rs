@@ -78,6 +78,13 @@ pub fn for_each(
     Ok(())
 }
 
+/// Whether workspace `workspace` has any record.
+pub fn any(conn: &Connection, workspace: &str) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM dir_cache WHERE workspace = ?1 LIMIT 1")
+        .and_then(|mut st| st.exists([workspace]))
+        .map_err(db("reading the directory cache"))
+}
+
 /// Every record of workspace `workspace`.
 pub fn load(conn: &Connection, workspace: &str) -> Result<DirCacheMap> {
     let mut out = DirCacheMap::default();

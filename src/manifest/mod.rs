@@ -149,6 +149,20 @@ fn configure(conn: &Connection) -> Result<()> {
     configure_raw(conn).map_err(|e| Error::db("configuring the connection", e))
 }
 
+/// The memory map of a manifest connection switched off for a while ([`Manifest::unmapped`]).
+pub struct Unmapped<'c> {
+    conn: &'c Connection,
+    mapped: i64,
+}
+
+impl Drop for Unmapped<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.conn.execute_batch(&format!("PRAGMA mmap_size = {};", self.mapped)) {
+            tracing::warn!(error = %e, "the manifest's memory map was not restored: reads go through SQLite's cache");
+        }
+    }
+}
+
 /// [`configure`], its error as SQLite gave it (so an open can tell a full disk).
 fn configure_raw(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
@@ -400,6 +414,20 @@ impl Manifest {
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Reads and writes this connection through SQLite's page cache, not its memory map, until
+    /// the guard is dropped: a snapshot in batches touches index pages all over a manifest of
+    /// hundreds of megabytes, and every page a map touched stays in the process's resident
+    /// memory. The map comes back afterwards (a failure to restore it is logged: it only costs
+    /// speed).
+    pub fn unmapped(&self) -> Result<Unmapped<'_>> {
+        let mapped: i64 = self
+            .conn
+            .query_row("PRAGMA mmap_size", [], |r| r.get(0))
+            .map_err(|e| Error::db("reading the manifest's memory map size", e))?;
+        self.conn.execute_batch("PRAGMA mmap_size = 0;").map_err(|e| Error::db("unmapping the manifest", e))?;
+        Ok(Unmapped { conn: &self.conn, mapped })
     }
 
     /// Makes this connection one of many held by a long-running process (the server's pool):

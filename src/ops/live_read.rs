@@ -195,7 +195,7 @@ impl LiveFeeds {
                 records,
                 &fd,
                 dir,
-                &WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook) },
+                &WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook), stop_at: None },
             )?
         };
         let dirs = std::mem::take(&mut whole.dirs).into_iter().collect();
@@ -480,8 +480,12 @@ fn patch(
                 None => {
                     // New here: read whole, watched as it is listed.
                     let hook = |d: BorrowedFd<'_>, r: &[u8]| tree.add(d, r);
-                    let with_hook =
-                        WalkOptions { excludes: opts.excludes, deadline: opts.deadline, on_dir: Some(&hook) };
+                    let with_hook = WalkOptions {
+                        excludes: opts.excludes,
+                        deadline: opts.deadline,
+                        on_dir: Some(&hook),
+                        stop_at: None,
+                    };
                     let walked = walk::walk_from(fd, dir, &sub, &with_hook)?;
                     let whole = trees_of(conn, walked, DirCacheMap::default(), fd)?;
                     built.extend(whole.built);

@@ -16,6 +16,8 @@ pub struct ServeOptions {
     /// This machine's cache of repositories (`--cache-dir`); None: the default
     /// (`Repo::set_cache_dir`).
     pub cache_dir: Option<PathBuf>,
+    /// Entries a cold snapshot reads per batch (`Repo::set_batch_files`); None: the default.
+    pub batch_files: Option<u64>,
     /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
     /// of `TROVE_API_TOKEN` with the id `env`.
     pub token_hashes: Vec<([u8; 32], crate::base::id::TokenId)>,
@@ -80,6 +82,7 @@ impl ServeOptions {
             repo,
             workspaces,
             cache_dir: None,
+            batch_files: None,
             token_hashes,
             idle_timeout: IDLE_TIMEOUT,
             reap_interval: Duration::from_secs(5),

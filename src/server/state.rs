@@ -186,6 +186,9 @@ impl AppState {
         if let Some(dir) = &opts.cache_dir {
             first.set_cache_dir(dir);
         }
+        if let Some(files) = opts.batch_files {
+            first.set_batch_files(files);
+        }
         first.manifest().one_of_many(POOLED_CACHE_KIB)?;
         first.set_budget(budget);
         // One quota of inotify watches for the live trees' feeds and the file watchers.
@@ -280,6 +283,9 @@ impl AppState {
                 let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
                 r.manifest().one_of_many(POOLED_CACHE_KIB).map_err(E::from)?;
                 r.set_shared(self.shared.clone());
+                if let Some(files) = self.opts.batch_files {
+                    r.set_batch_files(files);
+                }
                 r
             }
         };

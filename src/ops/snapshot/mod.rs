@@ -40,6 +40,7 @@ use crate::ops::scan::{
 };
 use crate::repo::Repo;
 
+mod batched;
 mod watched;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -511,6 +512,16 @@ struct Watched<'a> {
     scan_start: i64,
 }
 
+/// What a snapshot read whole is of (`batched.rs`; defined here, as `Watched` is, so that the
+/// module leans on this one and not the other way round).
+struct Cold<'a> {
+    dir: &'a Path,
+    name: &'a str,
+    excludes: &'a Excludes,
+    parent: Option<&'a SnapshotInfo>,
+    scan_start: i64,
+}
+
 /// What a snapshot found, for [`Repo::commit`] to record.
 struct Taken<'a> {
     dir: &'a Path,
@@ -519,6 +530,8 @@ struct Taken<'a> {
     root: ObjectId,
     counts: Counts,
     warnings: Vec<Warning>,
+    /// Packs recorded before the commit, by the batches of a snapshot taken in batches.
+    earlier_packs: usize,
 }
 
 fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&SnapshotId>) -> SnapshotId {
@@ -570,6 +583,15 @@ impl Repo {
         }
         // Uploads in flight (or left by a crash) are trove's, not the workspace's.
         let excludes = excludes.with_root_names(temps);
+        // A big tree read whole (no directory records to go by) is taken in batches.
+        let cold = Cold { dir, name: &name, excludes: &excludes, parent: parent.as_ref(), scan_start };
+        if let Some(info) = self.snapshot_in_batches(&cold, opts)? {
+            if let Some(feeds) = &self.live_feeds {
+                feeds.note_walk(dir, &name, generation);
+            }
+            self.checkpoint_if_due();
+            return Ok(info);
+        }
 
         opts.progress.start("scanning", 0);
         let root_fd = walk::open_root(dir)?;
@@ -607,7 +629,7 @@ impl Repo {
         }
 
         let trees_stored = stored_trees(&trees_built)?;
-        let taken = Taken { dir, name: &name, parent: parent.as_ref(), root, counts, warnings };
+        let taken = Taken { dir, name: &name, parent: parent.as_ref(), root, counts, warnings, earlier_packs: 0 };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         // After the commit: a record may name only trees the manifest holds. A crash before this
         // leaves the records of the snapshot before, which still describe their files truly.
@@ -633,7 +655,7 @@ impl Repo {
         trees_stored: &[(ObjectId, manifest::trees::StoredTree)],
         opts: &SnapshotOptions<'_>,
     ) -> Result<SnapshotInfo> {
-        let Taken { dir, name, parent, root, counts, warnings } = taken;
+        let Taken { dir, name, parent, root, counts, warnings, earlier_packs } = taken;
         // The last moment to give up: after this the snapshot commits.
         self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
@@ -652,30 +674,44 @@ impl Repo {
         self.manifest.write(|tx| {
             let ws = workspaces::ensure(tx, name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
-            self.record_packs(tx, &stored.packs, created_ns)?;
-            let mut loose = 0;
-            for (i, (id, raw_len, encoded)) in stored.loose.iter().enumerate() {
-                if manifest::loose::is_stored(tx, id)? {
-                    continue;
-                }
-                let as_delta = match stored.deltas.get(i) {
-                    Some(Some((delta, base_depth))) => {
-                        manifest::loose::insert_delta(tx, id, *raw_len, delta, *base_depth)?
-                    }
-                    _ => false,
-                };
-                if !as_delta {
-                    manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?;
-                }
-                loose += 1;
-            }
-            record_chunk_lists(tx, outcomes)?;
-            insert_trees(tx, trees_stored)?;
+            let loose = self.store_rows(tx, stored, outcomes, trees_stored, created_ns)?;
             snapshots::insert(tx, ws.id, &info)?;
-            manifest::audit::append(tx, &snapshot_record(&info, opts, stored.packs.len(), loose))?;
+            let packs = earlier_packs + stored.packs.len();
+            manifest::audit::append(tx, &snapshot_record(&info, opts, packs, loose))?;
             Ok(())
         })?;
         Ok(info)
+    }
+
+    /// What a snapshot stored, recorded in the caller's transaction: the packs and loose
+    /// objects `stored`, the chunk lists of `outcomes`' files, the trees. Returns how many
+    /// loose objects were new.
+    fn store_rows(
+        &self,
+        tx: &Connection,
+        stored: &Stored,
+        outcomes: &Outcomes,
+        trees_stored: &[(ObjectId, manifest::trees::StoredTree)],
+        now: i64,
+    ) -> Result<usize> {
+        self.record_packs(tx, &stored.packs, now)?;
+        let mut loose = 0;
+        for (i, (id, raw_len, encoded)) in stored.loose.iter().enumerate() {
+            if manifest::loose::is_stored(tx, id)? {
+                continue;
+            }
+            let as_delta = match stored.deltas.get(i) {
+                Some(Some((delta, base_depth))) => manifest::loose::insert_delta(tx, id, *raw_len, delta, *base_depth)?,
+                _ => false,
+            };
+            if !as_delta {
+                manifest::loose::insert_encoded(tx, id, *raw_len, encoded)?;
+            }
+            loose += 1;
+        }
+        record_chunk_lists(tx, outcomes)?;
+        insert_trees(tx, trees_stored)?;
+        Ok(loose)
     }
 
     /// Step 2: reads what the directory cache could not vouch for, in parallel, into packs; step 3:

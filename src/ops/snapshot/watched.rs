@@ -140,7 +140,7 @@ impl Repo {
         diff_counts(conn, &parent.root, &live.root, &live.built, &mut counts)?;
         let trees_stored = stored_trees(&fresh.trees)?;
         let warnings = live.warnings.clone();
-        let taken = Taken { dir, name, parent: Some(parent), root: live.root, counts, warnings };
+        let taken = Taken { dir, name, parent: Some(parent), root: live.root, counts, warnings, earlier_packs: 0 };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         tracing::debug!(workspace = name, snapshot = %info.id, files_read = fresh.files.len(), trees = fresh.trees.len(),
             "snapshot taken from the change feed");

@@ -1,0 +1,259 @@
+//! A big snapshot read whole, taken in batches: the tree is split by its entry counts into
+//! subtrees of at most `Repo::batch_files` entries, gathered into batches of about as many;
+//! each batch is walked, read, built and recorded in the manifest (its packs, chunk lists and
+//! trees) in a transaction of its own before the next is walked, and the directories above them
+//! come last, with the snapshot. Memory follows a batch, not the tree.
+//!
+//! What a batch records before the snapshot commits is reachable from nothing until then: a
+//! kill leaves packs and trees that garbage collection takes (the snapshot's lease keeps a
+//! collection from starting meanwhile), and `check` counts them as garbage, not damage. The
+//! directory records of the batches wait in a temporary file until the commit, as records may
+//! name only trees a snapshot reaches.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use super::{diff_counts, record_dirs, stored_trees, Cold, Stored, Taken};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::time::now_ns;
+use crate::fs::walk::{self, Walked};
+use crate::manifest::dir_cache::{self, DirCacheMap, DirKey};
+use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
+use crate::object::ObjectId;
+use crate::ops::scan::{build, classify, records, Built, BuiltIds, Classified, Outcomes};
+use crate::repo::Repo;
+
+/// Directory records written to the cache per transaction after the commit.
+const RECORDS_PER_WRITE: usize = 10_000;
+
+/// A record longer than this in the temporary file is damage (a directory of a million
+/// entries writes about 40 MB).
+const MAX_RECORD: usize = 256 << 20;
+
+impl Repo {
+    /// The snapshot of `c` taken in batches, when there are no directory records to go by (the
+    /// workspace's first snapshot here, a cache deleted, or the cache not used) and its tree
+    /// holds more than `batch_files` entries; None otherwise (the whole walk takes it).
+    pub(super) fn snapshot_in_batches(
+        &self,
+        c: &Cold<'_>,
+        opts: &super::SnapshotOptions<'_>,
+    ) -> Result<Option<SnapshotInfo>> {
+        let cache = self.node_cache();
+        if let (Some(cache), true) = (cache, opts.use_stat_cache) {
+            if dir_cache::any(cache.conn(), c.name)? {
+                return Ok(None);
+            }
+        }
+        let root_fd = walk::open_root(c.dir)?;
+        let walk_opts = walk::WalkOptions::new(c.excludes, self.deadline());
+        let counted = walk::count_entries(&root_fd, &walk_opts);
+        let limit = self.batch_files;
+        if counted.first().is_none_or(|root| root.total <= limit) {
+            return Ok(None);
+        }
+        // The largest subtrees within the limit, in path order, gathered into batches.
+        let mut cuts: Vec<(&[u8], u64)> = counted
+            .iter()
+            .skip(1)
+            .filter(|d| d.total <= limit && counted.get(d.parent).is_some_and(|p| p.total > limit))
+            .map(|d| (d.rel.as_slice(), d.total))
+            .collect();
+        cuts.sort_unstable();
+        let mut batches: Vec<Vec<&[u8]>> = Vec::new();
+        let mut filled = limit;
+        for (rel, total) in cuts {
+            if filled + total > limit {
+                batches.push(Vec::new());
+                filled = 0;
+            }
+            filled += total;
+            if let Some(b) = batches.last_mut() {
+                b.push(rel);
+            }
+        }
+        tracing::debug!(
+            workspace = c.name,
+            entries = counted[0].total,
+            batches = batches.len(),
+            "a snapshot in batches"
+        );
+
+        let conn = self.manifest.conn();
+        let _unmapped = self.manifest.unmapped()?;
+        let mut spill = Spill::new(self.cache_dir())?;
+        let mut subtrees: BTreeMap<Vec<u8>, ObjectId> = BTreeMap::new();
+        let (mut below, mut warnings, mut packs) = (Counts::default(), Vec::new(), 0);
+        for batch in batches {
+            self.check_deadline("taking a snapshot in batches")?;
+            let mut walked = Walked { dirs: Vec::new(), report: walk::WalkReport::default() };
+            let mut roots = Vec::new();
+            for rel in batch {
+                match walk::walk_from(&root_fd, c.dir, rel, &walk_opts) {
+                    Ok(w) => roots.push((rel.to_vec(), walked.append(w))),
+                    // Gone or replaced since it was counted: the walk above takes what is there.
+                    Err(e) if e.kind() == ErrorKind::Io || e.kind() == ErrorKind::NotFound => {
+                        tracing::debug!(dir = %crate::base::path::display(rel), error = %e, "left to the walk above the batches");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if walked.dirs.is_empty() {
+                continue;
+            }
+            let mut outcomes = Outcomes::new();
+            let classified = classify(conn, &walked, DirCacheMap::default(), opts.use_stat_cache, &mut outcomes)?;
+            let (stored, trees, built, counts) =
+                self.read_and_build(&root_fd, &mut walked, &classified, &mut outcomes, c, opts, &mut warnings)?;
+            for (rel, at) in roots {
+                let tree =
+                    built.ids.get(at).copied().ok_or_else(|| Error::internal("a batch's subtree was not built"))?;
+                subtrees.insert(rel, tree);
+            }
+            spill.write(&records(&walked, &classified, &outcomes, &built))?;
+            drop((walked, classified, built));
+            let trees_stored = stored_trees(&trees)?;
+            drop(trees);
+            self.manifest.write(|tx| self.store_rows(tx, &stored, &outcomes, &trees_stored, now_ns()).map(|_| ()))?;
+            crate::base::failpoint::failpoint("snapshot:batch-recorded");
+            packs += stored.packs.len();
+            add(&mut below, &counts);
+        }
+
+        // The directories above the batches: each subtree a batch took is a directory whose tree
+        // is known, walked no further.
+        let stop: BTreeSet<Vec<u8>> = subtrees.keys().cloned().collect();
+        let upper_opts =
+            walk::WalkOptions { stop_at: Some(&stop), ..walk::WalkOptions::new(c.excludes, self.deadline()) };
+        let mut walked = walk::walk(&root_fd, c.dir, &upper_opts)?;
+        let mut outcomes = Outcomes::new();
+        let mut classified = classify(conn, &walked, DirCacheMap::default(), opts.use_stat_cache, &mut outcomes)?;
+        for (i, dir) in walked.dirs.iter().enumerate().skip(1) {
+            if let (Some(tree), true) = (subtrees.get(&dir.rel), dir.children.is_empty()) {
+                if let Some(kept) = classified.kept.get_mut(i) {
+                    *kept = Some(*tree);
+                }
+            }
+        }
+        let (stored, trees, built, mut counts) =
+            self.read_and_build(&root_fd, &mut walked, &classified, &mut outcomes, c, opts, &mut warnings)?;
+        add(&mut counts, &below);
+        let root = built.root;
+        spill.write(&records(&walked, &classified, &outcomes, &built))?;
+        drop((walked, classified, built));
+        match c.parent {
+            Some(p) => diff_counts(conn, &p.root, &root, &trees, &mut counts)?,
+            None => counts.added = counts.files,
+        }
+        let trees_stored = stored_trees(&trees)?;
+        drop(trees);
+        let taken = Taken { dir: c.dir, name: c.name, parent: c.parent, root, counts, warnings, earlier_packs: packs };
+        let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
+        // After the commit, as on the whole walk's path: a failure costs the next snapshot reads.
+        if let Some(cache) = cache {
+            if let Err(e) = spill.replay(|chunk| cache.write(|c| record_dirs(c, &info.workspace, chunk, &[]))) {
+                tracing::warn!(workspace = %info.workspace, error = %e, "the directory cache was not updated: the next snapshot reads the files again");
+            }
+        }
+        Ok(Some(info))
+    }
+}
+
+impl Repo {
+    /// Step 3 for the files of `walked` that `classified` left pending (their outcomes in
+    /// `outcomes`; the warnings of the walk and the reads added to `warnings`), then its trees:
+    /// what was stored, the trees encoded, every directory's tree id, the counts.
+    #[allow(clippy::too_many_arguments)]
+    fn read_and_build(
+        &self,
+        root_fd: &OwnedFd,
+        walked: &mut Walked,
+        classified: &Classified,
+        outcomes: &mut Outcomes,
+        c: &Cold<'_>,
+        opts: &super::SnapshotOptions<'_>,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(Stored, Built, BuiltIds, Counts)> {
+        let (mut read_warnings, stored) = self.read_pending(root_fd, walked, outcomes, c.scan_start, c.parent, opts)?;
+        warnings.append(&mut read_warnings);
+        let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
+        let mut trees = Built::default();
+        let built = build(walked, classified, outcomes, &mut trees, &mut counts)?;
+        Ok((stored, trees, built, counts))
+    }
+}
+
+/// `from`'s counts of entries added to `to`'s (what each batch built).
+fn add(to: &mut Counts, from: &Counts) {
+    to.files += from.files;
+    to.dirs += from.dirs;
+    to.symlinks += from.symlinks;
+    to.bytes += from.bytes;
+    to.skipped += from.skipped;
+}
+
+/// Directory records kept on disk until the snapshot commits: each a 16-byte key, a u32 LE
+/// length and the record, in an unnamed temporary file (in the node-local cache directory when
+/// there is one), gone with its descriptor.
+struct Spill {
+    file: BufWriter<std::fs::File>,
+}
+
+impl Spill {
+    fn new(dir: Option<&Path>) -> Result<Spill> {
+        let file = match dir.filter(|d| d.is_dir()) {
+            Some(d) => tempfile::tempfile_in(d).map_err(|e| Error::io("create a temporary file in", d, e))?,
+            None => {
+                tempfile::tempfile().map_err(|e| Error::io("create a temporary file in", &std::env::temp_dir(), e))?
+            }
+        };
+        Ok(Spill { file: BufWriter::new(file) })
+    }
+
+    fn write(&mut self, records: &[(DirKey, Vec<u8>)]) -> Result<()> {
+        let failed = |e| Error::io("write directory records to", Path::new("a temporary file"), e);
+        for (key, record) in records {
+            let len = u32::try_from(record.len()).map_err(|_| Error::internal("a directory record over 4 GiB"))?;
+            self.file.write_all(key).map_err(failed)?;
+            self.file.write_all(&len.to_le_bytes()).map_err(failed)?;
+            self.file.write_all(record).map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    /// Every record written, in chunks of at most `RECORDS_PER_WRITE`, to `f`.
+    fn replay(self, mut f: impl FnMut(&[(DirKey, Vec<u8>)]) -> Result<()>) -> Result<()> {
+        let failed = |e| Error::io("read directory records from", Path::new("a temporary file"), e);
+        let mut file = self.file.into_inner().map_err(|e| failed(e.into_error()))?;
+        file.rewind().map_err(failed)?;
+        let mut input = BufReader::new(file);
+        let mut chunk = Vec::with_capacity(RECORDS_PER_WRITE);
+        loop {
+            let mut key: DirKey = [0; 16];
+            match input.read_exact(&mut key) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(failed(e)),
+            }
+            let mut len = [0u8; 4];
+            input.read_exact(&mut len).map_err(failed)?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len > MAX_RECORD {
+                return Err(Error::corrupt(format!("a spilled directory record claims {len} bytes")));
+            }
+            let mut record = vec![0; len];
+            input.read_exact(&mut record).map_err(failed)?;
+            chunk.push((key, record));
+            if chunk.len() == RECORDS_PER_WRITE {
+                f(&chunk)?;
+                chunk.clear();
+            }
+        }
+        if !chunk.is_empty() {
+            f(&chunk)?;
+        }
+        Ok(())
+    }
+}
