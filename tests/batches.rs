@@ -2,7 +2,8 @@
 //! `batch_files` entries are walked, read, built and recorded one batch at a time, then the
 //! directories above them. The snapshot is the one a single walk takes, entry for entry; the
 //! directory records it leaves make the next snapshot read nothing; a snapshot killed between
-//! two batches leaves a repository that checks clean, whose leftovers garbage collection takes.
+//! two batches leaves a repository that checks clean (its leftovers garbage, for a collection),
+//! and the next snapshot succeeds.
 
 mod common;
 
@@ -84,9 +85,18 @@ fn a_snapshot_in_batches_is_the_snapshot_one_walk_takes_and_leaves_its_records()
         assert_eq!(batched.root, whole.root, "batches of {batch}");
         same_counts(&batched.counts, &whole.counts);
         assert!(batched.warnings.is_empty(), "{:?}", batched.warnings);
-        // Every directory got its record: the next snapshot reads nothing and is the same.
+        // Every directory got its record, in a cache marked with the manifest's generation (or
+        // the next snapshot would drop them unread): the next snapshot reads nothing.
         let dirs = whole.counts.dirs as i64 + 1;
         assert_eq!(records(&a_dir, &cache, &name), dirs, "batches of {batch}");
+        let marked: i64 = rusqlite::Connection::open(common::cache_db(&a_dir, &cache))
+            .expect("cache")
+            .query_row("SELECT value FROM generation", [], |r| r.get(0))
+            .expect("the cache is marked");
+        let current: i64 = trove::testing::conn(&a)
+            .query_row("SELECT generation FROM cache_generation", [], |r| r.get(0))
+            .expect("generation");
+        assert_eq!(marked, current);
         let again = a.snapshot(&w, &opts(&name)).expect("no change");
         assert_eq!(again.root, whole.root);
         assert_eq!((again.counts.added, again.counts.changed, again.counts.removed), (0, 0, 0));

@@ -225,8 +225,8 @@ impl Walked {
     }
 }
 
-/// One directory of [`count_entries`]: how many entries it holds besides subdirectories, and
-/// how many its whole subtree holds (its own included).
+/// One directory of [`count_entries`]: how many entries it holds (subdirectories included),
+/// and how many its whole subtree holds (its own included).
 #[derive(Debug, Clone)]
 pub struct DirCount {
     pub rel: Vec<u8>,
@@ -238,15 +238,18 @@ pub struct DirCount {
 
 /// The tree's directories with their entry counts, parents before children, from the names
 /// alone (`getdents` and its file types; `lstat` only where the file system gives none): what a
-/// snapshot splits into batches by, far cheaper than a walk and holding a few dozen bytes a
-/// directory, nothing a file. Excluded directories are left out, as the walk would; a directory
+/// snapshot splits into batches by, far cheaper than a walk and holding a directory's path and
+/// three numbers a directory, nothing a file. Stops with `timeout` past the deadline. Excluded directories are left out, as the walk would; a directory
 /// that cannot be read counts as empty (the walk will say why). An estimate only: the tree may
 /// change before it is walked.
-pub fn count_entries(root: &OwnedFd, opts: &WalkOptions<'_>) -> Vec<DirCount> {
+pub fn count_entries(root: &OwnedFd, opts: &WalkOptions<'_>) -> Result<Vec<DirCount>> {
     let mut dirs = vec![DirCount { rel: Vec::new(), parent: 0, own: 0, total: 0 }];
     let mut depth = vec![0usize];
     let mut next = 0;
     while next < dirs.len() {
+        if next % 256 == 0 {
+            check_deadline(opts.deadline)?;
+        }
         let (rel, at_depth) = (dirs[next].rel.clone(), depth[next]);
         let listing = open_dir_beneath(root, &rel).and_then(|fd| Ok(rustix::fs::Dir::new(fd)?));
         let mut listing = match listing {
@@ -280,10 +283,10 @@ pub fn count_entries(root: &OwnedFd, opts: &WalkOptions<'_>) -> Vec<DirCount> {
             if opts.excludes.is_excluded(&child, name, is_dir) {
                 continue;
             }
+            // A subdirectory is an entry of its parent too: the walk holds one for each.
+            own += 1;
             if is_dir && at_depth + 1 < path::MAX_DEPTH {
                 subdirs.push(child);
-            } else if !is_dir {
-                own += 1;
             }
         }
         dirs[next].own = own;
@@ -301,7 +304,7 @@ pub fn count_entries(root: &OwnedFd, opts: &WalkOptions<'_>) -> Vec<DirCount> {
             dirs[parent].total += total;
         }
     }
-    dirs
+    Ok(dirs)
 }
 
 #[derive(Debug, Default)]

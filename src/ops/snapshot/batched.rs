@@ -5,10 +5,12 @@
 //! come last, with the snapshot. Memory follows a batch, not the tree.
 //!
 //! What a batch records before the snapshot commits is reachable from nothing until then: a
-//! kill leaves packs and trees that garbage collection takes (the snapshot's lease keeps a
-//! collection from starting meanwhile), and `check` counts them as garbage, not damage. The
+//! collection running meanwhile may condemn it, but the snapshot's lease keeps it from being
+//! deleted, and once the snapshot commits the next mark finds it reached; a kill leaves packs
+//! and trees that garbage collection takes and `check` counts as garbage, not damage. The
 //! directory records of the batches wait in a temporary file until the commit, as records may
-//! name only trees a snapshot reaches.
+//! name only trees a snapshot reaches. A subtree a batch took that the final walk no longer
+//! finds (the tree changed meanwhile) gives the snapshot to one whole walk.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
@@ -20,10 +22,12 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, Walked};
 use crate::manifest::dir_cache::{self, DirCacheMap, DirKey};
+use crate::manifest::node_cache::NodeCache;
 use crate::model::snapshot::{Counts, SnapshotInfo, Warning};
 use crate::object::ObjectId;
 use crate::ops::scan::{build, classify, records, Built, BuiltIds, Classified, Outcomes};
 use crate::repo::Repo;
+use rusqlite::Connection;
 
 /// Directory records written to the cache per transaction after the commit.
 const RECORDS_PER_WRITE: usize = 10_000;
@@ -41,28 +45,36 @@ impl Repo {
         c: &Cold<'_>,
         opts: &super::SnapshotOptions<'_>,
     ) -> Result<Option<SnapshotInfo>> {
-        let cache = self.node_cache();
-        if let (Some(cache), true) = (cache, opts.use_stat_cache) {
-            if dir_cache::any(cache.conn(), c.name)? {
-                return Ok(None);
-            }
-        }
+        let conn = self.manifest.conn();
+        let cache = match self.node_cache() {
+            Some(cache) => match cache_for_batches(cache, conn, c.name, opts.use_stat_cache) {
+                Ok(true) => return Ok(None),
+                Ok(false) => Some(cache),
+                Err(e) => {
+                    tracing::warn!(workspace = c.name, error = %e, "the directory cache is not used: this snapshot's records are not kept");
+                    None
+                }
+            },
+            None => None,
+        };
         let root_fd = walk::open_root(c.dir)?;
         let walk_opts = walk::WalkOptions::new(c.excludes, self.deadline());
-        let counted = walk::count_entries(&root_fd, &walk_opts);
+        let counted = walk::count_entries(&root_fd, &walk_opts)?;
         let limit = self.batch_files;
-        if counted.first().is_none_or(|root| root.total <= limit) {
+        let entries = counted.first().map_or(0, |root| root.total);
+        if entries <= limit {
             return Ok(None);
         }
         // The largest subtrees within the limit, in path order, gathered into batches.
-        let mut cuts: Vec<(&[u8], u64)> = counted
-            .iter()
-            .skip(1)
-            .filter(|d| d.total <= limit && counted.get(d.parent).is_some_and(|p| p.total > limit))
-            .map(|d| (d.rel.as_slice(), d.total))
-            .collect();
+        let mut cuts: Vec<(Vec<u8>, u64)> = Vec::new();
+        for d in counted.iter().skip(1) {
+            if d.total <= limit && counted.get(d.parent).is_some_and(|p| p.total > limit) {
+                cuts.push((d.rel.clone(), d.total));
+            }
+        }
+        drop(counted);
         cuts.sort_unstable();
-        let mut batches: Vec<Vec<&[u8]>> = Vec::new();
+        let mut batches: Vec<Vec<Vec<u8>>> = Vec::new();
         let mut filled = limit;
         for (rel, total) in cuts {
             if filled + total > limit {
@@ -74,16 +86,18 @@ impl Repo {
                 b.push(rel);
             }
         }
-        tracing::debug!(
-            workspace = c.name,
-            entries = counted[0].total,
-            batches = batches.len(),
-            "a snapshot in batches"
-        );
+        tracing::debug!(workspace = c.name, entries, batches = batches.len(), "a snapshot in batches");
 
-        let conn = self.manifest.conn();
         let _unmapped = self.manifest.unmapped()?;
-        let mut spill = Spill::new(self.cache_dir())?;
+        // The records wait on disk for the commit. Without a cache, or a file to keep them in,
+        // the next snapshot reads the files again (logged), as on the whole walk's path.
+        let mut spill = cache.and_then(|_| match Spill::new(self.cache_dir()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(workspace = c.name, error = %e, "this snapshot's directory records are not kept: the next one reads the files again");
+                None
+            }
+        });
         let mut subtrees: BTreeMap<Vec<u8>, ObjectId> = BTreeMap::new();
         let (mut below, mut warnings, mut packs) = (Counts::default(), Vec::new(), 0);
         for batch in batches {
@@ -91,11 +105,14 @@ impl Repo {
             let mut walked = Walked { dirs: Vec::new(), report: walk::WalkReport::default() };
             let mut roots = Vec::new();
             for rel in batch {
-                match walk::walk_from(&root_fd, c.dir, rel, &walk_opts) {
-                    Ok(w) => roots.push((rel.to_vec(), walked.append(w))),
+                match walk::walk_from(&root_fd, c.dir, &rel, &walk_opts) {
+                    Ok(w) => {
+                        let at = walked.append(w);
+                        roots.push((rel, at));
+                    }
                     // Gone or replaced since it was counted: the walk above takes what is there.
                     Err(e) if e.kind() == ErrorKind::Io || e.kind() == ErrorKind::NotFound => {
-                        tracing::debug!(dir = %crate::base::path::display(rel), error = %e, "left to the walk above the batches");
+                        tracing::debug!(dir = %crate::base::path::display(&rel), error = %e, "left to the walk above the batches");
                     }
                     Err(e) => return Err(e),
                 }
@@ -112,7 +129,7 @@ impl Repo {
                     built.ids.get(at).copied().ok_or_else(|| Error::internal("a batch's subtree was not built"))?;
                 subtrees.insert(rel, tree);
             }
-            spill.write(&records(&walked, &classified, &outcomes, &built))?;
+            keep_records(&mut spill, c.name, &records(&walked, &classified, &outcomes, &built));
             drop((walked, classified, built));
             let trees_stored = stored_trees(&trees)?;
             drop(trees);
@@ -130,18 +147,31 @@ impl Repo {
         let mut walked = walk::walk(&root_fd, c.dir, &upper_opts)?;
         let mut outcomes = Outcomes::new();
         let mut classified = classify(conn, &walked, DirCacheMap::default(), opts.use_stat_cache, &mut outcomes)?;
+        let mut stopped = 0;
         for (i, dir) in walked.dirs.iter().enumerate().skip(1) {
             if let (Some(tree), true) = (subtrees.get(&dir.rel), dir.children.is_empty()) {
                 if let Some(kept) = classified.kept.get_mut(i) {
                     *kept = Some(*tree);
+                    stopped += 1;
                 }
             }
+        }
+        // A subtree a batch took that is gone now (or no longer a directory) would leave its
+        // counts and warnings behind: the tree changed under the snapshot, and one walk takes it.
+        if stopped != subtrees.len() {
+            tracing::info!(
+                workspace = c.name,
+                batched = subtrees.len(),
+                found = stopped,
+                "the tree changed during a snapshot in batches: one walk takes it"
+            );
+            return Ok(None);
         }
         let (stored, trees, built, mut counts) =
             self.read_and_build(&root_fd, &mut walked, &classified, &mut outcomes, c, opts, &mut warnings)?;
         add(&mut counts, &below);
         let root = built.root;
-        spill.write(&records(&walked, &classified, &outcomes, &built))?;
+        keep_records(&mut spill, c.name, &records(&walked, &classified, &outcomes, &built));
         drop((walked, classified, built));
         match c.parent {
             Some(p) => diff_counts(conn, &p.root, &root, &trees, &mut counts)?,
@@ -152,12 +182,36 @@ impl Repo {
         let taken = Taken { dir: c.dir, name: c.name, parent: c.parent, root, counts, warnings, earlier_packs: packs };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         // After the commit, as on the whole walk's path: a failure costs the next snapshot reads.
-        if let Some(cache) = cache {
+        if let (Some(cache), Some(spill)) = (cache, spill) {
             if let Err(e) = spill.replay(|chunk| cache.write(|c| record_dirs(c, &info.workspace, chunk, &[]))) {
                 tracing::warn!(workspace = %info.workspace, error = %e, "the directory cache was not updated: the next snapshot reads the files again");
             }
         }
         Ok(Some(info))
+    }
+}
+
+/// Makes `cache` current for the manifest `conn` (one built against another generation, or
+/// new, is emptied and marked with the current one, as a walk's load of records does: records
+/// written into it otherwise would be dropped unread by the next snapshot); returns whether it
+/// holds records of `workspace` to go by (when `use_records`), for the whole walk to use.
+fn cache_for_batches(cache: &NodeCache, conn: &Connection, workspace: &str, use_records: bool) -> Result<bool> {
+    let generation = dir_cache::generation(conn)?;
+    if cache.generation()? != Some(generation) {
+        cache.reset(generation)?;
+        return Ok(false);
+    }
+    Ok(use_records && dir_cache::any(cache.conn(), workspace)?)
+}
+
+/// Adds `records` to `spill`; a failure to write them is logged and the rest of the snapshot's
+/// records are given up (the next snapshot reads the files again), not the snapshot.
+fn keep_records(spill: &mut Option<Spill>, workspace: &str, records: &[(DirKey, Vec<u8>)]) {
+    if let Some(s) = spill {
+        if let Err(e) = s.write(records) {
+            tracing::warn!(workspace, error = %e, "this snapshot's directory records are not kept: the next one reads the files again");
+            *spill = None;
+        }
     }
 }
 
