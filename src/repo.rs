@@ -611,21 +611,24 @@ impl Repo {
     /// none can forget the check (gc's rewrite records its own, holding `gc.lock`).
     pub(crate) fn record_packs(&self, tx: &rusqlite::Connection, packs: &[SealedPack], now_ns: i64) -> Result<()> {
         for p in packs {
-            match self.backend.size(&p.key) {
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!(
-                            "pack {} just written was deleted by a garbage collection running at the same time: run the command again",
-                            p.key
-                        ),
-                    ))
-                }
-                Err(e) => return Err(e),
-            }
+            self.pack_still_there(&p.key)?;
         }
         crate::manifest::objects::insert_packs(tx, packs, now_ns)
+    }
+
+    /// A pack this process just wrote, before the manifest points at it: one a garbage
+    /// collection running at the same time deleted is a conflict, not a pack to point at.
+    pub(crate) fn pack_still_there(&self, key: &str) -> Result<()> {
+        match self.backend.size(key) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "pack {key} just written was deleted by a garbage collection running at the same time: run the command again"
+                ),
+            )),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! A big tree read whole is snapshotted in batches (issue 38, item 4): its subtrees of at most
 //! `batch_files` entries are walked, read, built and recorded one batch at a time, then the
 //! directories above them. The snapshot is the one a single walk takes, entry for entry; the
-//! directory records it leaves make the next snapshot read nothing; a snapshot killed between
-//! two batches leaves a repository that checks clean (its leftovers garbage, for a collection),
-//! and the next snapshot succeeds.
+//! directory records it leaves make the next snapshot read nothing; content in several batches
+//! is stored once; a snapshot killed between two batches leaves a repository that checks clean
+//! (its packs orphans, for a collection), and the next snapshot succeeds.
 
 mod common;
 
@@ -141,8 +141,14 @@ fn a_snapshot_killed_between_batches_leaves_garbage_only_and_the_next_one_succee
     assert!(!killed.success(), "the failpoint stops the snapshot");
     let r = Repo::open(&repo).expect("open");
     assert!(r.snapshots(None).expect("list").is_empty(), "no snapshot was acknowledged");
-    let trees: i64 = trove::testing::conn(&r).query_row("SELECT COUNT(*) FROM trees", [], |x| x.get(0)).expect("count");
-    assert!(trees > 0, "the first batch recorded its trees");
+    // What the first batch stored waits for the commit: its pack is a file the index does not
+    // know, and no tree or chunk list names what the index lacks.
+    let count = |sql: &str| -> i64 { trove::testing::conn(&r).query_row(sql, [], |x| x.get(0)).expect(sql) };
+    assert_eq!(count("SELECT COUNT(*) FROM trees"), 0);
+    assert_eq!(count("SELECT COUNT(*) FROM objects"), 0);
+    assert_eq!(count("SELECT COUNT(*) FROM chunk_lists"), 0);
+    let packs = fs::read_dir(repo.join("packs")).expect("packs").count();
+    assert!(packs > 0, "the first batch's pack is on disk");
     let report = r.check().expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     drop(r);
@@ -156,6 +162,52 @@ fn a_snapshot_killed_between_batches_leaves_garbage_only_and_the_next_one_succee
     let r = Repo::open(&repo).expect("open");
     let latest = r.snapshots(None).expect("list").pop().expect("a snapshot");
     assert_eq!(latest.root, whole.root);
+    let report = r.check_with(&trove::CheckOptions { read_data: trove::ReadData::All }).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// The batches' objects wait for the commit to be indexed (in one ordered pass); a batch still
+/// finds what one before it stored, so content in several batches is stored once, and the
+/// indexed copy is the one the pack holds.
+#[test]
+fn content_in_several_batches_is_stored_once_and_indexed_by_the_commit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let w = tmp.path().join("w");
+    for d in 0..6 {
+        let dir = w.join(format!("d{d}"));
+        fs::create_dir_all(&dir).expect("dir");
+        fs::write(dir.join("shared.txt"), "the same in every directory\n").expect("file");
+        fs::write(dir.join("also.txt"), "this one too\n").expect("file");
+        fs::write(dir.join("own.txt"), format!("directory {d}\n")).expect("file");
+    }
+    // A file big enough to be chunked, in a batch of its own: its chunk list waits with the rest.
+    let mut x: u64 = 38;
+    let big: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 56) as u8
+        })
+        .collect();
+    fs::write(w.join("d5/own.txt"), &big).expect("big file");
+    fs::write(w.join("top.txt"), "this one too\n").expect("file");
+    let mut r = Repo::init(&tmp.path().join("repo"), "t").expect("init");
+    r.set_cache_dir(&tmp.path().join("cache"));
+    // Four entries a directory (itself and its three files): each its own batch.
+    r.set_batch_files(4);
+    let taken = r.snapshot(&w, &opts("w")).expect("in batches");
+    assert_eq!(taken.counts.files, 19);
+    let conn = trove::testing::conn(&r);
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |x| x.get(0)).expect(sql) };
+    let chunks = count("SELECT COUNT(*) FROM chunk_lists");
+    assert!(chunks > 1, "the big file was chunked");
+    let stored = 7 + chunks;
+    assert_eq!(count("SELECT COUNT(*) FROM objects"), stored, "two shared contents, five of their own, the chunks");
+    assert_eq!(count("SELECT SUM(objects) FROM packs"), stored, "no content was packed twice");
+    // A pack a batch; the walk above them finds top.txt's content among what a batch staged.
+    assert_eq!(count("SELECT COUNT(*) FROM packs"), 6);
+    let out = tmp.path().join("out");
+    r.restore(&taken, &out, &RestoreOptions::default()).expect("restore");
+    assert_eq!(tree_state(&out), tree_state(&w));
     let report = r.check_with(&trove::CheckOptions { read_data: trove::ReadData::All }).expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

@@ -4,6 +4,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::db;
 use crate::base::error::Result;
+use crate::object::pack::PackedObject;
 use crate::object::{ObjectId, SealedPack};
 
 /// A location from columns `at..at + 5` (pack name, offset, stored_len, raw_len, inner_offset):
@@ -40,13 +41,26 @@ pub struct Location {
 /// rows point into it, so garbage collection does not delete it (`gc::delete_pack` takes retired
 /// rows only). `level`: the zstd level a recompression wrote it at; None keeps what the row has.
 pub fn record_pack(conn: &Connection, pack: &SealedPack, now_ns: i64, level: Option<i32>) -> Result<i64> {
+    record_pack_parts(conn, &pack.key, pack.size, pack.objects.len(), now_ns, level)
+}
+
+/// [`record_pack`] for a pack known by its key, size and number of objects (their locations
+/// kept elsewhere until they are indexed: a snapshot taken in batches).
+pub fn record_pack_parts(
+    conn: &Connection,
+    key: &str,
+    size: u64,
+    objects: usize,
+    now_ns: i64,
+    level: Option<i32>,
+) -> Result<i64> {
     conn.execute(
         "INSERT INTO packs (name, size, objects, created_ns, level) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (name) DO UPDATE SET retired = NULL, level = COALESCE(excluded.level, level)",
-        params![pack.key, pack.size as i64, pack.objects.len() as i64, now_ns, level],
+        params![key, size as i64, objects as i64, now_ns, level],
     )
     .map_err(db("recording a pack"))?;
-    conn.query_row("SELECT id FROM packs WHERE name = ?1", [&pack.key], |r| r.get(0)).map_err(db("recording a pack"))
+    conn.query_row("SELECT id FROM packs WHERE name = ?1", [key], |r| r.get(0)).map_err(db("recording a pack"))
 }
 
 /// Records sealed packs and indexes their objects. Objects are inserted in id order: B-tree
@@ -59,6 +73,13 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
         rows.extend(pack.objects.iter().map(|o| (pack_id, o)));
     }
     rows.sort_unstable_by_key(|r| r.1.id);
+    index_objects(conn, rows.into_iter().map(|(pack, o)| Ok((pack, o.clone()))))
+}
+
+/// Indexes objects of recorded packs: (the pack's row id, where the object lies in it), best
+/// in id order (see [`insert_packs`]). A condemned row of the same id is replaced by the new
+/// copy; a live one is kept.
+pub fn index_objects(conn: &Connection, rows: impl IntoIterator<Item = Result<(i64, PackedObject)>>) -> Result<()> {
     let mut stmt = conn
         .prepare_cached(
             // A condemned row is replaced by this new copy (and so no longer condemned); a
@@ -71,7 +92,8 @@ pub fn insert_packs(conn: &Connection, packs: &[SealedPack], now_ns: i64) -> Res
              WHERE objects.condemned IS NOT NULL",
         )
         .map_err(db("indexing objects"))?;
-    for (pack_id, o) in rows {
+    for row in rows {
+        let (pack_id, o) = row?;
         stmt.execute(params![
             &o.id.as_bytes()[..],
             pack_id,

@@ -19,6 +19,19 @@ pub struct StoredTree {
     data: Vec<u8>,
 }
 
+impl StoredTree {
+    /// A row kept aside (a snapshot in batches stages its trees until its commit): its number
+    /// of entries and its compressed encoding, as [`StoredTree::parts`] gave them.
+    pub fn from_parts(entries: usize, data: Vec<u8>) -> StoredTree {
+        StoredTree { entries, data }
+    }
+
+    /// The number of entries and the compressed encoding.
+    pub fn parts(&self) -> (usize, &[u8]) {
+        (self.entries, &self.data)
+    }
+}
+
 /// Prepares tree `id`'s row from its canonical encoding: the compression, done before (and in
 /// parallel, outside) the transaction that inserts it.
 pub fn stored(id: &ObjectId, encoded: &[u8]) -> Result<StoredTree> {

@@ -1,13 +1,12 @@
 //! A big snapshot read whole, taken in batches: the tree is split by its entry counts into
 //! subtrees of at most `Repo::batch_files` entries, gathered into batches of about as many;
-//! each batch is walked, read, built and recorded in the manifest (its packs, chunk lists and
-//! trees) in a transaction of its own before the next is walked, and the directories above them
-//! come last, with the snapshot. Memory follows a batch, not the tree.
+//! each batch is walked, read and built, and what it stored (objects, trees, chunk lists) staged
+//! (`staged.rs`) before the next is walked; the directories above them come last, with the
+//! snapshot, whose transaction records everything staged. Memory follows a batch, not the tree.
 //!
-//! What a batch records before the snapshot commits is reachable from nothing until then: a
-//! collection running meanwhile may condemn it, but the snapshot's lease keeps it from being
-//! deleted, and once the snapshot commits the next mark finds it reached; a kill leaves packs
-//! and trees that garbage collection takes and `check` counts as garbage, not damage. The
+//! Until the snapshot commits, the batches' packs are files the index does not know: the
+//! snapshot's lease keeps a collection running meanwhile from deleting them, and a kill leaves
+//! them for garbage collection to take and `check` to count as garbage, not damage. The
 //! directory records of the batches wait in a temporary file until the commit, as records may
 //! name only trees a snapshot reaches. A subtree a batch took that the final walk no longer
 //! finds (the tree changed meanwhile) gives the snapshot to one whole walk.
@@ -17,7 +16,8 @@ use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use super::{diff_counts, record_dirs, stored_trees, Cold, Stored, Taken};
+use super::staged::Staged;
+use super::{new_chunk_lists, record_dirs, stored_trees, Cold, Stored, Taken};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, Walked};
@@ -98,8 +98,11 @@ impl Repo {
                 None
             }
         });
+        // The batches' objects are indexed by the commit, in one ordered pass (`staged.rs`).
+        let mut staged = Staged::new(self.cache_dir(), entries)?;
+        let reading = Reading { root_fd: &root_fd, c, opts };
         let mut subtrees: BTreeMap<Vec<u8>, ObjectId> = BTreeMap::new();
-        let (mut below, mut warnings, mut packs) = (Counts::default(), Vec::new(), 0);
+        let (mut below, mut warnings) = (Counts::default(), Vec::new());
         for batch in batches {
             self.check_deadline("taking a snapshot in batches")?;
             let mut walked = Walked { dirs: Vec::new(), report: walk::WalkReport::default() };
@@ -122,8 +125,10 @@ impl Repo {
             }
             let mut outcomes = Outcomes::new();
             let classified = classify(conn, &walked, DirCacheMap::default(), opts.use_stat_cache, &mut outcomes)?;
-            let (stored, trees, built, counts) =
-                self.read_and_build(&root_fd, &mut walked, &classified, &mut outcomes, c, opts, &mut warnings)?;
+            let (mut stored, trees, built, counts) =
+                self.read_and_build(&reading, &staged, &mut walked, &classified, &mut outcomes, &mut warnings)?;
+            staged.add_packs(std::mem::take(&mut stored.packs))?;
+            staged.add_chunk_lists(new_chunk_lists(&outcomes).map(|(id, c)| (*id, c.to_vec())).collect());
             for (rel, at) in roots {
                 let tree =
                     built.ids.get(at).copied().ok_or_else(|| Error::internal("a batch's subtree was not built"))?;
@@ -131,11 +136,14 @@ impl Repo {
             }
             keep_records(&mut spill, c.name, &records(&walked, &classified, &outcomes, &built));
             drop((walked, classified, built));
-            let trees_stored = stored_trees(&trees)?;
+            staged.add_trees(&stored_trees(&trees)?)?;
             drop(trees);
-            self.manifest.write(|tx| self.store_rows(tx, &stored, &outcomes, &trees_stored, now_ns()).map(|_| ()))?;
+            // Only loose objects (a small batch's, against a parent) are recorded now: they are
+            // stored and indexed at once, and nothing the manifest holds names them yet.
+            if !stored.loose.is_empty() {
+                self.manifest.write(|tx| self.store_rows(tx, &stored, &Outcomes::new(), &[], now_ns()).map(|_| ()))?;
+            }
             crate::base::failpoint::failpoint("snapshot:batch-recorded");
-            packs += stored.packs.len();
             add(&mut below, &counts);
         }
 
@@ -165,21 +173,25 @@ impl Repo {
                 found = stopped,
                 "the tree changed during a snapshot in batches: one walk takes it"
             );
+            // What the batches packed is indexed first, so that the walk finds it stored rather
+            // than pack it again; nothing reaches it until that walk commits.
+            self.manifest.write(|tx| staged.record_objects(tx, now_ns(), |key| self.pack_still_there(key)))?;
             return Ok(None);
         }
         let (stored, trees, built, mut counts) =
-            self.read_and_build(&root_fd, &mut walked, &classified, &mut outcomes, c, opts, &mut warnings)?;
+            self.read_and_build(&reading, &staged, &mut walked, &classified, &mut outcomes, &mut warnings)?;
         add(&mut counts, &below);
         let root = built.root;
         keep_records(&mut spill, c.name, &records(&walked, &classified, &outcomes, &built));
         drop((walked, classified, built));
-        match c.parent {
-            Some(p) => diff_counts(conn, &p.root, &root, &trees, &mut counts)?,
-            None => counts.added = counts.files,
+        // Against a parent, the commit counts what changed: the batches' trees are readable
+        // only in its transaction.
+        if c.parent.is_none() {
+            counts.added = counts.files;
         }
         let trees_stored = stored_trees(&trees)?;
         drop(trees);
-        let taken = Taken { dir: c.dir, name: c.name, parent: c.parent, root, counts, warnings, earlier_packs: packs };
+        let taken = Taken { dir: c.dir, name: c.name, parent: c.parent, root, counts, warnings, staged: Some(&staged) };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         // After the commit, as on the whole walk's path: a failure costs the next snapshot reads.
         if let (Some(cache), Some(spill)) = (cache, spill) {
@@ -217,26 +229,33 @@ fn keep_records(spill: &mut Option<Spill>, workspace: &str, records: &[(DirKey, 
 
 impl Repo {
     /// Step 3 for the files of `walked` that `classified` left pending (their outcomes in
-    /// `outcomes`; the warnings of the walk and the reads added to `warnings`), then its trees:
-    /// what was stored, the trees encoded, every directory's tree id, the counts.
-    #[allow(clippy::too_many_arguments)]
+    /// `outcomes`; the warnings of the walk and the reads added to `warnings`; what the batches
+    /// before staged not stored again), then its trees: what was stored, the trees encoded,
+    /// every directory's tree id, the counts.
     fn read_and_build(
         &self,
-        root_fd: &OwnedFd,
+        r: &Reading<'_>,
+        staged: &Staged,
         walked: &mut Walked,
         classified: &Classified,
         outcomes: &mut Outcomes,
-        c: &Cold<'_>,
-        opts: &super::SnapshotOptions<'_>,
         warnings: &mut Vec<Warning>,
     ) -> Result<(Stored, Built, BuiltIds, Counts)> {
-        let (mut read_warnings, stored) = self.read_pending(root_fd, walked, outcomes, c.scan_start, c.parent, opts)?;
+        let (mut read_warnings, stored) =
+            self.read_pending(r.root_fd, walked, outcomes, r.c.scan_start, r.c.parent, r.opts, Some(staged))?;
         warnings.append(&mut read_warnings);
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees = Built::default();
         let built = build(walked, classified, outcomes, &mut trees, &mut counts)?;
         Ok((stored, trees, built, counts))
     }
+}
+
+/// What every batch reads with: the tree's root, what the snapshot is of, its options.
+struct Reading<'a> {
+    root_fd: &'a OwnedFd,
+    c: &'a Cold<'a>,
+    opts: &'a super::SnapshotOptions<'a>,
 }
 
 /// `from`'s counts of entries added to `to`'s (what each batch built).
@@ -257,12 +276,7 @@ struct Spill {
 
 impl Spill {
     fn new(dir: Option<&Path>) -> Result<Spill> {
-        let file = match dir.filter(|d| d.is_dir()) {
-            Some(d) => tempfile::tempfile_in(d).map_err(|e| Error::io("create a temporary file in", d, e))?,
-            None => {
-                tempfile::tempfile().map_err(|e| Error::io("create a temporary file in", &std::env::temp_dir(), e))?
-            }
-        };
+        let (file, _) = super::staged::temp_file(dir)?;
         Ok(Spill { file: BufWriter::new(file) })
     }
 

@@ -41,6 +41,7 @@ use crate::ops::scan::{
 use crate::repo::Repo;
 
 mod batched;
+mod staged;
 mod watched;
 
 /// A file whose mtime or ctime is this close to the scan's start is not trusted to the stat
@@ -164,7 +165,8 @@ enum Sink<'a> {
     /// Into packs, after a lookup in the index through a reader connection, and among the loose
     /// objects when there are any (`loose_too`): content an earlier small snapshot or a tool
     /// stored loose is not stored a second time.
-    Packs { packs: &'a PackWriter, reader: Mutex<Connection>, loose_too: bool },
+    /// Of a snapshot taken in batches, also among what the batches before staged (`staged`).
+    Packs { packs: &'a PackWriter, reader: Mutex<Connection>, loose_too: bool, staged: Option<&'a staged::Staged> },
     /// Encoded blobs (id, raw length, blob) for the snapshot's transaction, which stores those
     /// it lacks as loose objects.
     Loose(Mutex<Vec<LooseBlob>>),
@@ -221,7 +223,12 @@ impl Writer<'_> {
         if !self.seen.lock().map_err(|_| Error::internal("seen set poisoned"))?.insert(*id) {
             return Ok(false);
         }
-        let Sink::Packs { reader, loose_too, .. } = &self.sink else { return Ok(true) };
+        let Sink::Packs { reader, loose_too, staged, .. } = &self.sink else { return Ok(true) };
+        if let Some(staged) = staged {
+            if staged.contains(id)? {
+                return Ok(false);
+            }
+        }
         let reader = reader.lock().map_err(|_| Error::internal("reader poisoned"))?;
         Ok(!(objects::has_live(&reader, id)? || (*loose_too && manifest::loose::has_live(&reader, id)?)))
     }
@@ -530,8 +537,9 @@ struct Taken<'a> {
     root: ObjectId,
     counts: Counts,
     warnings: Vec<Warning>,
-    /// Packs recorded before the commit, by the batches of a snapshot taken in batches.
-    earlier_packs: usize,
+    /// The packs of the batches before, of a snapshot taken in batches: recorded and indexed
+    /// by the commit.
+    staged: Option<&'a staged::Staged>,
 }
 
 fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option<&SnapshotId>) -> SnapshotId {
@@ -604,7 +612,7 @@ impl Repo {
 
         // A workspace's first snapshot always packs: loose objects are for the edits after it.
         let (warnings, stored) =
-            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, parent.as_ref(), opts)?;
+            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, parent.as_ref(), opts, None)?;
         crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
@@ -629,7 +637,7 @@ impl Repo {
         }
 
         let trees_stored = stored_trees(&trees_built)?;
-        let taken = Taken { dir, name: &name, parent: parent.as_ref(), root, counts, warnings, earlier_packs: 0 };
+        let taken = Taken { dir, name: &name, parent: parent.as_ref(), root, counts, warnings, staged: None };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         // After the commit: a record may name only trees the manifest holds. A crash before this
         // leaves the records of the snapshot before, which still describe their files truly.
@@ -655,11 +663,11 @@ impl Repo {
         trees_stored: &[(ObjectId, manifest::trees::StoredTree)],
         opts: &SnapshotOptions<'_>,
     ) -> Result<SnapshotInfo> {
-        let Taken { dir, name, parent, root, counts, warnings, earlier_packs } = taken;
+        let Taken { dir, name, parent, root, counts, warnings, staged } = taken;
         // The last moment to give up: after this the snapshot commits.
         self.check_deadline("recording a snapshot")?;
         let created_ns = now_ns();
-        let info = SnapshotInfo {
+        let mut info = SnapshotInfo {
             id: snapshot_id(name, &root, created_ns, parent.map(|p| &p.id)),
             workspace: name.to_string(),
             session: opts.session.clone(),
@@ -675,8 +683,16 @@ impl Repo {
             let ws = workspaces::ensure(tx, name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             let loose = self.store_rows(tx, stored, outcomes, trees_stored, created_ns)?;
+            if let Some(staged) = staged {
+                staged.record(tx, created_ns, |key| self.pack_still_there(key))?;
+                // A snapshot in batches counts its changes here, where every tree it built is
+                // readable (they wait for this transaction).
+                if let Some(p) = parent {
+                    diff_counts(tx, &p.root, &info.root, &Built::default(), &mut info.counts)?;
+                }
+            }
             snapshots::insert(tx, ws.id, &info)?;
-            let packs = earlier_packs + stored.packs.len();
+            let packs = staged.map_or(0, |s| s.pack_count()) + stored.packs.len();
             manifest::audit::append(tx, &snapshot_record(&info, opts, packs, loose))?;
             Ok(())
         })?;
@@ -719,7 +735,9 @@ impl Repo {
     /// manifest may point at them. A small change after an earlier snapshot (with a `parent`:
     /// `LOOSE_FILES`, `LOOSE_READS`) is read here instead, into loose blobs (deltas where they
     /// pay) for the snapshot's transaction. Returns the warnings (the walk's, then
-    /// the reads') and what was stored.
+    /// the reads') and what was stored. `staged`: what the batches before stored, of a snapshot
+    /// taken in batches, which is not stored again.
+    #[allow(clippy::too_many_arguments)]
     fn read_pending(
         &self,
         root_fd: &OwnedFd,
@@ -728,6 +746,7 @@ impl Repo {
         scan_start: i64,
         parent: Option<&SnapshotInfo>,
         opts: &SnapshotOptions<'_>,
+        staged: Option<&staged::Staged>,
     ) -> Result<(Vec<Warning>, Stored)> {
         // The walk's warnings come first, then the reads'.
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
@@ -801,7 +820,7 @@ impl Repo {
                 zstd_level: self.config.zstd_level,
                 chunking: self.config.chunking,
                 seen: Mutex::new(RandomKeySet::default()),
-                sink: Sink::Packs { packs, reader: Mutex::new(reader), loose_too },
+                sink: Sink::Packs { packs, reader: Mutex::new(reader), loose_too, staged },
                 warnings: Mutex::new(walk_warnings),
             };
             let deadline = self.deadline();
@@ -962,14 +981,21 @@ fn workspace_name(dir: &Path, opts: &SnapshotOptions<'_>) -> Result<String> {
 
 /// Records the chunk lists of new big files, in the snapshot's transaction.
 fn record_chunk_lists(tx: &Connection, outcomes: &Outcomes) -> Result<()> {
-    for f in outcomes.iter().flatten() {
-        if let Outcome::Done(c) = &f.outcome {
-            if let Content { chunks: Some(chunks), id, from_cache: false, .. } = &**c {
-                objects::insert_chunk_list(tx, id, chunks)?;
-            }
-        }
+    for (id, chunks) in new_chunk_lists(outcomes) {
+        objects::insert_chunk_list(tx, id, chunks)?;
     }
     Ok(())
+}
+
+/// The chunk lists of the files read (not vouched for by a record): (content id, chunks).
+fn new_chunk_lists(outcomes: &Outcomes) -> impl Iterator<Item = (&ObjectId, &[(u64, ObjectId)])> {
+    outcomes.iter().flatten().filter_map(|f| match &f.outcome {
+        Outcome::Done(c) => match &**c {
+            Content { chunks: Some(chunks), id, from_cache: false, .. } => Some((id, chunks.as_slice())),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// Writes workspace `ws`'s directory records that changed into the node-local cache, and

@@ -112,7 +112,7 @@ impl Repo {
         let conn = self.manifest.conn();
         let Found { live, fresh, mut walked, mut outcomes } = found;
         let (read_warnings, stored) =
-            self.read_pending(&live.fd, &mut walked, &mut outcomes, scan_start, Some(parent), opts)?;
+            self.read_pending(&live.fd, &mut walked, &mut outcomes, scan_start, Some(parent), opts, None)?;
         if !read_warnings.is_empty() || !read_as_hashed(&fresh.files, &outcomes) {
             tracing::debug!(workspace = name, "files changed while the snapshot read them; it walks the tree whole");
             if !stored.packs.is_empty() {
@@ -140,7 +140,7 @@ impl Repo {
         diff_counts(conn, &parent.root, &live.root, &live.built, &mut counts)?;
         let trees_stored = stored_trees(&fresh.trees)?;
         let warnings = live.warnings.clone();
-        let taken = Taken { dir, name, parent: Some(parent), root: live.root, counts, warnings, earlier_packs: 0 };
+        let taken = Taken { dir, name, parent: Some(parent), root: live.root, counts, warnings, staged: None };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         tracing::debug!(workspace = name, snapshot = %info.id, files_read = fresh.files.len(), trees = fresh.trees.len(),
             "snapshot taken from the change feed");
