@@ -9,9 +9,8 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{rich_workspace, tree_state, trove, trove_bin};
+use common::{rich_workspace, tree_state, trove, trove_at_failpoint};
 use trove::{Counts, Repo, RestoreOptions, SnapshotOptions};
 
 /// `rich_workspace` (symlinks, an empty directory, a chunked file, excluded entries), a flat
@@ -130,15 +129,9 @@ fn a_snapshot_killed_between_batches_leaves_garbage_only_and_the_next_one_succee
     big_tree(&w);
     let cache_arg = cache.to_str().expect("utf8");
     assert!(trove(&repo, &["init"]).status.success());
-    let killed = Command::new(trove_bin())
-        .args(["--repo", repo.to_str().expect("utf8"), "--cache-dir", cache_arg, "--batch-files", "10", "snapshot"])
-        .arg(&w)
-        .env("TROVE_FAILPOINT", "snapshot:batch-recorded")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run");
-    assert!(!killed.success(), "the failpoint stops the snapshot");
+    let args = ["--cache-dir", cache_arg, "--batch-files", "10", "snapshot", w.to_str().expect("utf8")];
+    let killed = trove_at_failpoint(&repo, &args, "snapshot:batch-recorded");
+    assert!(!killed.status.success(), "the failpoint stops the snapshot");
     let r = Repo::open(&repo).expect("open");
     assert!(r.snapshots(None).expect("list").is_empty(), "no snapshot was acknowledged");
     // What the first batch stored waits for the commit: its pack is a file the index does not

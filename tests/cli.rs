@@ -127,6 +127,23 @@ fn bad_input_gets_a_clear_error_the_right_exit_code_and_changes_nothing() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("is not a trove repository"), "{}", stderr(&o));
     assert!(!nowhere.exists(), "a failed open creates nothing");
+
+    // A bucket is not a directory to make (it once made `s3:` in the working directory).
+    for (url, needle) in
+        [("s3://bucket/prefix", "not yet in a bucket"), ("gs://bucket/x", "is not a store trove writes to")]
+    {
+        let o = Command::new(common::trove_bin())
+            .current_dir(tmp.path())
+            .args(["--repo", url, "init"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(2), "{url}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{url}: {}", stderr(&o));
+    }
+    assert!(
+        !tmp.path().join("s3:").exists() && !tmp.path().join("gs:").exists(),
+        "no directory named after the scheme"
+    );
 }
 
 #[test]

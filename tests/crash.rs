@@ -104,14 +104,8 @@ fn a_small_edits_snapshot_killed_before_its_commit_leaves_nothing_behind() {
         trove::testing::conn(repo).query_row("SELECT COUNT(*) FROM loose_objects", [], |r| r.get(0)).expect("count")
     };
 
-    let killed = Command::new(trove_bin())
-        .args(["--repo", root.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8")])
-        .env("TROVE_FAILPOINT", "snapshot:packed")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run");
-    assert!(!killed.success(), "the failpoint stops the snapshot");
+    let killed = trove_at_failpoint(&root, &["snapshot", ws.to_str().expect("utf8")], "snapshot:packed");
+    assert!(!killed.status.success(), "the failpoint stops the snapshot");
     let repo = Repo::open(&root).expect("open");
     assert_eq!(repo.snapshots(None).expect("list").len(), 2);
     assert_eq!(loose(&repo), 0, "nothing of the killed snapshot is stored");

@@ -8,7 +8,6 @@ mod common;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
@@ -80,13 +79,11 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
     for (i, point) in points.iter().enumerate() {
         let (repo, ws, id) = setup(&tmp.path().join(format!("crash{i}")));
         let params = serde_json::json!({"patch": PATCH}).to_string();
-        let out = Command::new(trove_bin())
-            .arg("--repo")
-            .arg(&repo)
-            .args(["tool", "apply_patch", "--session", &id, &params])
-            .env("TROVE_FAILPOINT", format!("apply_patch:{point}"))
-            .output()
-            .expect("run");
+        let out = trove_at_failpoint(
+            &repo,
+            &["tool", "apply_patch", "--session", &id, &params],
+            &format!("apply_patch:{point}"),
+        );
         assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{point}: the process must die there: {}", stderr(&out));
         // The next command opens the repository, which finishes what the journal decided.
         let out = trove(&repo, &["tool", "read_file", "--session", &id, r#"{"path":"a.txt"}"#]);
@@ -148,13 +145,11 @@ fn trash_restore_of_a_directory_killed_at_each_step_is_all_or_nothing() {
     for (i, point) in points.iter().enumerate() {
         let (repo, ws, id, trash) = deleted_dir(&tmp.path().join(format!("crash{i}")));
         let params = serde_json::json!({"trashId": trash}).to_string();
-        let out = Command::new(trove_bin())
-            .arg("--repo")
-            .arg(&repo)
-            .args(["tool", "restore_file", "--session", &id, &params])
-            .env("TROVE_FAILPOINT", format!("restore_file:{point}"))
-            .output()
-            .expect("run");
+        let out = trove_at_failpoint(
+            &repo,
+            &["tool", "restore_file", "--session", &id, &params],
+            &format!("restore_file:{point}"),
+        );
         assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{point}: the process must die there: {}", stderr(&out));
         let out = trove(&repo, &["tool", "list_directory", "--session", &id, "{}"]);
         assert!(out.status.success(), "{point}: {}", stdout(&out));
@@ -200,13 +195,7 @@ fn trash_restore_of_a_big_directory_killed_at_each_step_is_all_or_nothing() {
     let points = ["drafted", "journaled", "temp-written", "staged", "step:0", "step:3", "step:10", "step:27", "buried"];
     for (i, point) in points.iter().enumerate() {
         let (repo, ws, trash) = deleted_big_dir(&tmp.path().join(format!("crash{i}")));
-        let out = Command::new(trove_bin())
-            .arg("--repo")
-            .arg(&repo)
-            .args(["trash", "restore", &trash])
-            .env("TROVE_FAILPOINT", format!("trash_restore:{point}"))
-            .output()
-            .expect("run");
+        let out = trove_at_failpoint(&repo, &["trash", "restore", &trash], &format!("trash_restore:{point}"));
         assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{point}: the process must die there: {}", stderr(&out));
         // Opening the repository settles the journal.
         let out = trove(&repo, &["--json", "trash", "ls", "--all"]);

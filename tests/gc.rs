@@ -301,11 +301,8 @@ fn gc_reclaims_the_pack_of_a_snapshot_killed_before_its_commit() {
     fs::write(ws.join("a.txt"), "a\n").expect("write");
     snap(&repo, &ws, "w");
     fs::write(ws.join("big.bin"), trove::sample::Rng::new(9).bytes(500_000)).expect("write");
-    let out = Command::new(trove_bin())
-        .args(["--repo", root.to_str().expect("utf8"), "snapshot", ws.to_str().expect("utf8"), "--workspace", "w"])
-        .env("TROVE_FAILPOINT", "snapshot:packed")
-        .output()
-        .expect("run");
+    let out =
+        trove_at_failpoint(&root, &["snapshot", ws.to_str().expect("utf8"), "--workspace", "w"], "snapshot:packed");
     assert!(!out.status.success(), "the failpoint stops it");
     let report = repo.check_with(&trove::CheckOptions::default()).expect("check");
     assert!(report.problems.is_empty() && report.orphan_packs == 1, "{report:?}");
@@ -363,9 +360,9 @@ fn killed_gc_leaves_a_clean_repository(stage: &str, recompress: Option<i32>) {
     let expected = restored(&repo, &kept, &tmp.path().join("expected"));
     drop(repo);
     let level = recompress.map(|l| l.to_string());
-    let mut args = vec!["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"];
+    let mut args = vec!["gc", "--grace", "0s"];
     args.extend(level.iter().flat_map(|l| ["--recompress", l.as_str()]));
-    let out = Command::new(trove_bin()).args(&args).env("TROVE_FAILPOINT", stage).output().expect("run");
+    let out = trove_at_failpoint(&root, &args, stage);
     assert!(!out.status.success(), "{stage}: the failpoint stops the collection");
     let repo = Repo::open(&root).unwrap_or_else(|e| panic!("{stage}: does not open: {e}"));
     let report = repo.check().expect("check");
@@ -792,11 +789,7 @@ fn gc_rebuilds_bundles_whose_members_died_and_keeps_every_live_one() {
     // Killed after writing the rebuilt bundles, before pointing the index at them: the
     // repository checks clean (the new pack an orphan) and restores the same.
     drop(repo);
-    let out = Command::new(trove_bin())
-        .args(["--repo", root.to_str().expect("utf8"), "gc", "--grace", "0s"])
-        .env("TROVE_FAILPOINT", "gc:repack-written")
-        .output()
-        .expect("run");
+    let out = trove_at_failpoint(&root, &["gc", "--grace", "0s"], "gc:repack-written");
     assert!(!out.status.success(), "the failpoint stops the collection");
     let repo = Repo::open(&root).expect("open");
     let report = repo.check().expect("check");

@@ -47,8 +47,9 @@ pub fn new_watcher_id() -> Result<String> {
     Ok(format!("w_{}", random_hex()?))
 }
 
-/// 12 random hex digits: 48 bits, ample for ids that are also checked for uniqueness on insert.
-fn random_hex() -> Result<String> {
+/// 12 random hex digits: 48 bits, ample for ids that are also checked for uniqueness on insert
+/// (and for scratch names, such as a store's probe object or a temporary file).
+pub fn random_hex() -> Result<String> {
     let mut bytes = [0u8; 6];
     fill_random(&mut bytes)?;
     Ok(hex::encode(bytes))

@@ -24,6 +24,14 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Some(p) => p.clone(),
         None => default_repo()?,
     };
+    // `s3://BUCKET/PREFIX` names a bucket, never a directory to make (it once made `s3:`).
+    if let trove::object::Location::Bucket { .. } = trove::object::Location::parse(repo_path.as_os_str())? {
+        return Err(trove::Error::invalid_argument(format!(
+            "repository {}: this trove keeps repositories in directories only, not yet in a bucket; give a directory",
+            repo_path.display()
+        ))
+        .into());
+    }
     let (json, path) = (cli.json, repo_path.as_path());
     let mut out = out();
     let out = &mut out;

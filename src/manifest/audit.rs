@@ -68,25 +68,21 @@ fn add_leaf(conn: &Connection, seq: i64, encoded: &[u8]) -> Result<()> {
 /// 6); returns how many it added.
 pub fn catch_up_tree(conn: &Connection) -> Result<u64> {
     let from = tree_size(conn)?;
-    let mut st = conn
-        .prepare("SELECT seq, encoded FROM audit WHERE seq > ?1 ORDER BY seq")
-        .map_err(db("growing the audit log's tree"))?;
-    let mut rows = st.query([from as i64]).map_err(db("growing the audit log's tree"))?;
     let mut added = 0;
-    while let Some(r) = rows.next().map_err(db("growing the audit log's tree"))? {
-        let (seq, mut encoded): (i64, Vec<u8>) =
-            (r.get(0).map_err(db("reading the audit log"))?, r.get(1).map_err(db("reading the audit log"))?);
-        if seq as u64 != from + added + 1 {
-            return Err(Error::corrupt(format!("audit record {} follows {}: the log has a gap", seq, from + added)));
+    // One pass over the rows: each record's encoding as stored, or computed from its columns
+    // (schema 17 stores it once), as `each_from` reads them.
+    each_from(conn, from as i64 + 1, |full, encoded| {
+        if full.seq as u64 != from + added + 1 {
+            return Err(Error::corrupt(format!(
+                "audit record {} follows {}: the log has a gap",
+                full.seq,
+                from + added
+            )));
         }
-        // Only the records stored once (schema 17) are read whole, to be encoded again.
-        if encoded.is_empty() {
-            let full = get(conn, seq)?.ok_or_else(|| Error::corrupt(format!("audit record {seq} vanished")))?;
-            encoded = full.record.encode(seq);
-        }
-        add_leaf(conn, seq, &encoded)?;
+        add_leaf(conn, full.seq, &encoded)?;
         added += 1;
-    }
+        Ok(())
+    })?;
     Ok(added)
 }
 

@@ -1,11 +1,18 @@
 //! The storage backend: a tiny trait that moves bytes under string keys, nothing more.
 //!
 //! Hashing, compression and verification live above it (`store.rs`), once. A `put` is durable
-//! when it returns and atomic (a reader sees all of the bytes or none); keys are written once.
+//! when it returns and atomic (a reader sees all of the bytes or none); keys are written once
+//! and never replaced: a put or commit to a key that holds exactly the same bytes is success
+//! (a retry, or a writer killed after its write), one to a key holding other bytes is refused
+//! with `already_exists` and changes nothing. That is what S3's conditional create
+//! (`If-None-Match: *`) gives a bucket, and what [`probe`] checks a store honours.
 //! A value named by the hash of its own bytes (a pack) is written in pieces through `stage` and
 //! named when complete, so it never has to sit whole in memory.
+//!
+//! Implementations: a local directory (`local.rs`), memory (`memory.rs`, the tests' twin) and an
+//! S3-compatible bucket (`s3.rs`); [`contract`] is the test all three pass.
 
-use crate::base::error::Result;
+use crate::base::error::{Error, ErrorKind, Result};
 
 /// Where objects' bytes live: the local directory of packs, or memory in tests.
 pub trait Backend: Send + Sync {
@@ -56,13 +63,60 @@ impl<B: Backend + ?Sized> Staged for Buffered<'_, B> {
     }
 }
 
-/// The contract every backend passes; run by each implementation's tests.
-#[cfg(test)]
-pub(crate) fn contract(b: &dyn Backend) {
-    use crate::base::error::ErrorKind;
+/// `already_exists` for a put or commit to `key` of `store`, which holds other bytes.
+pub(crate) fn other_bytes(store: &str, key: &str) -> Error {
+    Error::new(
+        ErrorKind::AlreadyExists,
+        format!(
+            "{key} in {store} already holds other bytes, and stored values are never replaced: another writer made it; run `trove check`"
+        ),
+    )
+}
+
+/// What a store was found to support when probed: recorded with a repository so that it never
+/// relies on a guarantee its store does not give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// A second put of one key with other bytes is refused (S3's `If-None-Match: *`): what
+    /// keeps two writers from replacing each other's values.
+    pub conditional_create: bool,
+    /// A read of a byte range returns that range alone (S3's `Range`).
+    pub ranged_reads: bool,
+}
+
+/// Finds out what `b` supports by doing it: a value put under `probe/`, put again with other
+/// bytes (which must be refused), read in part, then deleted.
+pub fn probe(b: &dyn Backend) -> Result<Capabilities> {
+    let key = format!("probe/{}", crate::base::random::random_hex()?);
+    b.put(&key, b"trove probe: first")?;
+    let conditional_create = match b.put(&key, b"trove probe: other") {
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => true,
+        Err(e) => return Err(e),
+        Ok(()) => false,
+    };
+    let ranged_reads = match b.get_range(&key, 6, 5) {
+        Ok(bytes) => bytes == b"probe",
+        Err(e) if e.kind() == ErrorKind::Corrupt => false,
+        Err(e) => return Err(e),
+    };
+    b.delete(&key)?;
+    Ok(Capabilities { conditional_create, ranged_reads })
+}
+
+/// The contract every backend passes, memory, local and S3 alike: run by each implementation's
+/// tests (the bucket's in `tests/s3.rs`, against a real S3 server). Panics on the first breach.
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used, clippy::panic)]
+pub fn contract(b: &dyn Backend) {
     b.put("packs/aa/one.pack", b"hello world").expect("put");
     b.put("packs/bb/two.pack", b"0123456789").expect("put");
     b.put("packs/aa/one.pack", b"hello world").expect("same put again is success");
+    // Another writer's value under the same key is refused and left whole.
+    let other = b.put("packs/aa/one.pack", b"HELLO WORLD").expect_err("other bytes under a written key");
+    assert_eq!(other.kind(), ErrorKind::AlreadyExists, "{other}");
+    let longer = b.put("packs/aa/one.pack", b"hello world, longer").expect_err("longer bytes under a written key");
+    assert_eq!(longer.kind(), ErrorKind::AlreadyExists, "{longer}");
     assert_eq!(b.get_range("packs/aa/one.pack", 6, 5).expect("get"), b"world");
     assert_eq!(b.get_range("packs/bb/two.pack", 0, 10).expect("get"), b"0123456789");
     assert_eq!(b.get_range("packs/bb/two.pack", 3, 0).expect("empty get"), b"");
@@ -93,4 +147,35 @@ pub(crate) fn contract(b: &dyn Backend) {
     staged.commit("packs/cc/three.pack").expect("commit");
     assert_eq!(b.get_range("packs/cc/three.pack", 0, 12).expect("get"), b"staged value");
     assert_eq!(b.list("").expect("list"), vec!["packs/bb/two.pack", "packs/cc/three.pack"]);
+    // A commit under a written key: the same bytes are success, others are refused.
+    let mut again = b.stage("packs").expect("stage");
+    again.write(b"staged value").expect("write");
+    again.commit("packs/cc/three.pack").expect("the same bytes committed again");
+    let mut clash = b.stage("packs").expect("stage");
+    clash.write(b"staged VALUE").expect("write");
+    let e = clash.commit("packs/cc/three.pack").expect_err("other bytes committed under a written key");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(b.get_range("packs/cc/three.pack", 0, 12).expect("get"), b"staged value");
+    // Writers racing for one key: exactly one value wins, whole, and every other is refused.
+    let won: Vec<bool> = std::thread::scope(|s| {
+        let racers: Vec<_> = (0..4u8)
+            .map(|i| {
+                s.spawn(move || match b.put("packs/dd/race.pack", &[i; 64]) {
+                    Ok(()) => true,
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
+                    Err(e) => panic!("racing put: {e}"),
+                })
+            })
+            .collect();
+        racers.into_iter().map(|r| r.join().expect("racer")).collect()
+    });
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "one writer wins: {won:?}");
+    let value = b.get_range("packs/dd/race.pack", 0, 64).expect("get");
+    assert!(value.iter().all(|v| *v == value[0]), "the winner's value, whole");
+    assert_eq!(
+        probe(b).expect("probe"),
+        Capabilities { conditional_create: true, ranged_reads: true },
+        "every backend refuses a second create and reads ranges"
+    );
+    b.delete("packs/dd/race.pack").expect("delete");
 }

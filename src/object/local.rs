@@ -1,10 +1,12 @@
 //! The local-filesystem backend: one file per key under a root directory.
 //!
-//! A put writes a temporary file in the key's directory, fsyncs it, renames it into place and
-//! fsyncs the directory, so a crash leaves either the whole file or none (plus a stray `.tmp`
-//! that nothing references). A staged value (a pack being written) is such a temporary in the
-//! directory it was staged below, renamed under its key when committed. Reads use positioned
-//! reads on cached open handles.
+//! A put writes a temporary file in the key's directory, fsyncs it, links it under its key
+//! only if the key is free (never replacing a file: the local form of S3's conditional create)
+//! and fsyncs the directory, so a crash leaves either the whole file or none (plus a stray
+//! `.tmp` that nothing references). A key already there is compared with the new bytes: the
+//! same is success, other bytes are refused. A staged value (a pack being written) is such a
+//! temporary in the directory it was staged below, linked under its key when committed. Reads
+//! use positioned reads on cached open handles.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -83,14 +85,47 @@ fn temporary_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
         .map_err(|e| Error::io("create a temporary file in", dir, e))
 }
 
-/// Syncs the temporary, renames it to `path` and syncs `path`'s directory: after this the
-/// value is whole under its key whatever happens next.
-fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
+/// Syncs the temporary, links it as `path` if nothing is there yet and syncs `path`'s
+/// directory: after this the value is whole under its key whatever happens next. A file
+/// already at `path` is kept: the same bytes are success (synced again, in case it is the
+/// leftover of a writer killed before its directory sync), other bytes are `already_exists`.
+fn persist(mut tmp: tempfile::NamedTempFile, path: &Path, key: &str) -> Result<()> {
     let dir =
         path.parent().ok_or_else(|| Error::internal(format!("backend path {} has no directory", path.display())))?;
     tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| Error::io("rename into place", path, e.error))?;
-    sync_dir(dir)
+    match tmp.persist_noclobber(path) {
+        Ok(_) => sync_dir(dir),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            tmp = e.file;
+            let there = File::open(path).map_err(|e| Error::io("open", path, e))?;
+            if !same_bytes(tmp.as_file(), &there).map_err(|e| Error::io("compare with", path, e))? {
+                return Err(crate::object::backend::other_bytes(&dir.display().to_string(), key));
+            }
+            there.sync_all().map_err(|e| Error::io("sync", path, e))?;
+            sync_dir(dir)
+        }
+        Err(e) => Err(Error::io("link into place", path, e.error)),
+    }
+}
+
+/// Whether two files hold the same bytes, compared a block at a time.
+fn same_bytes(a: &File, b: &File) -> std::io::Result<bool> {
+    if a.metadata()?.len() != b.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut x, mut y) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    let mut at = 0u64;
+    loop {
+        let n = a.read_at(&mut x, at)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        b.read_exact_at(&mut y[..n], at)?;
+        if x[..n] != y[..n] {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
 }
 
 /// A pack being written: a temporary file, written through a kernel buffer and renamed under
@@ -109,9 +144,7 @@ impl Staged for StagedFile {
         let path = self.root.join(key);
         let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
         ensure_dir(dir)?;
-        // An existing key holds the same bytes (keys are content-derived): replacing it with
-        // the rename is harmless, and leaves it durable even if it was a killed writer's.
-        persist(self.tmp, &path)
+        persist(self.tmp, &path, key)
     }
 }
 
@@ -119,16 +152,10 @@ impl Backend for LocalBackend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
         let path = self.path(key);
         let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
-        if path.exists() {
-            // Same key, same bytes. But it may be the leftover of a writer killed between its
-            // rename and its directory fsync: make it durable before anyone relies on it.
-            File::open(&path).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &path, e))?;
-            return sync_dir(dir);
-        }
         ensure_dir(dir)?;
         let mut tmp = temporary_in(dir)?;
         tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
-        persist(tmp, &path)
+        persist(tmp, &path, key)
     }
 
     fn stage(&self, dir: &str) -> Result<Box<dyn Staged + '_>> {

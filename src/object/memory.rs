@@ -34,8 +34,15 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        self.lock()?.entry(key.to_string()).or_insert_with(|| bytes.to_vec());
-        Ok(())
+        let mut blobs = self.lock()?;
+        match blobs.get(key) {
+            Some(there) if there != bytes => Err(crate::object::backend::other_bytes("memory", key)),
+            Some(_) => Ok(()),
+            None => {
+                blobs.insert(key.to_string(), bytes.to_vec());
+                Ok(())
+            }
+        }
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod http;
+pub mod s3;
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -13,16 +14,22 @@ pub fn trove_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_trove"))
 }
 
+/// `trove --repo REPO ARGS...`, unaffected by this process's `TROVE_REPO` and `TROVE_LOG`.
+fn trove_command(repo: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(trove_bin());
+    c.arg("--repo").arg(repo).args(args).env_remove("TROVE_REPO").env_remove("TROVE_LOG");
+    c
+}
+
 /// Runs `trove --repo REPO ARGS...` and returns its output.
 pub fn trove(repo: &Path, args: &[&str]) -> Output {
-    Command::new(trove_bin())
-        .arg("--repo")
-        .arg(repo)
-        .args(args)
-        .env_remove("TROVE_REPO")
-        .env_remove("TROVE_LOG")
-        .output()
-        .expect("run trove")
+    trove_command(repo, args).output().expect("run trove")
+}
+
+/// Runs `trove --repo REPO ARGS...` with failpoint `point` armed (`TROVE_FAILPOINT`), which
+/// kills it there, and returns its output.
+pub fn trove_at_failpoint(repo: &Path, args: &[&str], point: &str) -> Output {
+    trove_command(repo, args).env("TROVE_FAILPOINT", point).output().expect("run trove")
 }
 
 /// The node-local cache database of the repository at `repo` under cache directory `base`

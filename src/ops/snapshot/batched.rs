@@ -12,10 +12,9 @@
 //! finds (the tree changed meanwhile) gives the snapshot to one whole walk.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
+use super::spill::Spill;
 use super::staged::Staged;
 use super::{new_chunk_lists, record_dirs, stored_trees, Cold, Stored, Taken};
 use crate::base::error::{Error, ErrorKind, Result};
@@ -91,7 +90,7 @@ impl Repo {
         let _unmapped = self.manifest.unmapped()?;
         // The records wait on disk for the commit. Without a cache, or a file to keep them in,
         // the next snapshot reads the files again (logged), as on the whole walk's path.
-        let mut spill = cache.and_then(|_| match Spill::new(self.cache_dir()) {
+        let mut spill = cache.and_then(|_| match Spill::new(self.cache_dir(), "directory record", MAX_RECORD) {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(workspace = c.name, error = %e, "this snapshot's directory records are not kept: the next one reads the files again");
@@ -194,8 +193,10 @@ impl Repo {
         let taken = Taken { dir: c.dir, name: c.name, parent: c.parent, root, counts, warnings, staged: Some(&staged) };
         let info = self.commit(taken, &stored, &outcomes, &trees_stored, opts)?;
         // After the commit, as on the whole walk's path: a failure costs the next snapshot reads.
-        if let (Some(cache), Some(spill)) = (cache, spill) {
-            if let Err(e) = spill.replay(|chunk| cache.write(|c| record_dirs(c, &info.workspace, chunk, &[]))) {
+        if let (Some(cache), Some(mut spill)) = (cache, spill) {
+            if let Err(e) =
+                replay_records(&mut spill, |chunk| cache.write(|c| record_dirs(c, &info.workspace, chunk, &[])))
+            {
                 tracing::warn!(workspace = %info.workspace, error = %e, "the directory cache was not updated: the next snapshot reads the files again");
             }
         }
@@ -218,12 +219,31 @@ fn cache_for_batches(cache: &NodeCache, conn: &Connection, workspace: &str, use_
 
 /// Adds `records` to `spill`; a failure to write them is logged and the rest of the snapshot's
 /// records are given up (the next snapshot reads the files again), not the snapshot.
-fn keep_records(spill: &mut Option<Spill>, workspace: &str, records: &[(DirKey, Vec<u8>)]) {
+fn keep_records(spill: &mut Option<Spill<16>>, workspace: &str, records: &[(DirKey, Vec<u8>)]) {
     if let Some(s) = spill {
-        if let Err(e) = s.write(records) {
+        if let Err(e) = records.iter().try_for_each(|(key, record)| s.push(key, record)) {
             tracing::warn!(workspace, error = %e, "this snapshot's directory records are not kept: the next one reads the files again");
             *spill = None;
         }
+    }
+}
+
+/// Every spilled directory record, in chunks of at most `RECORDS_PER_WRITE`, to `f`.
+fn replay_records(spill: &mut Spill<16>, mut f: impl FnMut(&[(DirKey, Vec<u8>)]) -> Result<()>) -> Result<()> {
+    spill.flush()?;
+    let mut chunk = Vec::with_capacity(RECORDS_PER_WRITE);
+    spill.replay(|key, record| {
+        chunk.push((key, record));
+        if chunk.len() == RECORDS_PER_WRITE {
+            f(&chunk)?;
+            chunk.clear();
+        }
+        Ok(())
+    })?;
+    if chunk.is_empty() {
+        Ok(())
+    } else {
+        f(&chunk)
     }
 }
 
@@ -265,63 +285,4 @@ fn add(to: &mut Counts, from: &Counts) {
     to.symlinks += from.symlinks;
     to.bytes += from.bytes;
     to.skipped += from.skipped;
-}
-
-/// Directory records kept on disk until the snapshot commits: each a 16-byte key, a u32 LE
-/// length and the record, in an unnamed temporary file (in the node-local cache directory when
-/// there is one), gone with its descriptor.
-struct Spill {
-    file: BufWriter<std::fs::File>,
-}
-
-impl Spill {
-    fn new(dir: Option<&Path>) -> Result<Spill> {
-        let (file, _) = super::staged::temp_file(dir)?;
-        Ok(Spill { file: BufWriter::new(file) })
-    }
-
-    fn write(&mut self, records: &[(DirKey, Vec<u8>)]) -> Result<()> {
-        let failed = |e| Error::io("write directory records to", Path::new("a temporary file"), e);
-        for (key, record) in records {
-            let len = u32::try_from(record.len()).map_err(|_| Error::internal("a directory record over 4 GiB"))?;
-            self.file.write_all(key).map_err(failed)?;
-            self.file.write_all(&len.to_le_bytes()).map_err(failed)?;
-            self.file.write_all(record).map_err(failed)?;
-        }
-        Ok(())
-    }
-
-    /// Every record written, in chunks of at most `RECORDS_PER_WRITE`, to `f`.
-    fn replay(self, mut f: impl FnMut(&[(DirKey, Vec<u8>)]) -> Result<()>) -> Result<()> {
-        let failed = |e| Error::io("read directory records from", Path::new("a temporary file"), e);
-        let mut file = self.file.into_inner().map_err(|e| failed(e.into_error()))?;
-        file.rewind().map_err(failed)?;
-        let mut input = BufReader::new(file);
-        let mut chunk = Vec::with_capacity(RECORDS_PER_WRITE);
-        loop {
-            let mut key: DirKey = [0; 16];
-            match input.read_exact(&mut key) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(failed(e)),
-            }
-            let mut len = [0u8; 4];
-            input.read_exact(&mut len).map_err(failed)?;
-            let len = u32::from_le_bytes(len) as usize;
-            if len > MAX_RECORD {
-                return Err(Error::corrupt(format!("a spilled directory record claims {len} bytes")));
-            }
-            let mut record = vec![0; len];
-            input.read_exact(&mut record).map_err(failed)?;
-            chunk.push((key, record));
-            if chunk.len() == RECORDS_PER_WRITE {
-                f(&chunk)?;
-                chunk.clear();
-            }
-        }
-        if !chunk.is_empty() {
-            f(&chunk)?;
-        }
-        Ok(())
-    }
 }

@@ -41,6 +41,7 @@ use crate::ops::scan::{
 use crate::repo::Repo;
 
 mod batched;
+mod spill;
 mod staged;
 mod watched;
 

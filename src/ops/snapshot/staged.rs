@@ -26,12 +26,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
+use super::spill::{temp_file, Spill};
 use crate::base::error::{Error, Result};
 use crate::manifest::objects;
 use crate::manifest::trees::{self, StoredTree};
@@ -81,20 +82,9 @@ pub(super) struct Staged {
     /// Sized for `capacity` objects.
     bloom: Vec<u64>,
     capacity: u64,
-    /// Trees: id, entries (u64 LE), length (u32 LE), compressed encoding.
-    trees: BufWriter<File>,
+    /// Trees: keyed by id and entries (u64 LE), their compressed encoding the record.
+    trees: Spill<40>,
     chunk_lists: Vec<(ObjectId, Vec<(u64, ObjectId)>)>,
-}
-
-/// An unnamed temporary file in `dir` when it is a directory (the node-local cache), else in
-/// the system's temporary directory, and the directory; gone with its descriptor.
-pub(super) fn temp_file(dir: Option<&Path>) -> Result<(File, PathBuf)> {
-    let dir = match dir.filter(|d| d.is_dir()) {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
-    let file = tempfile::tempfile_in(&dir).map_err(|e| Error::io("create a temporary file in", &dir, e))?;
-    Ok((file, dir))
 }
 
 /// Words of a filter for `objects` objects: a power of two, so a probe is a mask.
@@ -129,7 +119,7 @@ impl Staged {
     /// directory) or the system's temporary directory.
     pub(super) fn new(dir: Option<&Path>, expected: u64) -> Result<Staged> {
         let (file, dir) = temp_file(dir)?;
-        let (trees, _) = temp_file(Some(&dir))?;
+        let trees = Spill::new(Some(&dir), "tree", MAX_TREE)?;
         let words = bloom_words(expected);
         Ok(Staged {
             dir,
@@ -139,7 +129,7 @@ impl Staged {
             packs: Vec::new(),
             bloom: vec![0; words],
             capacity: words as u64 * 64 / BITS_PER_OBJECT,
-            trees: BufWriter::new(trees),
+            trees,
             chunk_lists: Vec::new(),
         })
     }
@@ -156,10 +146,8 @@ impl Staged {
             self.packs.push(StagedPack { key: pack.key, size: pack.size, objects: pack.objects.len() });
             rows.extend(pack.objects.into_iter().map(|o| (index, o)));
         }
-        if rows.is_empty() {
-            return Ok(());
-        }
         rows.sort_unstable_by_key(|r| r.1.id);
+        let Some(last) = rows.last().map(|r| r.1.id) else { return Ok(()) };
         let mut firsts = Vec::with_capacity(rows.len().div_ceil(BLOCK));
         let mut out = BufWriter::new(&self.file);
         for (i, (pack, o)) in rows.iter().enumerate() {
@@ -171,7 +159,6 @@ impl Staged {
         out.flush().map_err(|e| Error::io("write staged objects in", &self.dir, e))?;
         drop(out);
         let len = rows.len() as u64;
-        let last = rows.last().map(|r| r.1.id).ok_or_else(|| Error::internal("an empty run"))?;
         self.runs.push(Run { start: self.rows, len, firsts, last });
         self.rows += len;
         if self.rows > self.capacity {
@@ -207,18 +194,15 @@ impl Staged {
 
     /// Stages the trees a batch built (rows ready for the manifest).
     pub(super) fn add_trees(&mut self, built: &[(ObjectId, StoredTree)]) -> Result<()> {
-        let dir = self.dir.clone();
-        let failed = |e| Error::io("write staged trees in", &dir, e);
         for (id, tree) in built {
             let (entries, data) = tree.parts();
-            let len = u32::try_from(data.len()).map_err(|_| Error::internal(format!("tree {id} over 4 GiB")))?;
-            self.trees.write_all(id.as_bytes()).map_err(failed)?;
-            self.trees.write_all(&(entries as u64).to_le_bytes()).map_err(failed)?;
-            self.trees.write_all(&len.to_le_bytes()).map_err(failed)?;
-            self.trees.write_all(data).map_err(failed)?;
+            let mut key = [0u8; 40];
+            key[..32].copy_from_slice(id.as_bytes());
+            key[32..].copy_from_slice(&(entries as u64).to_le_bytes());
+            self.trees.push(&key, data)?;
         }
         // Flushed, so that `record` reads them through a shared reference.
-        self.trees.flush().map_err(failed)
+        self.trees.flush()
     }
 
     /// Stages the chunk lists of the files a batch read: (content id, its chunks).
@@ -318,38 +302,19 @@ impl Staged {
         for (id, chunks) in &self.chunk_lists {
             objects::insert_chunk_list(tx, id, chunks)?;
         }
-        let failed = |e| Error::io("read staged trees in", &self.dir, e);
-        if !self.trees.buffer().is_empty() {
-            return Err(Error::internal("staged trees were not flushed"));
-        }
-        let mut file: &File = self.trees.get_ref();
-        file.rewind().map_err(failed)?;
-        let mut input = BufReader::new(file);
-        loop {
+        self.trees.replay(|key, data| {
             let mut id = [0u8; 32];
-            match input.read_exact(&mut id) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(failed(e)),
-            }
+            id.copy_from_slice(&key[..32]);
             let mut entries = [0u8; 8];
-            input.read_exact(&mut entries).map_err(failed)?;
-            let mut len = [0u8; 4];
-            input.read_exact(&mut len).map_err(failed)?;
-            let len = u32::from_le_bytes(len) as usize;
-            if len > MAX_TREE {
-                return Err(Error::internal(format!("a staged tree claims {len} bytes")));
-            }
-            let mut data = vec![0; len];
-            input.read_exact(&mut data).map_err(failed)?;
+            entries.copy_from_slice(&key[32..]);
             let id = ObjectId(id);
             let entries = usize::try_from(u64::from_le_bytes(entries))
                 .map_err(|_| Error::internal(format!("staged tree {id} claims too many entries")))?;
             if !trees::has_live(tx, &id)? {
                 trees::insert_stored(tx, &id, &StoredTree::from_parts(entries, data))?;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -1,0 +1,408 @@
+//! The backend in an S3-compatible bucket, through Apache Arrow's `object_store` crate: its S3
+//! client configured from the standard AWS environment variables, its retries (transient
+//! errors, 5xx answers, timeouts and dropped connections, with backoff and a bound), and puts
+//! as conditional creates (`If-None-Match: *`). A create refused because the key exists is
+//! settled by reading the key back: the same bytes are our own earlier try whose answer was
+//! lost, other bytes another writer's.
+//!
+//! A staged value is spooled to an unnamed local temporary file and uploaded at commit: whole,
+//! as one conditional create, up to `SINGLE_PUT` bytes; past that in parts of `PART` bytes,
+//! after checking that the key is free (S3 has no conditional multipart completion here; the
+//! values that large are packs, named by the hash of their bytes, so a racing writer writes the
+//! same bytes). Memory stays at most one such buffer per upload.
+//!
+//! The library is synchronous; this backend owns a small tokio runtime and waits on it for
+//! each call, from whatever thread makes it (a server's blocking pool included: nothing here
+//! blocks inside another runtime's task, and dropping it never waits).
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as StorePath;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig,
+};
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::object::backend::{other_bytes, Staged};
+use crate::object::Backend;
+
+/// Largest staged value uploaded as one conditional create.
+const SINGLE_PUT: u64 = 32 << 20;
+/// Tries of a create that failed without landing, the client's own retries aside.
+const CREATE_TRIES: u32 = 3;
+/// The part size of a larger value's upload.
+const PART: usize = 8 << 20;
+
+/// How an [`S3Backend`] reaches its bucket, beyond what the AWS environment variables say.
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    /// `object_store` configuration keys and values (`aws_endpoint`, `aws_access_key_id`,
+    /// `aws_allow_http`, ...) applied over the environment's.
+    pub config: Vec<(String, String)>,
+    /// Most retries of one request that failed in a way worth retrying.
+    pub retries: usize,
+    /// Longest time from a request's first try after which it is not retried again.
+    pub retry_timeout: Duration,
+    /// Longest time one try of a request may take.
+    pub request_timeout: Duration,
+}
+
+impl Default for S3Settings {
+    fn default() -> Self {
+        S3Settings {
+            config: Vec::new(),
+            retries: 8,
+            retry_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Values under a prefix of an S3 bucket.
+#[derive(Debug)]
+pub struct S3Backend {
+    client: Arc<AmazonS3>,
+    bucket: String,
+    /// Without slashes at either end; empty for the bucket's root.
+    prefix: String,
+    /// Taken only by `drop`, which shuts it down without waiting (safe inside another runtime).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for S3Backend {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl S3Backend {
+    /// The backend at `s3://bucket/prefix`, configured from the AWS environment variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ALLOW_HTTP`, ...) and then `settings`. Nothing is sent until the first call.
+    pub fn open(bucket: &str, prefix: &str, settings: &S3Settings) -> Result<S3Backend> {
+        // The timeout first: client options set later one by one (`aws_allow_http` among
+        // them) change these in place, where setting them whole would drop those.
+        let mut builder = AmazonS3Builder::new()
+            .with_client_options(ClientOptions::new().with_timeout(settings.request_timeout))
+            .with_bucket_name(bucket);
+        // The environment's settings as `AmazonS3Builder::from_env` reads them, then ours.
+        let from_env = std::env::vars_os().filter_map(|(k, v)| {
+            let (k, v) = (k.to_str()?.to_ascii_lowercase(), v.to_str()?.to_owned());
+            k.starts_with("aws_").then_some((k, v))
+        });
+        for (k, v) in from_env {
+            if let Ok(key) = k.parse() {
+                builder = builder.with_config(key, v);
+            }
+        }
+        for (k, v) in &settings.config {
+            let key = k.parse().map_err(|e| {
+                Error::with_source(ErrorKind::InvalidArgument, format!("{k:?} is not an S3 setting"), e)
+            })?;
+            builder = builder.with_config(key, v);
+        }
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            max_retries: settings.retries,
+            retry_timeout: settings.retry_timeout,
+        };
+        let client = builder.with_retry(retry).build().map_err(|e| {
+            Error::with_source(
+                ErrorKind::InvalidArgument,
+                format!("cannot reach bucket {bucket}: {e} (set AWS_ENDPOINT_URL, AWS_REGION and the credentials)"),
+                e,
+            )
+        })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trove-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot start the S3 client's runtime: {e}"), e))?;
+        let prefix = prefix.trim_matches('/').to_owned();
+        Ok(S3Backend { client: Arc::new(client), bucket: bucket.to_owned(), prefix, runtime: Some(runtime) })
+    }
+
+    fn path(&self, key: &str) -> StorePath {
+        if self.prefix.is_empty() {
+            StorePath::from(key)
+        } else {
+            StorePath::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// Where the backend is, for messages: `s3://bucket/prefix`.
+    pub fn describe(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    /// Runs `work` on the store's runtime and waits for it.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> object_store::Result<T> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let Some(runtime) = &self.runtime else {
+            return Err(object_store::Error::Generic {
+                store: "S3",
+                source: "the S3 client's runtime is shut down".into(),
+            });
+        };
+        runtime.spawn(async move {
+            // The receiver waits below; it is gone only if the caller's thread is.
+            let _ = tx.send(work.await);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(object_store::Error::Generic {
+                store: "S3",
+                source: "the S3 client's runtime stopped before answering".into(),
+            })
+        })
+    }
+
+    /// The error for `verb` on `key`, its kind decided here once.
+    fn error(&self, verb: &str, key: &str, e: object_store::Error) -> Error {
+        match e {
+            object_store::Error::NotFound { .. } => Error::not_found(format!("{key} is not in {}", self.describe())),
+            e => Error::with_source(ErrorKind::Io, format!("cannot {verb} {key} in {}: {e}", self.describe()), e),
+        }
+    }
+
+    /// Settles a create refused because `key` exists: success if it holds exactly `bytes`.
+    fn settle(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        match self.size(key) {
+            Ok(size) if size == bytes.len() as u64 => {
+                if self.get_range(key, 0, size)? == bytes {
+                    return Ok(());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e),
+        }
+        Err(other_bytes(&self.describe(), key))
+    }
+
+    /// Uploads the spooled `file` of `size` bytes under `key` in parts, once the key is
+    /// checked free (see the module docs).
+    fn upload_parts(&self, key: &str, file: &std::fs::File, size: u64) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let (client, path) = (self.client.clone(), self.path(key));
+        let mut upload =
+            self.run(async move { client.put_multipart(&path).await }).map_err(|e| self.error("upload", key, e))?;
+        let mut at = 0u64;
+        let result = (|| {
+            while at < size {
+                let n = PART.min((size - at) as usize);
+                let mut part = vec![0u8; n];
+                file.read_exact_at(&mut part, at)
+                    .map_err(|e| Error::io("read the spooled upload of", std::path::Path::new(key), e))?;
+                let sent = upload.put_part(object_store::PutPayload::from(part));
+                self.run(sent).map_err(|e| self.error("upload", key, e))?;
+                at += n as u64;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.run(async move { upload.complete().await }).map(|_| ()).map_err(|e| self.error("upload", key, e))
+            }
+            Err(e) => {
+                if let Err(abort) = self.run(async move { upload.abort().await }) {
+                    tracing::warn!(key, error = %abort, "an abandoned upload's parts were not removed; the bucket's lifecycle rule for incomplete uploads reclaims them");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Backend for S3Backend {
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (client, path) = (self.client.clone(), self.path(key));
+            let payload = object_store::PutPayload::from(bytes.to_vec());
+            let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+            let e = match self.run(async move { client.put_opts(&path, payload, opts).await }) {
+                Ok(_) => return Ok(()),
+                // Refused because the key exists: maybe by a retry of our own create whose
+                // first answer was lost, so the bytes there decide.
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                    return self.settle(key, bytes)
+                }
+                Err(e) => e,
+            };
+            // The client does not retry a create whose answer was lost (the connection dropped
+            // or timed out after the request was sent): whether it landed is read back.
+            match self.size(key) {
+                Ok(_) => return self.settle(key, bytes),
+                Err(absent) if absent.kind() == ErrorKind::NotFound && tries < CREATE_TRIES => {
+                    tracing::info!(key, error = %e, "a create failed before it landed; trying again");
+                }
+                Err(_) => return Err(self.error("create", key, e)),
+            }
+        }
+    }
+
+    fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let past_end = |size: u64| {
+            Error::corrupt(format!(
+                "{key} in {} has {size} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`",
+                self.describe()
+            ))
+        };
+        let Some(end) = offset.checked_add(len) else { return Err(past_end(0)) };
+        if len == 0 {
+            // S3 has no empty range; the value must still be there and long enough.
+            let size = self.size(key)?;
+            return if size < end { Err(past_end(size)) } else { Ok(Vec::new()) };
+        }
+        let (client, path) = (self.client.clone(), self.path(key));
+        let got = self.run(async move {
+            let opts = GetOptions { range: Some(GetRange::Bounded(offset..end)), ..Default::default() };
+            let result = client.get_opts(&path, opts).await?;
+            if result.range != (offset..end) {
+                return Ok(Err(result.meta.size));
+            }
+            // The length was checked against the object's before this allocation.
+            let mut out = Vec::with_capacity(len as usize);
+            let mut body = result.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                if out.len() as u64 + chunk.len() as u64 > len {
+                    return Ok(Err(offset + out.len() as u64 + chunk.len() as u64));
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Ok(out))
+        });
+        match got {
+            Ok(Ok(bytes)) if bytes.len() as u64 == len => Ok(bytes),
+            Ok(Ok(bytes)) => Err(past_end(offset + bytes.len() as u64)),
+            Ok(Err(size)) => Err(past_end(size)),
+            Err(object_store::Error::NotFound { .. }) => {
+                Err(Error::not_found(format!("{key} is not in {}", self.describe())))
+            }
+            // A range starting past the end is answered 416, a request error: the value's
+            // length tells it from a failure.
+            Err(e) => match self.size(key) {
+                Ok(size) if size < end => Err(past_end(size)),
+                _ => Err(self.error("read", key, e)),
+            },
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        // The listing is by whole segments: list the directory the prefix ends in and keep the
+        // keys that start with it.
+        let dir = prefix.rsplit_once('/').map_or("", |(d, _)| d);
+        let under = match (self.prefix.is_empty(), dir.is_empty()) {
+            (true, true) => None,
+            (true, false) => Some(StorePath::from(dir)),
+            (false, true) => Some(StorePath::from(self.prefix.as_str())),
+            (false, false) => Some(StorePath::from(format!("{}/{dir}", self.prefix))),
+        };
+        let client = self.client.clone();
+        let found = self.run(async move {
+            let mut out = Vec::new();
+            let mut listing = client.list(under.as_ref());
+            while let Some(meta) = listing.next().await {
+                out.push(meta?.location.to_string());
+            }
+            Ok(out)
+        });
+        let found = found.map_err(|e| {
+            Error::with_source(ErrorKind::Io, format!("cannot list {prefix:?} in {}: {e}", self.describe()), e)
+        })?;
+        let strip = if self.prefix.is_empty() { String::new() } else { format!("{}/", self.prefix) };
+        let mut keys: Vec<String> = found
+            .into_iter()
+            .filter_map(|location| location.strip_prefix(strip.as_str()).map(str::to_owned))
+            .filter(|key| key.starts_with(prefix))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn size(&self, key: &str) -> Result<u64> {
+        let (client, path) = (self.client.clone(), self.path(key));
+        self.run(async move { client.head(&path).await })
+            .map(|meta| meta.size)
+            .map_err(|e| self.error("look up", key, e))
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        let (client, path) = (self.client.clone(), self.path(key));
+        match self.run(async move { client.delete(&path).await }) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("delete", key, e)),
+        }
+    }
+
+    fn stage(&self, _dir: &str) -> Result<Box<dyn Staged + '_>> {
+        let spool = tempfile::tempfile().map_err(|e| Error::io("create a spool file in", &std::env::temp_dir(), e))?;
+        Ok(Box::new(Spooled { backend: self, spool: std::io::BufWriter::new(spool), size: 0 }))
+    }
+}
+
+/// A value being staged for the bucket: spooled to an unnamed local file (see the module docs).
+struct Spooled<'a> {
+    backend: &'a S3Backend,
+    spool: std::io::BufWriter<std::fs::File>,
+    size: u64,
+}
+
+impl Staged for Spooled<'_> {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        self.spool.write_all(bytes).map_err(|e| Error::io("write the spool file in", &std::env::temp_dir(), e))?;
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>, key: &str) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let spooled = |e: std::io::Error| Error::io("read back the spool file in", &std::env::temp_dir(), e);
+        let file = self.spool.into_inner().map_err(|e| spooled(e.into_error()))?;
+        if self.size <= SINGLE_PUT {
+            // At most SINGLE_PUT bytes.
+            let mut bytes = vec![0u8; self.size as usize];
+            file.read_exact_at(&mut bytes, 0).map_err(spooled)?;
+            return self.backend.put(key, &bytes);
+        }
+        match self.backend.size(key) {
+            Ok(size) if size == self.size => {
+                // Compared a part at a time: memory stays one part on each side.
+                let mut at = 0;
+                while at < size {
+                    let n = (PART as u64).min(size - at);
+                    let mut ours = vec![0u8; n as usize];
+                    file.read_exact_at(&mut ours, at).map_err(spooled)?;
+                    if self.backend.get_range(key, at, n)? != ours {
+                        return Err(other_bytes(&self.backend.describe(), key));
+                    }
+                    at += n;
+                }
+                Ok(())
+            }
+            Ok(_) => Err(other_bytes(&self.backend.describe(), key)),
+            Err(e) if e.kind() == ErrorKind::NotFound => self.backend.upload_parts(key, &file, self.size),
+            Err(e) => Err(e),
+        }
+    }
+}

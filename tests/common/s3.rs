@@ -1,0 +1,225 @@
+//! A real S3 server for the tests: moto's, from PyPI, installed once into a virtualenv under
+//! `target/` and started once per test binary on a free port; and a proxy in front of it that
+//! fails, drops or slows chosen requests.
+//!
+//! The server runs until this process ends: its Python wrapper exits when its standard input,
+//! held open here, reaches end of file, so no server outlives a test run.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+const MOTO: &str = "5.2.5";
+
+/// The running server: its address, and the process with its held-open input.
+pub struct S3Server {
+    pub addr: SocketAddr,
+    _child: Mutex<(Child, ChildStdin)>,
+}
+
+/// The virtualenv holding moto, installed if missing (under a temporary name, renamed into
+/// place, so concurrent test binaries never see half an install).
+fn venv() -> PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let venv = target.join(format!("moto-{MOTO}"));
+    if venv.join("bin/python").exists() {
+        return venv;
+    }
+    std::fs::create_dir_all(&target).expect("target dir");
+    let tmp = target.join(format!("moto-{MOTO}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ok = Command::new("python3").arg("-m").arg("venv").arg(&tmp).status().expect("python3 -m venv");
+    assert!(ok.success(), "python3 -m venv failed");
+    let ok = Command::new(tmp.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", &format!("moto[server]=={MOTO}")])
+        .status()
+        .expect("pip install moto");
+    assert!(ok.success(), "pip install moto[server]=={MOTO} failed");
+    if std::fs::rename(&tmp, &venv).is_err() {
+        // Another test binary installed it first.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    venv
+}
+
+const WRAPPER: &str = r#"
+import os, sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+print("ready", flush=True)
+sys.stdin.read()
+os._exit(0)
+"#;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// The test binary's S3 server, started on first use.
+pub fn server() -> &'static S3Server {
+    static SERVER: OnceLock<S3Server> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let venv = venv();
+        let port = free_port();
+        let mut child = Command::new(venv.join("bin/python"))
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg(port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("moto's first line");
+        assert_eq!(line.trim(), "ready", "moto did not start");
+        S3Server { addr: SocketAddr::from(([127, 0, 0, 1], port)), _child: Mutex::new((child, stdin)) }
+    })
+}
+
+/// Makes bucket `name` on the server at `addr` (moto takes an unsigned request for it).
+pub fn make_bucket(addr: SocketAddr, name: &str) {
+    let mut s = TcpStream::connect(addr).expect("connect to moto");
+    write!(s, "PUT /{name} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").expect("send");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "creating bucket {name}: {answer}");
+}
+
+/// A fresh bucket name: each test works in its own.
+pub fn fresh_bucket(addr: SocketAddr) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("t{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+    make_bucket(addr, &name);
+    name
+}
+
+/// The settings that reach the S3 server at `endpoint` with test credentials.
+pub fn settings(endpoint: SocketAddr) -> trove::object::S3Settings {
+    let config = [
+        ("aws_endpoint", format!("http://{endpoint}")),
+        ("aws_allow_http", "true".into()),
+        ("aws_access_key_id", "test".into()),
+        ("aws_secret_access_key", "test".into()),
+        ("aws_region", "us-east-1".into()),
+    ];
+    trove::object::S3Settings {
+        config: config.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        ..Default::default()
+    }
+}
+
+/// What the proxy does with one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Passes it on and returns the answer.
+    Forward,
+    /// Answers 503 Service Unavailable without passing it on.
+    Unavailable,
+    /// Passes it on, then closes the connection without returning the answer: a lost answer.
+    LoseAnswer,
+    /// Waits, then passes it on.
+    Delay(Duration),
+}
+
+/// The policy: from the request's number (from 0), method and path, what to do.
+pub type Policy = Arc<dyn Fn(usize, &str, &str) -> Action + Send + Sync>;
+
+/// The requests a proxy saw, in order: method, path, and what it did.
+pub type Seen = Arc<Mutex<Vec<(String, String, Action)>>>;
+
+/// A proxy in front of `upstream` that applies `policy` to each request (one per connection:
+/// every answer closes its connection); returns its address and the log of requests seen
+/// (method, path, action).
+pub fn proxy(upstream: SocketAddr, policy: Policy) -> (SocketAddr, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+    let addr = listener.local_addr().expect("addr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = log.clone();
+    let count = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let (policy, seen, count) = (policy.clone(), seen.clone(), count.clone());
+            std::thread::spawn(move || serve(conn, upstream, &*policy, &seen, &count));
+        }
+    });
+    (addr, log)
+}
+
+fn serve(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    policy: &(dyn Fn(usize, &str, &str) -> Action + Send + Sync),
+    seen: &Mutex<Vec<(String, String, Action)>>,
+    count: &AtomicUsize,
+) {
+    let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
+    // The request: its head up to the blank line, then Content-Length bytes of body.
+    let mut request = Vec::new();
+    let mut byte = [0u8; 1];
+    while !request.ends_with(b"\r\n\r\n") {
+        match client.read(&mut byte) {
+            Ok(1) => request.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&request).to_string();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    if client.read_exact(&mut body).is_err() {
+        return;
+    }
+    request.extend_from_slice(&body);
+    let mut words = head.split_whitespace();
+    let (method, path) = (words.next().unwrap_or("").to_owned(), words.next().unwrap_or("").to_owned());
+    let action = policy(count.fetch_add(1, Ordering::SeqCst), &method, &path);
+    seen.lock().expect("log").push((method, path, action));
+    match action {
+        Action::Unavailable => {
+            let body = "<Error><Code>ServiceUnavailable</Code><Message>injected</Message></Error>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            return;
+        }
+        Action::Delay(d) => std::thread::sleep(d),
+        Action::Forward | Action::LoseAnswer => {}
+    }
+    let Ok(mut up) = TcpStream::connect(upstream) else { return };
+    // One request per connection upstream too, so its answer ends where the connection does.
+    let text = String::from_utf8_lossy(&request[..request.len() - length])
+        .replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
+    let text = text.replace("connection: keep-alive\r\n", "");
+    if up.write_all(text.as_bytes()).and_then(|()| up.write_all(&body)).is_err() {
+        return;
+    }
+    let mut answer = Vec::new();
+    let _ = up.read_to_end(&mut answer);
+    if action == Action::LoseAnswer {
+        return; // dropped: the client sees its connection close with no answer
+    }
+    // The answer closes the connection, whatever the server said, so the client never sends
+    // a second request on it.
+    if let Some(end) = answer.windows(2).position(|w| w == b"\r\n") {
+        let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(answer.len());
+        let head = String::from_utf8_lossy(&answer[..head_end]).to_ascii_lowercase();
+        if !head.contains("\r\nconnection: close") {
+            answer.splice(end + 2..end + 2, b"Connection: close\r\n".iter().copied());
+        }
+    }
+    let _ = client.write_all(&answer);
+}
