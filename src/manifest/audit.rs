@@ -68,21 +68,25 @@ fn add_leaf(conn: &Connection, seq: i64, encoded: &[u8]) -> Result<()> {
 /// 6); returns how many it added.
 pub fn catch_up_tree(conn: &Connection) -> Result<u64> {
     let from = tree_size(conn)?;
+    let sql = format!("{}, encoded FROM audit WHERE seq > ?1 ORDER BY seq", FULL.trim_end_matches(" FROM audit"));
+    let mut st = conn.prepare(&sql).map_err(db("growing the audit log's tree"))?;
+    let mut rows = st.query([from as i64]).map_err(db("growing the audit log's tree"))?;
     let mut added = 0;
-    // One pass over the rows: each record's encoding as stored, or computed from its columns
-    // (schema 17 stores it once), as `each_from` reads them.
-    each_from(conn, from as i64 + 1, |full, encoded| {
-        if full.seq as u64 != from + added + 1 {
-            return Err(Error::corrupt(format!(
-                "audit record {} follows {}: the log has a gap",
-                full.seq,
-                from + added
-            )));
+    while let Some(r) = rows.next().map_err(db("growing the audit log's tree"))? {
+        let seq: i64 = r.get(0).map_err(db("reading the audit log"))?;
+        if seq as u64 != from + added + 1 {
+            return Err(Error::corrupt(format!("audit record {} follows {}: the log has a gap", seq, from + added)));
         }
-        add_leaf(conn, full.seq, &encoded)?;
+        let mut encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;
+        // Only the records stored once (schema 17) are read whole, from the same row, to be
+        // encoded again; an older row's stored encoding is its leaf as it stands.
+        if encoded.is_empty() {
+            let full = finish_row(full_row(r).map_err(db("reading the audit log"))?)?;
+            encoded = full.record.encode(seq);
+        }
+        add_leaf(conn, seq, &encoded)?;
         added += 1;
-        Ok(())
-    })?;
+    }
     Ok(added)
 }
 

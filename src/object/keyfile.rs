@@ -133,7 +133,8 @@ impl KeyFile {
             && f.kdf == "argon2id"
             && f.memory_kib <= MAX_MEMORY_KIB
             && (1..=MAX_ITERATIONS).contains(&f.iterations)
-            && (1..=MAX_PARALLELISM).contains(&f.parallelism);
+            && (1..=MAX_PARALLELISM).contains(&f.parallelism)
+            && f.memory_kib >= 8 * f.parallelism;
         if !sane {
             return Err(Error::corrupt(format!(
                 "key file {name} asks for a version, function or cost this trove does not use (version {}, {}, {} KiB, {} passes, {} lanes)",
@@ -156,7 +157,8 @@ impl KeyFile {
         let nonce = field(&self.nonce, 24, "nonce")?;
         let wrapped = field(&self.wrapped, 48, "wrapped key")?;
         let s = Stretch { memory_kib: self.memory_kib, iterations: self.iterations, parallelism: self.parallelism };
-        let kek = stretch(passphrase, &salt, s)?;
+        let kek =
+            stretch(passphrase, &salt, s).map_err(|e| Error::corrupt(format!("key file {name}: {}", e.message())))?;
         let aad = associated(self);
         let key = XChaCha20Poly1305::new(Key::from_slice(&kek))
             .decrypt(XNonce::from_slice(&nonce), Payload { msg: &wrapped, aad: &aad })

@@ -43,6 +43,16 @@ impl LocalBackend {
         self.root.join(key)
     }
 
+    /// [`persist`], then lets go of any handle held on the key: a damaged file it replaced
+    /// must not be read through one.
+    fn persist(&self, tmp: tempfile::NamedTempFile, path: &Path, key: &str) -> Result<()> {
+        let done = persist(tmp, path, key, &self.root);
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(key);
+        }
+        done
+    }
+
     fn handle(&self, key: &str) -> Result<(Arc<File>, u64)> {
         let mut open = self.open.lock().map_err(|_| Error::internal("backend handle cache poisoned"))?;
         if let Some(f) = open.get(key) {
@@ -88,8 +98,10 @@ fn temporary_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
 /// Syncs the temporary, links it as `path` if nothing is there yet and syncs `path`'s
 /// directory: after this the value is whole under its key whatever happens next. A file
 /// already at `path` is kept: the same bytes are success (synced again, in case it is the
-/// leftover of a writer killed before its directory sync), other bytes are `already_exists`.
-fn persist(mut tmp: tempfile::NamedTempFile, path: &Path, key: &str) -> Result<()> {
+/// leftover of a writer killed before its directory sync), other bytes are `already_exists`,
+/// unless the key names its content (`.../<BLAKE3 hex>.pack`) and the file there no longer
+/// hashes to it while the new bytes do: damage, replaced (logged), as a rename always did.
+fn persist(mut tmp: tempfile::NamedTempFile, path: &Path, key: &str, root: &Path) -> Result<()> {
     let dir =
         path.parent().ok_or_else(|| Error::internal(format!("backend path {} has no directory", path.display())))?;
     tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
@@ -99,12 +111,49 @@ fn persist(mut tmp: tempfile::NamedTempFile, path: &Path, key: &str) -> Result<(
             tmp = e.file;
             let there = File::open(path).map_err(|e| Error::io("open", path, e))?;
             if !same_bytes(tmp.as_file(), &there).map_err(|e| Error::io("compare with", path, e))? {
-                return Err(crate::object::backend::other_bytes(&dir.display().to_string(), key));
+                let named = content_name(key);
+                let hashes = |f: &File| hash_file(f).map_err(|e| Error::io("hash", path, e));
+                if named.is_none() || named != Some(hashes(tmp.as_file())?) || named == Some(hashes(&there)?) {
+                    return Err(crate::object::backend::other_bytes(&root.display().to_string(), key));
+                }
+                tracing::warn!(key, "a damaged value was replaced by its right bytes");
+                tmp.persist(path).map_err(|e| Error::io("rename into place", path, e.error))?;
+                return sync_dir(dir);
             }
             there.sync_all().map_err(|e| Error::io("sync", path, e))?;
             sync_dir(dir)
         }
+        // A file system without hard links or `RENAME_NOREPLACE`: a rename, after checking
+        // that the key is free, as before (not atomic against another writer).
+        Err(e)
+            if !path.exists() && matches!(e.error.raw_os_error(), Some(libc::EPERM | libc::ENOTSUP | libc::EINVAL)) =>
+        {
+            e.file.persist(path).map_err(|e| Error::io("rename into place", path, e.error))?;
+            sync_dir(dir)
+        }
         Err(e) => Err(Error::io("link into place", path, e.error)),
+    }
+}
+
+/// The BLAKE3 a key is named after, if it is: its last segment is 64 hex digits and `.pack`.
+fn content_name(key: &str) -> Option<[u8; 32]> {
+    let name = key.rsplit('/').next()?.strip_suffix(".pack")?;
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(name, &mut out).ok()?;
+    Some(out)
+}
+
+fn hash_file(f: &File) -> std::io::Result<[u8; 32]> {
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    loop {
+        let n = f.read_at(&mut buf, at)?;
+        if n == 0 {
+            return Ok(*h.finalize().as_bytes());
+        }
+        h.update(&buf[..n]);
+        at += n as u64;
     }
 }
 
@@ -130,21 +179,21 @@ fn same_bytes(a: &File, b: &File) -> std::io::Result<bool> {
 
 /// A pack being written: a temporary file, written through a kernel buffer and renamed under
 /// its key at commit (the temporary vanishes if dropped; a crash leaves a stray `.tmp`).
-struct StagedFile {
-    root: PathBuf,
+struct StagedFile<'a> {
+    backend: &'a LocalBackend,
     tmp: tempfile::NamedTempFile,
 }
 
-impl Staged for StagedFile {
+impl Staged for StagedFile<'_> {
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.tmp.write_all(bytes).map_err(|e| Error::io("write", self.tmp.path(), e))
     }
 
     fn commit(self: Box<Self>, key: &str) -> Result<()> {
-        let path = self.root.join(key);
+        let path = self.backend.path(key);
         let dir = path.parent().ok_or_else(|| Error::internal(format!("backend key '{key}' has no directory")))?;
         ensure_dir(dir)?;
-        persist(self.tmp, &path, key)
+        self.backend.persist(self.tmp, &path, key)
     }
 }
 
@@ -155,13 +204,13 @@ impl Backend for LocalBackend {
         ensure_dir(dir)?;
         let mut tmp = temporary_in(dir)?;
         tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
-        persist(tmp, &path, key)
+        self.persist(tmp, &path, key)
     }
 
     fn stage(&self, dir: &str) -> Result<Box<dyn Staged + '_>> {
         let dir = self.path(dir);
         ensure_dir(&dir)?;
-        Ok(Box::new(StagedFile { root: self.root.clone(), tmp: temporary_in(&dir)? }))
+        Ok(Box::new(StagedFile { backend: self, tmp: temporary_in(&dir)? }))
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -239,9 +288,29 @@ impl Backend for LocalBackend {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn passes_the_backend_contract() {
         let dir = tempfile::tempdir().expect("tempdir");
-        crate::object::backend::contract(&super::LocalBackend::new(dir.path()));
+        crate::object::backend::contract(&LocalBackend::new(dir.path()));
+    }
+
+    #[test]
+    fn a_damaged_pack_is_replaced_by_its_right_bytes_and_nothing_else_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = LocalBackend::new(dir.path());
+        let bytes = b"a pack's bytes".to_vec();
+        let key = format!("packs/ab/{}.pack", blake3::hash(&bytes).to_hex());
+        b.put(&key, &bytes).expect("put");
+        let mut damaged = bytes.clone();
+        damaged[3] ^= 1;
+        fs::write(dir.path().join(&key), &damaged).expect("damage");
+        assert_eq!(b.get_range(&key, 0, 5).expect("read"), damaged[..5], "a handle is held on the damaged file");
+        // Other bytes than the name says: refused.
+        assert_eq!(b.put(&key, b"not its content").expect_err("wrong bytes").kind(), ErrorKind::AlreadyExists);
+        b.put(&key, &bytes).expect("the right bytes replace the damage");
+        assert_eq!(fs::read(dir.path().join(&key)).expect("read"), bytes);
+        assert_eq!(b.get_range(&key, 0, 5).expect("read"), bytes[..5], "read through a new handle");
     }
 }

@@ -7,9 +7,11 @@
 //!
 //! A staged value is spooled to an unnamed local temporary file and uploaded at commit: whole,
 //! as one conditional create, up to `SINGLE_PUT` bytes; past that in parts of `PART` bytes,
-//! after checking that the key is free (S3 has no conditional multipart completion here; the
-//! values that large are packs, named by the hash of their bytes, so a racing writer writes the
-//! same bytes). Memory stays at most one such buffer per upload.
+//! after checking that the key is free. S3 completes a multipart upload unconditionally here, so
+//! two writers of one key over 32 MiB could replace one another (sealed, their bytes differ even
+//! for the same content); trove writes no value that large today (packs seal at 16 MiB plus one
+//! blob of at most 4 MiB), and the bucket format names packs per writer. Memory stays at most
+//! one such buffer per upload.
 //!
 //! The library is synchronous; this backend owns a small tokio runtime and waits on it for
 //! each call, from whatever thread makes it (a server's blocking pool included: nothing here
@@ -56,8 +58,9 @@ impl Default for S3Settings {
         S3Settings {
             config: Vec::new(),
             retries: 8,
-            retry_timeout: Duration::from_secs(120),
-            request_timeout: Duration::from_secs(60),
+            retry_timeout: Duration::from_secs(600),
+            // Whole bodies: a 32 MiB create must finish in it at 1 Mbit/s.
+            request_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -182,16 +185,17 @@ impl S3Backend {
         }
     }
 
-    /// Settles a create refused because `key` exists: success if it holds exactly `bytes`.
-    fn settle(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        match self.size(key) {
-            Ok(size) if size == bytes.len() as u64 => {
-                if self.get_range(key, 0, size)? == bytes {
-                    return Ok(());
-                }
-            }
-            Ok(_) => {}
+    /// Settles a create refused because `key` exists, or whose answer was lost: `None` if the
+    /// key is absent after all (S3 answers 409 to a create overlapping another create of the
+    /// key, which may then fail), success if it holds exactly `bytes`, else `already_exists`.
+    fn settle(&self, key: &str, bytes: &[u8]) -> Result<Option<()>> {
+        let size = match self.size(key) {
+            Ok(size) => size,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
+        };
+        if size == bytes.len() as u64 && self.get_range(key, 0, size)? == bytes {
+            return Ok(Some(()));
         }
         Err(other_bytes(&self.describe(), key))
     }
@@ -217,9 +221,14 @@ impl S3Backend {
             Ok(())
         })();
         match result {
-            Ok(()) => {
-                self.run(async move { upload.complete().await }).map(|_| ()).map_err(|e| self.error("upload", key, e))
-            }
+            Ok(()) => match self.run(async move { upload.complete().await }) {
+                Ok(_) => Ok(()),
+                // A completion whose answer was lost may have landed: the key's length tells.
+                Err(e) => match self.size(key) {
+                    Ok(there) if there == size => Ok(()),
+                    _ => Err(self.error("upload", key, e)),
+                },
+            },
             Err(e) => {
                 if let Err(abort) = self.run(async move { upload.abort().await }) {
                     tracing::warn!(key, error = %abort, "an abandoned upload's parts were not removed; the bucket's lifecycle rule for incomplete uploads reclaims them");
@@ -238,24 +247,32 @@ impl Backend for S3Backend {
             let (client, path) = (self.client.clone(), self.path(key));
             let payload = object_store::PutPayload::from(bytes.to_vec());
             let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
-            let e = match self.run(async move { client.put_opts(&path, payload, opts).await }) {
+            let failed = match self.run(async move { client.put_opts(&path, payload, opts).await }) {
                 Ok(_) => return Ok(()),
-                // Refused because the key exists: maybe by a retry of our own create whose
-                // first answer was lost, so the bytes there decide.
-                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                    return self.settle(key, bytes)
-                }
-                Err(e) => e,
+                // Refused because the key exists (maybe by a retry of our own create whose
+                // first answer was lost, so the bytes there decide), or in conflict with
+                // another create of it.
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => None,
+                // Failed, perhaps after it landed: the client does not retry a create whose
+                // answer was lost (the connection dropped or timed out once it was sent).
+                Err(e) => Some(e),
             };
-            // The client does not retry a create whose answer was lost (the connection dropped
-            // or timed out after the request was sent): whether it landed is read back.
-            match self.size(key) {
-                Ok(_) => return self.settle(key, bytes),
-                Err(absent) if absent.kind() == ErrorKind::NotFound && tries < CREATE_TRIES => {
-                    tracing::info!(key, error = %e, "a create failed before it landed; trying again");
-                }
-                Err(_) => return Err(self.error("create", key, e)),
+            if self.settle(key, bytes)?.is_some() {
+                return Ok(());
             }
+            if tries >= CREATE_TRIES {
+                return Err(match failed {
+                    Some(e) => self.error("create", key, e),
+                    None => Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "{key} in {}: every create of it conflicted with another writer's; try again",
+                            self.describe()
+                        ),
+                    ),
+                });
+            }
+            tracing::info!(key, error = ?failed, "a create of a key still absent failed; trying again");
         }
     }
 
@@ -266,7 +283,11 @@ impl Backend for S3Backend {
                 self.describe()
             ))
         };
-        let Some(end) = offset.checked_add(len) else { return Err(past_end(0)) };
+        let Some(end) = offset.checked_add(len) else {
+            return Err(Error::corrupt(format!(
+                "a read of {len} bytes at {offset} of {key}: past any value's end; run `trove check`"
+            )));
+        };
         if len == 0 {
             // S3 has no empty range; the value must still be there and long enough.
             let size = self.size(key)?;
@@ -279,8 +300,8 @@ impl Backend for S3Backend {
             if result.range != (offset..end) {
                 return Ok(Err(result.meta.size));
             }
-            // The length was checked against the object's before this allocation.
-            let mut out = Vec::with_capacity(len as usize);
+            // Grown as the body arrives: the length is the caller's, not yet the body's.
+            let mut out = Vec::with_capacity(len.min(8 << 20) as usize);
             let mut body = result.into_stream();
             while let Some(chunk) = body.next().await {
                 let chunk = chunk?;
@@ -377,7 +398,9 @@ impl Staged for Spooled<'_> {
 
     fn commit(self: Box<Self>, key: &str) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        let spooled = |e: std::io::Error| Error::io("read back the spool file in", &std::env::temp_dir(), e);
+        let spooled = |e: std::io::Error| {
+            Error::io(&format!("read back the spooled upload of {key} in"), &std::env::temp_dir(), e)
+        };
         let file = self.spool.into_inner().map_err(|e| spooled(e.into_error()))?;
         if self.size <= SINGLE_PUT {
             // At most SINGLE_PUT bytes.

@@ -80,9 +80,9 @@ pub fn plain_len(stored: u64) -> Option<u64> {
     let body = stored.checked_sub(HEADER)?;
     let segments = body.div_ceil(SEALED_SEGMENT).max(1);
     let plain = body.checked_sub(segments * TAG)?;
-    // The last segment must hold its tag: a remainder of 1 to 15 bytes is no segment.
-    let last = body - (segments - 1) * SEALED_SEGMENT;
-    (last >= TAG).then_some(plain)
+    // Only the length a sealer writes for that plaintext: an empty last segment after full
+    // ones (16 bytes appended to a value of whole segments) is no value.
+    (sealed_len(plain) == stored).then_some(plain)
 }
 
 /// The stored length of a value of `plain` bytes.
@@ -284,13 +284,22 @@ impl<B: Backend> Backend for SealedBackend<B> {
         }
         let (first, last) = (offset / SEGMENT, (end - 1) / SEGMENT);
         let last_index = plain.div_ceil(SEGMENT).max(1) - 1;
-        let header = self.header(key)?;
         let from = HEADER + first * SEALED_SEGMENT;
         let to = (HEADER + (last + 1) * SEALED_SEGMENT).min(sealed_len(plain));
         let stored = self.inner.get_range(key, from, to - from)?;
-        let opened = open_segments(&self.key, key, &header, first, last_index, &stored)?;
+        let opened = match open_segments(&self.key, key, &self.header(key)?, first, last_index, &stored) {
+            Ok(opened) => opened,
+            // The header kept in memory may be of a value deleted and written again since
+            // (by another process): read it once more before calling the value damaged.
+            Err(_) => {
+                if let Ok(mut m) = self.headers.lock() {
+                    m.remove(key);
+                }
+                open_segments(&self.key, key, &self.header(key)?, first, last_index, &stored)?
+            }
+        };
         let skip = (offset - first * SEGMENT) as usize;
-        Ok(opened[skip..skip + len as usize].to_vec())
+        opened.get(skip..skip + len as usize).map(<[u8]>::to_vec).ok_or_else(past_end)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
@@ -391,7 +400,7 @@ mod tests {
             assert_eq!(sealed.len() as u64, sealed_len(plain));
             assert_eq!(open(&key(1), "v", &sealed).expect("open"), bytes);
         }
-        for bad in [0, 23, 24, 24 + 15, HEADER + SEALED_SEGMENT + 3] {
+        for bad in [0, 23, 24, 24 + 15, HEADER + SEALED_SEGMENT + 3, HEADER + SEALED_SEGMENT + TAG] {
             assert_eq!(plain_len(bad), None, "{bad}");
         }
     }
