@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 
 use super::spill::Spill;
 use super::staged::Staged;
-use super::{new_chunk_lists, record_dirs, stored_trees, Cold, Stored, Taken};
+use super::{new_chunk_lists, record_dirs, stored_trees, Cold, ReadOf, Stored, Taken};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, Walked};
@@ -261,8 +261,7 @@ impl Repo {
         outcomes: &mut Outcomes,
         warnings: &mut Vec<Warning>,
     ) -> Result<(Stored, Built, BuiltIds, Counts)> {
-        let (mut read_warnings, stored) =
-            self.read_pending(r.root_fd, walked, outcomes, r.c.scan_start, r.c.parent, r.opts, Some(staged))?;
+        let (mut read_warnings, stored) = self.read_pending(&r.read_of(staged), walked, outcomes)?;
         warnings.append(&mut read_warnings);
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
         let mut trees = Built::default();
@@ -276,6 +275,13 @@ struct Reading<'a> {
     root_fd: &'a OwnedFd,
     c: &'a Cold<'a>,
     opts: &'a super::SnapshotOptions<'a>,
+}
+
+impl<'a> Reading<'a> {
+    /// A read of one batch, beside what the batches before it staged.
+    fn read_of(&self, staged: &'a Staged) -> ReadOf<'a> {
+        ReadOf { staged: Some(staged), ..ReadOf::new(self.root_fd, self.c.scan_start, self.c.parent, self.opts) }
+    }
 }
 
 /// `from`'s counts of entries added to `to`'s (what each batch built).

@@ -554,6 +554,29 @@ fn snapshot_id(workspace: &str, root: &ObjectId, created_ns: i64, parent: Option
     SnapshotId::from_hash(&h.finalize())
 }
 
+/// What a read of a snapshot's pending files is of: its tree (the root's descriptor), when its
+/// scan started, the parent whose versions new ones may be stored against, the snapshot's
+/// options, and for a snapshot in batches what the batches before staged (not stored again).
+struct ReadOf<'a> {
+    root_fd: &'a OwnedFd,
+    scan_start: i64,
+    parent: Option<&'a SnapshotInfo>,
+    opts: &'a SnapshotOptions<'a>,
+    staged: Option<&'a staged::Staged>,
+}
+
+impl<'a> ReadOf<'a> {
+    /// A read of one walk, with nothing staged.
+    fn new(
+        root_fd: &'a OwnedFd,
+        scan_start: i64,
+        parent: Option<&'a SnapshotInfo>,
+        opts: &'a SnapshotOptions<'a>,
+    ) -> ReadOf<'a> {
+        ReadOf { root_fd, scan_start, parent, opts, staged: None }
+    }
+}
+
 impl Repo {
     /// The exclusion list a snapshot of `workspace` would use with these per-call overrides.
     pub fn effective_excludes(&self, workspace: &str, opts: &SnapshotOptions<'_>) -> Result<Excludes> {
@@ -613,7 +636,7 @@ impl Repo {
 
         // A workspace's first snapshot always packs: loose objects are for the edits after it.
         let (warnings, stored) =
-            self.read_pending(&root_fd, &mut walked, &mut outcomes, scan_start, parent.as_ref(), opts, None)?;
+            self.read_pending(&ReadOf::new(&root_fd, scan_start, parent.as_ref(), opts), &mut walked, &mut outcomes)?;
         crate::base::failpoint::failpoint("snapshot:packed");
 
         let mut counts = Counts { skipped: walked.report.skipped, ..Counts::default() };
@@ -738,17 +761,13 @@ impl Repo {
     /// pay) for the snapshot's transaction. Returns the warnings (the walk's, then
     /// the reads') and what was stored. `staged`: what the batches before stored, of a snapshot
     /// taken in batches, which is not stored again.
-    #[allow(clippy::too_many_arguments)]
     fn read_pending(
         &self,
-        root_fd: &OwnedFd,
+        of: &ReadOf<'_>,
         walked: &mut walk::Walked,
         outcomes: &mut Outcomes,
-        scan_start: i64,
-        parent: Option<&SnapshotInfo>,
-        opts: &SnapshotOptions<'_>,
-        staged: Option<&staged::Staged>,
     ) -> Result<(Vec<Warning>, Stored)> {
+        let &ReadOf { root_fd, scan_start, parent, opts, staged } = of;
         // The walk's warnings come first, then the reads'.
         let walk_warnings = std::mem::take(&mut walked.report.warnings);
         let mut jobs = pending(walked, outcomes);

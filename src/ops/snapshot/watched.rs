@@ -29,7 +29,7 @@ use crate::ops::live_read::LiveTree;
 use crate::ops::scan::{tree_entries, Built, FileOutcome, Outcome, Outcomes};
 use crate::repo::Repo;
 
-use super::{diff_counts, stored_trees, SnapshotOptions, Taken, Watched};
+use super::{diff_counts, stored_trees, ReadOf, SnapshotOptions, Taken, Watched};
 
 /// The longest a served workspace goes without a whole walk: a few changes escape inotify (a
 /// write through a hard link from another directory or a shared mapping, a change made by
@@ -112,7 +112,7 @@ impl Repo {
         let conn = self.manifest.conn();
         let Found { live, fresh, mut walked, mut outcomes } = found;
         let (read_warnings, stored) =
-            self.read_pending(&live.fd, &mut walked, &mut outcomes, scan_start, Some(parent), opts, None)?;
+            self.read_pending(&ReadOf::new(&live.fd, scan_start, Some(parent), opts), &mut walked, &mut outcomes)?;
         if !read_warnings.is_empty() || !read_as_hashed(&fresh.files, &outcomes) {
             tracing::debug!(workspace = name, "files changed while the snapshot read them; it walks the tree whole");
             if !stored.packs.is_empty() {
