@@ -241,11 +241,12 @@ impl S3Backend {
 
 impl Backend for S3Backend {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        // Copied once: each try shares it.
+        let payload = object_store::PutPayload::from(bytes.to_vec());
         let mut tries = 0;
         loop {
             tries += 1;
-            let (client, path) = (self.client.clone(), self.path(key));
-            let payload = object_store::PutPayload::from(bytes.to_vec());
+            let (client, path, payload) = (self.client.clone(), self.path(key), payload.clone());
             let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
             let failed = match self.run(async move { client.put_opts(&path, payload, opts).await }) {
                 Ok(_) => return Ok(()),
@@ -316,9 +317,7 @@ impl Backend for S3Backend {
             Ok(Ok(bytes)) if bytes.len() as u64 == len => Ok(bytes),
             Ok(Ok(bytes)) => Err(past_end(offset + bytes.len() as u64)),
             Ok(Err(size)) => Err(past_end(size)),
-            Err(object_store::Error::NotFound { .. }) => {
-                Err(Error::not_found(format!("{key} is not in {}", self.describe())))
-            }
+            Err(e @ object_store::Error::NotFound { .. }) => Err(self.error("read", key, e)),
             // A range starting past the end is answered 416, a request error: the value's
             // length tells it from a failure.
             Err(e) => match self.size(key) {

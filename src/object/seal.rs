@@ -222,7 +222,8 @@ pub fn open(key: &SealKey, name: &str, stored: &[u8]) -> Result<Vec<u8>> {
 pub struct SealedBackend<B> {
     inner: B,
     key: SealKey,
-    headers: Mutex<HashMap<String, [u8; 24]>>,
+    /// Each value's header and plaintext length, kept after its first ranged read.
+    headers: Mutex<HashMap<String, ([u8; 24], u64)>>,
 }
 
 impl<B: Backend> SealedBackend<B> {
@@ -236,10 +237,13 @@ impl<B: Backend> SealedBackend<B> {
         &self.inner
     }
 
-    fn header(&self, name: &str) -> Result<[u8; 24]> {
-        if let Some(h) = self.headers.lock().ok().and_then(|m| m.get(name).copied()) {
-            return Ok(h);
+    /// The header and plaintext length of `name`: one length lookup and one read of the
+    /// header, the first time; from memory after.
+    fn value(&self, name: &str) -> Result<([u8; 24], u64)> {
+        if let Some(v) = self.headers.lock().ok().and_then(|m| m.get(name).copied()) {
+            return Ok(v);
         }
+        let plain = self.size(name)?;
         let bytes = self.inner.get_range(name, 0, HEADER)?;
         let mut h = [0u8; 24];
         h.copy_from_slice(&bytes);
@@ -247,9 +251,37 @@ impl<B: Backend> SealedBackend<B> {
             if m.len() >= MAX_HEADERS {
                 m.clear();
             }
-            m.insert(name.to_owned(), h);
+            m.insert(name.to_owned(), (h, plain));
         }
-        Ok(h)
+        Ok((h, plain))
+    }
+
+    fn forget(&self, name: &str) {
+        if let Ok(mut m) = self.headers.lock() {
+            m.remove(name);
+        }
+    }
+
+    /// Bytes `offset..offset + len` of `key`, through what `value` keeps.
+    fn read(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let (header, plain) = self.value(key)?;
+        let past_end = || {
+            Error::corrupt(format!(
+                "{key} has {plain} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`"
+            ))
+        };
+        let end = offset.checked_add(len).filter(|end| *end <= plain).ok_or_else(past_end)?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let (first, last) = (offset / SEGMENT, (end - 1) / SEGMENT);
+        let last_index = plain.div_ceil(SEGMENT).max(1) - 1;
+        let from = HEADER + first * SEALED_SEGMENT;
+        let to = (HEADER + (last + 1) * SEALED_SEGMENT).min(sealed_len(plain));
+        let stored = self.inner.get_range(key, from, to - from)?;
+        let opened = open_segments(&self.key, key, &header, first, last_index, &stored)?;
+        let skip = (offset - first * SEGMENT) as usize;
+        opened.get(skip..skip + len as usize).map(<[u8]>::to_vec).ok_or_else(past_end)
     }
 }
 
@@ -272,34 +304,15 @@ impl<B: Backend> Backend for SealedBackend<B> {
     }
 
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let plain = self.size(key)?;
-        let past_end = || {
-            Error::corrupt(format!(
-                "{key} has {plain} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`"
-            ))
-        };
-        let end = offset.checked_add(len).filter(|end| *end <= plain).ok_or_else(past_end)?;
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let (first, last) = (offset / SEGMENT, (end - 1) / SEGMENT);
-        let last_index = plain.div_ceil(SEGMENT).max(1) - 1;
-        let from = HEADER + first * SEALED_SEGMENT;
-        let to = (HEADER + (last + 1) * SEALED_SEGMENT).min(sealed_len(plain));
-        let stored = self.inner.get_range(key, from, to - from)?;
-        let opened = match open_segments(&self.key, key, &self.header(key)?, first, last_index, &stored) {
-            Ok(opened) => opened,
-            // The header kept in memory may be of a value deleted and written again since
-            // (by another process): read it once more before calling the value damaged.
-            Err(_) => {
-                if let Ok(mut m) = self.headers.lock() {
-                    m.remove(key);
-                }
-                open_segments(&self.key, key, &self.header(key)?, first, last_index, &stored)?
+        match self.read(key, offset, len) {
+            // What is kept in memory may be of a value deleted and written again since (by
+            // another process): read once more, afresh, before calling the value damaged.
+            Err(e) if e.kind() == crate::base::error::ErrorKind::Corrupt => {
+                self.forget(key);
+                self.read(key, offset, len)
             }
-        };
-        let skip = (offset - first * SEGMENT) as usize;
-        opened.get(skip..skip + len as usize).map(<[u8]>::to_vec).ok_or_else(past_end)
+            other => other,
+        }
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
@@ -314,9 +327,7 @@ impl<B: Backend> Backend for SealedBackend<B> {
     }
 
     fn delete(&self, key: &str) -> Result<()> {
-        if let Ok(mut m) = self.headers.lock() {
-            m.remove(key);
-        }
+        self.forget(key);
         self.inner.delete(key)
     }
 
