@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::http::{self, eventually, inotify_watches, multipart, rss_kib, Resp, Server, TOKEN};
 use serde_json::json;
@@ -173,11 +173,14 @@ fn start_upload(s: &Server, token: &str, path: &str) -> TcpStream {
     c
 }
 
-/// Sends a byte every 2 s until the server answers; its answer.
+/// Sends a byte every 2 s until the server answers, looking for the answer every 50 ms so
+/// that no test waits a whole beat for an answer already sent; its answer.
 fn trickle(mut c: TcpStream) -> Resp {
     c.set_nonblocking(true).expect("nonblocking");
     let mut raw = Vec::new();
-    for _ in 0..60 {
+    let started = Instant::now();
+    let mut next_byte = started + Duration::from_secs(2);
+    while started.elapsed() < Duration::from_secs(120) {
         let mut buf = [0u8; 4096];
         match c.read(&mut buf) {
             Ok(0) => break,
@@ -193,8 +196,11 @@ fn trickle(mut c: TcpStream) -> Resp {
             }
             Err(_) => {}
         }
-        let _ = c.write_all(b"x");
-        std::thread::sleep(Duration::from_secs(2));
+        if Instant::now() >= next_byte {
+            let _ = c.write_all(b"x");
+            next_byte += Duration::from_secs(2);
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
     http::parse(&raw)
 }
