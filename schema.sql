@@ -488,3 +488,10 @@ INSERT INTO cache_generation (generation) VALUES (0);
 -- again keeps it whole; the records of earlier versions keep theirs. Nothing to rewrite: a
 -- binary that knows version 16 only would take the empty encodings for edited records, so
 -- the version is raised and such a binary refuses the manifest.
+
+-- schema-version: 18
+-- Where this manifest stands in its repository's record log (ARCHITECTURE.md, "Record log"):
+-- the last segment applied or written, 0 for none. Only a repository in a bucket has a log;
+-- every other manifest keeps 0. Node-local: never logged.
+CREATE TABLE log_position (seq INTEGER NOT NULL);
+INSERT INTO log_position (seq) VALUES (0);

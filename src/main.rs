@@ -82,6 +82,9 @@ pub enum Command {
     /// Manage API tokens of `trove serve`
     #[command(subcommand)]
     Token(commands::token::Command),
+    /// Manage the key files of a repository in a bucket (each wraps its key under a passphrase)
+    #[command(subcommand)]
+    Key(commands::key::Command),
     /// Manage sessions: periods of work on a workspace directory
     #[command(subcommand)]
     Session(commands::session::Command),

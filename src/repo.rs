@@ -15,7 +15,7 @@ use crate::manifest::node_cache::{self, NodeCache};
 use crate::manifest::Manifest;
 use crate::model::audit::AuditRecord;
 use crate::object::bundle::BundleCache;
-use crate::object::{Backend, Chunking, LocalBackend, MemoryBackend, SealedPack};
+use crate::object::{Backend, Chunking, LocalBackend, Location, MemoryBackend, S3Settings, SealedPack, Stretch};
 
 /// The repository's settings file, in its root.
 pub const CONFIG_FILE: &str = "config.json";
@@ -40,6 +40,10 @@ pub struct Config {
     /// How the audit log is checkpointed.
     #[serde(default)]
     pub audit: AuditSettings,
+    /// What the store was found to support when the repository was made in it (a bucket's;
+    /// none for a directory, which supports all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<crate::object::Capabilities>,
 }
 
 /// How the audit log is checkpointed (ARCHITECTURE.md, "Audit log").
@@ -63,7 +67,35 @@ impl Default for AuditSettings {
 }
 
 impl Config {
-    fn new(seed: &[u8]) -> Config {
+    /// Refuses settings this build cannot work with (a newer format) or that would make it
+    /// panic or write what it then refuses (a hand-edited config), naming repository `name`.
+    pub(crate) fn check(&self, name: &str) -> Result<()> {
+        if self.format > FORMAT {
+            return Err(Error::invalid_argument(format!(
+                "repository {name} has format {}, newer than this trove's {FORMAT}: upgrade trove",
+                self.format
+            )));
+        }
+        let c = self.chunking;
+        // FastCDC asserts on its limits; a hand-edited config must be an error, not a panic. A
+        // file up to the threshold is one object: over the blob limit, it would be written and
+        // then refused as corrupt by every read.
+        let chunking_ok = (64..=1 << 20).contains(&c.min)
+            && c.threshold <= crate::object::blob::MAX_RAW
+            && (256..=4 << 20).contains(&c.avg)
+            && (1024..=16 << 20).contains(&c.max)
+            && c.min <= c.avg
+            && c.avg <= c.max
+            && (1..=22).contains(&self.zstd_level);
+        if !chunking_ok {
+            return Err(Error::invalid_argument(format!(
+                "repository {name} has invalid chunking or compression settings in its config"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn new(seed: &[u8]) -> Config {
         let mut h = blake3::Hasher::new();
         h.update(seed);
         h.update(&now_ns().to_le_bytes());
@@ -75,8 +107,87 @@ impl Config {
             chunking: Chunking::default(),
             pack_target: 16 << 20,
             audit: AuditSettings::default(),
+            capabilities: None,
         }
     }
+}
+
+/// What opening a bucket takes besides its name: the passphrase of one of its key files, where
+/// this node keeps its replica, and how to reach the store.
+#[derive(Clone, Default)]
+pub struct BucketAccess {
+    /// The passphrase; None: none was given (an open then says what to set).
+    pub password: Option<String>,
+    /// The base of node-local caches (`--cache-dir`); None: the default
+    /// (`TROVE_CACHE_DIR`, `$XDG_CACHE_HOME/trove`, `~/.cache/trove`).
+    pub cache_base: Option<PathBuf>,
+    /// How the store is reached, over the AWS environment variables.
+    pub settings: S3Settings,
+    /// How hard a new key file's passphrase is stretched (tests use less).
+    pub stretch: Option<Stretch>,
+}
+
+impl std::fmt::Debug for BucketAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketAccess")
+            .field("password", &self.password.as_ref().map(|_| "(set)"))
+            .field("cache_base", &self.cache_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BucketAccess {
+    /// The passphrase from `TROVE_PASSWORD`, or the first line of the file `TROVE_PASSWORD_FILE`
+    /// names (as restic's `RESTIC_PASSWORD_FILE`).
+    pub fn from_env() -> Result<BucketAccess> {
+        let password = match (std::env::var("TROVE_PASSWORD"), std::env::var_os("TROVE_PASSWORD_FILE")) {
+            (Ok(p), _) if !p.is_empty() => Some(p),
+            (_, Some(file)) if !file.is_empty() => Some(read_password_file(Path::new(&file))?),
+            _ => None,
+        };
+        Ok(BucketAccess { password, ..Default::default() })
+    }
+
+    pub(crate) fn password(&self, what: &str) -> Result<&[u8]> {
+        match &self.password {
+            Some(p) if !p.is_empty() => Ok(p.as_bytes()),
+            _ => Err(Error::new(
+                ErrorKind::Unauthorized,
+                format!("{what} needs the repository's passphrase: set TROVE_PASSWORD, or TROVE_PASSWORD_FILE to a file holding it"),
+            )),
+        }
+    }
+
+    /// The base of this node's caches, made absolute.
+    pub(crate) fn cache_base(&self) -> Result<PathBuf> {
+        let base = match &self.cache_base {
+            Some(b) => b.clone(),
+            None => node_cache::default_base(|k| std::env::var_os(k)).ok_or_else(|| {
+                Error::invalid_argument(
+                    "a repository in a bucket keeps its manifest in a cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
+                )
+            })?,
+        };
+        Ok(std::path::absolute(&base).unwrap_or(base))
+    }
+}
+
+/// The first line of a password file, at most 4 KiB.
+pub fn read_password_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| Error::io("open the password file", path, e))?;
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).map_err(|e| Error::io("read the password file", path, e))?;
+    Ok(text.lines().next().unwrap_or("").to_string())
+}
+
+/// What a handle on a bucket keeps to manage its key files: the store beneath the sealing,
+/// the repository key, and the key file that opened it.
+pub(crate) struct BucketKeys {
+    pub(crate) store: std::sync::Arc<crate::object::SealedBackend<crate::object::S3Backend>>,
+    pub(crate) key: crate::object::SealKey,
+    pub(crate) opened_with: String,
+    pub(crate) stretch: Stretch,
 }
 
 /// Entries a batch of a snapshot read whole holds, unless [`Repo::set_batch_files`] says
@@ -112,11 +223,13 @@ pub struct Repo {
     /// Where this machine's cache of the repository lives, and the cache once opened (on first
     /// use: most commands never need it).
     node_cache: NodeCacheSlot,
+    /// A bucket's key files and the key that opened it (None for a directory or memory).
+    pub(crate) bucket_keys: Option<std::sync::Arc<BucketKeys>>,
 }
 
 /// Where a handle's node-local cache lives (`manifest/node_cache.rs`).
 #[derive(Clone, Debug)]
-enum CachePlace {
+pub(crate) enum CachePlace {
     /// `<base>/<repository id>`.
     Dir(PathBuf),
     /// A repository in memory's, by its name.
@@ -128,13 +241,13 @@ enum CachePlace {
 
 /// A handle's node-local cache: where, and the cache once opened (None: it could not be, which
 /// was logged once; snapshots then read every file).
-struct NodeCacheSlot {
+pub(crate) struct NodeCacheSlot {
     place: CachePlace,
     opened: std::cell::OnceCell<Option<NodeCache>>,
 }
 
 impl NodeCacheSlot {
-    fn at(place: CachePlace) -> NodeCacheSlot {
+    pub(crate) fn at(place: CachePlace) -> NodeCacheSlot {
         NodeCacheSlot { place, opened: Default::default() }
     }
 
@@ -152,7 +265,7 @@ impl NodeCacheSlot {
     /// current directory once, not at each open). The id comes from `config.json`, which a
     /// copied repository brings along: only the 32 hex digits `init` writes name a directory,
     /// never a path that leaves the base.
-    fn under(base: &Path, id: &str) -> NodeCacheSlot {
+    pub(crate) fn under(base: &Path, id: &str) -> NodeCacheSlot {
         if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return NodeCacheSlot::at(CachePlace::Nowhere(
                 "the repository's id in config.json is not 32 hex digits, so it names no cache directory",
@@ -180,11 +293,36 @@ pub(crate) struct Caches {
 /// and the live trees' feeds, so every handle draws on one budget and reads one feed per tree.
 #[derive(Clone)]
 pub struct Shared {
+    /// The repository's directory (a bucket's: this node's), from which another handle opens.
+    root: Option<PathBuf>,
+    config: Config,
+    /// The store's name when the handles' manifests are replicas of its log (a bucket's).
+    log_name: Option<String>,
     backend: std::sync::Arc<dyn Backend>,
     caches: Caches,
     budget: std::sync::Arc<crate::base::budget::Budget>,
     live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
     cache_place: CachePlace,
+}
+
+impl Shared {
+    /// Another handle on the repository, with its own manifest connection, sharing these
+    /// (a server's pool opens one per concurrent request): no key file is opened again and no
+    /// config read again.
+    pub fn open_handle(&self) -> Result<Repo> {
+        let root =
+            self.root.as_deref().ok_or_else(|| Error::internal("a repository in memory has no other handles"))?;
+        let mut repo = if let Some(name) = &self.log_name {
+            let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone());
+            let manifest = crate::manifest::log::open_replica(&root.join(MANIFEST_FILE), log)?;
+            let node_cache = NodeCacheSlot::at(self.cache_place.clone());
+            Repo::assemble(Some(root.to_path_buf()), node_cache, self.config.clone(), self.backend.clone(), manifest)
+        } else {
+            Repo::open_dir(root)?
+        };
+        repo.set_shared(self.clone());
+        Ok(repo)
+    }
 }
 
 /// The memory budget of a handle nobody shares one with.
@@ -267,6 +405,9 @@ impl Repo {
     /// [`Repo::init`] with the audit log's settings: where its signing key goes (made there,
     /// or used if one is there already), how often it is checkpointed, a witness.
     pub fn init_with(path: &Path, actor: &str, audit: AuditSettings) -> Result<Repo> {
+        if let Location::Bucket { bucket, prefix } = Location::parse(path.as_os_str())? {
+            return Repo::init_bucket(&bucket, &prefix, actor, audit, &BucketAccess::from_env()?);
+        }
         if path.join(CONFIG_FILE).exists() {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,
@@ -289,20 +430,9 @@ impl Repo {
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
         let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
-        let repo = Repo {
-            root: Some(path.to_path_buf()),
-            node_cache: NodeCacheSlot::default_for(&config.id),
-            config,
-            backend: std::sync::Arc::new(LocalBackend::new(path)),
-            manifest,
-            caches: Caches::default(),
-            deadline: Default::default(),
-            budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
-            audit_key: Default::default(),
-            audit_signed: Default::default(),
-            live_feeds: None,
-            batch_files: BATCH_FILES,
-        };
+        let node_cache = NodeCacheSlot::default_for(&config.id);
+        let backend = std::sync::Arc::new(LocalBackend::new(path));
+        let repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest);
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
             let made = crate::fs::keyfile::create_key(&key, &format!("trove/{}", repo.config.id))?;
@@ -318,36 +448,37 @@ impl Repo {
         Ok(repo)
     }
 
-    /// Opens the repository at `path`.
+    /// Opens the repository at `path`: a directory, or `s3://BUCKET/PREFIX` (opened with the
+    /// passphrase from the environment, [`BucketAccess::from_env`]).
     pub fn open(path: &Path) -> Result<Repo> {
+        Repo::open_with(path, None)
+    }
+
+    /// [`Repo::open`] with this node's cache directory (`--cache-dir`; None: the default), which
+    /// holds a bucket's manifest replica.
+    pub fn open_with(path: &Path, cache_dir: Option<&Path>) -> Result<Repo> {
+        match Location::parse(path.as_os_str())? {
+            Location::Bucket { bucket, prefix } => {
+                let access = BucketAccess { cache_base: cache_dir.map(Path::to_path_buf), ..BucketAccess::from_env()? };
+                Repo::open_bucket(&bucket, &prefix, &access)
+            }
+            Location::Local(_) => {
+                let mut repo = Repo::open_dir(path)?;
+                if let Some(dir) = cache_dir {
+                    repo.set_cache_dir(dir);
+                }
+                Ok(repo)
+            }
+        }
+    }
+
+    /// Opens the repository in directory `path`.
+    fn open_dir(path: &Path) -> Result<Repo> {
         let cfg_path = path.join(CONFIG_FILE);
         let bytes = read_config(path, &cfg_path)?;
         let config: Config =
             serde_json::from_slice(&bytes).map_err(|e| damaged_config(&cfg_path, &format!("does not parse ({e})")))?;
-        if config.format > FORMAT {
-            return Err(Error::invalid_argument(format!(
-                "repository {} has format {}, newer than this trove's {FORMAT}: upgrade trove",
-                path.display(),
-                config.format
-            )));
-        }
-        let c = config.chunking;
-        // FastCDC asserts on its limits; a hand-edited config must be an error, not a panic. A
-        // file up to the threshold is one object: over the blob limit, it would be written and
-        // then refused as corrupt by every read.
-        let chunking_ok = (64..=1 << 20).contains(&c.min)
-            && c.threshold <= crate::object::blob::MAX_RAW
-            && (256..=4 << 20).contains(&c.avg)
-            && (1024..=16 << 20).contains(&c.max)
-            && c.min <= c.avg
-            && c.avg <= c.max
-            && (1..=22).contains(&config.zstd_level);
-        if !chunking_ok {
-            return Err(Error::invalid_argument(format!(
-                "repository {} has invalid chunking or compression settings in config.json",
-                path.display()
-            )));
-        }
+        config.check(&path.display().to_string())?;
         let db = path.join(MANIFEST_FILE);
         if !db.exists() {
             return Err(Error::corrupt(format!(
@@ -356,39 +487,35 @@ impl Repo {
             )));
         }
         let manifest = Manifest::open(&db)?;
-        let repo = Repo {
-            root: Some(path.to_path_buf()),
-            node_cache: NodeCacheSlot::default_for(&config.id),
-            config,
-            backend: std::sync::Arc::new(LocalBackend::new(path)),
-            manifest,
-            caches: Caches::default(),
-            deadline: Default::default(),
-            budget: crate::base::budget::Budget::new(DEFAULT_BUDGET),
-            audit_key: Default::default(),
-            audit_signed: Default::default(),
-            live_feeds: None,
-            batch_files: BATCH_FILES,
-        };
+        let node_cache = NodeCacheSlot::default_for(&config.id);
+        let backend = std::sync::Arc::new(LocalBackend::new(path));
+        let repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest);
         if let Some(why) = repo.manifest.read_only() {
             repo.defer_recovery(why)?;
             return Ok(repo);
         }
+        repo.settle_on_open()?;
+        Ok(repo)
+    }
+
+    /// What every open that can write does first: the audit tree caught up, and the changes a
+    /// crash interrupted finished or cleaned up.
+    pub(crate) fn settle_on_open(&self) -> Result<()> {
         // The Merkle tree of audit records appended before it was kept (schema 6).
-        let conn = repo.manifest.conn();
+        let conn = self.manifest.conn();
         if crate::manifest::audit::tree_size(conn)? < crate::manifest::audit::size(conn)? {
-            repo.manifest.write(|tx| crate::manifest::audit::catch_up_tree(tx))?;
+            self.manifest.write(|tx| crate::manifest::audit::catch_up_tree(tx))?;
         }
         // A file tool mutation a crash interrupted is finished before anything else runs, and a
         // restore's leftovers are cleaned up.
-        repo.recover_journal()?;
-        repo.recover_restores()?;
+        self.recover_journal()?;
+        self.recover_restores()?;
         // An upload a killed process left half-written is removed, once nothing may still
         // need it; a failure here (a read-only disk) must not keep the repository from opening.
-        if let Err(e) = repo.recover_uploads() {
+        if let Err(e) = self.recover_uploads() {
             tracing::warn!(error = %e, "interrupted uploads' temporaries could not be settled; tried again at the next open");
         }
-        Ok(repo)
+        Ok(())
     }
 
     /// On a handle open read-only (`why`: the disk is full), the recovery an open does is
@@ -423,11 +550,24 @@ impl Repo {
         static N: AtomicU64 = AtomicU64::new(0);
         let name = format!("trove-mem-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let manifest = Manifest::create_in_memory(&name)?;
-        Ok(Repo {
-            root: None,
-            node_cache: NodeCacheSlot::at(CachePlace::Memory(name.clone())),
-            config: Config::new(name.as_bytes()),
-            backend: std::sync::Arc::new(MemoryBackend::new()),
+        let node_cache = NodeCacheSlot::at(CachePlace::Memory(name.clone()));
+        let config = Config::new(name.as_bytes());
+        Ok(Repo::assemble(None, node_cache, config, std::sync::Arc::new(MemoryBackend::new()), manifest))
+    }
+
+    /// A handle over these parts, with fresh caches, the default budget and batch size.
+    pub(crate) fn assemble(
+        root: Option<PathBuf>,
+        node_cache: NodeCacheSlot,
+        config: Config,
+        backend: std::sync::Arc<dyn Backend>,
+        manifest: Manifest,
+    ) -> Repo {
+        Repo {
+            root,
+            node_cache,
+            config,
+            backend,
             manifest,
             caches: Caches::default(),
             deadline: Default::default(),
@@ -436,7 +576,8 @@ impl Repo {
             audit_signed: Default::default(),
             live_feeds: None,
             batch_files: BATCH_FILES,
-        })
+            bucket_keys: None,
+        }
     }
 
     /// An in-memory repository over a caller's backend (tests that damage or fail storage).
@@ -449,20 +590,9 @@ impl Repo {
     /// A handle with this one's config and memory budget over another manifest and store: a
     /// dry run's copy of the manifest over a store that writes nothing (`gc/dry.rs`).
     pub(crate) fn scratch(&self, manifest: Manifest, backend: std::sync::Arc<dyn Backend>) -> Repo {
-        let repo = Repo {
-            root: None,
-            node_cache: NodeCacheSlot::at(CachePlace::Nowhere("a dry run keeps no cache")),
-            config: self.config.clone(),
-            backend,
-            manifest,
-            caches: Caches::default(),
-            deadline: Default::default(),
-            budget: self.budget.clone(),
-            audit_key: Default::default(),
-            audit_signed: Default::default(),
-            live_feeds: None,
-            batch_files: BATCH_FILES,
-        };
+        let node_cache = NodeCacheSlot::at(CachePlace::Nowhere("a dry run keeps no cache"));
+        let mut repo = Repo::assemble(None, node_cache, self.config.clone(), backend, manifest);
+        repo.budget = self.budget.clone();
         repo.set_deadline(self.deadline());
         repo
     }
@@ -501,6 +631,9 @@ impl Repo {
     /// What this handle shares with others on the same repository ([`Repo::set_shared`]).
     pub fn shared(&self) -> Shared {
         Shared {
+            root: self.root.clone(),
+            config: self.config.clone(),
+            log_name: self.manifest.log_name().map(str::to_owned),
             backend: self.backend.clone(),
             caches: self.caches.clone(),
             budget: self.budget.clone(),

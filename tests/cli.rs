@@ -128,16 +128,19 @@ fn bad_input_gets_a_clear_error_the_right_exit_code_and_changes_nothing() {
     assert!(stderr(&o).contains("is not a trove repository"), "{}", stderr(&o));
     assert!(!nowhere.exists(), "a failed open creates nothing");
 
-    // A bucket is not a directory to make (it once made `s3:` in the working directory).
-    for (url, needle) in
-        [("s3://bucket/prefix", "not yet in a bucket"), ("gs://bucket/x", "is not a store trove writes to")]
+    // A bucket is not a directory to make (it once made `s3:` in the working directory): one
+    // needs its passphrase, asked for before any request; another scheme is refused.
+    for (url, code, needle) in
+        [("s3://bucket/prefix", 1, "set TROVE_PASSWORD"), ("gs://bucket/x", 2, "is not a store trove writes to")]
     {
         let o = Command::new(common::trove_bin())
             .current_dir(tmp.path())
             .args(["--repo", url, "init"])
+            .env_remove("TROVE_PASSWORD")
+            .env_remove("TROVE_PASSWORD_FILE")
             .output()
             .expect("run");
-        assert_eq!(o.status.code(), Some(2), "{url}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(code), "{url}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{url}: {}", stderr(&o));
     }
     assert!(

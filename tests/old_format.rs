@@ -123,7 +123,7 @@ fn a_repository_written_before_the_node_local_cache_migrates_reads_its_deltas_an
     {
         let conn = trove::testing::conn(&repo);
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 17);
+        assert_eq!(version, 18);
         let tables: Vec<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%cache%'")
             .expect("prepare")

@@ -134,3 +134,321 @@ fn sealed_values_in_the_bucket_hold_no_plaintext_and_a_flipped_bit_is_corrupt() 
     let stranger = SealedBackend::new(open(), trove::object::keyfile::new_seal_key().expect("key"));
     assert_eq!(stranger.get_range("packs/s.pack", 0, 10).expect_err("other key").kind(), ErrorKind::Corrupt);
 }
+
+/// `trove` with the environment that reaches the test's S3 server, the passphrase, and this
+/// node's cache directory.
+fn trove_on(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
+    trove_cmd(s3, repo, cache, args).output().expect("run trove")
+}
+
+fn trove_cmd(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(common::trove_bin());
+    c.args(["--repo", repo])
+        .args(args)
+        .env_remove("TROVE_REPO")
+        .env_remove("TROVE_LOG")
+        .env_remove("TROVE_PASSWORD_FILE")
+        .env("TROVE_PASSWORD", "correct horse battery staple")
+        .env("TROVE_CACHE_DIR", cache)
+        .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    c
+}
+
+fn ok(o: std::process::Output, what: &str) -> String {
+    assert!(o.status.success(), "{what}: {}\n{}", common::stderr(&o), common::stdout(&o));
+    common::stdout(&o)
+}
+
+/// The bucket is the repository: made by `trove init`, written by one host, read byte for byte
+/// by a host with no cache, written by two hosts in turn (one of them out of date), and the
+/// audit log of all of it verified anywhere. Nothing in the bucket is plaintext.
+#[test]
+fn a_repository_in_a_bucket_is_written_by_several_hosts_and_read_by_one_with_no_cache() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/team/repo");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (a, b, c) = (tmp.path().join("host-a"), tmp.path().join("host-b"), tmp.path().join("host-c"));
+    let work = tmp.path().join("work");
+    common::rich_workspace(&work);
+    let secret = b"a line only this workspace holds, 7f3a9c";
+    std::fs::write(work.join("secret.txt"), secret).expect("write");
+
+    // The hosts share one audit signing key, kept outside the bucket (here one file for all).
+    let audit_key = tmp.path().join("audit.key");
+    ok(trove_on(s3.addr, &repo, &a, &["init", "--audit-key", audit_key.to_str().expect("utf-8")]), "init");
+    let again = trove_on(s3.addr, &repo, &a, &["init"]);
+    assert_eq!(again.status.code(), Some(1), "a second init is refused: {}", common::stderr(&again));
+    let w = work.to_str().expect("utf-8");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "snapshot on a");
+
+    // A host with no cache restores it byte for byte from the bucket alone.
+    let out = tmp.path().join("restored");
+    ok(trove_on(s3.addr, &repo, &b, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore on b");
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
+    assert_eq!(ok(trove_on(s3.addr, &repo, &b, &["cat", "latest", "secret.txt"]), "cat").as_bytes(), secret);
+
+    // b writes; then a, whose replica has not seen b's write, writes too: both are kept.
+    std::fs::write(work.join("b.txt"), "from b").expect("write");
+    ok(trove_on(s3.addr, &repo, &b, &["snapshot", w, "--workspace", "w"]), "snapshot on b");
+    std::fs::write(work.join("a.txt"), "from a").expect("write");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "snapshot on a again");
+    let listed_on = |host: &std::path::Path, ws: &str| -> Vec<String> {
+        let json = ok(trove_on(s3.addr, &repo, host, &["--json", "snapshots", ws]), "snapshots");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        let list = v.as_array().or_else(|| v["snapshots"].as_array()).expect("a list").clone();
+        list.iter().map(|s| s["id"].as_str().expect("id").to_string()).collect()
+    };
+    let listed = |host: &std::path::Path| listed_on(host, "w");
+    let listed_in = |ws: &str| listed_on(&c, ws);
+    // Two hosts snapshotting at once, each into the log's next segment: one wins each race,
+    // the other runs its write again on the winner's rows; both are kept.
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
+    common::rich_workspace(&one);
+    common::rich_workspace(&two);
+    let racers: Vec<_> = [(&a, &one, "one"), (&b, &two, "two")]
+        .into_iter()
+        .map(|(host, dir, ws)| {
+            let (repo, host, dir) = (repo.clone(), host.clone(), dir.clone());
+            std::thread::spawn(move || {
+                ok(trove_on(s3.addr, &repo, &host, &["snapshot", dir.to_str().expect("utf-8"), "--workspace", ws]), ws)
+            })
+        })
+        .collect();
+    for r in racers {
+        r.join().expect("a racer");
+    }
+    std::fs::remove_dir_all(&b).expect("b's cache goes");
+    let seen = listed(&c);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(listed(&a), seen);
+    assert_eq!(listed(&b), seen);
+    assert_eq!(
+        ok(trove_on(s3.addr, &repo, &c, &["cat", seen.last().expect("a snapshot"), "b.txt"]), "cat b.txt"),
+        "from b"
+    );
+    for ws in ["one", "two"] {
+        assert_eq!(listed_in(ws).len(), 1, "{ws}");
+    }
+    ok(trove_on(s3.addr, &repo, &c, &["check", "--read-data"]), "check --read-data");
+    ok(trove_on(s3.addr, &repo, &a, &["audit", "checkpoint"]), "a checkpoint signed on a");
+    let verified = ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
+    assert!(verified.contains("verified"), "{verified}");
+
+    // What the bucket holds is sealed: no workspace byte, name or path in the clear.
+    let raw = S3Backend::open(&bucket, "team/repo", &settings(s3.addr)).expect("open");
+    let keys = raw.list("").expect("list");
+    assert!(keys.iter().any(|k| k.starts_with("keys/")) && keys.iter().any(|k| k == "config"), "{keys:?}");
+    assert!(keys.iter().any(|k| k.starts_with("log/")) && keys.iter().any(|k| k.starts_with("packs/")), "{keys:?}");
+    for k in &keys {
+        let bytes = raw.get_range(k, 0, raw.size(k).expect("size")).expect("get");
+        for needle in [&secret[..], b"secret.txt", b"host-a", w.as_bytes()] {
+            assert!(
+                !bytes.windows(needle.len()).any(|x| x == needle),
+                "{k} holds {:?}",
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
+
+    // Without the passphrase, or with another, nothing opens; the error says what to set.
+    let o = std::process::Command::new(common::trove_bin())
+        .args(["--repo", &repo, "snapshots"])
+        .env_remove("TROVE_PASSWORD")
+        .env_remove("TROVE_PASSWORD_FILE")
+        .env("TROVE_CACHE_DIR", &c)
+        .env("AWS_ENDPOINT_URL", format!("http://{}", s3.addr))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(common::stderr(&o).contains("TROVE_PASSWORD"), "{}", common::stderr(&o));
+}
+
+/// A snapshot killed at any moment of its upload (a packed but unrecorded snapshot, before and
+/// after its segment is created, and at random moments while requests are slow) leaves a bucket
+/// every host opens, loses no acknowledged snapshot, and the next snapshot succeeds; a
+/// no-change snapshot costs a handful of requests.
+#[test]
+fn a_snapshot_killed_anywhere_in_its_upload_loses_nothing_acknowledged() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/r");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (host, fresh) = (tmp.path().join("host"), tmp.path().join("fresh"));
+    let work = tmp.path().join("work");
+    common::rich_workspace(&work);
+    let w = work.to_str().expect("utf-8");
+    ok(trove_on(s3.addr, &repo, &host, &["init"]), "init");
+    ok(trove_on(s3.addr, &repo, &host, &["snapshot", w, "--workspace", "w"]), "first snapshot");
+    let count = |host: &std::path::Path| -> usize {
+        let json = ok(trove_on(s3.addr, &repo, host, &["--json", "snapshots", "w"]), "snapshots");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        v.as_array().or_else(|| v["snapshots"].as_array()).expect("a list").len()
+    };
+    let mut acknowledged = 1;
+    for (i, point) in ["snapshot:packed", "log:publishing", "log:published"].into_iter().enumerate() {
+        std::fs::write(work.join(format!("change-{i}.txt")), format!("change {i}")).expect("write");
+        let o = trove_cmd(s3.addr, &repo, &host, &["snapshot", w, "--workspace", "w"])
+            .env("TROVE_FAILPOINT", point)
+            .output()
+            .expect("run");
+        assert!(!o.status.success(), "{point}: the snapshot was killed");
+        // Past the segment's creation the snapshot is in the bucket, though never acknowledged.
+        let kept = usize::from(point == "log:published");
+        let _ = std::fs::remove_dir_all(&fresh);
+        assert_eq!(count(&fresh), acknowledged + kept, "{point}: a new host");
+        assert_eq!(count(&host), acknowledged + kept, "{point}: the killed host");
+        ok(trove_on(s3.addr, &repo, &host, &["snapshot", w, "--workspace", "w"]), "the next snapshot");
+        acknowledged += kept + 1;
+        assert_eq!(count(&fresh), acknowledged, "{point}");
+    }
+
+    // Killed at random moments while every request takes 150 ms.
+    let (slow, _) = proxy(s3.addr, std::sync::Arc::new(|_, _, _| Action::Delay(Duration::from_millis(150))));
+    for (i, after) in [400u64, 900, 1700].into_iter().enumerate() {
+        std::fs::write(work.join(format!("slow-{i}.bin")), vec![i as u8; 300_000 * (i + 1)]).expect("write");
+        let mut child = trove_cmd(slow, &repo, &host, &["snapshot", w, "--workspace", "w"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(after));
+        let _ = child.kill();
+        let finished = child.wait().expect("wait").success();
+        let _ = std::fs::remove_dir_all(&fresh);
+        let now = count(&fresh);
+        assert!(now == acknowledged || (now == acknowledged + 1), "killed after {after} ms: {now} of {acknowledged}");
+        assert!(!finished || now == acknowledged + 1, "an acknowledged snapshot is kept");
+        acknowledged = now;
+        ok(trove_on(s3.addr, &repo, &host, &["snapshot", w, "--workspace", "w"]), "the next snapshot");
+        acknowledged += 1;
+    }
+    let _ = std::fs::remove_dir_all(&fresh);
+    assert_eq!(count(&fresh), acknowledged);
+    ok(trove_on(s3.addr, &repo, &fresh, &["check", "--read-data"]), "check --read-data");
+
+    // What a snapshot of an unchanged tree asks of the store, counted at a proxy.
+    // (The first through the proxy reads the key file and config once: to the node, the proxy
+    // is another store.)
+    let (counted, seen) = proxy(s3.addr, std::sync::Arc::new(|_, _, _| Action::Forward));
+    ok(trove_on(counted, &repo, &host, &["snapshot", w, "--workspace", "w"]), "a first no-change snapshot");
+    seen.lock().expect("seen").clear();
+    ok(trove_on(counted, &repo, &host, &["snapshot", w, "--workspace", "w"]), "a no-change snapshot");
+    let requests: Vec<(String, String)> =
+        seen.lock().expect("seen").iter().map(|(m, p, _)| (m.clone(), p.clone())).collect();
+    // Is the key file still there; is there a newer segment; the new segment's create.
+    let methods: Vec<&str> = requests.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(methods, ["HEAD", "GET", "PUT"], "{requests:#?}");
+}
+
+/// Key files as restic's: another passphrase added opens the repository; the first removed
+/// opens it no more, even on a host that remembered its key file; the one in use cannot be
+/// removed; every change is in the audit log.
+#[test]
+fn key_files_are_added_listed_and_removed_and_a_removed_passphrase_opens_nothing() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/keys");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let host = tmp.path().join("host");
+    ok(trove_on(s3.addr, &repo, &host, &["init"]), "init");
+    let list = |password: &str| -> serde_json::Value {
+        let o = trove_cmd(s3.addr, &repo, &host, &["--json", "key", "list"])
+            .env("TROVE_PASSWORD", password)
+            .output()
+            .expect("run");
+        serde_json::from_str(&ok(o, "key list")).expect("json")
+    };
+    let first = list("correct horse battery staple");
+    assert_eq!(first.as_array().expect("list").len(), 1);
+    assert_eq!(first[0]["current"], true);
+    let first_id = first[0]["id"].as_str().expect("id").to_string();
+
+    let o = trove_cmd(s3.addr, &repo, &host, &["--json", "key", "add"])
+        .env("TROVE_NEW_PASSWORD", "another passphrase")
+        .output()
+        .expect("run");
+    let added: serde_json::Value = serde_json::from_str(&ok(o, "key add")).expect("json");
+    let both = list("another passphrase");
+    assert_eq!(both.as_array().expect("list").len(), 2);
+    let current: Vec<&str> = both
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|k| k["current"] == true)
+        .filter_map(|k| k["id"].as_str())
+        .collect();
+    assert_eq!(current, vec![added["id"].as_str().expect("id")]);
+
+    // The key in use is never removed; another is, by a command opened with the new one.
+    let o = trove_on(s3.addr, &repo, &host, &["key", "remove", &first_id]);
+    assert!(!o.status.success() && common::stderr(&o).contains("opened with"), "{}", common::stderr(&o));
+    let o = trove_cmd(s3.addr, &repo, &host, &["key", "remove", &first_id])
+        .env("TROVE_PASSWORD", "another passphrase")
+        .output()
+        .expect("run");
+    ok(o, "key remove");
+    // This host remembered the first key file; it opens nothing now.
+    let o = trove_on(s3.addr, &repo, &host, &["snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("no key file"), "{}", common::stderr(&o));
+    let o = trove_cmd(s3.addr, &repo, &host, &["--json", "audit", "log"])
+        .env("TROVE_PASSWORD", "another passphrase")
+        .output()
+        .expect("run");
+    let log = ok(o, "audit log");
+    assert!(log.contains("key-add") && log.contains("key-remove"), "{log}");
+}
+
+/// A review host serves a bucket's repository over HTTP: what another host snapshotted reads
+/// back, and a snapshot taken after the server started shows within a second or two.
+#[test]
+fn a_server_on_another_host_serves_the_buckets_snapshots_and_sees_new_ones() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/served");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let agent = tmp.path().join("agent-host");
+    let work = tmp.path().join("work");
+    common::rich_workspace(&work);
+    let w = work.to_str().expect("utf-8");
+    ok(trove_on(s3.addr, &repo, &agent, &["init"]), "init");
+    ok(trove_on(s3.addr, &repo, &agent, &["snapshot", w, "--workspace", "w"]), "snapshot");
+
+    let review = tempfile::tempdir().expect("review host");
+    let cache = review.path().join("cache");
+    let endpoint = format!("http://{}", s3.addr);
+    let env = [
+        ("TROVE_PASSWORD", "correct horse battery staple"),
+        ("TROVE_CACHE_DIR", cache.to_str().expect("utf-8")),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let served = common::http::start_at(review, &repo, Some(common::http::TOKEN), &env);
+    let r = served.get("/v1/snapshots/latest/files/src/main.rs");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["content"], "fn main() {}\n");
+
+    std::fs::write(work.join("later.txt"), "written after the server started").expect("write");
+    ok(trove_on(s3.addr, &repo, &agent, &["snapshot", w, "--workspace", "w"]), "a later snapshot");
+    let seen = common::http::eventually(20, || {
+        let r = served.get("/v1/snapshots/latest/files/later.txt");
+        r.status == 200 && r.json()["content"] == "written after the server started"
+    });
+    assert!(seen, "the server saw the other host's snapshot");
+    let list = served.get("/v1/snapshots?workspace=w");
+    assert_eq!(list.status, 200, "{}", list.text());
+    let v = list.json();
+    assert_eq!(v.as_array().or_else(|| v["snapshots"].as_array()).map_or(0, Vec::len), 2, "{v}");
+}

@@ -24,14 +24,8 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Some(p) => p.clone(),
         None => default_repo()?,
     };
-    // `s3://BUCKET/PREFIX` names a bucket, never a directory to make (it once made `s3:`).
-    if let trove::object::Location::Bucket { .. } = trove::object::Location::parse(repo_path.as_os_str())? {
-        return Err(trove::Error::invalid_argument(format!(
-            "repository {}: this trove keeps repositories in directories only, not yet in a bucket; give a directory",
-            repo_path.display()
-        ))
-        .into());
-    }
+    // Refused here, before any command runs: a scheme trove does not write to.
+    trove::object::Location::parse(repo_path.as_os_str())?;
     let (json, path) = (cli.json, repo_path.as_path());
     let mut out = out();
     let out = &mut out;
@@ -61,6 +55,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Repair(cmd) => commands::repair::run(out, path, json, cmd)?,
         Command::Serve(args) => commands::serve::run(out, path, args).map(|()| 0)?,
         Command::Token(cmd) => commands::token::run(out, &open()?, cmd, json).map(|()| 0)?,
+        Command::Key(cmd) => commands::key::run(out, &open()?, cmd, json).map(|()| 0)?,
         Command::Session(cmd) => commands::session::run(out, &open()?, cmd, json).map(|()| 0)?,
         Command::Tool(args) => commands::tool::run(out, path, args)?,
         Command::Mcp(args) => commands::mcp::run(out, path, args)?,

@@ -30,10 +30,7 @@ pub(crate) fn cache_dir() -> Option<&'static Path> {
 
 /// Opens the repository at `path` with the command line's cache directory.
 pub(crate) fn open_repo(path: &Path) -> trove::Result<trove::Repo> {
-    let mut repo = trove::Repo::open(path)?;
-    if let Some(dir) = cache_dir() {
-        repo.set_cache_dir(dir);
-    }
+    let mut repo = trove::Repo::open_with(path, cache_dir())?;
     if let Some(files) = batch_files() {
         repo.set_batch_files(files);
     }

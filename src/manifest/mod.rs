@@ -11,6 +11,7 @@ pub mod dir_cache;
 pub mod gc;
 pub mod grams;
 pub mod journal;
+pub mod log;
 pub mod loose;
 pub mod node_cache;
 pub mod objects;
@@ -31,7 +32,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -45,6 +46,32 @@ fn migration(to: i64) -> Result<&'static str> {
     Ok(&rest[..end])
 }
 
+/// How a replica's transactions reach the record log it replicates (`log.rs`, which knows the
+/// format; this file only runs the race).
+pub trait Replication: Send + Sync {
+    /// The store's name (`s3://bucket/prefix`), for messages.
+    fn name(&self) -> &str;
+    /// Publishes the logged rows `tx` changed as the log's next segment, moving the replica's
+    /// position in `tx`.
+    fn publish(&self, tx: &Connection) -> Result<Published>;
+    /// Applies in `tx` the segments the replica has not seen; how many.
+    fn catch_up(&self, tx: &Connection) -> Result<u64>;
+}
+
+/// What publishing a transaction's rows came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// It changed no logged row: nothing to publish.
+    Nothing,
+    /// Its segment is in the store.
+    Won,
+    /// Another writer created the segment first: the transaction must run again on its state.
+    Lost,
+}
+
+/// How many times a write is run again after losing the race for its segment.
+pub const MAX_RACES: u32 = 64;
+
 pub struct Manifest {
     conn: Connection,
     /// The URI readers open instead of the path: an in-memory manifest's shared-cache name, or
@@ -53,6 +80,11 @@ pub struct Manifest {
     /// Why this manifest is open read-only (it could not be opened for writing: a full disk),
     /// or None: it is writable.
     read_only: Option<String>,
+    /// The record log this manifest is a replica of (a repository in a bucket), or None: the
+    /// manifest is the repository's own.
+    log: Option<std::sync::Arc<dyn Replication>>,
+    /// When this replica last caught up with its log ([`Manifest::refresh`]).
+    caught_up: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 /// Refuses a manifest path that is not a regular file, or an empty one (SQLite would take it for
@@ -235,7 +267,7 @@ impl Manifest {
         configure(&conn)?;
         conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
             .map_err(|e| Error::db("applying schema.sql", e))?;
-        Ok(Manifest { conn, reader_uri: None, read_only: None })
+        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
     }
 
     /// Opens an existing manifest, migrating an older schema and refusing a newer one.
@@ -271,7 +303,7 @@ impl Manifest {
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        Ok(Manifest { conn, reader_uri: None, read_only: None })
+        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
     }
 
     /// Opens a throwaway copy of a manifest at `path` (a dry run's): writable, its commits not
@@ -281,7 +313,7 @@ impl Manifest {
             .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
         configure(&conn)?;
         conn.execute_batch("PRAGMA synchronous = OFF;").map_err(|e| Error::db("configuring a copy", e))?;
-        Ok(Manifest { conn, reader_uri: None, read_only: None })
+        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
     }
 
     /// Copies this manifest, as one consistent view, into a new file at `path`.
@@ -358,7 +390,7 @@ impl Manifest {
             ));
         }
         tracing::warn!(path = %path.display(), why = %reason, "the manifest is open read-only: commands that only read work, and writes fail");
-        Ok(Manifest { conn, reader_uri: Some(uri), read_only: Some(reason) })
+        Ok(Manifest { conn, reader_uri: Some(uri), read_only: Some(reason), log: None, caught_up: Default::default() })
     }
 
     /// Why this manifest is open read-only, or None: it is writable.
@@ -450,7 +482,7 @@ impl Manifest {
     /// can be rebuilt after a power loss (the tool journal's outcome records, whose journal row
     /// stays until this commit is durable). A kill -9 loses nothing either way: the WAL is in
     /// the page cache, and the next fsynced commit makes this one durable too.
-    pub fn write_relaxed<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub fn write_relaxed<T>(&self, f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
         if let Some(reason) = &self.read_only {
             return Err(self.refuse_write(reason));
         }
@@ -467,17 +499,93 @@ impl Manifest {
     }
 
     /// Runs `f` in one transaction: all of its rows land, or none.
-    pub fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    ///
+    /// On a manifest with a record log, the rows `f` changed in logged tables are written as the
+    /// log's next segment before the commit, and the write is acknowledged only once that
+    /// segment is in the store. A segment another writer created first means `f` ran on a
+    /// state that is not the newest: the transaction is rolled back, the segments it missed
+    /// are applied, and `f` runs again (so `f` must do nothing but its rows), up to
+    /// [`MAX_RACES`] times.
+    pub fn write<T>(&self, mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
         if let Some(reason) = &self.read_only {
             return Err(self.refuse_write(reason));
         }
-        // IMMEDIATE takes the write lock up front, so a concurrent writer makes this wait
-        // (busy_timeout) instead of failing when a read transaction tries to upgrade.
+        let Some(log) = &self.log else {
+            // IMMEDIATE takes the write lock up front, so a concurrent writer makes this wait
+            // (busy_timeout) instead of failing when a read transaction tries to upgrade.
+            let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| Error::db("starting a transaction", e))?;
+            let out = f(&tx)?;
+            tx.commit().map_err(|e| Error::db("committing", e))?;
+            return Ok(out);
+        };
+        for race in 0..=MAX_RACES {
+            let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| Error::db("starting a transaction", e))?;
+            if race > 0 {
+                log.catch_up(&tx)?;
+            }
+            // An error rolls the transaction back, the changes it recorded with it.
+            let out = f(&tx)?;
+            match log.publish(&tx)? {
+                Published::Nothing | Published::Won => {
+                    tx.commit().map_err(|e| Error::db("committing", e))?;
+                    return Ok(out);
+                }
+                Published::Lost => {
+                    tracing::debug!(
+                        race,
+                        "another writer took the log's next segment: the write runs again on its state"
+                    )
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!("other writers took the record log's next segment {} times in a row: try again", MAX_RACES + 1),
+        ))
+    }
+
+    /// Makes this manifest a replica: its writes go through `log`, which is caught up with now.
+    pub fn replicate(&mut self, log: std::sync::Arc<dyn Replication>) -> Result<()> {
+        if let Some(reason) = &self.read_only {
+            return Err(self.refuse_write(reason));
+        }
+        self.log = Some(log);
+        self.catch_up()?;
+        Ok(())
+    }
+
+    /// Applies the segments of the record log this replica has not seen; how many. Nothing
+    /// on a manifest without a log.
+    pub fn catch_up(&self) -> Result<u64> {
+        let Some(log) = &self.log else { return Ok(0) };
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| Error::db("starting a transaction", e))?;
-        let out = f(&tx)?;
+        let applied = log.catch_up(&tx)?;
         tx.commit().map_err(|e| Error::db("committing", e))?;
-        Ok(out)
+        self.caught_up.set(Some(std::time::Instant::now()));
+        Ok(applied)
+    }
+
+    /// Catches up with the log unless this replica did within `max_age`: what a long-lived
+    /// handle (a server's) does before each request, so other hosts' writes show within that
+    /// time at the cost of at most one request per `max_age`.
+    pub fn refresh(&self, max_age: std::time::Duration) -> Result<u64> {
+        match self.caught_up.get() {
+            Some(t) if t.elapsed() < max_age => Ok(0),
+            _ => self.catch_up(),
+        }
+    }
+
+    /// How the store of this replica's log names itself, or None: no log.
+    pub fn log_name(&self) -> Option<&str> {
+        self.log.as_deref().map(Replication::name)
+    }
+
+    /// Whether this manifest is a replica of a record log.
+    pub fn is_replica(&self) -> bool {
+        self.log.is_some()
     }
 }
 

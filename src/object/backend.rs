@@ -22,6 +22,15 @@ pub trait Backend: Send + Sync {
     /// Reads `len` bytes at `offset` of `key`; a range past the end of the value is a `corrupt`
     /// error, found before anything is allocated (a damaged index can claim any length).
     fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// The whole value under `key`, refused as `corrupt` before it is read when it is longer
+    /// than `limit`; a missing key is `not_found`. One request where the store allows.
+    fn get_whole(&self, key: &str, limit: u64) -> Result<Vec<u8>> {
+        let size = self.size(key)?;
+        if size > limit {
+            return Err(too_long(key, size, limit));
+        }
+        self.get_range(key, 0, size)
+    }
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The length of the value under `key`; a missing key is `not_found`.
@@ -61,6 +70,13 @@ impl<B: Backend + ?Sized> Staged for Buffered<'_, B> {
     fn commit(self: Box<Self>, key: &str) -> Result<()> {
         self.backend.put(key, &self.bytes)
     }
+}
+
+/// `corrupt` for a value under `key` of `size` bytes, where none is ever longer than `limit`.
+pub(crate) fn too_long(key: &str, size: u64, limit: u64) -> Error {
+    Error::corrupt(format!(
+        "{key} is {size} bytes, more than such a value ever holds ({limit}): the repository is damaged; run `trove check`"
+    ))
 }
 
 /// `already_exists` for a put or commit to `key` of `store`, which holds other bytes.
@@ -132,6 +148,10 @@ pub fn contract(b: &dyn Backend) {
     assert_eq!(b.list("packs/").expect("list"), vec!["packs/aa/one.pack", "packs/bb/two.pack"]);
     assert_eq!(b.list("packs/bb").expect("list"), vec!["packs/bb/two.pack"]);
     assert_eq!(b.size("packs/aa/one.pack").expect("size"), 11);
+    assert_eq!(b.get_whole("packs/aa/one.pack", 11).expect("whole"), b"hello world");
+    let long = b.get_whole("packs/aa/one.pack", 10).expect_err("over its limit");
+    assert_eq!(long.kind(), ErrorKind::Corrupt, "{long}");
+    assert_eq!(b.get_whole("packs/cc/none.pack", 10).expect_err("missing").kind(), ErrorKind::NotFound);
     assert_eq!(b.size("packs/cc/none.pack").expect_err("missing").kind(), ErrorKind::NotFound);
     b.delete("packs/aa/one.pack").expect("delete");
     b.delete("packs/aa/one.pack").expect("delete again");

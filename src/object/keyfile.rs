@@ -90,7 +90,7 @@ fn associated(f: &KeyFile) -> Vec<u8> {
 pub fn wrap(key: &SealKey, passphrase: &[u8], s: Stretch, host: &str) -> Result<KeyFile> {
     if passphrase.is_empty() {
         return Err(Error::invalid_argument(
-            "an empty passphrase protects nothing: give one in TROVE_PASSWORD or --password-file",
+            "an empty passphrase protects nothing: give one in TROVE_PASSWORD or a file named by TROVE_PASSWORD_FILE",
         ));
     }
     let (mut salt, mut nonce) = ([0u8; 16], [0u8; 24]);
@@ -165,7 +165,7 @@ impl KeyFile {
             .map_err(|_| {
                 Error::new(
                     ErrorKind::Unauthorized,
-                    format!("the passphrase does not open key file {name}: set TROVE_PASSWORD or --password-file to a passphrase of this repository"),
+                    format!("the passphrase does not open key file {name}: set TROVE_PASSWORD (or TROVE_PASSWORD_FILE) to a passphrase of this repository"),
                 )
             })?;
         let mut k = [0u8; 32];

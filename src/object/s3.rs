@@ -72,6 +72,8 @@ pub struct S3Backend {
     bucket: String,
     /// Without slashes at either end; empty for the bucket's root.
     prefix: String,
+    /// The endpoint set (`AWS_ENDPOINT_URL`), empty for AWS's own.
+    endpoint: String,
     /// Taken only by `drop`, which shuts it down without waiting (safe inside another runtime).
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -119,6 +121,7 @@ impl S3Backend {
             max_retries: settings.retries,
             retry_timeout: settings.retry_timeout,
         };
+        let endpoint = builder.get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint).unwrap_or_default();
         let client = builder.with_retry(retry).build().map_err(|e| {
             Error::with_source(
                 ErrorKind::InvalidArgument,
@@ -133,7 +136,7 @@ impl S3Backend {
             .build()
             .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot start the S3 client's runtime: {e}"), e))?;
         let prefix = prefix.trim_matches('/').to_owned();
-        Ok(S3Backend { client: Arc::new(client), bucket: bucket.to_owned(), prefix, runtime: Some(runtime) })
+        Ok(S3Backend { client: Arc::new(client), bucket: bucket.to_owned(), prefix, endpoint, runtime: Some(runtime) })
     }
 
     fn path(&self, key: &str) -> StorePath {
@@ -151,6 +154,12 @@ impl S3Backend {
         } else {
             format!("s3://{}/{}", self.bucket, self.prefix)
         }
+    }
+
+    /// What tells this store from any other: its endpoint and `s3://bucket/prefix` (one bucket
+    /// name may be used by two S3 services).
+    pub fn identity(&self) -> String {
+        format!("{} {}", self.endpoint, self.describe())
     }
 
     /// Runs `work` on the store's runtime and waits for it.
@@ -324,6 +333,32 @@ impl Backend for S3Backend {
                 Ok(size) if size < end => Err(past_end(size)),
                 _ => Err(self.error("read", key, e)),
             },
+        }
+    }
+
+    fn get_whole(&self, key: &str, limit: u64) -> Result<Vec<u8>> {
+        let (client, path) = (self.client.clone(), self.path(key));
+        let got = self.run(async move {
+            let result = client.get_opts(&path, GetOptions::default()).await?;
+            let size = result.meta.size;
+            if size > limit {
+                return Ok(Err(size));
+            }
+            let mut out = Vec::with_capacity(size as usize);
+            let mut body = result.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                if out.len() as u64 + chunk.len() as u64 > size {
+                    return Ok(Err(out.len() as u64 + chunk.len() as u64));
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Ok(out))
+        });
+        match got {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(size)) => Err(super::backend::too_long(key, size, limit)),
+            Err(e) => Err(self.error("read", key, e)),
         }
     }
 

@@ -4,6 +4,7 @@
 //! with `repo.rs`, the only place with `impl Repo` (`tests/layers.rs` checks it).
 
 pub mod audit;
+pub mod bucket;
 pub mod check;
 pub mod diff;
 pub mod export;

@@ -257,7 +257,7 @@ impl Repo {
             let mut rec = AuditRecord::ok(now, actor, operation);
             rec.workspace = Some(s.workspace.clone());
             rec.session = Some(s.id.clone());
-            rec.details = details;
+            rec.details = details.clone();
             manifest::audit::append(tx, &rec)
         })?;
         self.session(&s.id)

@@ -19,6 +19,8 @@ const POOL_KEEP: usize = 16;
 /// They read without a memory map (`Manifest::one_of_many`): sixteen maps of the manifest made
 /// the soak's resident memory swing by 40 MiB with the pages they happened to touch.
 const POOLED_CACHE_KIB: u32 = 2048;
+/// How stale a pooled handle's replica of a bucket's log may be when a request starts.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 type ExcludesKey = (Option<Vec<String>>, Vec<String>);
 
@@ -182,10 +184,7 @@ impl AppState {
         // Opening one handle up front turns a bad --repo into an error before binding.
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let opts_refusal_interval = opts.refusal_interval;
-        let mut first = Repo::open(&opts.repo)?;
-        if let Some(dir) = &opts.cache_dir {
-            first.set_cache_dir(dir);
-        }
+        let mut first = Repo::open_with(&opts.repo, opts.cache_dir.as_deref())?;
         if let Some(files) = opts.batch_files {
             first.set_batch_files(files);
         }
@@ -197,7 +196,7 @@ impl AppState {
         first.set_live_feeds(live_feeds);
         let shared = first.shared();
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
-        let audit = crate::ops::audit::appender::AuditAppender::open(&opts.repo)?;
+        let audit = crate::ops::audit::appender::AuditAppender::over(shared.open_handle()?)?;
         std::fs::create_dir_all(&opts.workspaces)
             .map_err(|e| Error::io("create the workspaces directory", &opts.workspaces, e))?;
         Ok(AppState {
@@ -280,9 +279,8 @@ impl AppState {
         let repo = match lock(&self.pool).pop() {
             Some(r) => r,
             None => {
-                let mut r = Repo::open(&self.opts.repo).map_err(E::from)?;
+                let mut r = self.shared.open_handle().map_err(E::from)?;
                 r.manifest().one_of_many(POOLED_CACHE_KIB).map_err(E::from)?;
-                r.set_shared(self.shared.clone());
                 if let Some(files) = self.opts.batch_files {
                     r.set_batch_files(files);
                 }
@@ -290,7 +288,13 @@ impl AppState {
             }
         };
         repo.set_deadline(deadline);
-        let out = repo.check_deadline("waiting to start").map_err(E::from).and_then(|()| f(&repo));
+        // A bucket's other hosts write too: what they wrote shows within a second.
+        let out = repo
+            .manifest()
+            .refresh(REFRESH)
+            .map_err(E::from)
+            .and_then(|_| repo.check_deadline("waiting to start").map_err(E::from))
+            .and_then(|()| f(&repo));
         repo.set_deadline(None);
         let mut pool = lock(&self.pool);
         // A handle opened read-only (a full disk) is not kept: the next is opened writable.

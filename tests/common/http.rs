@@ -63,6 +63,23 @@ pub fn start_logging(extra: &[&str]) -> (Server, PathBuf) {
 
 fn spawn(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Server {
     let repo = dir.path().join("repo");
+    spawn_at(dir, repo, token, extra, env, stderr)
+}
+
+/// Starts `trove serve` on the repository `repo` (a directory, or `s3://...` given its
+/// settings in `env`), its workspaces under `dir`.
+pub fn start_at(dir: tempfile::TempDir, repo: &str, token: Option<&str>, env: &[(&str, &str)]) -> Server {
+    spawn_at(dir, PathBuf::from(repo), token, &[], env, Stdio::inherit())
+}
+
+fn spawn_at(
+    dir: tempfile::TempDir,
+    repo: PathBuf,
+    token: Option<&str>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> Server {
     let workspaces = dir.path().join("workspaces");
     let mut cmd = Command::new(trove_bin());
     cmd.arg("--repo").arg(&repo).arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--workspaces").arg(&workspaces);

@@ -22,7 +22,14 @@ pub struct Args {
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let key = args.audit_key.map(|k| std::path::absolute(&k).unwrap_or(k));
     let settings = AuditSettings { key, checkpoint_every: args.checkpoint_every.max(1), witness: None };
-    let repo = Repo::init_with(repo_path, &actor(), settings)?;
+    let repo = match trove::object::Location::parse(repo_path.as_os_str())? {
+        trove::object::Location::Bucket { bucket, prefix } => {
+            let cache_base = crate::cli::open::cache_dir().map(Path::to_path_buf);
+            let access = trove::BucketAccess { cache_base, ..trove::BucketAccess::from_env()? };
+            Repo::init_bucket(&bucket, &prefix, &actor(), settings, &access)?
+        }
+        trove::object::Location::Local(_) => Repo::init_with(repo_path, &actor(), settings)?,
+    };
     let pubkey = repo.audit_verifier()?.to_string();
     if json {
         print_json(out, &Created { repository: repo_path, id: &repo.config().id, audit_public_key: &pubkey })?;

@@ -11,6 +11,7 @@ pub mod forget;
 pub mod gc;
 pub mod grep;
 pub mod init;
+pub mod key;
 pub mod log;
 pub mod ls;
 pub mod mcp;

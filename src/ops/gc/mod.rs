@@ -228,6 +228,14 @@ impl Repo {
     /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
     /// once what the first condemned.
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
+        // A collection's leases and locks are one machine's: in a bucket, another node could be
+        // writing a pack this one would call unreachable. Two-phase collection by the store's
+        // clock is what a bucket needs; until then nothing is deleted there.
+        if self.manifest.is_replica() {
+            return Err(Error::invalid_argument(
+                "garbage collection of a repository in a bucket is not available yet: nothing was deleted",
+            ));
+        }
         if let Some(level) = opts.recompress {
             if !(1..=MAX_RECOMPRESS).contains(&level) {
                 return Err(Error::invalid_argument(format!(

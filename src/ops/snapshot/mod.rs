@@ -703,7 +703,10 @@ impl Repo {
             counts,
             warnings,
         };
+        // A write that loses a bucket's race runs again: its counts start afresh each time.
+        let counted = info.counts.clone();
         self.manifest.write(|tx| {
+            info.counts = counted.clone();
             let ws = workspaces::ensure(tx, name, created_ns)?;
             workspaces::set_root(tx, ws.id, &info.source_dir)?;
             let loose = self.store_rows(tx, stored, outcomes, trees_stored, created_ns)?;

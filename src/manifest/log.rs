@@ -1,0 +1,639 @@
+//! The record log: the manifest's durable rows as numbered, append-only segments in a store
+//! (a bucket), each created once; every node's SQLite manifest is then a cache replayed from it.
+//!
+//! A connection that logs gets temporary triggers on the [`DURABLE`] tables, which copy every
+//! row inserted, updated or deleted into a temporary table, in order. `Manifest::write` takes
+//! those rows at the end of its transaction and, before committing, creates the next segment
+//! (`log/<seq>`) with them; a create that finds the key taken lost the race to another writer:
+//! the transaction is rolled back, the segments it missed applied, and the write run again. So
+//! the log is one total order of transactions, each computed on the state of all before it, and
+//! a replica that applies them in order has exactly the writer's rows. The create is the fence:
+//! a store that refuses a second create of a key (S3's `If-None-Match: *`) is required.
+//!
+//! Node-local tables (the tool journal, restores and uploads in progress, leases, tokens of this
+//! server) and derived ones (the audit log's tree, the path and search indexes) are not logged;
+//! the audit tree is grown again after a replay.
+
+use std::io::Read;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::Connection;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::varint;
+use crate::object::Backend;
+
+use super::{db, Manifest, Published, Replication, SCHEMA_VERSION};
+
+/// The logged tables, each with the columns that identify a row (its key): what every node's
+/// manifest holds alike. Order matters nowhere; a table's number in a connection's triggers is
+/// its index here, and segments name tables by name.
+pub const DURABLE: &[(&str, &[&str])] = &[
+    ("packs", &["id"]),
+    ("objects", &["id"]),
+    ("chunk_lists", &["content", "seq"]),
+    ("trees", &["id"]),
+    ("workspaces", &["id"]),
+    ("snapshots", &["id"]),
+    ("audit", &["seq"]),
+    ("audit_checkpoints", &["size"]),
+    ("sessions", &["id"]),
+    ("loose_objects", &["id"]),
+    ("object_bases", &["id"]),
+    ("trash", &["id"]),
+    ("trash_entries", &["trash_id", "rel"]),
+    ("pins", &["snapshot"]),
+    ("gc_epochs", &["epoch"]),
+    ("bundle_dead", &["pack", "offset"]),
+];
+
+/// The most columns a logged table has (the temporary table has this many value columns).
+const MAX_COLUMNS: usize = 24;
+/// The most bytes a segment may hold, sealed or not, and the most its rows may decode to: a
+/// batch of a snapshot writes a few megabytes; anything near this is damage.
+pub const MAX_SEGMENT: u64 = 1 << 30;
+/// A segment's first bytes.
+const MAGIC: &[u8; 8] = b"trvLOG\0\x01";
+/// Magic, sequence number (u64 LE), schema version (u32 LE), reserved (u32, zero).
+const HEADER: usize = 24;
+
+/// The key of segment `seq`: zero-padded, so keys sort in log order.
+pub fn key(seq: u64) -> String {
+    format!("log/{seq:020}")
+}
+
+/// One change: a row of a logged table as inserted or updated (its new values) or deleted (its
+/// old ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Insert = 0,
+    Update = 1,
+    Delete = 2,
+}
+
+impl Op {
+    fn from_byte(b: u8) -> Option<Op> {
+        match b {
+            0 => Some(Op::Insert),
+            1 => Some(Op::Update),
+            2 => Some(Op::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// The columns of `table` in this database, in order.
+fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut st = conn.prepare(&format!("PRAGMA main.table_info({table})")).map_err(db("reading the schema"))?;
+    let names = st.query_map([], |r| r.get::<_, String>(1)).map_err(db("reading the schema"))?;
+    names.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the schema"))
+}
+
+/// Makes `conn` log: the temporary table of changes and a trigger per logged table and
+/// operation. Temporary objects belong to this connection alone, so only a manifest opened
+/// with a log records, and no file holds them.
+pub fn attach(conn: &Connection) -> Result<()> {
+    let values: Vec<String> = (0..MAX_COLUMNS).map(|i| format!("v{i}")).collect();
+    let mut sql = format!(
+        "CREATE TEMP TABLE IF NOT EXISTS log_changes (n INTEGER PRIMARY KEY, tbl INTEGER NOT NULL, op INTEGER NOT NULL, {});",
+        values.join(", ")
+    );
+    for (i, (table, key)) in DURABLE.iter().enumerate() {
+        let cols = columns(conn, table)?;
+        if cols.len() > MAX_COLUMNS {
+            return Err(Error::internal(format!("table {table} has more than {MAX_COLUMNS} columns to log")));
+        }
+        let targets = values[..cols.len()].join(", ");
+        let row = |of: &str| cols.iter().map(|c| format!("{of}.\"{c}\"")).collect::<Vec<_>>().join(", ");
+        let changed = key.iter().map(|k| format!("OLD.\"{k}\" IS NOT NEW.\"{k}\"")).collect::<Vec<_>>().join(" OR ");
+        sql.push_str(&format!(
+            "CREATE TEMP TRIGGER IF NOT EXISTS log_insert_{table} AFTER INSERT ON main.{table} BEGIN \
+               INSERT INTO log_changes (tbl, op, {targets}) VALUES ({i}, 0, {new}); END;
+             CREATE TEMP TRIGGER IF NOT EXISTS log_update_{table} AFTER UPDATE ON main.{table} BEGIN \
+               INSERT INTO log_changes (tbl, op, {targets}) VALUES ({i}, 1, {new}); END;
+             CREATE TEMP TRIGGER IF NOT EXISTS log_delete_{table} AFTER DELETE ON main.{table} BEGIN \
+               INSERT INTO log_changes (tbl, op, {targets}) VALUES ({i}, 2, {old}); END;
+             CREATE TEMP TRIGGER IF NOT EXISTS log_rekey_{table} BEFORE UPDATE ON main.{table} WHEN {changed} BEGIN \
+               SELECT RAISE(ABORT, 'the key of a logged row never changes'); END;",
+            new = row("NEW"),
+            old = row("OLD"),
+        ));
+    }
+    conn.execute_batch(&sql).map_err(db("setting up the record log"))
+}
+
+/// The position of this manifest in the log: the last segment applied or written (0: none).
+pub fn position(conn: &Connection) -> Result<u64> {
+    let seq: i64 =
+        conn.query_row("SELECT seq FROM log_position", [], |r| r.get(0)).map_err(db("reading the log position"))?;
+    Ok(seq as u64)
+}
+
+pub fn set_position(conn: &Connection, seq: u64) -> Result<()> {
+    conn.execute("UPDATE log_position SET seq = ?1", [seq as i64]).map_err(db("moving the log position"))?;
+    Ok(())
+}
+
+/// Encodes a value: a tag (0 null, 1 integer, 2 real, 3 text, 4 blob), then the integer's 8
+/// bytes LE (zigzag varint), the real's 8 bytes LE, or a length (varint) and the bytes.
+fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>) {
+    match v {
+        ValueRef::Null => out.push(0),
+        ValueRef::Integer(i) => {
+            out.push(1);
+            varint::put(out, varint::zigzag(i));
+        }
+        ValueRef::Real(f) => {
+            out.push(2);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        ValueRef::Text(t) => {
+            out.push(3);
+            varint::put(out, t.len() as u64);
+            out.extend_from_slice(t);
+        }
+        ValueRef::Blob(b) => {
+            out.push(4);
+            varint::put(out, b.len() as u64);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Takes the changes this transaction made to logged tables (and forgets them): a segment's
+/// body, or None when it changed none.
+pub fn take_changes(conn: &Connection) -> Result<Option<Vec<u8>>> {
+    let mut st =
+        conn.prepare_cached("SELECT * FROM temp.log_changes ORDER BY n").map_err(db("reading the changes to log"))?;
+    let mut rows = st.query([]).map_err(db("reading the changes to log"))?;
+    let mut tables: Vec<Option<(u64, usize)>> = vec![None; DURABLE.len()];
+    let mut dictionary = Vec::new();
+    let mut changes = Vec::new();
+    let mut used = 0u64;
+    while let Some(r) = rows.next().map_err(db("reading the changes to log"))? {
+        let tbl: i64 = r.get(1).map_err(db("reading the changes to log"))?;
+        let op: i64 = r.get(2).map_err(db("reading the changes to log"))?;
+        let (table, _) = DURABLE.get(tbl as usize).ok_or_else(|| Error::internal(format!("logged table {tbl}")))?;
+        let (number, width) = match tables[tbl as usize] {
+            Some(t) => t,
+            None => {
+                let cols = columns(conn, table)?;
+                varint::put(&mut dictionary, table.len() as u64);
+                dictionary.extend_from_slice(table.as_bytes());
+                varint::put(&mut dictionary, cols.len() as u64);
+                for c in &cols {
+                    varint::put(&mut dictionary, c.len() as u64);
+                    dictionary.extend_from_slice(c.as_bytes());
+                }
+                tables[tbl as usize] = Some((used, cols.len()));
+                used += 1;
+                (used - 1, cols.len())
+            }
+        };
+        changes.push(op as u8);
+        varint::put(&mut changes, number);
+        for i in 0..width {
+            put_value(&mut changes, r.get_ref(3 + i).map_err(db("reading the changes to log"))?);
+        }
+    }
+    drop(rows);
+    if used == 0 {
+        return Ok(None);
+    }
+    conn.execute("DELETE FROM temp.log_changes", []).map_err(db("clearing the changes to log"))?;
+    let mut body = Vec::with_capacity(dictionary.len() + changes.len() + 10);
+    varint::put(&mut body, used);
+    body.extend_from_slice(&dictionary);
+    body.extend_from_slice(&changes);
+    Ok(Some(body))
+}
+
+/// Forgets changes recorded by a transaction that was rolled back, or by a replay (whose rows
+/// came from the log and go back to none).
+pub fn forget_changes(conn: &Connection) -> Result<()> {
+    conn.execute("DELETE FROM temp.log_changes", []).map_err(db("clearing the changes to log"))?;
+    Ok(())
+}
+
+/// Segment `seq` as stored: header, then the body compressed.
+pub fn encode(seq: u64, schema: i64, body: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(HEADER + body.len() / 3);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&(schema as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let packed =
+        zstd::bulk::compress(body, 3).map_err(|e| Error::internal(format!("compressing a log segment: {e}")))?;
+    out.extend_from_slice(&packed);
+    Ok(out)
+}
+
+/// The log of a manifest: its store and where segments are named.
+#[derive(Clone)]
+pub struct Log {
+    store: std::sync::Arc<dyn Backend>,
+    /// How the store names itself in errors (`s3://bucket/prefix`).
+    name: String,
+}
+
+impl Log {
+    pub fn new(store: std::sync::Arc<dyn Backend>, name: impl Into<String>) -> Log {
+        Log { store, name: name.into() }
+    }
+
+    /// Segment `seq`'s stored bytes, or None when there is none (yet).
+    fn fetch(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+        match self.store.get_whole(&key(seq), MAX_SEGMENT) {
+            Ok(stored) => Ok(Some(stored)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn damaged(&self, seq: u64, what: &str) -> Error {
+        Error::corrupt(format!(
+            "log segment {} in {} {what}: the manifest cannot be rebuilt past it; run `trove check`",
+            key(seq),
+            self.name
+        ))
+    }
+
+    /// Applies every segment after this manifest's position, in order, in the caller's
+    /// transaction; returns how many (`schema`: the reader's manifest schema). The audit log's tree is grown over the records they
+    /// brought, and the changes the replay made are not logged again.
+    fn catch_up_to(&self, conn: &Connection, schema: i64) -> Result<u64> {
+        let start = position(conn)?;
+        let mut seq = start;
+        while let Some(stored) = self.fetch(seq + 1)? {
+            seq += 1;
+            self.apply(conn, seq, schema, &stored)?;
+            set_position(conn, seq)?;
+        }
+        if seq > start {
+            forget_changes(conn)?;
+            super::audit::catch_up_tree(conn)?;
+        }
+        Ok(seq - start)
+    }
+
+    /// Applies segment `seq` (its stored bytes) to `conn`.
+    fn apply(&self, conn: &Connection, seq: u64, schema: i64, stored: &[u8]) -> Result<()> {
+        if stored.len() < HEADER || &stored[..8] != MAGIC {
+            return Err(self.damaged(seq, "does not begin as a segment does"));
+        }
+        let field = |at: usize, n: usize| -> u64 {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(&stored[at..at + n]);
+            u64::from_le_bytes(b)
+        };
+        if field(8, 8) != seq {
+            return Err(self.damaged(seq, &format!("names itself segment {}", field(8, 8))));
+        }
+        let made_by = field(16, 4) as i64;
+        if made_by > schema {
+            return Err(Error::invalid_argument(format!(
+                "log segment {} in {} was written by a trove with manifest schema {made_by}, newer than this one's {schema}: upgrade trove",
+                key(seq),
+                self.name
+            )));
+        }
+        let mut body = Vec::new();
+        let decoder = zstd::stream::read::Decoder::new(&stored[HEADER..])
+            .map_err(|e| self.damaged(seq, &format!("cannot be decompressed ({e})")))?;
+        decoder
+            .take(MAX_SEGMENT + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| self.damaged(seq, &format!("cannot be decompressed ({e})")))?;
+        if body.len() as u64 > MAX_SEGMENT {
+            return Err(self.damaged(seq, "decompresses to more than a segment ever holds"));
+        }
+        replay(conn, &body).map_err(|e| match e {
+            Replay::Damaged(what) => self.damaged(seq, &what),
+            Replay::Failed(e) => e.context(format!("applying log segment {} of {}", key(seq), self.name)),
+        })
+    }
+}
+
+impl Replication for Log {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn publish(&self, tx: &Connection) -> Result<Published> {
+        let Some(body) = take_changes(tx)? else { return Ok(Published::Nothing) };
+        let seq = position(tx)? + 1;
+        crate::base::failpoint::failpoint("log:publishing");
+        match self.store.put(&key(seq), &encode(seq, SCHEMA_VERSION, &body)?) {
+            Ok(()) => {
+                crate::base::failpoint::failpoint("log:published");
+                set_position(tx, seq)?;
+                Ok(Published::Won)
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(Published::Lost),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn catch_up(&self, tx: &Connection) -> Result<u64> {
+        self.catch_up_to(tx, SCHEMA_VERSION)
+    }
+}
+
+/// Opens (or creates) the node-local replica at `path` of the manifest whose durable rows are
+/// `log`'s, and brings it up to date with the log.
+///
+/// A replica is a cache: one that does not open as a manifest (an interrupted creation left it
+/// empty, or it was damaged) is deleted and replayed from the log again.
+pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
+    let opened = if path.exists() { Manifest::open(path) } else { Manifest::create(path) };
+    let mut m = match opened {
+        Err(e) if e.kind() == ErrorKind::Corrupt => {
+            tracing::warn!(path = %path.display(), error = %e, "this host's replica of the manifest is damaged: it is rebuilt from the record log");
+            for suffix in ["", "-wal", "-shm"] {
+                let mut file = path.as_os_str().to_owned();
+                file.push(suffix);
+                match std::fs::remove_file(&file) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io("remove the damaged replica", std::path::Path::new(&file), e))
+                    }
+                    _ => {}
+                }
+            }
+            Manifest::create(path)?
+        }
+        other => other?,
+    };
+    attach(m.conn())?;
+    m.replicate(std::sync::Arc::new(log))?;
+    Ok(m)
+}
+
+/// Why a segment's body could not be applied: it is malformed or does not fit this manifest
+/// (damage, or a replica that diverged), or the database failed.
+enum Replay {
+    Damaged(String),
+    Failed(Error),
+}
+
+impl From<Error> for Replay {
+    fn from(e: Error) -> Replay {
+        Replay::Failed(e)
+    }
+}
+
+fn take_str<'a>(b: &mut &'a [u8]) -> std::result::Result<&'a [u8], Replay> {
+    let n = varint::take(b).ok_or_else(|| Replay::Damaged("ends inside a length".into()))?;
+    if n > b.len() as u64 {
+        return Err(Replay::Damaged(format!("claims {n} bytes where {} remain", b.len())));
+    }
+    let (s, rest) = b.split_at(n as usize);
+    *b = rest;
+    Ok(s)
+}
+
+fn take_value(b: &mut &[u8]) -> std::result::Result<Value, Replay> {
+    let (&tag, rest) = b.split_first().ok_or_else(|| Replay::Damaged("ends inside a row".into()))?;
+    *b = rest;
+    Ok(match tag {
+        0 => Value::Null,
+        1 => Value::Integer(varint::unzigzag(
+            varint::take(b).ok_or_else(|| Replay::Damaged("ends inside an integer".into()))?,
+        )),
+        2 => {
+            if b.len() < 8 {
+                return Err(Replay::Damaged("ends inside a real".into()));
+            }
+            let (f, rest) = b.split_at(8);
+            *b = rest;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(f);
+            Value::Real(f64::from_le_bytes(a))
+        }
+        3 => Value::Text(
+            String::from_utf8(take_str(b)?.to_vec())
+                .map_err(|_| Replay::Damaged("holds text that is not UTF-8".into()))?,
+        ),
+        4 => Value::Blob(take_str(b)?.to_vec()),
+        t => return Err(Replay::Damaged(format!("holds a value of unknown type {t}"))),
+    })
+}
+
+/// A logged table as a segment names it, with the statements that apply its changes.
+struct Target {
+    insert: String,
+    update: String,
+    delete: String,
+    width: usize,
+    /// Where the key's columns are among the segment's columns.
+    key_at: Vec<usize>,
+}
+
+/// Applies a segment's body. Table and column names are checked against [`DURABLE`] and this
+/// database's schema before any statement names them; a change that finds no row to update or
+/// delete means the replica is not the writer's state: damage.
+fn replay(conn: &Connection, body: &[u8]) -> std::result::Result<(), Replay> {
+    let mut b = body;
+    let count = varint::take(&mut b).ok_or_else(|| Replay::Damaged("is empty".into()))?;
+    if count > DURABLE.len() as u64 {
+        return Err(Replay::Damaged(format!("names {count} tables")));
+    }
+    let mut targets = Vec::new();
+    for _ in 0..count {
+        let name = std::str::from_utf8(take_str(&mut b)?).unwrap_or("");
+        let (table, key) = DURABLE
+            .iter()
+            .find(|(t, _)| *t == name)
+            .ok_or_else(|| Replay::Damaged(format!("names a table that is not logged: {name:?}")))?;
+        let have = columns(conn, table)?;
+        let width = varint::take(&mut b).ok_or_else(|| Replay::Damaged("ends inside its tables".into()))?;
+        if width == 0 || width > MAX_COLUMNS as u64 {
+            return Err(Replay::Damaged(format!("gives table {table} {width} columns")));
+        }
+        let mut cols = Vec::new();
+        for _ in 0..width {
+            let c = std::str::from_utf8(take_str(&mut b)?).unwrap_or("");
+            let c = have
+                .iter()
+                .find(|h| h.as_str() == c)
+                .ok_or_else(|| Replay::Damaged(format!("names a column {table} does not have: {c:?}")))?;
+            cols.push(c.clone());
+        }
+        let key_at = key
+            .iter()
+            .map(|k| cols.iter().position(|c| c == k))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Replay::Damaged(format!("gives table {table} without its key")))?;
+        let quoted: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
+        let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+        let set: Vec<String> = quoted.iter().zip(&marks).map(|(c, m)| format!("{c} = {m}")).collect();
+        let matched: Vec<String> = key_at.iter().map(|&i| format!("{} = ?{}", quoted[i], i + 1)).collect();
+        targets.push(Target {
+            insert: format!(
+                "INSERT OR REPLACE INTO main.{table} ({}) VALUES ({})",
+                quoted.join(", "),
+                marks.join(", ")
+            ),
+            update: format!("UPDATE main.{table} SET {} WHERE {}", set.join(", "), matched.join(" AND ")),
+            delete: format!(
+                "DELETE FROM main.{table} WHERE {}",
+                key_at.iter().map(|&i| format!("{} = ?{}", quoted[i], i + 1)).collect::<Vec<_>>().join(" AND ")
+            ),
+            width: cols.len(),
+            key_at,
+        });
+    }
+    let mut row = Vec::with_capacity(MAX_COLUMNS);
+    while let Some((&op, rest)) = b.split_first() {
+        b = rest;
+        let op = Op::from_byte(op).ok_or_else(|| Replay::Damaged(format!("holds an unknown change {op}")))?;
+        let t = varint::take(&mut b).ok_or_else(|| Replay::Damaged("ends inside a change".into()))?;
+        let target = targets.get(t as usize).ok_or_else(|| Replay::Damaged(format!("names table {t} of {count}")))?;
+        row.clear();
+        for _ in 0..target.width {
+            row.push(take_value(&mut b)?);
+        }
+        let sql = match op {
+            Op::Insert => &target.insert,
+            Op::Update => &target.update,
+            Op::Delete => &target.delete,
+        };
+        let mut st = conn.prepare_cached(sql).map_err(db("applying the log"))?;
+        let changed = match op {
+            // A delete binds only its key's columns, at their positions.
+            Op::Delete => {
+                for &i in &target.key_at {
+                    st.raw_bind_parameter(i + 1, &row[i]).map_err(db("applying the log"))?;
+                }
+                st.raw_execute().map_err(db("applying the log"))?
+            }
+            _ => st.execute(rusqlite::params_from_iter(row.iter())).map_err(db("applying the log"))?,
+        };
+        if changed == 0 {
+            return Err(Replay::Damaged(format!("changes a row this manifest does not have ({sql})")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::manifest::Manifest;
+    use crate::model::audit::AuditRecord;
+    use crate::object::MemoryBackend;
+
+    fn replica(dir: &std::path::Path, name: &str, store: &Arc<MemoryBackend>) -> Manifest {
+        open_replica(&dir.join(name), Log::new(store.clone() as Arc<dyn Backend>, "memory")).expect("a replica opens")
+    }
+
+    /// Every logged row of `m`, table by table, in key order.
+    fn rows(m: &Manifest) -> Vec<String> {
+        let mut out = Vec::new();
+        for (table, key) in DURABLE {
+            let sql = format!("SELECT * FROM {table} ORDER BY {}", key.join(", "));
+            let mut st = m.conn().prepare(&sql).expect("prepare");
+            let width = st.column_count();
+            let mut q = st.query([]).expect("query");
+            while let Some(r) = q.next().expect("row") {
+                let vals: Vec<String> = (0..width).map(|i| format!("{:?}", r.get_ref(i).expect("value"))).collect();
+                out.push(format!("{table}: {}", vals.join(" | ")));
+            }
+        }
+        out
+    }
+
+    fn record(m: &Manifest, op: &str) {
+        m.write(|tx| {
+            crate::manifest::audit::append(tx, &AuditRecord::ok(crate::base::time::now_ns(), "tester", op))?;
+            crate::manifest::loose::store(tx, op.as_bytes(), 3, &Default::default())?;
+            Ok(())
+        })
+        .expect("a write");
+    }
+
+    #[test]
+    fn replicas_writing_in_turn_and_out_of_date_end_with_the_same_rows_as_a_new_one() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = replica(tmp.path(), "a.db", &store);
+        let b = replica(tmp.path(), "b.db", &store);
+        record(&a, "one");
+        // b has not seen segment 1: its write loses the race, catches up, and runs again.
+        record(&b, "two");
+        record(&a, "three");
+        assert_eq!(position(a.conn()).expect("position"), 3);
+        assert_eq!(b.catch_up().expect("catch up"), 1);
+        // Seqs are contiguous across writers: the second ran again on the first's state.
+        let seqs: Vec<i64> = a
+            .conn()
+            .prepare("SELECT seq FROM audit ORDER BY seq")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("seqs");
+        assert_eq!(seqs, vec![1, 2, 3]);
+        let c = replica(tmp.path(), "c.db", &store);
+        assert!(!rows(&a).is_empty());
+        assert_eq!(rows(&a), rows(&b));
+        assert_eq!(rows(&a), rows(&c));
+        // The audit tree was grown over the records a replay brought.
+        let tree = crate::manifest::audit::tree_size(c.conn()).expect("tree");
+        assert_eq!(tree, 3);
+        // A write that changes no logged row writes no segment.
+        a.write(|tx| tx.execute("UPDATE log_position SET seq = seq", []).map_err(db("test"))).expect("write");
+        assert_eq!(store.list("log/").expect("list").len(), 3);
+    }
+
+    #[test]
+    fn a_failed_write_publishes_nothing_and_records_nothing() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = replica(tmp.path(), "a.db", &store);
+        let e = a
+            .write(|tx| {
+                crate::manifest::audit::append(tx, &AuditRecord::ok(1, "tester", "doomed"))?;
+                Err::<(), _>(Error::invalid_argument("no"))
+            })
+            .expect_err("the write fails");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(store.list("log/").expect("list").is_empty());
+        record(&a, "kept");
+        let c = replica(tmp.path(), "c.db", &store);
+        assert_eq!(rows(&a), rows(&c));
+        assert_eq!(crate::manifest::audit::size(c.conn()).expect("size"), 1);
+    }
+
+    #[test]
+    fn a_damaged_segment_is_corrupt_naming_it_and_a_segment_under_another_name_is_refused() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = replica(tmp.path(), "a.db", &store);
+        record(&a, "one");
+        let good = store.get_range(&key(1), 0, store.size(&key(1)).expect("size")).expect("get");
+        for (name, bytes) in [
+            ("cut", {
+                let mut cut = good[..good.len() - 3].to_vec();
+                cut[8] = 2;
+                cut
+            }),
+            ("renamed", encode(2, 18, b"\x00").expect("encode")),
+            ("garbage", encode(2, 18, b"\x01\x05packs\xff").expect("encode")),
+            ("foreign table", encode(2, 18, b"\x01\x0dsqlite_master\x01\x01a").expect("encode")),
+        ] {
+            let other = Arc::new(MemoryBackend::new());
+            other.put(&key(1), if name == "renamed" { &bytes } else { &good }).expect("put");
+            if name != "renamed" {
+                other.put(&key(2), &bytes).expect("put");
+            }
+            let e = open_replica(&tmp.path().join(format!("{name}.db")), Log::new(other, "memory"))
+                .err()
+                .expect("a damaged log is refused");
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{name}: {e}");
+            assert!(e.message().contains("log/0000000000000000000"), "{name}: {e}");
+        }
+    }
+}

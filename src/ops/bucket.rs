@@ -1,0 +1,300 @@
+//! A repository in an S3-compatible bucket: creating one (its key file, its record log, its
+//! config), and opening one over this node's replica of its manifest.
+//!
+//! The bucket is the repository: `keys/<id>` (key files, the only values not sealed), `config`
+//! (sealed JSON), `packs/…` and `log/<seq>` (sealed). The node keeps in its cache directory,
+//! `<cache>/<repository id>/`, what is its own: the manifest's replica (`manifest.db`, rebuilt
+//! from the log when missing), the directory cache, the workspace locks and the audit signing
+//! key. Deleting that directory loses nothing the bucket acknowledged.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::time::now_ns;
+use crate::manifest::log::{open_replica, Log};
+use crate::model::audit::AuditRecord;
+use crate::object::keyfile::{self, KeyFile, MAX_KEY_FILE};
+use crate::object::{probe, Backend, S3Backend, SealedBackend, Stretch};
+use crate::repo::{AuditSettings, BucketAccess, BucketKeys, Config, NodeCacheSlot, Repo, CONFIG_LIMIT, MANIFEST_FILE};
+
+/// The config's key in the bucket.
+const CONFIG_KEY: &str = "config";
+/// Where key files are.
+const KEYS: &str = "keys/";
+
+/// A key file of a bucket, as `trove key list` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    /// The key file's id: its name under `keys/`.
+    pub id: String,
+    /// The host that made it.
+    pub host: String,
+    /// When it was made, RFC 3339 UTC.
+    pub created: String,
+    /// Whether it is the one this handle was opened with.
+    pub current: bool,
+}
+
+/// What this node keeps of a bucket it opened, so that the next open asks the store nothing
+/// before the log: the key file that opened it (still wrapped: the passphrase is needed as
+/// before) and the config, which never changes. Rebuilt from the bucket when missing, damaged,
+/// or no longer opening with the passphrase given.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Remembered {
+    /// The store's identity (endpoint and `s3://bucket/prefix`), checked on reading.
+    store: String,
+    key_name: String,
+    key_file: KeyFile,
+    config: Config,
+}
+
+/// Where this node remembers the bucket of `identity`: `<base>/buckets/<hash>.json`.
+fn remembered_path(base: &Path, identity: &str) -> PathBuf {
+    base.join("buckets").join(format!("{}.json", &blake3::hash(identity.as_bytes()).to_hex()[..32]))
+}
+
+fn recall(path: &Path, identity: &str) -> Option<Remembered> {
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice::<Remembered>(&bytes) {
+        Ok(m) if m.store == identity => Some(m),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "what this node remembered of a bucket does not parse: read again from the bucket");
+            None
+        }
+    }
+}
+
+/// Keeps `m` at `path`, atomically; a failure only costs the next open its requests.
+fn remember(path: &Path, m: &Remembered) {
+    let done = (|| -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer_pretty(&mut tmp, m)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    })();
+    if let Err(e) = done {
+        tracing::warn!(path = %path.display(), error = %e, "could not remember the bucket's key file and config: the next open reads them again");
+    }
+}
+
+/// This machine's name, for key files.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+impl Repo {
+    /// Creates a repository under `prefix` of `bucket`, which must hold nothing there yet: a key
+    /// file wrapping a new key under the passphrase, the log's first segment (the init's audit
+    /// record), then the config, last, so an interrupted init is not a repository.
+    pub fn init_bucket(
+        bucket: &str,
+        prefix: &str,
+        actor: &str,
+        audit: AuditSettings,
+        access: &BucketAccess,
+    ) -> Result<Repo> {
+        let store = S3Backend::open(bucket, prefix, &access.settings)?;
+        let name = store.describe();
+        let passphrase = access.password(&format!("creating a repository in {name}"))?.to_vec();
+        if !store.list("")?.is_empty() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("{name} already holds values: choose a new prefix or an empty bucket for the repository"),
+            ));
+        }
+        let capabilities = probe(&store)?;
+        if !capabilities.conditional_create {
+            return Err(Error::invalid_argument(format!(
+                "{name} replaces a value written twice instead of refusing the second create (If-None-Match: *): two writers could replace each other's records there, so trove does not keep a repository in it"
+            )));
+        }
+        let key = keyfile::new_seal_key()?;
+        let file = keyfile::wrap(&key, &passphrase, access.stretch.unwrap_or(Stretch::DEFAULT), &host())?;
+        let json = serde_json::to_vec_pretty(&file).map_err(|e| Error::internal(e.to_string()))?;
+        let key_name = format!("{KEYS}{}", crate::base::random::random_hex()?);
+        store.put(&key_name, &json)?;
+        let identity = store.identity();
+        let sealed: Arc<SealedBackend<S3Backend>> = Arc::new(SealedBackend::new(store, key.clone()));
+        let config = Config {
+            capabilities: Some(capabilities),
+            audit,
+            ..Config::new(format!("{name} {}", now_ns()).as_bytes())
+        };
+        let repo = Repo::over_bucket(sealed.clone(), (key, key_name.clone()), &name, config.clone(), access)?;
+        repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;
+        let json = serde_json::to_vec_pretty(&config).map_err(|e| Error::internal(e.to_string()))?;
+        sealed.put(CONFIG_KEY, &json)?;
+        let base = access.cache_base()?;
+        remember(&remembered_path(&base, &identity), &Remembered { store: identity, key_name, key_file: file, config });
+        Ok(repo)
+    }
+
+    /// Opens the repository under `prefix` of `bucket` with the passphrase of one of its key
+    /// files, bringing this node's replica of its manifest up to date.
+    pub fn open_bucket(bucket: &str, prefix: &str, access: &BucketAccess) -> Result<Repo> {
+        let store = S3Backend::open(bucket, prefix, &access.settings)?;
+        let name = store.describe();
+        let identity = store.identity();
+        let memo = remembered_path(&access.cache_base()?, &identity);
+        if let Some(m) = recall(&memo, &identity) {
+            let passphrase = access.password(&format!("opening {name}"))?;
+            match m.key_file.unwrap(&m.key_name, passphrase) {
+                // Only while the key file is still in the bucket: `trove key remove` revokes a
+                // passphrase on every host (one request).
+                Ok(key) if store.size(&m.key_name).is_ok() => {
+                    m.config.check(&name)?;
+                    let sealed = Arc::new(SealedBackend::new(store, key.clone()));
+                    let repo = Repo::over_bucket(sealed, (key, m.key_name), &name, m.config, access)?;
+                    repo.settle_on_open()?;
+                    return Ok(repo);
+                }
+                // Removed from the bucket, or another passphrase, maybe of another key file:
+                // the bucket's are tried.
+                Ok(_) => tracing::info!(key = %m.key_name, "the key file this host remembered is gone from the bucket"),
+                Err(e) if e.kind() == ErrorKind::Unauthorized => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let keys = store.list(KEYS)?;
+        if keys.is_empty() {
+            return Err(Error::not_found(format!(
+                "{name} is not a trove repository (it has no key files): run `trove init` there, or point --repo / TROVE_REPO at one"
+            )));
+        }
+        let passphrase = access.password(&format!("opening {name}"))?.to_vec();
+        let mut opened = None;
+        for k in &keys {
+            let file = KeyFile::parse(k, &store.get_whole(k, MAX_KEY_FILE)?)?;
+            match file.unwrap(k, &passphrase) {
+                Ok(key) => {
+                    opened = Some((k.clone(), file, key));
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Unauthorized => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let Some((key_name, key_file, key)) = opened else {
+            return Err(Error::new(
+                ErrorKind::Unauthorized,
+                format!(
+                    "no key file of {name} ({} of them) opens with the passphrase given: check TROVE_PASSWORD / TROVE_PASSWORD_FILE",
+                    keys.len()
+                ),
+            ));
+        };
+        let sealed = Arc::new(SealedBackend::new(store, key.clone()));
+        let bytes = match sealed.get_whole(CONFIG_KEY, CONFIG_LIMIT) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::not_found(format!(
+                    "{name} has key files but no config: its `trove init` was interrupted; remove its values and run it again"
+                )))
+            }
+            other => other?,
+        };
+        let config: Config = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::corrupt(format!("the config of {name} does not parse ({e})")))?;
+        config.check(&name)?;
+        remember(&memo, &Remembered { store: identity, key_name: key_name.clone(), key_file, config: config.clone() });
+        let repo = Repo::over_bucket(sealed, (key, key_name), &name, config, access)?;
+        repo.settle_on_open()?;
+        Ok(repo)
+    }
+
+    /// A handle on a bucket's repository: its sealed store, and this node's replica of its
+    /// manifest in the cache directory, caught up with the log.
+    fn over_bucket(
+        sealed: Arc<SealedBackend<S3Backend>>,
+        key: (crate::object::SealKey, String),
+        name: &str,
+        config: Config,
+        access: &BucketAccess,
+    ) -> Result<Repo> {
+        let keys = BucketKeys {
+            store: sealed.clone(),
+            key: key.0,
+            opened_with: key.1,
+            stretch: access.stretch.unwrap_or(Stretch::DEFAULT),
+        };
+        let dir = access.cache_base()?.join(&config.id);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        let store: Arc<dyn Backend> = sealed;
+        let manifest = open_replica(&dir.join(MANIFEST_FILE), Log::new(store.clone(), name))?;
+        let base = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
+        let node_cache = NodeCacheSlot::under(&base, &config.id);
+        let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);
+        repo.bucket_keys = Some(Arc::new(keys));
+        // The signing key is this node's (never in the bucket): made with its directory.
+        if let Some(path) = repo.audit_key_path() {
+            if !path.exists() {
+                let made = crate::fs::keyfile::create_key(&path, &format!("trove/{}", repo.config.id))?;
+                let _ = repo.audit_key.set(made);
+            }
+        }
+        Ok(repo)
+    }
+}
+
+impl Repo {
+    fn bucket_keys(&self) -> Result<&BucketKeys> {
+        self.bucket_keys.as_deref().ok_or_else(|| {
+            Error::invalid_argument(
+                "this repository is a directory: it has no key files (only a repository in a bucket is sealed under a passphrase)",
+            )
+        })
+    }
+
+    /// The key files of this repository in a bucket, oldest first.
+    pub fn keys(&self) -> Result<Vec<KeyInfo>> {
+        let keys = self.bucket_keys()?;
+        let raw = keys.store.inner();
+        let mut out = Vec::new();
+        for k in raw.list(KEYS)? {
+            let file = KeyFile::parse(&k, &raw.get_whole(&k, MAX_KEY_FILE)?)?;
+            let id = k.trim_start_matches(KEYS).to_string();
+            out.push(KeyInfo { id, host: file.host, created: file.created, current: k == keys.opened_with });
+        }
+        out.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Adds a key file wrapping this repository's key under `passphrase` (recorded in the audit
+    /// log by `actor`).
+    pub fn add_key(&self, passphrase: &[u8], actor: &str) -> Result<KeyInfo> {
+        let keys = self.bucket_keys()?;
+        let file = keyfile::wrap(&keys.key, passphrase, keys.stretch, &host())?;
+        let json = serde_json::to_vec_pretty(&file).map_err(|e| Error::internal(e.to_string()))?;
+        let id = crate::base::random::random_hex()?;
+        keys.store.inner().put(&format!("{KEYS}{id}"), &json)?;
+        let mut rec = AuditRecord::ok(now_ns(), actor, "key-add");
+        rec.details = serde_json::json!({ "key": id, "host": file.host });
+        self.audit(rec)?;
+        Ok(KeyInfo { id, host: file.host, created: file.created, current: false })
+    }
+
+    /// Removes key file `id`: never the one this handle was opened with, nor the last.
+    pub fn remove_key(&self, id: &str, actor: &str) -> Result<()> {
+        let keys = self.bucket_keys()?;
+        let all = self.keys()?;
+        let Some(found) = all.iter().find(|k| k.id == id) else {
+            return Err(Error::not_found(format!("no key file {id}: list them with `trove key list`")));
+        };
+        if found.current {
+            return Err(Error::invalid_argument(format!(
+                "key file {id} is the one this command was opened with: open with another passphrase to remove it"
+            )));
+        }
+        keys.store.inner().delete(&format!("{KEYS}{id}"))?;
+        let mut rec = AuditRecord::ok(now_ns(), actor, "key-remove");
+        rec.details = serde_json::json!({ "key": id, "host": found.host });
+        self.audit(rec)?;
+        Ok(())
+    }
+}
