@@ -13,8 +13,13 @@ and the ratio.
 With `--via write` the edits are written to the files directly (as an agent's shell command would)
 and only the snapshots store them.
 
+With `--bucket HOST:PORT` the repository is in a bucket on the S3 server there (one that takes
+unsigned requests for buckets and listings, as the tests' moto does): its growth is the bytes of
+the objects under its prefix (sealed packs and log segments), the host's cache directory apart;
+`trove gc` is skipped (a bucket refuses it).
+
 Usage: benches/history.py [--edits N] [--files 20|21] [--snapshot-every N] [--via tool|write]
-(release build: cargo build --release)
+[--bucket HOST:PORT] (release build: cargo build --release)
 """
 import argparse
 import hashlib
@@ -25,6 +30,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
@@ -49,6 +57,23 @@ def du(path):
     return total
 
 
+def bucket_bytes(endpoint, bucket, prefix):
+    """The bytes of every object under `prefix` in `bucket`, by ListObjectsV2 (unsigned)."""
+    total, token = 0, None
+    while True:
+        url = "http://%s/%s?list-type=2&prefix=%s/" % (endpoint, bucket, prefix)
+        if token:
+            url += "&continuation-token=" + urllib.parse.quote(token)
+        root = ET.fromstring(urllib.request.urlopen(url).read())
+        ns = {"s3": root.tag.split("}")[0].strip("{")} if root.tag.startswith("{") else {}
+        q = (lambda t: "s3:" + t) if ns else (lambda t: t)
+        for c in root.findall(q("Contents"), ns):
+            total += int(c.find(q("Size"), ns).text)
+        if (root.find(q("IsTruncated"), ns).text or "false") != "true":
+            return total
+        token = root.find(q("NextContinuationToken"), ns).text
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
@@ -69,6 +94,7 @@ def main():
     ap.add_argument("--snapshot-every", type=int, default=20)
     ap.add_argument("--via", default="tool", choices=["tool", "write"],
                     help="edit through `trove tool edit_file` (default), or write the file directly so that only snapshots store it")
+    ap.add_argument("--bucket", help="HOST:PORT of an S3 server: keep the repository in a bucket there")
     args = ap.parse_args()
     if not os.access(TROVE, os.X_OK):
         sys.exit("needs %s: cargo build --release" % TROVE)
@@ -84,6 +110,13 @@ def main():
                     f.write(subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (COMMIT, n)], check=True, capture_output=True).stdout)
         # The node-local cache (not part of the repository, so not in its growth) beside it.
         env = dict(os.environ, TROVE_REPO=repo, TROVE_CACHE_DIR=os.path.join(tmp, "cache"))
+        size = lambda: du(repo)
+        if args.bucket:
+            bucket = "history-%d" % os.getpid()
+            urllib.request.urlopen(urllib.request.Request("http://%s/%s" % (args.bucket, bucket), method="PUT")).read()
+            env.update(TROVE_REPO="s3://%s/repo" % bucket, TROVE_PASSWORD="bench", AWS_ENDPOINT_URL="http://" + args.bucket,
+                       AWS_ALLOW_HTTP="true", AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
+            size = lambda: bucket_bytes(args.bucket, bucket, "repo")
         run([TROVE, "init"], env=env)
         sid = json.loads(run([TROVE, "--json", "session", "create", "--dir", ws, "--workspace", "hist", "--persistent", "--ttl", "86400"], env=env))["id"]
         genv = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@b", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@b",
@@ -93,7 +126,7 @@ def main():
         run(["git", "-C", gitws, "commit", "-qm", "start"], env=genv)
         run(["git", "-C", gitws, "gc", "-q"], env=genv)
         run([TROVE, "snapshot", "--workspace", "hist", ws], env=env)
-        base_trove, base_git = du(repo), du(os.path.join(gitws, ".git"))
+        base_trove, base_git = size(), du(os.path.join(gitws, ".git"))
         rng = random.Random(38)
         for k in range(args.edits):
             n = BIG if (args.files == 21 and k % 2 == 0) else SMALL[(k if args.files == 20 else k // 2) % len(SMALL)]
@@ -117,15 +150,16 @@ def main():
         for n in names:
             with open(os.path.join(ws, n), "rb") as a, open(os.path.join(gitws, n), "rb") as b:
                 assert a.read() == b.read(), n
-        grow_trove, grow_git = du(repo) - base_trove, du(os.path.join(gitws, ".git")) - base_git
-        run([TROVE, "gc"], env=env)
+        grow_trove, grow_git = size() - base_trove, du(os.path.join(gitws, ".git")) - base_git
+        if not args.bucket:
+            run([TROVE, "gc"], env=env)
         run(["git", "-C", gitws, "gc", "-q"], env=genv)
-        gc_trove, gc_git = du(repo) - base_trove, du(os.path.join(gitws, ".git")) - base_git
+        gc_trove, gc_git = size() - base_trove, du(os.path.join(gitws, ".git")) - base_git
         total_git = du(os.path.join(gitws, ".git"))
         print("%d edits over %d files (%s) through %s, a snapshot every %d" % (args.edits, len(names), "one of 66 KB" if args.files == 21 else "none over 12 KB", "edit_file" if args.via == "tool" else "direct writes", args.snapshot_every))
         print("growth before gc: trove %d B, git %d B (loose objects)" % (grow_trove, grow_git))
         print("growth after gc:  trove %d B, git %d B; trove/git %.2f" % (gc_trove, gc_git, gc_trove / max(gc_git, 1)))
-        print("whole repository after gc: trove %d B, git %d B" % (du(repo), total_git))
+        print("whole repository after gc: trove %d B, git %d B" % (size(), total_git))
     finally:
         if os.environ.get("KEEP"):
             print("kept in", tmp)

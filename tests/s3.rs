@@ -377,6 +377,9 @@ fn key_files_are_added_listed_and_removed_and_a_removed_passphrase_opens_nothing
         .output()
         .expect("run");
     let added: serde_json::Value = serde_json::from_str(&ok(o, "key add")).expect("json");
+    // A damaged object among the key files locks out no passphrase and is not listed.
+    let raw = S3Backend::open(&bucket, "keys", &settings(s3.addr)).expect("open");
+    raw.put("keys/zzzzdamaged", b"not a key file").expect("put");
     let both = list("another passphrase");
     assert_eq!(both.as_array().expect("list").len(), 2);
     let current: Vec<&str> = both

@@ -49,8 +49,10 @@ pub const DURABLE: &[(&str, &[&str])] = &[
 
 /// The most columns a logged table has (the temporary table has this many value columns).
 const MAX_COLUMNS: usize = 24;
-/// The most bytes a segment may hold, sealed or not, and the most its rows may decode to: a
-/// batch of a snapshot writes a few megabytes; anything near this is damage.
+/// The most bytes a segment may hold, sealed or not, and the most its rows may decode to. A
+/// transaction whose rows would pass it is refused before anything is published (every reader
+/// would refuse the segment, and no host could catch up past it): a snapshot's commit indexes
+/// every object it stored, some 120 bytes a file, so about eight million files in one snapshot.
 pub const MAX_SEGMENT: u64 = 1 << 30;
 /// A segment's first bytes.
 const MAGIC: &[u8; 8] = b"trvLOG\0\x01";
@@ -252,7 +254,7 @@ impl Log {
 
     fn damaged(&self, seq: u64, what: &str) -> Error {
         Error::corrupt(format!(
-            "log segment {} in {} {what}: the manifest cannot be rebuilt past it; run `trove check`",
+            "log segment {} in {} {what}: no host can catch up past it; restore the segment from a copy of the bucket",
             key(seq),
             self.name
         ))
@@ -268,9 +270,10 @@ impl Log {
             seq += 1;
             self.apply(conn, seq, schema, &stored)?;
             set_position(conn, seq)?;
+            // The replayed rows came from the log: they are not this host's to publish.
+            forget_changes(conn)?;
         }
         if seq > start {
-            forget_changes(conn)?;
             super::audit::catch_up_tree(conn)?;
         }
         Ok(seq - start)
@@ -322,6 +325,17 @@ impl Replication for Log {
     fn publish(&self, tx: &Connection) -> Result<Published> {
         let Some(body) = take_changes(tx)? else { return Ok(Published::Nothing) };
         let seq = position(tx)? + 1;
+        if body.len() as u64 > MAX_SEGMENT {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "this change would make log segment {} of {} {} bytes, more than a segment may hold ({MAX_SEGMENT}): nothing was written; snapshot the tree in parts (smaller workspaces)",
+                    key(seq),
+                    self.name,
+                    body.len()
+                ),
+            ));
+        }
         crate::base::failpoint::failpoint("log:publishing");
         match self.store.put(&key(seq), &encode(seq, SCHEMA_VERSION, &body)?) {
             Ok(()) => {

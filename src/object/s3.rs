@@ -10,7 +10,7 @@
 //! after checking that the key is free. S3 completes a multipart upload unconditionally here, so
 //! two writers of one key over 32 MiB could replace one another (sealed, their bytes differ even
 //! for the same content); trove writes no value that large today (packs seal at 16 MiB plus one
-//! blob of at most 4 MiB), and the bucket format names packs per writer. Memory stays at most
+//! blob of at most 4 MiB), and a pack is named by its content's hash, so two writers of one name write one content. Memory stays at most
 //! one such buffer per upload.
 //!
 //! The library is synchronous; this backend owns a small tokio runtime and waits on it for

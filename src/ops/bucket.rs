@@ -59,7 +59,17 @@ fn remembered_path(base: &Path, identity: &str) -> PathBuf {
 fn recall(path: &Path, identity: &str) -> Option<Remembered> {
     let bytes = std::fs::read(path).ok()?;
     match serde_json::from_slice::<Remembered>(&bytes) {
-        Ok(m) if m.store == identity => Some(m),
+        // The key file held to the bounds a bucket's is held to (its stretching, above all).
+        Ok(m) if m.store == identity => {
+            let again = serde_json::to_vec(&m.key_file).ok()?;
+            match KeyFile::parse(&m.key_name, &again) {
+                Ok(_) => Some(m),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "the key file this host remembered is refused: read again from the bucket");
+                    None
+                }
+            }
+        }
         Ok(_) => None,
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "what this node remembered of a bucket does not parse: read again from the bucket");
@@ -171,7 +181,15 @@ impl Repo {
         let passphrase = access.password(&format!("opening {name}"))?.to_vec();
         let mut opened = None;
         for k in &keys {
-            let file = KeyFile::parse(k, &store.get_whole(k, MAX_KEY_FILE)?)?;
+            // One damaged key file must not lock out the passphrases of the others.
+            let file = match store.get_whole(k, MAX_KEY_FILE).and_then(|bytes| KeyFile::parse(k, &bytes)) {
+                Ok(file) => file,
+                Err(e) if e.kind() == ErrorKind::Corrupt => {
+                    tracing::warn!(key = %k, error = %e, "a key file of the bucket is skipped");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             match file.unwrap(k, &passphrase) {
                 Ok(key) => {
                     opened = Some((k.clone(), file, key));
@@ -257,7 +275,14 @@ impl Repo {
         let raw = keys.store.inner();
         let mut out = Vec::new();
         for k in raw.list(KEYS)? {
-            let file = KeyFile::parse(&k, &raw.get_whole(&k, MAX_KEY_FILE)?)?;
+            let file = match raw.get_whole(&k, MAX_KEY_FILE).and_then(|bytes| KeyFile::parse(&k, &bytes)) {
+                Ok(file) => file,
+                Err(e) if e.kind() == ErrorKind::Corrupt => {
+                    tracing::warn!(key = %k, error = %e, "a key file of the bucket is not listed");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let id = k.trim_start_matches(KEYS).to_string();
             out.push(KeyInfo { id, host: file.host, created: file.created, current: k == keys.opened_with });
         }
@@ -289,6 +314,13 @@ impl Repo {
         if found.current {
             return Err(Error::invalid_argument(format!(
                 "key file {id} is the one this command was opened with: open with another passphrase to remove it"
+            )));
+        }
+        // Hosts removing each other's key files at once could still leave none: the check is
+        // what one host can do, the last word is the store's listing.
+        if all.len() < 2 {
+            return Err(Error::invalid_argument(format!(
+                "key file {id} is the repository's last: add another (`trove key add`) before removing it"
             )));
         }
         keys.store.inner().delete(&format!("{KEYS}{id}"))?;

@@ -428,6 +428,10 @@ impl AppState {
         let live: Vec<SessionId> =
             sessions.iter().filter(|s| s.serving_dir().is_some()).map(|s| s.id.clone()).collect();
         self.watchers.keep_sessions(&live, listed);
+        // In a bucket every host's sessions are in the replica, and this server cannot tell its
+        // own: ending another host's would snapshot a directory of this one. Sessions there end
+        // by a DELETE or `trove session end` on their own host until sessions record it.
+        let sessions = if repo.manifest().is_replica() { Vec::new() } else { sessions };
         for s in sessions {
             if self.is_busy(&s.id) {
                 continue;
@@ -481,18 +485,25 @@ pub(crate) async fn maintain(state: Arc<AppState>, mut stop: tokio::sync::watch:
             .blocking(move |_, repo| {
                 let forgot = repo.forget(None, false, "trove-serve")?;
                 let gone: usize = forgot.workspaces.iter().map(|w| w.forgotten.len()).sum();
+                // A bucket has no garbage collection yet: retention only, nothing deleted.
+                if repo.manifest().is_replica() {
+                    return Ok((gone, None));
+                }
                 let opts =
                     crate::ops::gc::GcOptions { grace, recompress, actor: "trove-serve".into(), ..Default::default() };
-                Ok((gone, repo.gc(&opts)?))
+                Ok((gone, Some(repo.gc(&opts)?)))
             })
             .await;
         match done {
-            Ok((gone, r)) => tracing::info!(
+            Ok((gone, Some(r))) => tracing::info!(
                 snapshots_forgotten = gone,
                 bytes_reclaimed = r.bytes_reclaimed,
                 waiting = r.waiting,
                 "maintenance done"
             ),
+            Ok((gone, None)) => {
+                tracing::info!(snapshots_forgotten = gone, "maintenance done; no garbage collection in a bucket yet")
+            }
             Err(e) => tracing::warn!(error = %e, "maintenance failed; tried again at the next interval"),
         }
     }
