@@ -256,18 +256,7 @@ fn a_repository_in_a_bucket_is_written_by_several_hosts_and_read_by_one_with_no_
     }
 
     // Without the passphrase, or with another, nothing opens; the error says what to set.
-    let o = std::process::Command::new(common::trove_bin())
-        .args(["--repo", &repo, "snapshots"])
-        .env_remove("TROVE_PASSWORD")
-        .env_remove("TROVE_PASSWORD_FILE")
-        .env("TROVE_CACHE_DIR", &c)
-        .env("AWS_ENDPOINT_URL", format!("http://{}", s3.addr))
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .expect("run");
+    let o = trove_cmd(s3.addr, &repo, &c, &["snapshots"]).env_remove("TROVE_PASSWORD").output().expect("run");
     assert_eq!(o.status.code(), Some(1));
     assert!(common::stderr(&o).contains("TROVE_PASSWORD"), "{}", common::stderr(&o));
 }

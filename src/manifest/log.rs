@@ -261,14 +261,14 @@ impl Log {
     }
 
     /// Applies every segment after this manifest's position, in order, in the caller's
-    /// transaction; returns how many (`schema`: the reader's manifest schema). The audit log's tree is grown over the records they
+    /// transaction; returns how many. The audit log's tree is grown over the records they
     /// brought, and the changes the replay made are not logged again.
-    fn catch_up_to(&self, conn: &Connection, schema: i64) -> Result<u64> {
+    fn catch_up_to(&self, conn: &Connection) -> Result<u64> {
         let start = position(conn)?;
         let mut seq = start;
         while let Some(stored) = self.fetch(seq + 1)? {
             seq += 1;
-            self.apply(conn, seq, schema, &stored)?;
+            self.apply(conn, seq, &stored)?;
             set_position(conn, seq)?;
             // The replayed rows came from the log: they are not this host's to publish.
             forget_changes(conn)?;
@@ -280,7 +280,7 @@ impl Log {
     }
 
     /// Applies segment `seq` (its stored bytes) to `conn`.
-    fn apply(&self, conn: &Connection, seq: u64, schema: i64, stored: &[u8]) -> Result<()> {
+    fn apply(&self, conn: &Connection, seq: u64, stored: &[u8]) -> Result<()> {
         if stored.len() < HEADER || &stored[..8] != MAGIC {
             return Err(self.damaged(seq, "does not begin as a segment does"));
         }
@@ -293,9 +293,9 @@ impl Log {
             return Err(self.damaged(seq, &format!("names itself segment {}", field(8, 8))));
         }
         let made_by = field(16, 4) as i64;
-        if made_by > schema {
+        if made_by > SCHEMA_VERSION {
             return Err(Error::invalid_argument(format!(
-                "log segment {} in {} was written by a trove with manifest schema {made_by}, newer than this one's {schema}: upgrade trove",
+                "log segment {} in {} was written by a trove with manifest schema {made_by}, newer than this one's {SCHEMA_VERSION}: upgrade trove",
                 key(seq),
                 self.name
             )));
@@ -349,7 +349,7 @@ impl Replication for Log {
     }
 
     fn catch_up(&self, tx: &Connection) -> Result<u64> {
-        self.catch_up_to(tx, SCHEMA_VERSION)
+        self.catch_up_to(tx)
     }
 }
 

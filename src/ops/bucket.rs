@@ -94,6 +94,78 @@ fn remember(path: &Path, m: &Remembered) {
     }
 }
 
+/// Where an open found its key: remembered with the config by this host, or listed in the bucket
+/// (its key file then to be remembered with the config read).
+enum Found {
+    Remembered(Config),
+    Listed(KeyFile),
+}
+
+/// The key, key file name and config this host remembered, if the passphrase opens that key
+/// file and it is still in the bucket (`trove key remove` revokes a passphrase on every host,
+/// for one request).
+fn recalled_key(
+    store: &S3Backend,
+    remembered: Option<Remembered>,
+    passphrase: &[u8],
+) -> Result<Option<(crate::object::SealKey, String, Config)>> {
+    let Some(m) = remembered else { return Ok(None) };
+    match m.key_file.unwrap(&m.key_name, passphrase) {
+        Ok(key) if store.size(&m.key_name).is_ok() => Ok(Some((key, m.key_name, m.config))),
+        Ok(_) => {
+            tracing::info!(key = %m.key_name, "the key file this host remembered is gone from the bucket");
+            Ok(None)
+        }
+        // Another passphrase, maybe of another key file: the bucket's are tried.
+        Err(e) if e.kind() == ErrorKind::Unauthorized => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The key of the first key file in the bucket the passphrase opens, with its name and file.
+fn listed_key(store: &S3Backend, name: &str, passphrase: &[u8]) -> Result<(crate::object::SealKey, String, KeyFile)> {
+    let keys = store.list(KEYS)?;
+    if keys.is_empty() {
+        return Err(Error::not_found(format!(
+            "{name} is not a trove repository (it has no key files): run `trove init` there, or point --repo / TROVE_REPO at one"
+        )));
+    }
+    for k in &keys {
+        // One damaged key file must not lock out the passphrases of the others.
+        let file = match store.get_whole(k, MAX_KEY_FILE).and_then(|bytes| KeyFile::parse(k, &bytes)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::Corrupt => {
+                tracing::warn!(key = %k, error = %e, "a key file of the bucket is skipped");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match file.unwrap(k, passphrase) {
+            Ok(key) => return Ok((key, k.clone(), file)),
+            Err(e) if e.kind() == ErrorKind::Unauthorized => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Unauthorized,
+        format!(
+            "no key file of {name} ({} of them) opens with the passphrase given: check TROVE_PASSWORD / TROVE_PASSWORD_FILE",
+            keys.len()
+        ),
+    ))
+}
+
+/// The repository's config, read from the bucket.
+fn read_config(sealed: &dyn Backend, name: &str) -> Result<Config> {
+    let bytes = match sealed.get_whole(CONFIG_KEY, CONFIG_LIMIT) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::not_found(format!(
+            "{name} has key files but no config: its `trove init` was interrupted; remove its values and run it again"
+        ))),
+        other => other?,
+    };
+    serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(format!("the config of {name} does not parse ({e})")))
+}
+
 /// This machine's name, for key files.
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
@@ -153,74 +225,25 @@ impl Repo {
         let name = store.describe();
         let identity = store.identity();
         let memo = remembered_path(&access.cache_base()?, &identity);
-        if let Some(m) = recall(&memo, &identity) {
-            let passphrase = access.password(&format!("opening {name}"))?;
-            match m.key_file.unwrap(&m.key_name, passphrase) {
-                // Only while the key file is still in the bucket: `trove key remove` revokes a
-                // passphrase on every host (one request).
-                Ok(key) if store.size(&m.key_name).is_ok() => {
-                    m.config.check(&name)?;
-                    let sealed = Arc::new(SealedBackend::new(store, key.clone()));
-                    let repo = Repo::over_bucket(sealed, (key, m.key_name), &name, m.config, access)?;
-                    repo.settle_on_open()?;
-                    return Ok(repo);
-                }
-                // Removed from the bucket, or another passphrase, maybe of another key file:
-                // the bucket's are tried.
-                Ok(_) => tracing::info!(key = %m.key_name, "the key file this host remembered is gone from the bucket"),
-                Err(e) if e.kind() == ErrorKind::Unauthorized => {}
-                Err(e) => return Err(e),
+        let passphrase = access.password(&format!("opening {name}"))?;
+        let (key, key_name, found) = match recalled_key(&store, recall(&memo, &identity), passphrase)? {
+            Some((key, key_name, config)) => (key, key_name, Found::Remembered(config)),
+            None => {
+                let (key, key_name, file) = listed_key(&store, &name, passphrase)?;
+                (key, key_name, Found::Listed(file))
             }
-        }
-        let keys = store.list(KEYS)?;
-        if keys.is_empty() {
-            return Err(Error::not_found(format!(
-                "{name} is not a trove repository (it has no key files): run `trove init` there, or point --repo / TROVE_REPO at one"
-            )));
-        }
-        let passphrase = access.password(&format!("opening {name}"))?.to_vec();
-        let mut opened = None;
-        for k in &keys {
-            // One damaged key file must not lock out the passphrases of the others.
-            let file = match store.get_whole(k, MAX_KEY_FILE).and_then(|bytes| KeyFile::parse(k, &bytes)) {
-                Ok(file) => file,
-                Err(e) if e.kind() == ErrorKind::Corrupt => {
-                    tracing::warn!(key = %k, error = %e, "a key file of the bucket is skipped");
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            match file.unwrap(k, &passphrase) {
-                Ok(key) => {
-                    opened = Some((k.clone(), file, key));
-                    break;
-                }
-                Err(e) if e.kind() == ErrorKind::Unauthorized => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        let Some((key_name, key_file, key)) = opened else {
-            return Err(Error::new(
-                ErrorKind::Unauthorized,
-                format!(
-                    "no key file of {name} ({} of them) opens with the passphrase given: check TROVE_PASSWORD / TROVE_PASSWORD_FILE",
-                    keys.len()
-                ),
-            ));
         };
         let sealed = Arc::new(SealedBackend::new(store, key.clone()));
-        let bytes = match sealed.get_whole(CONFIG_KEY, CONFIG_LIMIT) {
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(Error::not_found(format!(
-                    "{name} has key files but no config: its `trove init` was interrupted; remove its values and run it again"
-                )))
+        let config = match found {
+            Found::Remembered(config) => config,
+            Found::Listed(key_file) => {
+                let config = read_config(sealed.as_ref(), &name)?;
+                let m = Remembered { store: identity, key_name: key_name.clone(), key_file, config: config.clone() };
+                remember(&memo, &m);
+                config
             }
-            other => other?,
         };
-        let config: Config = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::corrupt(format!("the config of {name} does not parse ({e})")))?;
         config.check(&name)?;
-        remember(&memo, &Remembered { store: identity, key_name: key_name.clone(), key_file, config: config.clone() });
         let repo = Repo::over_bucket(sealed, (key, key_name), &name, config, access)?;
         repo.settle_on_open()?;
         Ok(repo)
@@ -241,11 +264,11 @@ impl Repo {
             opened_with: key.1,
             stretch: access.stretch.unwrap_or(Stretch::DEFAULT),
         };
-        let dir = access.cache_base()?.join(&config.id);
+        let base = access.cache_base()?;
+        let dir = base.join(&config.id);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         let store: Arc<dyn Backend> = sealed;
         let manifest = open_replica(&dir.join(MANIFEST_FILE), Log::new(store.clone(), name))?;
-        let base = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);
         repo.bucket_keys = Some(Arc::new(keys));
