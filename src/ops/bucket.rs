@@ -158,9 +158,11 @@ fn listed_key(store: &S3Backend, name: &str, passphrase: &[u8]) -> Result<(crate
 /// The repository's config, read from the bucket.
 fn read_config(sealed: &dyn Backend, name: &str) -> Result<Config> {
     let bytes = match sealed.get_whole(CONFIG_KEY, CONFIG_LIMIT) {
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::not_found(format!(
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(Error::not_found(format!(
             "{name} has key files but no config: its `trove init` was interrupted; remove its values and run it again"
-        ))),
+        )))
+        }
         other => other?,
     };
     serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(format!("the config of {name} does not parse ({e})")))
