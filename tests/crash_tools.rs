@@ -89,14 +89,28 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
         let out = trove(&repo, &["tool", "read_file", "--session", &id, r#"{"path":"a.txt"}"#]);
         assert!(out.status.success(), "{point}: {}", stdout(&out));
         let now = files(&ws);
-        let expected = if *point == "drafted" { &old } else { &new };
+        // Until every new content is staged (synced beside its target) the plan can only go
+        // back: the contents are stored with the plan's records, so before that they are
+        // nowhere else. From there it goes forward.
+        let expected = if ["drafted", "journaled", "temp-written"].contains(point) { &old } else { &new };
         assert_eq!(&now, expected, "{point}: the tree is neither fully old nor fully new");
         let became_new = now == new;
         // Every change is in the audit log exactly once.
         let log = trove(&repo, &["--json", "audit", "log"]);
         let text = stdout(&log);
         let changes = text.matches("\"operation\": \"apply_patch\"").count();
-        assert_eq!(changes, if became_new { 5 } else { 0 }, "{point}: {text}");
+        // Rolled back after it was journaled, the plan leaves one record saying so.
+        let rolled_back = !became_new && *point != "drafted";
+        assert_eq!(changes, if became_new { 5 } else { usize::from(rolled_back) }, "{point}: {text}");
+        assert_eq!(text.contains("\"rolledBack\": true"), rolled_back, "{point}: {text}");
+        // Every record names contents the store holds: the new versions a recovery finished
+        // were stored from the tree.
+        let check = trove(&repo, &["check"]);
+        assert!(check.status.success(), "{point}: {}", stdout(&check));
+        if became_new {
+            let stored = text.matches("\"afterObject\": \"").count();
+            assert!(stored >= 3, "{point}: the three writes name their contents: {text}");
+        }
         // The next mutation works on the recovered tree, and no temporary or grave is left.
         let later =
             serde_json::json!({"patch": "*** Begin Patch\n*** Add File: later.txt\n+l\n*** End Patch"}).to_string();

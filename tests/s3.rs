@@ -261,6 +261,73 @@ fn a_repository_in_a_bucket_is_written_by_several_hosts_and_read_by_one_with_no_
     assert!(common::stderr(&o).contains("TROVE_PASSWORD"), "{}", common::stderr(&o));
 }
 
+/// An agent's edit through the tools is one segment of the record log (its new version, a
+/// delta, with its audit record), plus one for the session's activity at most once a second;
+/// another host, with no cache, reads those versions from the bucket and reverts an edit.
+#[test]
+fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
+    use sha2::Digest;
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/repo");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (a, b, ws) = (tmp.path().join("host-a"), tmp.path().join("host-b"), tmp.path().join("ws"));
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let start: String = (0..120).map(|n| format!("line {n}\n")).collect();
+    let mut text = start.clone();
+    std::fs::write(ws.join("notes.txt"), &text).expect("write");
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    let made = ok(
+        trove_on(s3.addr, &repo, &a, &["--json", "session", "create", "--dir", ws.to_str().expect("utf-8")]),
+        "session",
+    );
+    let id = serde_json::from_str::<serde_json::Value>(&made).expect("json")["id"].as_str().expect("id").to_string();
+    let raw = S3Backend::open(&bucket, "repo", &settings(s3.addr)).expect("open");
+    let segments = || raw.list("log/").expect("list").len();
+    let activity = || {
+        let shown = ok(trove_on(s3.addr, &repo, &a, &["--json", "session", "show", &id]), "session show");
+        serde_json::from_str::<serde_json::Value>(&shown).expect("json")["last_activity"].to_string()
+    };
+    let edits = [("line 7\n", "line seven\n"), ("line 60\n", "line sixty\n"), ("line 99\n", "line ninety-nine\n")];
+    for (i, (old, new)) in edits.into_iter().enumerate() {
+        let (before, at) = (segments(), activity());
+        let call = serde_json::json!({
+            "path": "notes.txt",
+            "expectedSha256": hex::encode(sha2::Sha256::digest(text.as_bytes())),
+            "edits": [{"oldText": old, "newText": new}],
+        });
+        let out = ok(trove_on(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call.to_string()]), "edit");
+        assert!(out.contains("\"ok\": true"), "edit {i}: {out}");
+        text = text.replacen(old, new, 1);
+        assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).expect("read"), text);
+        let touched = activity() != at;
+        assert_eq!(
+            segments() - before,
+            1 + usize::from(touched),
+            "edit {i}: one segment, and one if the activity moved"
+        );
+    }
+    // b has never opened the repository: every version comes from the bucket.
+    ok(trove_on(s3.addr, &repo, &b, &["check", "--read-data"]), "check --read-data on b");
+    let log = ok(trove_on(s3.addr, &repo, &b, &["--json", "audit", "log"]), "audit log on b");
+    let records: serde_json::Value = serde_json::from_str(&log).expect("json");
+    let seqs: Vec<u64> = records
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["operation"] == "edit_file" && r["outcome"] == "ok")
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(seqs.len(), 3, "{log}");
+    let second = start.replacen(edits[0].0, edits[0].1, 1).replacen(edits[1].0, edits[1].1, 1);
+    ok(trove_on(s3.addr, &repo, &b, &["revert", &seqs[2].to_string()]), "revert on b");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        second,
+        "the second edit's version, read on b"
+    );
+}
+
 /// A snapshot killed at any moment of its upload (a packed but unrecorded snapshot, before and
 /// after its segment is created, and at random moments while requests are slow) leaves a bucket
 /// every host opens, loses no acknowledged snapshot, and the next snapshot succeeds; a

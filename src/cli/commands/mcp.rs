@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::ServiceExt;
 use trove::tools::catalog;
@@ -24,9 +24,6 @@ pub struct Args {
     pub sandbox_root: String,
 }
 
-/// How often a stream of tool calls is recorded as the session's activity.
-const ACTIVITY_EVERY: Duration = Duration::from_secs(1);
-
 pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> {
     trove::path::check_sandbox_root(&args.sandbox_root)?;
     // stdout is the protocol's: the log goes to stderr (`TROVE_LOG`, default warnings only, as
@@ -46,7 +43,7 @@ pub fn run(_out: &mut Out, repo_path: &Path, args: Args) -> Result<u8, Failure> 
                 // One call at a time: the calls of one client are in order anyway.
                 let mut held = repo.lock().unwrap_or_else(|p| p.into_inner());
                 let (repo, noted) = &mut *held;
-                if noted.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY) {
+                if noted.is_none_or(|t| t.elapsed() >= super::tool::ACTIVITY_EVERY) {
                     super::tool::note_activity(repo, &session);
                     *noted = Some(Instant::now());
                 }

@@ -43,7 +43,12 @@ fn tool(
         .map_err(|e| Error::invalid_argument(format!("tool parameters are not JSON: {e}")))?;
     let repo = crate::cli::open::open_repo(repo_path)?;
     let s = repo.session(session)?;
-    note_activity(&repo, &s.id);
+    // Recorded to the second, as `trove mcp` and a server's reaper do: an agent's burst of
+    // calls would otherwise write the same row, and log it to a bucket, once per call.
+    let since = trove::now_ns().saturating_sub(s.last_activity_ns);
+    if u128::try_from(since).unwrap_or(0) >= ACTIVITY_EVERY.as_nanos() {
+        note_activity(&repo, &s.id);
+    }
     if name == trove::tools::files::NAME {
         let call: trove::tools::files::FilesCall =
             serde_json::from_value(v).map_err(|e| Error::invalid_argument(format!("bad parameters for files: {e}")))?;
@@ -61,6 +66,9 @@ fn tool(
     print_json(out, &trove::tools::envelope(result))?;
     Ok(code)
 }
+
+/// How often a stream of tool calls is recorded as the session's activity.
+pub(crate) const ACTIVITY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Records a use of session `id` as its activity, as a server's requests are: a `trove serve`
 /// running the session would otherwise end it as idle while an agent works through this

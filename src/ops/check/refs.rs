@@ -142,9 +142,10 @@ impl Checking<'_> {
             for step in &parsed.steps {
                 use crate::ops::journal::Step;
                 let hex: Vec<&String> = match step {
-                    Step::Write { before_object, after_object, .. } => {
-                        [before_object, after_object].into_iter().flatten().collect()
-                    }
+                    // A new content held in memory is stored with the plan's records, so a
+                    // plan in flight (or interrupted) names one the store need not hold yet;
+                    // recovery stages it from its temporary.
+                    Step::Write { before_object, .. } => before_object.iter().collect(),
                     Step::Move { object, .. } => object.iter().collect(),
                     _ => Vec::new(),
                 };

@@ -33,6 +33,17 @@ pub(crate) struct StoredContent {
     pub whole: Option<Vec<u8>>,
 }
 
+/// A new content held in memory (an edited text, a request body), stored in the transaction of
+/// the plan's records instead of before the plan: one transaction, so a bucket's log gets one
+/// segment per change. Until then its temporary, synced beside its target before any step,
+/// is where recovery finds it.
+pub(super) struct Fresh<'a> {
+    id: ObjectId,
+    raw: &'a [u8],
+    /// A delta against the pre-image it replaces, and that base's depth, when one pays.
+    delta: Option<(Vec<u8>, u8)>,
+}
+
 impl Repo {
     /// Carries out `drafts` on the tree in `wd` as one journaled plan.
     pub(crate) fn execute(&self, wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<Done> {
@@ -41,7 +52,7 @@ impl Repo {
         let _lease = self.lease(ctx.tool)?;
         let (plan, contents, store) = draft_plan(wd, ctx, drafts)?;
         failpoint(&format!("{}:drafted", plan.tool));
-        self.journal(wd, &plan, &contents, &store)?;
+        let fresh = self.journal(wd, &plan, &contents, &store)?;
         failpoint(&format!("{}:journaled", plan.tool));
         // A big plan (a directory restored) is synced once after staging and once after its
         // renames instead of file by file: thousands of fsyncs would take seconds. Recovery
@@ -60,7 +71,7 @@ impl Repo {
         }
         failpoint(&format!("{}:buried", plan.tool));
         // 5. Finish.
-        self.finish(&plan, false)
+        self.finish(&plan, false, &fresh)
     }
 
     /// Steps 2 and 3, stage and apply; with `bulk`, each followed by one sync of the tree.
@@ -80,8 +91,15 @@ impl Repo {
     /// Step 1, journal: every object the plan needs, then the plan, before the tree is touched.
     /// Pre-images stream from the tree into the store in transactions of their own, so a big
     /// file never holds the manifest's write lock for long; the plan's commit, which is
-    /// fsynced, makes them durable with it (the WAL is written in order).
-    fn journal(&self, wd: &WorkDir, plan: &Plan, contents: &[Staged], store: &[ToStore]) -> Result<()> {
+    /// fsynced, makes them durable with it (the WAL is written in order). New contents held in
+    /// memory that are one object are returned instead, encoded, for `finish` to store.
+    fn journal<'c>(
+        &self,
+        wd: &WorkDir,
+        plan: &Plan,
+        contents: &'c [Staged],
+        store: &[ToStore],
+    ) -> Result<Vec<Fresh<'c>>> {
         // Pre-images first: a new content is then stored as a delta against the pre-image it
         // replaces, held here (by its sha256, hex) when it is small enough to be one object.
         // Only those a new content replaces are held: a deleted directory's thousands of
@@ -110,6 +128,7 @@ impl Repo {
                 }
             }
         }
+        let mut fresh = Vec::new();
         for item in store {
             self.check_deadline("storing the files' new contents")?;
             if let ToStore::Bytes(i) = item {
@@ -120,13 +139,34 @@ impl Repo {
                         }
                         _ => None,
                     };
-                    self.store_stream(&mut &b[..], base)?;
+                    if b.len() > manifest::loose::WHOLE_LIMIT {
+                        self.store_stream(&mut &b[..], base)?;
+                    } else {
+                        let id = ObjectId::of(b);
+                        let delta = base.and_then(|(base_id, base_raw)| self.delta_or_whole(&id, b, base_id, base_raw));
+                        fresh.push(Fresh { id, raw: b, delta });
+                    }
                 }
             }
         }
         let encoded = serde_json::to_string(plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
         self.check_deadline("journaling the change")?;
-        self.manifest.write(|tx| manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded))
+        self.manifest.write(|tx| manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded))?;
+        Ok(fresh)
+    }
+
+    /// `raw` (id `id`) as a delta against `base_raw`, an earlier version of the same path, and
+    /// that base's depth; None when it is better whole or already stored. A delta is an
+    /// economy, never a condition of the write: a chain that cannot be followed (damaged, or a
+    /// base condemned meanwhile) means this version is whole.
+    fn delta_or_whole(&self, id: &ObjectId, raw: &[u8], base_id: &ObjectId, base_raw: &[u8]) -> Option<(Vec<u8>, u8)> {
+        match self.delta_against(id, raw, base_id, base_raw, self.config.zstd_level) {
+            Ok(delta) => delta,
+            Err(e) => {
+                tracing::warn!(object = %id, base = %base_id, error = %e, "stored whole: its previous version's chain could not be followed");
+                None
+            }
+        }
     }
 
     /// Step 2, stage: every new content to a temporary beside its target, fsynced. Returns the
@@ -256,25 +296,9 @@ impl Repo {
     /// Stores one whole object `raw` (id `id`): as a delta against `base` when one is given
     /// and the delta is worth it, else whole.
     fn store_version(&self, id: &ObjectId, raw: &[u8], base: Option<(&ObjectId, &[u8])>, level: i32) -> Result<()> {
-        if let Some((base_id, base_raw)) = base {
-            // A delta is an economy, never a condition of the write: a chain that cannot be
-            // followed (damaged, or a base condemned meanwhile) means this version is whole.
-            match self.delta_against(id, raw, base_id, base_raw, level) {
-                Ok(Some((delta, base_depth))) => {
-                    let stored = self.manifest.write_relaxed(|tx| {
-                        manifest::loose::insert_delta(tx, id, raw.len() as u64, &delta, base_depth)
-                    })?;
-                    if stored {
-                        return Ok(());
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(object = %id, base = %base_id, error = %e, "stored whole: its previous version's chain could not be followed");
-                }
-            }
-        }
-        self.manifest.write_relaxed(|tx| manifest::loose::insert(tx, id, raw, level))
+        let delta = base.and_then(|(base_id, base_raw)| self.delta_or_whole(id, raw, base_id, base_raw));
+        let fresh = Fresh { id: *id, raw, delta };
+        self.manifest.write_relaxed(|tx| insert_fresh(tx, &fresh, level))
     }
 
     /// Removes staged temporaries and the directories staging created (if still empty).
@@ -326,18 +350,33 @@ impl Repo {
         }
     }
 
-    /// Step 5: the records of a plan whose steps all happened, in one transaction.
-    pub(super) fn finish(&self, plan: &Plan, recovered: bool) -> Result<Done> {
+    /// Step 5: the new contents `fresh` and the records of a plan whose steps all happened, in
+    /// one transaction. A recovered plan's records name only the contents the store holds.
+    pub(super) fn finish(&self, plan: &Plan, recovered: bool, fresh: &[Fresh<'_>]) -> Result<Done> {
         let mut done = Done { plan: plan.id.clone(), written: Vec::new(), trashed: Vec::new(), audit_seqs: Vec::new() };
         let now = now_ns();
         let mut records = Vec::with_capacity(plan.steps.len());
         for (i, s) in plan.steps.iter().enumerate() {
             records.push(step_record(plan, i, s, now, recovered, &mut done)?);
         }
+        let level = self.config.zstd_level;
         done.audit_seqs = self.manifest.write_relaxed(|tx| {
+            for f in fresh {
+                insert_fresh(tx, f, level)?;
+            }
             let mut seqs = Vec::with_capacity(records.len());
             for (rec, s) in records.iter().zip(&plan.steps) {
-                let seq = manifest::audit::append(tx, rec)?;
+                let unstored = match rec.after_object {
+                    Some(id) if recovered => !manifest::loose::is_stored(tx, &id)?,
+                    _ => false,
+                };
+                let seq = if unstored {
+                    let mut rec = rec.clone();
+                    rec.after_object = None;
+                    manifest::audit::append(tx, &rec)?
+                } else {
+                    manifest::audit::append(tx, rec)?
+                };
                 if let Step::Remove { trash, .. } = s {
                     let mut t = (**trash).clone();
                     t.audit_seq = Some(seq);
@@ -367,6 +406,16 @@ impl Repo {
         self.checkpoint_if_due();
         Ok(done)
     }
+}
+
+/// Stores `f` in `tx`: as its delta when the base still takes it, else whole.
+fn insert_fresh(tx: &rusqlite::Transaction<'_>, f: &Fresh<'_>, level: i32) -> Result<()> {
+    if let Some((delta, base_depth)) = &f.delta {
+        if manifest::loose::insert_delta(tx, &f.id, f.raw.len() as u64, delta, *base_depth)? {
+            return Ok(());
+        }
+    }
+    manifest::loose::insert(tx, &f.id, f.raw, level)
 }
 
 /// Plans of more steps than this are synced as a whole (see `execute`).

@@ -78,11 +78,11 @@ impl Repo {
         let mut states = Vec::with_capacity(plan.steps.len());
         for s in &plan.steps {
             let mut st = state(wd, s, &predicted)?;
-            // A write whose content was never in the store can only go on from its temporary:
-            // gone or torn (it never is once journaled, unless someone removed it), the plan
-            // rolls back like one meeting someone else's change.
-            if st == State::Pending && staged_content(wd, s)?.is_none() {
-                st = State::Conflict;
+            // A write whose content is not in the store can only go on from its temporary:
+            // gone or torn (the crash came before staging ended, or someone removed it), the
+            // plan rolls back.
+            if st == State::Pending && self.staged_content(wd, s)?.is_none() {
+                st = State::Unstaged;
             }
             if st == State::Pending {
                 match s {
@@ -101,14 +101,12 @@ impl Repo {
             }
             states.push(st);
         }
-        let conflicts: Vec<String> = plan
-            .steps
-            .iter()
-            .zip(&states)
-            .filter(|(_, st)| **st == State::Conflict)
-            .map(|(s, _)| path::display(s.path()).into_owned())
-            .collect();
-        if conflicts.is_empty() {
+        let paths_in = |state: State| -> Vec<String> {
+            let steps = plan.steps.iter().zip(&states).filter(|(_, st)| **st == state);
+            steps.map(|(s, _)| path::display(s.path()).into_owned()).collect()
+        };
+        let (conflicts, unstaged) = (paths_in(State::Conflict), paths_in(State::Unstaged));
+        if conflicts.is_empty() && unstaged.is_empty() {
             for (s, st) in plan.steps.iter().zip(&states) {
                 if *st == State::Pending {
                     self.redo(wd, s)?;
@@ -117,7 +115,8 @@ impl Repo {
             if let Err(e) = bury(wd, plan) {
                 tracing::warn!(plan = %plan.id, error = %e, "a deleted path's grave could not be removed; left beside it");
             }
-            self.finish(plan, true).map(|_| ())
+            self.store_written(wd, plan);
+            self.finish(plan, true, &[]).map(|_| ())
         } else {
             for (s, st) in plan.steps.iter().zip(&states).rev() {
                 if *st == State::Done {
@@ -132,7 +131,21 @@ impl Repo {
                     }
                 }
             }
-            self.abandon(plan, "conflict", "changed by someone else before the interrupted change finished", &conflicts)
+            if conflicts.is_empty() {
+                self.abandon(
+                    plan,
+                    "io",
+                    "interrupted before its new contents were staged beside their targets; nothing was changed",
+                    &unstaged,
+                )
+            } else {
+                self.abandon(
+                    plan,
+                    "conflict",
+                    "changed by someone else before the interrupted change finished",
+                    &conflicts,
+                )
+            }
         }
     }
 
@@ -147,46 +160,86 @@ impl Repo {
         })
     }
 
-    /// Does one pending step during recovery; a write is staged again from its stored content,
-    /// since a temporary the crash left may be torn.
+    /// Does one pending step during recovery; a write whose content is stored is staged again
+    /// from the store, since a temporary the crash left may be torn; one whose content is not
+    /// goes on from its temporary, which `staged_content` found whole.
     fn redo(&self, wd: &WorkDir, s: &Step) -> Result<()> {
-        match s {
-            Step::Write { tmp, staged: Some(_), .. } => match staged_content(wd, s)? {
+        if let Step::Write { path, tmp, mode, .. } = s {
+            match self.staged_content(wd, s)? {
+                Some(Staging::Stored(id)) => {
+                    wd.remove(tmp)?;
+                    let mut reader = self.open_object(id, None)?;
+                    wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
+                }
                 Some(Staging::Placed) => {}
                 Some(Staging::Waiting(from)) => wd.rename(&from, tmp, false, &mut Vec::new())?,
-                None => return Err(Error::corrupt("a journaled upload lost its staged content")),
-            },
-            Step::Write { path, tmp, after_object, mode, .. } => {
-                wd.remove(tmp)?;
-                let obj =
-                    after_object.as_deref().ok_or_else(|| Error::corrupt("a journaled write lost its content"))?;
-                let mut reader = self.open_object(ObjectId::from_hex(obj)?, None)?;
-                wd.write_temp(path, workdir::split(tmp).1, &mut reader, *mode, &mut Vec::new())?;
+                None => return Err(Error::corrupt("a journaled write lost its staged content")),
             }
-            _ => {}
         }
         apply(wd, s)
     }
+
+    /// Where a write's new content is to be had: in the store, beside its target, or where
+    /// its caller wrote it (an upload); `None` if nowhere. Steps other than writes need none.
+    fn staged_content(&self, wd: &WorkDir, s: &Step) -> Result<Option<Staging>> {
+        let Step::Write { tmp, after, staged, after_object, .. } = s else { return Ok(Some(Staging::Placed)) };
+        if let Some(hex) = after_object {
+            let id = ObjectId::from_hex(hex)?;
+            if manifest::loose::is_stored(self.manifest.conn(), &id)? {
+                return Ok(Some(Staging::Stored(id)));
+            }
+        }
+        if sha_of(wd, tmp)?.as_deref() == Some(after.as_str()) {
+            return Ok(Some(Staging::Placed));
+        }
+        match staged {
+            Some(from) if sha_of(wd, from)?.as_deref() == Some(after.as_str()) => {
+                Ok(Some(Staging::Waiting(from.clone())))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Stores the new contents of a settled plan's writes that the crash kept from the store
+    /// (`finish` stores them with the records), read back from the tree, where every write of
+    /// the plan now stands. One that is not there as written is logged and left out: the
+    /// plan's record then names no content for it.
+    fn store_written(&self, wd: &WorkDir, plan: &Plan) {
+        for s in &plan.steps {
+            let Step::Write { path, after, after_object: Some(hex), .. } = s else { continue };
+            let stored = ObjectId::from_hex(hex)
+                .and_then(|id| manifest::loose::is_stored(self.manifest.conn(), &id))
+                .and_then(|stored| {
+                    if stored {
+                        return Ok(true);
+                    }
+                    if sha_of(wd, path)?.as_deref() != Some(after.as_str()) {
+                        return Ok(false);
+                    }
+                    let Some((mut file, _)) = wd.open_file(path)? else { return Ok(false) };
+                    Ok(hex_sha(&self.store_stream(&mut file, None)?.sha256) == *after)
+                });
+            match stored {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(plan = %plan.id, path = %path::display(path), "a recovered write's content changed after it: its record names none")
+                }
+                Err(e) => {
+                    tracing::warn!(plan = %plan.id, path = %path::display(path), error = %e, "a recovered write's content could not be stored: its record names none")
+                }
+            }
+        }
+    }
 }
 
-/// Where a pending write's content not in the store is: already renamed beside its target, or
-/// still waiting where the caller wrote it.
+/// Where a pending write's content is.
 enum Staging {
+    /// In the store: staged again from there.
+    Stored(ObjectId),
+    /// In its temporary beside the target, whole.
     Placed,
+    /// Where its caller wrote it (an upload), whole.
     Waiting(Vec<u8>),
-}
-
-/// For a write staged by its caller, where its content is whole (holding `after`); `None` if
-/// nowhere. A write whose content is in the store can always be staged again: `Placed`.
-fn staged_content(wd: &WorkDir, s: &Step) -> Result<Option<Staging>> {
-    let Step::Write { tmp, after, staged: Some(from), .. } = s else { return Ok(Some(Staging::Placed)) };
-    if sha_of(wd, tmp)?.as_deref() == Some(after.as_str()) {
-        return Ok(Some(Staging::Placed));
-    }
-    if sha_of(wd, from)?.as_deref() == Some(after.as_str()) {
-        return Ok(Some(Staging::Waiting(from.clone())));
-    }
-    Ok(None)
 }
 
 /// Where a journaled step stands after a crash.
@@ -196,6 +249,9 @@ enum State {
     Pending,
     /// The path holds neither what the step found nor what it left: someone else's change.
     Conflict,
+    /// A write still to do whose new content is nowhere whole: not in the store, and its
+    /// temporary missing or torn.
+    Unstaged,
 }
 
 fn sha_of(wd: &WorkDir, path: &[u8]) -> Result<Option<String>> {
