@@ -122,6 +122,69 @@ fn apply_patch_killed_at_each_step_is_fully_old_or_fully_new() {
     }
 }
 
+/// A patch whose first new content goes into directories that do not exist yet, killed once
+/// that temporary is written (the second is not): the plan rolls back, and the directories
+/// staging made go with it.
+#[test]
+fn a_patch_rolled_back_before_staging_ended_leaves_no_directory_it_made() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (repo, ws, id) = setup(tmp.path());
+    let old = files(&ws);
+    let patch = "*** Begin Patch\n*** Add File: new/deeper/n.txt\n+fresh\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** End Patch";
+    let params = serde_json::json!({"patch": patch}).to_string();
+    let out =
+        trove_at_failpoint(&repo, &["tool", "apply_patch", "--session", &id, &params], "apply_patch:temp-written");
+    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "the process must die there: {}", stderr(&out));
+    assert!(ws.join("new/deeper").is_dir(), "staging made the directories before the crash");
+    let out = trove(&repo, &["tool", "read_file", "--session", &id, r#"{"path":"a.txt"}"#]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(files(&ws), old, "rolled back, nothing of the patch is left");
+    let log = stdout(&trove(&repo, &["--json", "audit", "log"]));
+    assert!(log.contains("\"rolledBack\": true") && log.contains("\"outcome\": \"io\""), "{log}");
+}
+
+/// A write of a content over 1 MiB (stored as a chunk list before the plan) killed after its
+/// rename: recovery finishes it, and its record names the stored content.
+#[test]
+fn a_big_write_killed_after_its_rename_is_recorded_with_its_content() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (repo, ws, id) = setup(tmp.path());
+    let content: String = (0..60_000).map(|i| format!("line {i} of a big file\n")).collect();
+    assert!(content.len() > 1 << 20);
+    let params = serde_json::json!({"path": "big.txt", "content": content}).to_string();
+    // Too long for an argument: the parameters come on stdin.
+    let mut child = std::process::Command::new(common::trove_bin())
+        .arg("--repo")
+        .arg(&repo)
+        .args(["tool", "create_file", "--session", &id, "-"])
+        .env_remove("TROVE_REPO")
+        .env_remove("TROVE_LOG")
+        .env("TROVE_FAILPOINT", "create_file:step:0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), params.as_bytes()).expect("parameters");
+    let out = child.wait_with_output().expect("run");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigabrt()),
+        "the process must die there: {} {}",
+        stderr(&out),
+        stdout(&out)
+    );
+    let out = trove(&repo, &["tool", "read_file", "--session", &id, r#"{"path":"a.txt"}"#]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(fs::read_to_string(ws.join("big.txt")).expect("written"), content);
+    let log = stdout(&trove(&repo, &["--json", "audit", "log"]));
+    let v: serde_json::Value = serde_json::from_str(&log).expect("json");
+    let write = v.as_array().expect("records").iter().find(|r| r["operation"] == "create_file").expect("recorded");
+    assert!(write["afterObject"].is_string(), "{write}");
+    let check = trove(&repo, &["check"]);
+    assert!(check.status.success(), "{}", stdout(&check));
+}
+
 fn libc_sigabrt() -> i32 {
     6
 }

@@ -261,6 +261,31 @@ fn a_repository_in_a_bucket_is_written_by_several_hosts_and_read_by_one_with_no_
     assert!(common::stderr(&o).contains("TROVE_PASSWORD"), "{}", common::stderr(&o));
 }
 
+/// A repository in a fresh bucket, initialized on host `a` (of hosts `a` and `b`, cache
+/// directories under `tmp`), with a session on `tmp/ws` whose `notes.txt` holds `notes`: the
+/// bucket, the repository's address and the session's id.
+struct Edited {
+    bucket: String,
+    repo: String,
+    a: std::path::PathBuf,
+    b: std::path::PathBuf,
+    ws: std::path::PathBuf,
+    id: String,
+}
+
+fn session_in_a_bucket(s3: std::net::SocketAddr, tmp: &std::path::Path, notes: &str) -> Edited {
+    let bucket = fresh_bucket(s3);
+    let repo = format!("s3://{bucket}/repo");
+    let (a, b, ws) = (tmp.join("host-a"), tmp.join("host-b"), tmp.join("ws"));
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    std::fs::write(ws.join("notes.txt"), notes).expect("write");
+    ok(trove_on(s3, &repo, &a, &["init"]), "init");
+    let made =
+        ok(trove_on(s3, &repo, &a, &["--json", "session", "create", "--dir", ws.to_str().expect("utf-8")]), "session");
+    let id = serde_json::from_str::<serde_json::Value>(&made).expect("json")["id"].as_str().expect("id").to_string();
+    Edited { bucket, repo, a, b, ws, id }
+}
+
 /// An agent's edit through the tools is one segment of the record log (its new version, a
 /// delta, with its audit record), plus one for the session's activity at most once a second;
 /// another host, with no cache, reads those versions from the bucket and reverts an edit.
@@ -268,20 +293,10 @@ fn a_repository_in_a_bucket_is_written_by_several_hosts_and_read_by_one_with_no_
 fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
     use sha2::Digest;
     let s3 = server();
-    let bucket = fresh_bucket(s3.addr);
-    let repo = format!("s3://{bucket}/repo");
     let tmp = tempfile::tempdir().expect("tmp");
-    let (a, b, ws) = (tmp.path().join("host-a"), tmp.path().join("host-b"), tmp.path().join("ws"));
-    std::fs::create_dir_all(&ws).expect("mkdir");
     let start: String = (0..120).map(|n| format!("line {n}\n")).collect();
     let mut text = start.clone();
-    std::fs::write(ws.join("notes.txt"), &text).expect("write");
-    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
-    let made = ok(
-        trove_on(s3.addr, &repo, &a, &["--json", "session", "create", "--dir", ws.to_str().expect("utf-8")]),
-        "session",
-    );
-    let id = serde_json::from_str::<serde_json::Value>(&made).expect("json")["id"].as_str().expect("id").to_string();
+    let Edited { bucket, repo, a, b, ws, id } = session_in_a_bucket(s3.addr, tmp.path(), &text);
     let raw = S3Backend::open(&bucket, "repo", &settings(s3.addr)).expect("open");
     let segments = || raw.list("log/").expect("list").len();
     let activity = || {
@@ -326,6 +341,51 @@ fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
         second,
         "the second edit's version, read on b"
     );
+}
+
+/// A tool change killed after its segment reached the bucket but before its host committed it
+/// locally: the next open applies the segment, finds the change recorded, and closes the plan
+/// without recording it a second time.
+#[test]
+fn a_tool_change_killed_after_its_segment_landed_is_recorded_once() {
+    use sha2::Digest;
+    use std::os::unix::process::ExitStatusExt;
+    let s3 = server();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let Edited { repo, a, b, ws, id, .. } = session_in_a_bucket(s3.addr, tmp.path(), "one\ntwo\n");
+    let call = serde_json::json!({
+        "path": "notes.txt",
+        "expectedSha256": hex::encode(sha2::Sha256::digest(b"one\ntwo\n")),
+        "edits": [{"oldText": "two", "newText": "TWO"}],
+    })
+    .to_string();
+    let read = r#"{"path": "notes.txt"}"#;
+    // The failpoint takes the process at the first segment it creates: the session's activity
+    // when a second has passed since the last, else the edit's. Each try comes right after a
+    // call that recorded the activity.
+    let mut landed = false;
+    for _ in 0..5 {
+        ok(trove_on(s3.addr, &repo, &a, &["tool", "read_file", "--session", &id, read]), "read");
+        let out = trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call])
+            .env("TROVE_FAILPOINT", "log:published")
+            .output()
+            .expect("run");
+        assert_eq!(out.status.signal(), Some(6), "killed at the failpoint: {}", common::stderr(&out));
+        if std::fs::read_to_string(ws.join("notes.txt")).expect("read") == "one\nTWO\n" {
+            landed = true;
+            break;
+        }
+    }
+    assert!(landed, "the edit's own segment was never the one the failpoint took");
+    let edits = |host: &std::path::Path| {
+        let log = ok(trove_on(s3.addr, &repo, host, &["--json", "audit", "log"]), "audit log");
+        let v: serde_json::Value = serde_json::from_str(&log).expect("json");
+        v.as_array().expect("records").iter().filter(|r| r["operation"] == "edit_file").count()
+    };
+    assert_eq!(edits(&a), 1, "recorded once on the host that was killed");
+    assert_eq!(edits(&b), 1, "and once in the bucket");
+    ok(trove_on(s3.addr, &repo, &a, &["check"]), "check: no plan left open");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).expect("read"), "one\nTWO\n");
 }
 
 /// A snapshot killed at any moment of its upload (a packed but unrecorded snapshot, before and

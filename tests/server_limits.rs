@@ -210,8 +210,16 @@ fn trickle(mut c: TcpStream) -> Resp {
 /// the trickles are cut off (408) with nothing written.
 #[test]
 fn slow_uploads_are_cut_off_and_never_lock_out_the_operator() {
-    let s =
-        http::start(Some(TOKEN), &["--max-connections", "6", "--reserved-connections", "4", "--session-requests", "3"]);
+    let (s, log) = http::start_logging(&[
+        "--max-connections",
+        "6",
+        "--reserved-connections",
+        "4",
+        "--session-requests",
+        "3",
+        "--log-level",
+        "info,trove::server::upload=debug,trove::server::connections=debug",
+    ]);
     let (_, a) = s.session_with_token(r#"{"workspace": "a"}"#);
     let (_, b) = s.session_with_token(r#"{"workspace": "b"}"#);
     let (_, c) = s.session_with_token(r#"{"workspace": "c"}"#);
@@ -222,9 +230,14 @@ fn slow_uploads_are_cut_off_and_never_lock_out_the_operator() {
         }
     }
     // No request can ask whether the server has taken the six in yet: any probe at the limit
-    // would close one of them that is still idle (its head not yet read) to make room. Two
-    // seconds is ample even on a loaded machine (500 ms once was not).
-    std::thread::sleep(Duration::from_secs(2));
+    // would close one of them that is still idle (its head not yet read) to make room. Its log
+    // says so instead, once each upload's head is read and its handler holds its share (a
+    // fixed wait of 2 s was not always enough on a loaded machine).
+    let receiving = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.matches("an upload is being received").count()
+    };
+    assert!(http::eventually(30, || receiving() >= 6), "the six uploads were never all taken in: {}", receiving());
     // A fourth upload of `a` is over its share: refused at once.
     let refused = trickle(start_upload(&s, &a, "fourth.bin"));
     assert_eq!(refused.status, 503, "{}", refused.text());
@@ -235,7 +248,7 @@ fn slow_uploads_are_cut_off_and_never_lock_out_the_operator() {
     assert_eq!(s.get("/healthz").status, 200);
     // ...and another session's request does not take the operator's reserve.
     let r = with_token(&s, &c, "POST", "/v1/file/list", br#"{"path": ""}"#, &[]);
-    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.status, 503, "{}\n{}", r.text(), std::fs::read_to_string(&log).unwrap_or_default());
     let answers: Vec<Resp> =
         slow.into_iter().map(|c| std::thread::spawn(move || trickle(c))).map(|t| t.join().expect("join")).collect();
     for r in &answers {

@@ -642,6 +642,7 @@ fn journal_row(w: &Ws, steps: Vec<trove::testing::Step>) -> trove::PlanId {
         created_ns: 1,
         steps,
         details: json!({}),
+        new_dirs: Vec::new(),
     };
     let conn = trove::testing::conn(&w.repo);
     trove::testing::journal::insert(conn, &plan.id, 1, &serde_json::to_string(&plan).expect("plan")).expect("row");

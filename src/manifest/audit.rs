@@ -203,6 +203,27 @@ fn finish_row(raw: RawRecord) -> Result<FullRecord> {
     Ok(full)
 }
 
+/// Whether records of tool plan `plan` (operation `operation`, of `session` if any, none
+/// older than `since_ns`) are in the log: a plan whose outcome reached a bucket's record log
+/// while its host's local commit did not (killed in between) is settled already. Looked up by
+/// the session's index, else the operation's: only recovery asks.
+pub fn plan_recorded(
+    conn: &Connection,
+    plan: &str,
+    operation: &str,
+    session: Option<&str>,
+    since_ns: i64,
+) -> Result<bool> {
+    let sql = if session.is_some() {
+        "SELECT 1 FROM audit WHERE session = ?4 AND operation = ?2 AND time_ns >= ?3 AND json_extract(details, '$.plan') = ?1 LIMIT 1"
+    } else {
+        "SELECT 1 FROM audit WHERE ?4 IS NULL AND operation = ?2 AND time_ns >= ?3 AND json_extract(details, '$.plan') = ?1 LIMIT 1"
+    };
+    conn.prepare_cached(sql)
+        .and_then(|mut st| st.exists(params![plan, operation, since_ns, session]))
+        .map_err(db("looking up a plan's records"))
+}
+
 /// Record `seq`, if there is one.
 pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
     let raw = conn

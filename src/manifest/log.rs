@@ -49,6 +49,8 @@ pub const DURABLE: &[(&str, &[&str])] = &[
 
 /// The most columns a logged table has (the temporary table has this many value columns).
 const MAX_COLUMNS: usize = 24;
+// A change's mask of columns is a u32.
+const _: () = assert!(MAX_COLUMNS < 32);
 /// The most bytes a segment may hold, sealed or not, and the most its rows may decode to. A
 /// transaction whose rows would pass it is refused before anything is published (every reader
 /// would refuse the segment, and no host could catch up past it): a snapshot's commit indexes
@@ -496,6 +498,7 @@ impl Log {
         let dictionary: &[u8] = match (version, field(20, 4)) {
             (1, 0) | (2, 0) => &[],
             (2, 1) => dictionary_1(),
+            (0, _) => return Err(self.damaged(seq, "is in format 0, which no trove writes")),
             (_, d) => return Err(self.damaged(seq, &format!("names dictionary {d}, which no trove has"))),
         };
         let mut body = Vec::new();

@@ -39,6 +39,12 @@ pub fn is_stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
     Ok(has_live(conn, id)? || super::objects::has_live(conn, id)?)
 }
 
+/// Whether file content `id` is stored live: as one object (loose or packed), or as a chunk
+/// list (a content over 1 MiB).
+pub fn content_stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    Ok(is_stored(conn, id)? || super::objects::has_live_chunk_list(conn, id)?)
+}
+
 fn put(conn: &Connection, id: &ObjectId, raw_len: u64, encoded: &[u8]) -> Result<()> {
     // A condemned row is replaced, bytes and all: if it was a delta, its base may be on its way
     // out too, while the caller's encoding was made against what is live now.

@@ -187,6 +187,7 @@ pub(super) async fn receive(
     let actor = super::request::actor();
     let limit = st.opts.upload_limit;
     let _busy = st.mark_busy(&id);
+    tracing::debug!(session = %id, "an upload is being received");
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(IN_FLIGHT);
     let (path_tx, path_rx) = tokio::sync::oneshot::channel::<Option<String>>();
     // The storing side: the stream into the tree, then (once the parts ended) the write.

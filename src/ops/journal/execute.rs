@@ -57,7 +57,8 @@ impl Repo {
         // A big plan (a directory restored) is synced once after staging and once after its
         // renames instead of file by file: thousands of fsyncs would take seconds. Recovery
         // needs no more: the plan is journaled before either, and a rename lost in a crash
-        // leaves its temporary, which recovery stages again from the store.
+        // leaves its temporary, which recovery stages again from the store (or, for a content
+        // not stored yet, syncs and goes on from when it is whole).
         let bulk = plan.steps.len() > BULK_STEPS;
         if bulk {
             wd.defer_syncs();
@@ -367,7 +368,7 @@ impl Repo {
             let mut seqs = Vec::with_capacity(records.len());
             for (rec, s) in records.iter().zip(&plan.steps) {
                 let unstored = match rec.after_object {
-                    Some(id) if recovered => !manifest::loose::is_stored(tx, &id)?,
+                    Some(id) if recovered => !manifest::loose::content_stored(tx, &id)?,
                     _ => false,
                 };
                 let seq = if unstored {
@@ -439,6 +440,7 @@ fn draft_plan(wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<(Plan, V
         created_ns: now_ns(),
         steps: Vec::with_capacity(drafts.len()),
         details: ctx.details,
+        new_dirs: Vec::new(),
     };
     let mut contents: Vec<Staged> = Vec::with_capacity(drafts.len());
     let mut store: Vec<ToStore> = Vec::new();
@@ -454,7 +456,32 @@ fn draft_plan(wd: &WorkDir, ctx: Ctx<'_>, drafts: Vec<Draft>) -> Result<(Plan, V
         }
         contents.push(content);
     }
+    plan.new_dirs = missing_parents(wd, &plan.steps);
     Ok((plan, contents, store))
+}
+
+/// The parents of the writes' targets that do not exist, shallowest first, each once.
+fn missing_parents(wd: &WorkDir, steps: &[Step]) -> Vec<Vec<u8>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut missing = Vec::new();
+    for s in steps {
+        let Step::Write { path, .. } = s else { continue };
+        let mut parents = Vec::new();
+        let mut at = workdir::split(path).0;
+        // Upward until a directory known or found to exist: a restored tree of thousands of
+        // files costs a lookup per directory, not per file.
+        while !at.is_empty() && seen.insert(at.to_vec()) {
+            // Only a directory known missing counts: anything else is left to staging to judge.
+            if !matches!(wd.stat(at), Ok(None)) {
+                break;
+            }
+            parents.push(at.to_vec());
+            at = workdir::split(at).0;
+        }
+        missing.extend(parents.into_iter().rev());
+    }
+    missing.sort_by_key(|d| d.iter().filter(|&&b| b == b'/').count());
+    missing
 }
 
 /// One draft as a step of plan `id` (its `i`th), its content to stage, and the path and sha256

@@ -103,6 +103,11 @@ pub struct Plan {
     /// Facts for the audit records' details (the tool's own, e.g. the restored trash id).
     #[serde(default)]
     pub details: serde_json::Value,
+    /// The directories staging may create for the writes' temporaries (their targets' parents
+    /// missing when the plan was drafted), shallowest first: a plan rolled back removes those
+    /// left empty, so the tree is as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_dirs: Vec<Vec<u8>>,
 }
 
 /// A step being drafted. Pre-images are described (`Current`), not held: their bytes are

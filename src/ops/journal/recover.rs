@@ -69,6 +69,17 @@ impl Repo {
     }
 
     fn settle(&self, wd: Option<&WorkDir>, plan: &Plan) -> Result<()> {
+        // In a bucket, a write is in the log once its segment is, before its local commit: a
+        // host killed between the two applies the plan's records when it opens, and its
+        // journal row (this host's alone) still says the plan is open. Settled already.
+        if self.manifest.is_replica() {
+            let session = plan.session.as_ref().map(|s| s.as_str());
+            let conn = self.manifest.conn();
+            if manifest::audit::plan_recorded(conn, plan.id.as_str(), &plan.tool, session, plan.created_ns)? {
+                tracing::info!(plan = %plan.id, "an interrupted change was recorded in the log already");
+                return self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id));
+            }
+        }
         let Some(wd) = wd else {
             return self.abandon(plan, "not_found", "the workspace directory is gone", &[]);
         };
@@ -107,6 +118,12 @@ impl Repo {
         };
         let (conflicts, unstaged) = (paths_in(State::Conflict), paths_in(State::Unstaged));
         if conflicts.is_empty() && unstaged.is_empty() {
+            // A temporary recovery goes on from was found whole but may never have been synced
+            // (a bulk plan syncs once after staging, and the crash can come first): synced now,
+            // before a rename makes it the file and the record says so.
+            if states.contains(&State::Pending) {
+                wd.sync_all()?;
+            }
             for (s, st) in plan.steps.iter().zip(&states) {
                 if *st == State::Pending {
                     self.redo(wd, s)?;
@@ -129,6 +146,12 @@ impl Repo {
                     if let Some(from) = staged {
                         wd.remove(from)?;
                     }
+                }
+            }
+            // Deepest first; one someone else filled since is theirs and stays.
+            for dir in plan.new_dirs.iter().rev() {
+                if let Err(e) = wd.rmdir(dir) {
+                    tracing::debug!(plan = %plan.id, path = %path::display(dir), error = %e, "a directory staging made is kept");
                 }
             }
             if conflicts.is_empty() {
@@ -173,7 +196,12 @@ impl Repo {
                 }
                 Some(Staging::Placed) => {}
                 Some(Staging::Waiting(from)) => wd.rename(&from, tmp, false, &mut Vec::new())?,
-                None => return Err(Error::corrupt("a journaled write lost its staged content")),
+                None => {
+                    return Err(Error::corrupt(format!(
+                        "{}: a journaled write lost its staged content",
+                        path::display(path)
+                    )))
+                }
             }
         }
         apply(wd, s)
@@ -185,7 +213,7 @@ impl Repo {
         let Step::Write { tmp, after, staged, after_object, .. } = s else { return Ok(Some(Staging::Placed)) };
         if let Some(hex) = after_object {
             let id = ObjectId::from_hex(hex)?;
-            if manifest::loose::is_stored(self.manifest.conn(), &id)? {
+            if manifest::loose::content_stored(self.manifest.conn(), &id)? {
                 return Ok(Some(Staging::Stored(id)));
             }
         }
@@ -208,7 +236,7 @@ impl Repo {
         for s in &plan.steps {
             let Step::Write { path, after, after_object: Some(hex), .. } = s else { continue };
             let stored = ObjectId::from_hex(hex)
-                .and_then(|id| manifest::loose::is_stored(self.manifest.conn(), &id))
+                .and_then(|id| manifest::loose::content_stored(self.manifest.conn(), &id))
                 .and_then(|stored| {
                     if stored {
                         return Ok(true);

@@ -20,7 +20,7 @@ use rusqlite::Connection;
 use crate::base::error::Result;
 use crate::base::time::now_ns;
 use crate::fs::walk::{self, DirNode, Node, Stat, WalkOptions, WalkReport, Walked};
-use crate::manifest::{self, loose, objects, trees};
+use crate::manifest::{self, loose, trees};
 use crate::model::snapshot::{Counts, SnapshotInfo};
 use crate::model::tree::{Entry, EntryKind};
 use crate::object::{ObjectId, RandomKeySet};
@@ -179,18 +179,13 @@ fn fresh_parts(conn: &Connection, live: &LiveTree) -> Result<Option<Fresh>> {
             let path = walk::join_rel(&rel, &e.name);
             match (e.kind, e.content) {
                 (EntryKind::Dir, Some(sub)) => stack.push((path, sub)),
-                (EntryKind::File, Some(content)) if content_stored(conn, &content)? => {}
+                (EntryKind::File, Some(content)) if loose::content_stored(conn, &content)? => {}
                 (EntryKind::File, _) => fresh.files.push((path, e)),
                 _ => {}
             }
         }
     }
     Ok(Some(fresh))
-}
-
-/// Whether content `id` is stored live: one object, packed or loose, or a chunk list.
-fn content_stored(conn: &Connection, id: &ObjectId) -> Result<bool> {
-    Ok(objects::has_live(conn, id)? || loose::has_live(conn, id)? || objects::has_live_chunk_list(conn, id)?)
 }
 
 /// The files to store as a walk of their own (a directory per parent, each file's status as it
