@@ -191,7 +191,7 @@ write_file delete_file move_file create_directory restore_file apply_patch \
     BYTES.get_or_init(|| {
         let mut out = TEXT.as_bytes().to_vec();
         for (table, columns) in TABLES {
-            put_entry(&mut out, table, columns.iter().copied());
+            put_entry(&mut out, table, columns.len(), columns.iter().copied());
         }
         out.extend_from_slice(b"\x03\x09edit_file\x03\x04hist\x03\x08cli:uid0\x03\x02ok");
         out
@@ -199,10 +199,10 @@ write_file delete_file move_file create_directory restore_file apply_patch \
 }
 
 /// A body's dictionary entry: a table's name and the columns its changes give.
-fn put_entry<'a>(out: &mut Vec<u8>, table: &str, columns: impl ExactSizeIterator<Item = &'a str>) {
+fn put_entry<'a>(out: &mut Vec<u8>, table: &str, count: usize, columns: impl Iterator<Item = &'a str>) {
     varint::put(out, table.len() as u64);
     out.extend_from_slice(table.as_bytes());
-    varint::put(out, columns.len() as u64);
+    varint::put(out, count as u64);
     for c in columns {
         varint::put(out, c.len() as u64);
         out.extend_from_slice(c.as_bytes());
@@ -370,7 +370,7 @@ pub fn take_changes(conn: &Connection, logged: &[Logged]) -> Result<Option<Vec<u
             Some(n) => n,
             None => {
                 let given = t.columns.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0);
-                put_entry(&mut dictionary, table, given.map(|(_, c)| c.as_str()).collect::<Vec<_>>().into_iter());
+                put_entry(&mut dictionary, table, mask.count_ones() as usize, given.map(|(_, c)| c.as_str()));
                 entries.push((tbl as usize, mask));
                 entries.len() - 1
             }
