@@ -423,15 +423,26 @@ pub struct Log {
     name: String,
     /// The logged tables as the replica's connection has them ([`attach`]); empty until then.
     logged: Vec<Logged>,
+    /// A segment `news` fetched (its number and bytes), for the catch-up that follows.
+    fetched: std::sync::Arc<std::sync::Mutex<Option<Fetched>>>,
 }
+
+/// A segment's number and stored bytes.
+type Fetched = (u64, Vec<u8>);
 
 impl Log {
     pub fn new(store: std::sync::Arc<dyn Backend>, name: impl Into<String>) -> Log {
-        Log { store, name: name.into(), logged: Vec::new() }
+        Log { store, name: name.into(), logged: Vec::new(), fetched: Default::default() }
     }
 
     /// Segment `seq`'s stored bytes, or None when there is none (yet).
     fn fetch(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+        let mut kept = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+        match kept.take() {
+            Some((at, stored)) if at == seq => return Ok(Some(stored)),
+            _ => {}
+        }
+        drop(kept);
         match self.store.get_whole(&key(seq), MAX_SEGMENT) {
             Ok(stored) => Ok(Some(stored)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -551,6 +562,13 @@ impl Replication for Log {
 
     fn catch_up(&self, tx: &Connection) -> Result<u64> {
         self.catch_up_to(tx)
+    }
+
+    fn news(&self, conn: &Connection) -> Result<bool> {
+        let next = position(conn)? + 1;
+        let Some(stored) = self.fetch(next)? else { return Ok(false) };
+        *self.fetched.lock().unwrap_or_else(|p| p.into_inner()) = Some((next, stored));
+        Ok(true)
     }
 }
 
@@ -892,6 +910,26 @@ mod tests {
                 .expect("refused");
             assert_eq!(e.kind(), kind, "{e}");
         }
+    }
+
+    #[test]
+    fn a_catch_up_that_finds_nothing_new_takes_no_write_lock() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = replica(tmp.path(), "a.db", &store);
+        let b = replica(tmp.path(), "b.db", &store);
+        record(&a, "one");
+        assert_eq!(b.catch_up().expect("catch up"), 1);
+        // Another connection of b's file holds the write lock, as a long write would: asking
+        // the log, which has nothing new, does not wait for it (it would wait 10 s and fail).
+        let other = rusqlite::Connection::open(tmp.path().join("b.db")).expect("open");
+        other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        assert_eq!(b.catch_up().expect("nothing new, no lock needed"), 0);
+        other.execute_batch("ROLLBACK").expect("unlock");
+        // A segment found while asking is applied from what was fetched.
+        record(&a, "two");
+        assert_eq!(b.catch_up().expect("catch up"), 1);
+        assert_eq!(rows(&a), rows(&b));
     }
 
     #[test]
