@@ -24,6 +24,11 @@ pub struct Cli {
     // TROVE_CACHE_DIR is read by the library itself (an empty one is as if unset).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The most this machine keeps of a bucket's packs in its cache (whole packs a restore
+    /// fetched, read from disk after): a size such as 500MiB or 4GiB; 0 keeps none
+    /// [default: 2GiB]
+    #[arg(long, global = true, env = "TROVE_CACHE_SIZE", value_name = "SIZE", value_parser = commands::serve::parse_bytes)]
+    pub cache_size: Option<u64>,
     /// A snapshot that reads a tree of more entries than this whole (its first, or one after
     /// the cache was deleted) reads it in batches of about as many: memory follows the batch
     /// (about 500 bytes an entry) [default: 50000]

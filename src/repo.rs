@@ -125,6 +125,9 @@ pub struct BucketAccess {
     pub settings: S3Settings,
     /// How hard a new key file's passphrase is stretched (tests use less).
     pub stretch: Option<Stretch>,
+    /// The bound in bytes of this node's cache of the bucket's packs (`--cache-size`); None:
+    /// 2 GiB; 0: no cache.
+    pub cache_size: Option<u64>,
 }
 
 impl std::fmt::Debug for BucketAccess {
@@ -184,11 +187,15 @@ pub fn read_password_file(path: &Path) -> Result<String> {
 /// What a handle on a bucket keeps to manage its key files: the store beneath the sealing,
 /// the repository key, and the key file that opened it.
 pub(crate) struct BucketKeys {
-    pub(crate) store: std::sync::Arc<crate::object::SealedBackend<crate::object::S3Backend>>,
+    pub(crate) store: std::sync::Arc<BucketStore>,
     pub(crate) key: crate::object::SealKey,
     pub(crate) opened_with: String,
     pub(crate) stretch: Stretch,
 }
+
+/// How a repository in a bucket is read and written: sealed, over the node's pack cache, over
+/// the bucket.
+pub(crate) type BucketStore = crate::object::SealedBackend<crate::object::PackCache<crate::object::S3Backend>>;
 
 /// Entries a batch of a snapshot read whole holds, unless [`Repo::set_batch_files`] says
 /// otherwise: about 25 MiB of its working set (some 500 bytes an entry while it is read and
@@ -451,15 +458,20 @@ impl Repo {
     /// Opens the repository at `path`: a directory, or `s3://BUCKET/PREFIX` (opened with the
     /// passphrase from the environment, [`BucketAccess::from_env`]).
     pub fn open(path: &Path) -> Result<Repo> {
-        Repo::open_with(path, None)
+        Repo::open_with(path, None, None)
     }
 
     /// [`Repo::open`] with this node's cache directory (`--cache-dir`; None: the default), which
-    /// holds a bucket's manifest replica.
-    pub fn open_with(path: &Path, cache_dir: Option<&Path>) -> Result<Repo> {
+    /// holds a bucket's manifest replica and its pack cache, bounded by `cache_size` bytes
+    /// (`--cache-size`; None: 2 GiB).
+    pub fn open_with(path: &Path, cache_dir: Option<&Path>, cache_size: Option<u64>) -> Result<Repo> {
         match Location::parse(path.as_os_str())? {
             Location::Bucket { bucket, prefix } => {
-                let access = BucketAccess { cache_base: cache_dir.map(Path::to_path_buf), ..BucketAccess::from_env()? };
+                let access = BucketAccess {
+                    cache_base: cache_dir.map(Path::to_path_buf),
+                    cache_size,
+                    ..BucketAccess::from_env()?
+                };
                 Repo::open_bucket(&bucket, &prefix, &access)
             }
             Location::Local(_) => {

@@ -571,3 +571,113 @@ fn a_server_on_another_host_serves_the_buckets_snapshots_and_sees_new_ones() {
     let v = list.json();
     assert_eq!(v.as_array().or_else(|| v["snapshots"].as_array()).map_or(0, Vec::len), 2, "{v}");
 }
+
+/// A restore on a host with no cache fetches each pack it reads whole, once, into the node's
+/// pack cache, and reads from there: a `cat` after it asks the bucket for no pack. The cache
+/// keeps to `--cache-size` (a restore it cannot hold reads the rest blob by blob), and 0 keeps
+/// none; every restore is byte for byte.
+#[test]
+fn a_restore_fetches_each_pack_once_into_a_cache_bounded_by_cache_size() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/cached");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let work = tmp.path().join("work");
+    common::rich_workspace(&work);
+    let w = work.to_str().expect("utf-8");
+    let a = tmp.path().join("host-a");
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    // Three snapshots, each with new content: a pack each at least.
+    let mut rng = trove::sample::Rng::new(39);
+    for i in 0..3 {
+        std::fs::write(work.join(format!("part-{i}.bin")), rng.bytes(1 << 20)).expect("write");
+        ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "snapshot");
+    }
+    let raw = S3Backend::open(&bucket, "cached", &settings(s3.addr)).expect("open");
+    let packs: Vec<(String, u64)> =
+        raw.list("packs/").expect("list").into_iter().map(|k| (k.clone(), raw.size(&k).expect("size"))).collect();
+    assert!(packs.len() >= 3, "{packs:?}");
+    let total: u64 = packs.iter().map(|(_, s)| s).sum();
+    let pack_requests = |seen: &common::s3::Seen| -> Vec<(String, String)> {
+        let seen = seen.lock().expect("seen");
+        seen.iter().filter(|(_, p, _)| p.contains("/packs/")).map(|(m, p, _)| (m.clone(), p.clone())).collect()
+    };
+    let cached = |host: &std::path::Path| -> Vec<u64> {
+        let ids: Vec<_> = std::fs::read_dir(host)
+            .expect("host")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.file_name().is_some_and(|n| n.len() == 32))
+            .collect();
+        assert_eq!(ids.len(), 1, "{ids:?}");
+        match std::fs::read_dir(ids[0].join("pack-cache")) {
+            Ok(files) => files.map(|f| f.expect("file").metadata().expect("meta").len()).collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+
+    // A new host: one GET of each pack, nothing else of them.
+    let (counted, seen) = proxy(s3.addr, Arc::new(|_, _, _| Action::Forward));
+    let b = tmp.path().join("host-b");
+    let out = tmp.path().join("restored-b");
+    ok(trove_on(counted, &repo, &b, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore on b");
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
+    let mut asked = pack_requests(&seen);
+    asked.sort();
+    assert_eq!(asked.len(), packs.len(), "one request a pack: {asked:#?}");
+    assert!(asked.iter().all(|(m, _)| m == "GET"), "{asked:#?}");
+    asked.dedup();
+    assert_eq!(asked.len(), packs.len(), "each pack once: {asked:#?}");
+    let mut held = cached(&b);
+    held.sort_unstable();
+    let mut sizes: Vec<u64> = packs.iter().map(|(_, s)| *s).collect();
+    sizes.sort_unstable();
+    assert_eq!(held, sizes, "the cache holds the packs as the bucket does");
+    // Read from the cache after: the bucket is asked for no pack.
+    seen.lock().expect("seen").clear();
+    let big = trove_on(counted, &repo, &b, &["cat", "latest", "part-2.bin"]);
+    assert!(big.status.success(), "cat: {}", common::stderr(&big));
+    assert!(big.stdout == std::fs::read(work.join("part-2.bin")).expect("read"), "cat gives the file's bytes");
+    ok(
+        trove_on(counted, &repo, &b, &["restore", "latest", "--to", tmp.path().join("again").to_str().expect("utf-8")]),
+        "again",
+    );
+    assert_eq!(pack_requests(&seen), Vec::<(String, String)>::new());
+
+    // A bound under the packs' total: what fits is cached, the rest read blob by blob.
+    let bound = total - packs.iter().map(|(_, s)| *s).min().unwrap_or(0) / 2 - 1;
+    let c = tmp.path().join("host-c");
+    let out = tmp.path().join("restored-c");
+    let o = trove_cmd(s3.addr, &repo, &c, &["restore", "latest", "--to", out.to_str().expect("utf-8")])
+        .env("TROVE_CACHE_SIZE", bound.to_string())
+        .output()
+        .expect("run");
+    ok(o, "restore on c");
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
+    let held: u64 = cached(&c).iter().sum();
+    assert!(held <= bound && held > 0, "{held} of {bound}");
+
+    // 0: nothing cached, the restore as whole.
+    let d = tmp.path().join("host-d");
+    let out = tmp.path().join("restored-d");
+    let (counted, seen) = proxy(s3.addr, Arc::new(|_, _, _| Action::Forward));
+    ok(
+        trove_on(counted, &repo, &d, &["--cache-size", "0", "restore", "latest", "--to", out.to_str().expect("utf-8")]),
+        "restore on d",
+    );
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
+    assert_eq!(cached(&d), Vec::<u64>::new());
+    assert!(pack_requests(&seen).len() > packs.len(), "ranged reads: {:#?}", pack_requests(&seen));
+    let bad = trove_on(s3.addr, &repo, &d, &["--cache-size", "lots", "snapshots"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", common::stderr(&bad));
+    assert!(common::stderr(&bad).contains("is not a size"), "{}", common::stderr(&bad));
+
+    // `check --read-data` verifies the bucket, not a host's cached copies: a pack gone from the
+    // bucket is found on b, which still holds it.
+    let (gone, _) = &packs[0];
+    raw.delete(gone).expect("delete a pack");
+    let o = trove_on(s3.addr, &repo, &b, &["check", "--read-data"]);
+    let said = format!("{}{}", common::stdout(&o), common::stderr(&o));
+    assert!(!o.status.success(), "{said}");
+    let name = gone.rsplit('/').next().expect("name").trim_end_matches(".pack");
+    assert!(said.contains(name), "names the pack {name}: {said}");
+}

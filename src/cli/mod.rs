@@ -19,6 +19,7 @@ use crate::{Cli, Command};
 
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     open::set_cache_dir(cli.cache_dir.clone());
+    open::set_cache_size(cli.cache_size);
     open::set_batch_files(cli.batch_files);
     let repo_path = match &cli.repo {
         Some(p) => p.clone(),

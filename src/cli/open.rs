@@ -1,12 +1,23 @@
 //! Opening the repository with the command line's global settings: `--cache-dir` (or
-//! `TROVE_CACHE_DIR`) and `--batch-files` (or `TROVE_BATCH_FILES`), read once when the command
-//! line is parsed.
+//! `TROVE_CACHE_DIR`), `--cache-size` (or `TROVE_CACHE_SIZE`) and `--batch-files` (or
+//! `TROVE_BATCH_FILES`), read once when the command line is parsed.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
 static BATCH_FILES: OnceLock<Option<u64>> = OnceLock::new();
+static CACHE_SIZE: OnceLock<Option<u64>> = OnceLock::new();
+
+/// Keeps `--cache-size` for the commands' opens; the first call wins.
+pub(crate) fn set_cache_size(bytes: Option<u64>) {
+    let _ = CACHE_SIZE.set(bytes);
+}
+
+/// `--cache-size`, if given.
+pub(crate) fn cache_size() -> Option<u64> {
+    CACHE_SIZE.get().copied().flatten()
+}
 
 /// Keeps `--batch-files` for the commands' opens; the first call wins.
 pub(crate) fn set_batch_files(files: Option<u64>) {
@@ -30,7 +41,7 @@ pub(crate) fn cache_dir() -> Option<&'static Path> {
 
 /// Opens the repository at `path` with the command line's cache directory.
 pub(crate) fn open_repo(path: &Path) -> trove::Result<trove::Repo> {
-    let mut repo = trove::Repo::open_with(path, cache_dir())?;
+    let mut repo = trove::Repo::open_with(path, cache_dir(), cache_size())?;
     if let Some(files) = batch_files() {
         repo.set_batch_files(files);
     }

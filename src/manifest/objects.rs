@@ -63,6 +63,15 @@ pub fn record_pack_parts(
     conn.query_row("SELECT id FROM packs WHERE name = ?1", [key], |r| r.get(0)).map_err(db("recording a pack"))
 }
 
+/// The size the manifest records for pack `key` (as written, before any sealing), or None: no
+/// such pack.
+pub fn pack_size(conn: &Connection, key: &str) -> Result<Option<u64>> {
+    conn.query_row("SELECT size FROM packs WHERE name = ?1", [key], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|size| size.map(|s| s.max(0) as u64))
+        .map_err(db("reading a pack's size"))
+}
+
 /// Records sealed packs and indexes their objects. Objects are inserted in id order: B-tree
 /// pages filled in key order stay nearly full, where random-order inserts leave them about
 /// two-thirds full.

@@ -31,6 +31,15 @@ pub trait Backend: Send + Sync {
         }
         self.get_range(key, 0, size)
     }
+    /// Writes the whole value under `key` to `out` as it arrives, refused as `corrupt` before a
+    /// byte is written when it is longer than `limit`; its length. The default reads it whole
+    /// first; a backend that can stream (a bucket) overrides it, so memory stays one piece.
+    fn copy_to(&self, key: &str, limit: u64, out: &mut dyn std::io::Write) -> Result<u64> {
+        let bytes = self.get_whole(key, limit)?;
+        out.write_all(&bytes)
+            .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot write the copy of {key}: {e}"), e))?;
+        Ok(bytes.len() as u64)
+    }
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The length of the value under `key`; a missing key is `not_found`.
@@ -152,6 +161,13 @@ pub fn contract(b: &dyn Backend) {
     let long = b.get_whole("packs/aa/one.pack", 10).expect_err("over its limit");
     assert_eq!(long.kind(), ErrorKind::Corrupt, "{long}");
     assert_eq!(b.get_whole("packs/cc/none.pack", 10).expect_err("missing").kind(), ErrorKind::NotFound);
+    let mut copy = Vec::new();
+    assert_eq!(b.copy_to("packs/aa/one.pack", 11, &mut copy).expect("copy"), 11);
+    assert_eq!(copy, b"hello world");
+    let mut refused = Vec::new();
+    let long = b.copy_to("packs/aa/one.pack", 10, &mut refused).expect_err("copy over its limit");
+    assert_eq!((long.kind(), refused.len()), (ErrorKind::Corrupt, 0), "{long}");
+    assert_eq!(b.copy_to("packs/cc/none.pack", 10, &mut refused).expect_err("missing").kind(), ErrorKind::NotFound);
     assert_eq!(b.size("packs/cc/none.pack").expect_err("missing").kind(), ErrorKind::NotFound);
     b.delete("packs/aa/one.pack").expect("delete");
     b.delete("packs/aa/one.pack").expect("delete again");

@@ -12,6 +12,7 @@ pub mod local;
 pub mod location;
 pub mod memory;
 pub mod pack;
+pub mod pack_cache;
 pub mod s3;
 pub mod seal;
 
@@ -23,5 +24,6 @@ pub use local::LocalBackend;
 pub use location::Location;
 pub use memory::MemoryBackend;
 pub use pack::{PackWriter, SealedPack};
+pub use pack_cache::PackCache;
 pub use s3::{S3Backend, S3Settings};
 pub use seal::{SealKey, SealedBackend};

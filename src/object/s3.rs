@@ -362,6 +362,71 @@ impl Backend for S3Backend {
         }
     }
 
+    fn copy_to(&self, key: &str, limit: u64, out: &mut dyn std::io::Write) -> Result<u64> {
+        let Some(runtime) = &self.runtime else {
+            return Err(Error::new(ErrorKind::Io, format!("cannot read {key}: the S3 client's runtime is shut down")));
+        };
+        let (client, path) = (self.client.clone(), self.path(key));
+        // The body comes a few pieces at a time through a bounded channel: memory stays small
+        // whatever the value's length, and the writing is done on the caller's thread.
+        let (size_tx, size_rx) = mpsc::sync_channel(1);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        runtime.spawn(async move {
+            let result = match client.get_opts(&path, GetOptions::default()).await {
+                Ok(result) => result,
+                Err(e) => {
+                    let _ = size_tx.send(Err(e));
+                    return;
+                }
+            };
+            let size = result.meta.size;
+            let _ = size_tx.send(Ok(size));
+            if size > limit {
+                return;
+            }
+            let mut body = result.into_stream();
+            while let Some(piece) = body.next().await {
+                // The reader is gone (a write failed): stop.
+                if tx.send(piece).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let size = match size_rx.recv() {
+            Ok(Ok(size)) => size,
+            Ok(Err(e)) => return Err(self.error("read", key, e)),
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("cannot read {key}: the S3 client stopped before answering"),
+                ))
+            }
+        };
+        if size > limit {
+            return Err(super::backend::too_long(key, size, limit));
+        }
+        let mut written = 0u64;
+        while let Some(piece) = rx.blocking_recv() {
+            let piece = piece.map_err(|e| self.error("read", key, e))?;
+            written += piece.len() as u64;
+            if written > size {
+                return Err(Error::corrupt(format!(
+                    "{key} in {} sent more bytes than its length, {size}",
+                    self.describe()
+                )));
+            }
+            out.write_all(&piece)
+                .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot write the copy of {key}: {e}"), e))?;
+        }
+        if written != size {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("reading {key} from {} ended after {written} of its {size} bytes; try again", self.describe()),
+            ));
+        }
+        Ok(written)
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         // The listing is by whole segments: list the directory the prefix ends in and keep the
         // keys that start with it.

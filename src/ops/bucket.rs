@@ -4,8 +4,9 @@
 //! The bucket is the repository: `keys/<id>` (key files, the only values not sealed), `config`
 //! (sealed JSON), `packs/…` and `log/<seq>` (sealed). The node keeps in its cache directory,
 //! `<cache>/<repository id>/`, what is its own: the manifest's replica (`manifest.db`, rebuilt
-//! from the log when missing), the directory cache, the workspace locks and the audit signing
-//! key. Deleting that directory loses nothing the bucket acknowledged.
+//! from the log when missing), the directory cache, the workspace locks, the pack cache
+//! (`pack-cache/`, `object/pack_cache.rs`) and the audit signing key. Deleting that directory
+//! loses nothing the bucket acknowledged.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,13 +16,18 @@ use crate::base::time::now_ns;
 use crate::manifest::log::{open_replica, Log};
 use crate::model::audit::AuditRecord;
 use crate::object::keyfile::{self, KeyFile, MAX_KEY_FILE};
-use crate::object::{probe, Backend, S3Backend, SealedBackend, Stretch};
-use crate::repo::{AuditSettings, BucketAccess, BucketKeys, Config, NodeCacheSlot, Repo, CONFIG_LIMIT, MANIFEST_FILE};
+use crate::object::pack_cache::{Warmed, DEFAULT_CACHE_SIZE};
+use crate::object::{probe, Backend, PackCache, S3Backend, SealedBackend, Stretch};
+use crate::repo::{
+    AuditSettings, BucketAccess, BucketKeys, BucketStore, Config, NodeCacheSlot, Repo, CONFIG_LIMIT, MANIFEST_FILE,
+};
 
 /// The config's key in the bucket.
 const CONFIG_KEY: &str = "config";
 /// Where key files are.
 const KEYS: &str = "keys/";
+/// The pack cache's directory in the node's directory of the repository.
+const PACK_CACHE: &str = "pack-cache";
 
 /// A key file of a bucket, as `trove key list` shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -205,7 +211,7 @@ impl Repo {
         let key_name = format!("{KEYS}{}", crate::base::random::random_hex()?);
         store.put(&key_name, &json)?;
         let identity = store.identity();
-        let sealed: Arc<SealedBackend<S3Backend>> = Arc::new(SealedBackend::new(store, key.clone()));
+        let sealed: Arc<BucketStore> = Arc::new(SealedBackend::new(PackCache::new(store), key.clone()));
         let config = Config {
             capabilities: Some(capabilities),
             audit,
@@ -235,7 +241,7 @@ impl Repo {
                 (key, key_name, Found::Listed(file))
             }
         };
-        let sealed = Arc::new(SealedBackend::new(store, key.clone()));
+        let sealed = Arc::new(SealedBackend::new(PackCache::new(store), key.clone()));
         let config = match found {
             Found::Remembered(config) => config,
             Found::Listed(key_file) => {
@@ -254,7 +260,7 @@ impl Repo {
     /// A handle on a bucket's repository: its sealed store, and this node's replica of its
     /// manifest in the cache directory, caught up with the log.
     fn over_bucket(
-        sealed: Arc<SealedBackend<S3Backend>>,
+        sealed: Arc<BucketStore>,
         key: (crate::object::SealKey, String),
         name: &str,
         config: Config,
@@ -269,6 +275,7 @@ impl Repo {
         let base = access.cache_base()?;
         let dir = base.join(&config.id);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
         let manifest = open_replica(&dir.join(MANIFEST_FILE), Log::new(store.clone(), name))?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
@@ -286,6 +293,33 @@ impl Repo {
 }
 
 impl Repo {
+    /// Fetches the packs `keys` name (in the order a read will want them) into this node's
+    /// cache, whole and several at once, as many as its bound holds: what a restore does
+    /// before it reads, so that it reads each pack with one request instead of one a blob.
+    /// Nothing for a repository in a directory, whose packs are local already.
+    pub(crate) fn warm_packs<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Result<Warmed> {
+        let Some(bucket) = self.bucket_keys.as_deref() else { return Ok(Warmed::default()) };
+        let conn = self.manifest.conn();
+        let mut packs = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            if seen.insert(key) {
+                if let Some(size) = crate::manifest::objects::pack_size(conn, key)? {
+                    packs.push((key.to_owned(), crate::object::seal::sealed_len(size)));
+                }
+            }
+        }
+        let warmed = bucket.store.inner().warm(&packs);
+        tracing::debug!(?warmed, "packs fetched into the read cache");
+        Ok(warmed)
+    }
+
+    /// For a repository in a bucket, a guard under which reads of packs go to the bucket,
+    /// passing this node's pack cache by: what `check --read-data` verifies is the bucket.
+    pub(crate) fn reading_the_bucket(&self) -> Option<crate::object::pack_cache::Bypass<'_>> {
+        self.bucket_keys.as_deref().map(|b| b.store.inner().bypass())
+    }
+
     fn bucket_keys(&self) -> Result<&BucketKeys> {
         self.bucket_keys.as_deref().ok_or_else(|| {
             Error::invalid_argument(

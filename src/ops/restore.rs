@@ -451,6 +451,10 @@ impl Repo {
     /// plan's storage order (each worker's contiguous runs keep a bundle's members together),
     /// with the data written out behind them; then every symlink.
     fn stage_all(&self, target: &Target<'_>, prefix: &[u8], plan: &Plan, opts: &RestoreOptions<'_>) -> Result<()> {
+        // From a bucket, the packs first, whole and several at once, into the node's cache:
+        // one request a pack, where reading blob by blob would make one a bundle.
+        let packs = plan.by_storage.iter().filter_map(|&i| plan.files.get(i)).flat_map(|f| &f.parts);
+        self.warm_packs(packs.filter_map(|(_, loc)| loc.as_ref().map(|l| l.pack.as_str())))?;
         let (backend, bundles) = (self.backend.as_ref(), &self.caches.bundles);
         // Loose objects are read through a connection of their own, shared by the workers;
         // opened only when the plan has any.

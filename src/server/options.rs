@@ -16,6 +16,9 @@ pub struct ServeOptions {
     /// This machine's cache of repositories (`--cache-dir`); None: the default
     /// (`Repo::set_cache_dir`).
     pub cache_dir: Option<PathBuf>,
+    /// The bound in bytes of the node's cache of a bucket's packs (`--cache-size`); None: the
+    /// default (2 GiB).
+    pub cache_size: Option<u64>,
     /// Entries a cold snapshot reads per batch (`Repo::set_batch_files`); None: the default.
     pub batch_files: Option<u64>,
     /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
@@ -82,6 +85,7 @@ impl ServeOptions {
             repo,
             workspaces,
             cache_dir: None,
+            cache_size: None,
             batch_files: None,
             token_hashes,
             idle_timeout: IDLE_TIMEOUT,

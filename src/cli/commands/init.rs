@@ -25,7 +25,8 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let repo = match trove::object::Location::parse(repo_path.as_os_str())? {
         trove::object::Location::Bucket { bucket, prefix } => {
             let cache_base = crate::cli::open::cache_dir().map(Path::to_path_buf);
-            let access = trove::BucketAccess { cache_base, ..trove::BucketAccess::from_env()? };
+            let cache_size = crate::cli::open::cache_size();
+            let access = trove::BucketAccess { cache_base, cache_size, ..trove::BucketAccess::from_env()? };
             Repo::init_bucket(&bucket, &prefix, &actor(), settings, &access)?
         }
         trove::object::Location::Local(_) => Repo::init_with(repo_path, &actor(), settings)?,

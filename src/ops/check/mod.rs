@@ -253,6 +253,8 @@ impl Repo {
         self.manifest.read(|| c.check_trees())?;
         self.manifest.read(|| c.check_references())?;
         if opts.read_data != ReadData::Off {
+            // The bucket's bytes are what is verified, not this node's cached copies.
+            let _bypass = self.reading_the_bucket();
             c.read_data(&packs, opts.read_data)?;
         }
         c.check_audit()?;
