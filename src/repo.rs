@@ -128,6 +128,9 @@ pub struct BucketAccess {
     /// The bound in bytes of this node's cache of the bucket's packs (`--cache-size`); None:
     /// 2 GiB; 0: no cache.
     pub cache_size: Option<u64>,
+    /// After how many log segments a host writes a copy of its replica for new hosts to start
+    /// from (`TROVE_LOG_COPY_EVERY`); None: every 1,000; 0: never.
+    pub copy_every: Option<u64>,
 }
 
 impl std::fmt::Debug for BucketAccess {
@@ -148,7 +151,15 @@ impl BucketAccess {
             (_, Some(file)) if !file.is_empty() => Some(read_password_file(Path::new(&file))?),
             _ => None,
         };
-        Ok(BucketAccess { password, ..Default::default() })
+        let copy_every = match std::env::var("TROVE_LOG_COPY_EVERY") {
+            Ok(v) if !v.is_empty() => Some(v.trim().parse::<u64>().map_err(|_| {
+                Error::invalid_argument(format!(
+                    "TROVE_LOG_COPY_EVERY={v:?} is not a number of log segments: give one such as 1000, or 0 for no copies"
+                ))
+            })?),
+            _ => None,
+        };
+        Ok(BucketAccess { password, copy_every, ..Default::default() })
     }
 
     pub(crate) fn password(&self, what: &str) -> Result<&[u8]> {

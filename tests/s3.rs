@@ -572,18 +572,34 @@ fn a_server_on_another_host_serves_the_buckets_snapshots_and_sees_new_ones() {
     assert_eq!(v.as_array().or_else(|| v["snapshots"].as_array()).map_or(0, Vec::len), 2, "{v}");
 }
 
+/// What a test of a repository in a bucket starts from: the S3 server, a fresh bucket, the
+/// address of a repository under `prefix` there (not made yet), a temporary directory, and a
+/// rich workspace in it.
+struct Fresh {
+    s3: &'static common::s3::S3Server,
+    bucket: String,
+    repo: String,
+    tmp: tempfile::TempDir,
+    work: std::path::PathBuf,
+}
+
+fn fresh(prefix: &str) -> Fresh {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/{prefix}");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let work = tmp.path().join("work");
+    common::rich_workspace(&work);
+    Fresh { s3, bucket, repo, tmp, work }
+}
+
 /// A restore on a host with no cache fetches each pack it reads whole, once, into the node's
 /// pack cache, and reads from there: a `cat` after it asks the bucket for no pack. The cache
 /// keeps to `--cache-size` (a restore it cannot hold reads the rest blob by blob), and 0 keeps
 /// none; every restore is byte for byte.
 #[test]
 fn a_restore_fetches_each_pack_once_into_a_cache_bounded_by_cache_size() {
-    let s3 = server();
-    let bucket = fresh_bucket(s3.addr);
-    let repo = format!("s3://{bucket}/cached");
-    let tmp = tempfile::tempdir().expect("tmp");
-    let work = tmp.path().join("work");
-    common::rich_workspace(&work);
+    let Fresh { s3, bucket, repo, tmp, work } = fresh("cached");
     let w = work.to_str().expect("utf-8");
     let a = tmp.path().join("host-a");
     ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
@@ -680,4 +696,50 @@ fn a_restore_fetches_each_pack_once_into_a_cache_bounded_by_cache_size() {
     assert!(!o.status.success(), "{said}");
     let name = gone.rsplit('/').next().expect("name").trim_end_matches(".pack");
     assert!(said.contains(name), "names the pack {name}: {said}");
+}
+
+/// A host writes a copy of its replica every `TROVE_LOG_COPY_EVERY` segments; a new host
+/// starts from the newest copy and reads only the segments after it, and ends with what a
+/// host that replayed the whole log has (the audit log verifying).
+#[test]
+fn a_new_host_starts_from_a_copy_of_a_replica_and_reads_only_the_log_after_it() {
+    let Fresh { s3, bucket, repo, tmp, work } = fresh("copied");
+    let w = work.to_str().expect("utf-8");
+    let a = tmp.path().join("host-a");
+    let on_a = |args: &[&str]| {
+        let o = trove_cmd(s3.addr, &repo, &a, args).env("TROVE_LOG_COPY_EVERY", "4").output().expect("run");
+        ok(o, &args.join(" "))
+    };
+    on_a(&["init"]);
+    for i in 0..6 {
+        std::fs::write(work.join("n.txt"), format!("version {i}")).expect("write");
+        on_a(&["snapshot", w, "--workspace", "w"]);
+    }
+    let raw = S3Backend::open(&bucket, "copied", &settings(s3.addr)).expect("open");
+    let copies = raw.list("replica/").expect("list");
+    assert_eq!(copies, ["replica/00000000000000000004"], "a copy at segment 4");
+    let segments = raw.list("log/").expect("list").len();
+    assert!(segments >= 7, "{segments}");
+
+    let (counted, seen) = proxy(s3.addr, Arc::new(|_, _, _| Action::Forward));
+    let b = tmp.path().join("host-b");
+    let listed = |host: &std::path::Path, s3: std::net::SocketAddr| -> serde_json::Value {
+        serde_json::from_str(&ok(trove_on(s3, &repo, host, &["--json", "snapshots", "w"]), "snapshots")).expect("json")
+    };
+    let from_copy = listed(&b, counted);
+    let paths: Vec<String> = seen.lock().expect("seen").iter().map(|(m, p, _)| format!("{m} {p}")).collect();
+    for seq in 1..=4 {
+        let segment = format!("/log/{seq:020}");
+        assert!(!paths.iter().any(|p| p.ends_with(&segment)), "segment {seq} was read: {paths:#?}");
+    }
+    assert!(paths.iter().any(|p| p.starts_with("GET") && p.contains("/replica/00000000000000000004")), "{paths:#?}");
+    assert!(paths.iter().any(|p| p.ends_with("/log/00000000000000000005")), "{paths:#?}");
+    // The same as a host that replayed everything, and the audit log verifies from the copy.
+    assert_eq!(from_copy, listed(&a, s3.addr));
+    assert_eq!(from_copy.as_array().map(Vec::len), Some(6));
+    let verified = ok(trove_on(s3.addr, &repo, &b, &["audit", "verify"]), "audit verify on b");
+    assert!(verified.contains("verified"), "{verified}");
+    let out = tmp.path().join("restored");
+    ok(trove_on(s3.addr, &repo, &b, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore on b");
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
 }

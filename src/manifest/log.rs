@@ -13,6 +13,9 @@
 //! Node-local tables (the tool journal, restores and uploads in progress, leases, tokens of this
 //! server) and derived ones (the audit log's tree, the path and search indexes) are not logged;
 //! the audit tree is grown again after a replay.
+//!
+//! Every so many segments the writing host also leaves a copy of its replica's logged tables
+//! (`replica/<position>`), so that a new host starts from it instead of from segment 1.
 
 use std::io::Read;
 
@@ -425,14 +428,141 @@ pub struct Log {
     logged: Vec<Logged>,
     /// A segment `news` fetched (its number and bytes), for the catch-up that follows.
     fetched: std::sync::Arc<std::sync::Mutex<Option<Fetched>>>,
+    /// A copy of the replica is written after publishing every this-many-th segment (0: never).
+    copy_every: u64,
+    /// Set by a publish whose segment makes a copy due; taken after its commit.
+    copy_due: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A segment's number and stored bytes.
 type Fetched = (u64, Vec<u8>);
 
+/// Where copies of a replica are: `replica/<20-digit position>`.
+const COPIES: &str = "replica/";
+/// After how many segments a host writes a copy of its replica, by default.
+pub const COPY_EVERY: u64 = 1000;
+/// The most compressed bytes a copy may be.
+const MAX_COPY: u64 = 1 << 40;
+
+/// The key of the copy of a replica at log position `seq`.
+pub fn copy_key(seq: u64) -> String {
+    format!("{COPIES}{seq:020}")
+}
+
+/// The position a copy's key names, or None: not a copy's key.
+fn copy_seq(key: &str) -> Option<u64> {
+    let digits = key.strip_prefix(COPIES)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+}
+
+/// A staged value as an `io::Write`, for an encoder to write into.
+struct StagedWriter<'a>(Box<dyn crate::object::backend::Staged + 'a>);
+
+impl std::io::Write for StagedWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes).map_err(std::io::Error::other)?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Log {
     pub fn new(store: std::sync::Arc<dyn Backend>, name: impl Into<String>) -> Log {
-        Log { store, name: name.into(), logged: Vec::new(), fetched: Default::default() }
+        Log {
+            store,
+            name: name.into(),
+            logged: Vec::new(),
+            fetched: Default::default(),
+            copy_every: COPY_EVERY,
+            copy_due: Default::default(),
+        }
+    }
+
+    /// This log with a copy of the replica written after every `n`th segment (0: never).
+    pub fn copy_every(self, n: u64) -> Log {
+        Log { copy_every: n, ..self }
+    }
+
+    /// Writes a copy of the replica at `replica` (its logged tables, as a replay to its
+    /// position would leave them) to the store as `replica/<position>`: zstd-compressed,
+    /// through a temporary beside it, streamed. Returns the position.
+    pub fn write_copy(&self, replica: &std::path::Path) -> Result<u64> {
+        let dir = replica.parent().unwrap_or(std::path::Path::new("."));
+        let tmp = tempfile::Builder::new()
+            .prefix(".replica-copy-")
+            .tempdir_in(dir)
+            .map_err(|e| Error::io("create a temporary directory in", dir, e))?;
+        let path = tmp.path().join("copy.db");
+        let seq = {
+            let copy = Manifest::create(&path)?;
+            let c = copy.conn();
+            let source = replica.to_str().ok_or_else(|| Error::invalid_argument("the replica's path is not UTF-8"))?;
+            c.execute("ATTACH DATABASE ?1 AS src", [source]).map_err(db("copying the replica"))?;
+            // One transaction: every table read at the same state of the replica.
+            c.execute_batch("PRAGMA foreign_keys = OFF; BEGIN").map_err(db("copying the replica"))?;
+            let seq: i64 =
+                c.query_row("SELECT seq FROM src.log_position", [], |r| r.get(0)).map_err(db("copying the replica"))?;
+            for (table, _) in DURABLE {
+                let cols = columns(c, table)?.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
+                c.execute(&format!("INSERT INTO main.{table} ({cols}) SELECT {cols} FROM src.{table}"), [])
+                    .map_err(db("copying the replica"))?;
+            }
+            set_position(c, seq as u64)?;
+            c.execute_batch("COMMIT; DETACH DATABASE src; PRAGMA wal_checkpoint(TRUNCATE);")
+                .map_err(db("copying the replica"))?;
+            seq as u64
+        };
+        let mut file = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let mut staged = StagedWriter(self.store.stage(COPIES.trim_end_matches('/'))?);
+        let mut encoder =
+            zstd::stream::write::Encoder::new(&mut staged, 3).map_err(|e| Error::io("compress", &path, e))?;
+        std::io::copy(&mut file, &mut encoder).map_err(|e| Error::io("compress", &path, e))?;
+        encoder.finish().map_err(|e| Error::io("compress", &path, e))?;
+        staged.0.commit(&copy_key(seq))?;
+        Ok(seq)
+    }
+
+    /// Makes `path` (absent) the newest copy of the replica in the store, or does nothing:
+    /// there is none. Its position, or None.
+    fn fetch_copy(&self, path: &std::path::Path) -> Result<Option<u64>> {
+        let newest = self.store.list(COPIES)?.iter().filter_map(|k| copy_seq(k)).max();
+        let Some(seq) = newest else { return Ok(None) };
+        let mut part = path.as_os_str().to_owned();
+        part.push(".copy");
+        let part = std::path::PathBuf::from(part);
+        let file = std::fs::File::create(&part).map_err(|e| Error::io("create", &part, e))?;
+        let got = (|| {
+            let mut out = zstd::stream::write::Decoder::new(std::io::BufWriter::new(&file))
+                .map_err(|e| Error::io("decompress into", &part, e))?;
+            self.store.copy_to(&copy_key(seq), MAX_COPY, &mut out)?;
+            std::io::Write::flush(&mut out).map_err(|e| Error::io("decompress into", &part, e))?;
+            drop(out);
+            file.sync_all().map_err(|e| Error::io("sync", &part, e))?;
+            // A copy must be a manifest at the position its name says.
+            let opened = Manifest::open(&part)?;
+            let at = position(opened.conn())?;
+            if at != seq {
+                return Err(Error::corrupt(format!(
+                    "{} of {} is at log position {at}, not {seq}",
+                    copy_key(seq),
+                    self.name
+                )));
+            }
+            drop(opened);
+            for suffix in ["-wal", "-shm"] {
+                let mut f = part.as_os_str().to_owned();
+                f.push(suffix);
+                let _ = std::fs::remove_file(f);
+            }
+            std::fs::rename(&part, path).map_err(|e| Error::io("rename the fetched copy to", path, e))
+        })();
+        if got.is_err() {
+            let _ = std::fs::remove_file(&part);
+        }
+        got.map(|()| Some(seq))
     }
 
     /// Segment `seq`'s stored bytes, or None when there is none (yet).
@@ -553,6 +683,9 @@ impl Replication for Log {
             Ok(()) => {
                 crate::base::failpoint::failpoint("log:published");
                 set_position(tx, seq)?;
+                if self.copy_every > 0 && seq % self.copy_every == 0 {
+                    self.copy_due.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 Ok(Published::Won)
             }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(Published::Lost),
@@ -562,6 +695,21 @@ impl Replication for Log {
 
     fn catch_up(&self, tx: &Connection) -> Result<u64> {
         self.catch_up_to(tx)
+    }
+
+    fn committed(&self, conn: &Connection) {
+        if !self.copy_due.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let Some(path) = conn.path().filter(|p| !p.is_empty()) else { return };
+        match self.write_copy(std::path::Path::new(path)) {
+            Ok(seq) => {
+                tracing::info!(key = %copy_key(seq), store = %self.name, "a copy of the replica was written, for new hosts to start from")
+            }
+            Err(e) => {
+                tracing::warn!(store = %self.name, error = %e, "a copy of the replica was not written: new hosts replay more of the log until the next one")
+            }
+        }
     }
 
     fn news(&self, conn: &Connection) -> Result<bool> {
@@ -578,6 +726,13 @@ impl Replication for Log {
 /// A replica is a cache: one that does not open as a manifest (an interrupted creation left it
 /// empty, or it was damaged) is deleted and replayed from the log again.
 pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
+    // A new host starts from the newest copy of a replica, when there is one, and replays only
+    // the segments after it; a copy that cannot be used is only slower to do without.
+    if !path.exists() {
+        if let Err(e) = log.fetch_copy(path) {
+            tracing::warn!(store = %log.name, error = %e, "no copy of a replica could be used: the whole log is replayed");
+        }
+    }
     let opened = if path.exists() { Manifest::open(path) } else { Manifest::create(path) };
     let mut m = match opened {
         Err(e) if e.kind() == ErrorKind::Corrupt => {
@@ -787,6 +942,48 @@ mod tests {
             Ok(())
         })
         .expect("a write");
+    }
+
+    #[test]
+    fn a_new_host_starts_from_the_newest_copy_of_a_replica_and_replays_only_what_follows() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let every = |name: &str| {
+            open_replica(&tmp.path().join(name), Log::new(store.clone() as Arc<dyn Backend>, "memory").copy_every(3))
+                .expect("a replica opens")
+        };
+        let a = every("a.db");
+        for op in ["one", "two", "three", "four", "five", "six", "seven"] {
+            if op == "five" {
+                // Node-local rows are not copied.
+                a.conn()
+                    .execute("INSERT INTO api_tokens (hash, label, created_ns) VALUES (x'00', 'here', 1)", [])
+                    .expect("a local row");
+            }
+            record(&a, op);
+        }
+        let copies = store.list(COPIES).expect("list");
+        assert_eq!(copies, [copy_key(3), copy_key(6)]);
+        // The newest copy, fetched, is a manifest at its position with the rows up to it.
+        let log = Log::new(store.clone() as Arc<dyn Backend>, "memory");
+        let path = tmp.path().join("fetched.db");
+        assert_eq!(log.fetch_copy(&path).expect("fetch"), Some(6));
+        let fetched = Manifest::open(&path).expect("open the copy");
+        assert_eq!(position(fetched.conn()).expect("position"), 6);
+        let count = |m: &Manifest, t: &str| -> i64 {
+            m.conn().query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0)).expect("count")
+        };
+        assert_eq!((count(&fetched, "audit"), count(&fetched, "api_tokens")), (6, 0));
+        drop(fetched);
+        // A new host opens from it and catches up with segment 7: the same rows as a's.
+        let c = replica(tmp.path(), "c.db", &store);
+        assert_eq!(rows(&c), rows(&a));
+        // A damaged newest copy is done without: the whole log is replayed.
+        store.put(&copy_key(7), b"not a copy").expect("put");
+        let d = replica(tmp.path(), "d.db", &store);
+        assert_eq!(rows(&d), rows(&a));
+        assert!(!tmp.path().join("d.db.copy").exists());
+        assert_eq!(copy_seq("replica/7"), None);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub trait Replication: Send + Sync {
     fn publish(&self, tx: &Connection) -> Result<Published>;
     /// Applies in `tx` the segments the replica has not seen; how many.
     fn catch_up(&self, tx: &Connection) -> Result<u64>;
+    /// Called after a write's transaction committed on `conn`: work that follows a publish
+    /// without being part of it (a copy of the replica), whose failure is only logged.
+    fn committed(&self, conn: &Connection);
     /// Whether the log holds a segment the replica has not seen, asked outside any transaction
     /// (what it fetched to know is kept for the catch-up that follows).
     fn news(&self, conn: &Connection) -> Result<bool>;
@@ -533,6 +536,7 @@ impl Manifest {
             match log.publish(&tx)? {
                 Published::Nothing | Published::Won => {
                     tx.commit().map_err(|e| Error::db("committing", e))?;
+                    log.committed(&self.conn);
                     return Ok(out);
                 }
                 Published::Lost => {

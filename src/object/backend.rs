@@ -40,6 +40,12 @@ pub trait Backend: Send + Sync {
             .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot write the copy of {key}: {e}"), e))?;
         Ok(bytes.len() as u64)
     }
+    /// The hasher that names a value after its content here (a pack: `packs/<2 hex>/<hex>.pack`
+    /// of this hash of its bytes): plain BLAKE3, or keyed where names must not tell which
+    /// known content the store holds (a sealed bucket).
+    fn content_hasher(&self) -> blake3::Hasher {
+        blake3::Hasher::new()
+    }
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The length of the value under `key`; a missing key is `not_found`.

@@ -93,7 +93,7 @@ fn write_pieces<'a>(
                     Some(s) => s,
                     None => staging.insert(Staging {
                         value: backend.stage(STAGING_DIR)?,
-                        hasher: blake3::Hasher::new(),
+                        hasher: backend.content_hasher(),
                         size: 0,
                         objects: Vec::new(),
                     }),
@@ -416,5 +416,30 @@ mod tests {
             .filter(|e| e.path().extension().is_some_and(|x| x == "tmp"))
             .collect();
         assert!(stray.is_empty(), "{stray:?}");
+    }
+
+    #[test]
+    fn a_sealed_store_names_packs_by_a_keyed_hash_of_their_bytes() {
+        use crate::object::{MemoryBackend, SealKey, SealedBackend};
+        let write = |backend: &dyn Backend| {
+            let raw = b"a file an observer of the bucket might know".to_vec();
+            let id = ObjectId::of(&raw);
+            let encoded = blob::encode(&id, &raw, 1).expect("encode");
+            let ((), packs) = PackWriter::run(backend, PIECE, |w| w.add(id, raw.len() as u64, &encoded)).expect("run");
+            let [pack] = &packs[..] else { panic!("{packs:?}") };
+            let whole = backend.get_range(&pack.key, 0, pack.size).expect("read");
+            (pack.key.clone(), whole)
+        };
+        let (plain_key, plain_bytes) = write(&MemoryBackend::new());
+        assert!(plain_key.contains(&blake3::hash(&plain_bytes).to_hex().to_string()));
+        let (a, b) = (SealKey::from_bytes([1; 32]), SealKey::from_bytes([2; 32]));
+        let (key_a, bytes_a) = write(&SealedBackend::new(MemoryBackend::new(), a.clone()));
+        let (key_b, _) = write(&SealedBackend::new(MemoryBackend::new(), b));
+        // The same pack: its name is the keyed hash of its bytes, and tells nothing to one who
+        // can hash what they know, nor links two repositories holding it.
+        assert_eq!(bytes_a, plain_bytes);
+        assert_eq!(key_a, format!("packs/{}/{}.pack", &a.keyed_name(&bytes_a)[..2], a.keyed_name(&bytes_a)));
+        assert_ne!(key_a, plain_key);
+        assert_ne!(key_a, key_b);
     }
 }

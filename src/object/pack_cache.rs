@@ -361,6 +361,10 @@ impl<B: Backend> Backend for PackCache<B> {
         self.inner.copy_to(key, limit, out)
     }
 
+    fn content_hasher(&self) -> blake3::Hasher {
+        self.inner.content_hasher()
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.inner.list(prefix)
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
-use crate::manifest::log::{open_replica, Log};
+use crate::manifest::log::{open_replica, Log, COPY_EVERY};
 use crate::model::audit::AuditRecord;
 use crate::object::keyfile::{self, KeyFile, MAX_KEY_FILE};
 use crate::object::pack_cache::{Warmed, DEFAULT_CACHE_SIZE};
@@ -277,7 +277,8 @@ impl Repo {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
-        let manifest = open_replica(&dir.join(MANIFEST_FILE), Log::new(store.clone(), name))?;
+        let log = Log::new(store.clone(), name).copy_every(access.copy_every.unwrap_or(COPY_EVERY));
+        let manifest = open_replica(&dir.join(MANIFEST_FILE), log)?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);
         repo.bucket_keys = Some(Arc::new(keys));
