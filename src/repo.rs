@@ -202,6 +202,8 @@ pub(crate) struct BucketKeys {
     pub(crate) key: crate::object::SealKey,
     pub(crate) opened_with: String,
     pub(crate) stretch: Stretch,
+    /// After how many segments a copy of the replica is written ([`BucketAccess::copy_every`]).
+    pub(crate) copy_every: u64,
 }
 
 /// How a repository in a bucket is read and written: sealed, over the node's pack cache, over
@@ -321,6 +323,8 @@ pub struct Shared {
     budget: std::sync::Arc<crate::base::budget::Budget>,
     live_feeds: Option<std::sync::Arc<crate::ops::live_read::LiveFeeds>>,
     cache_place: CachePlace,
+    /// A bucket's keys and settings, which every handle on it holds.
+    bucket_keys: Option<std::sync::Arc<BucketKeys>>,
 }
 
 impl Shared {
@@ -331,10 +335,19 @@ impl Shared {
         let root =
             self.root.as_deref().ok_or_else(|| Error::internal("a repository in memory has no other handles"))?;
         let mut repo = if let Some(name) = &self.log_name {
-            let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone());
+            let every = self.bucket_keys.as_ref().map_or(crate::manifest::log::COPY_EVERY, |k| k.copy_every);
+            let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone()).copy_every(every);
             let manifest = crate::manifest::log::open_replica(&root.join(MANIFEST_FILE), log)?;
             let node_cache = NodeCacheSlot::at(self.cache_place.clone());
-            Repo::assemble(Some(root.to_path_buf()), node_cache, self.config.clone(), self.backend.clone(), manifest)
+            let mut repo = Repo::assemble(
+                Some(root.to_path_buf()),
+                node_cache,
+                self.config.clone(),
+                self.backend.clone(),
+                manifest,
+            );
+            repo.bucket_keys = self.bucket_keys.clone();
+            repo
         } else {
             Repo::open_dir(root)?
         };
@@ -662,6 +675,7 @@ impl Repo {
             budget: self.budget.clone(),
             live_feeds: self.live_feeds.clone(),
             cache_place: self.node_cache.place.clone(),
+            bucket_keys: self.bucket_keys.clone(),
         }
     }
 

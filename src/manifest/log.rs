@@ -455,6 +455,33 @@ fn copy_seq(key: &str) -> Option<u64> {
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
+/// What a copy being fetched, and the directory of one being written, are named with.
+const FETCHING: &str = ".replica-fetching-";
+const WRITING: &str = ".replica-writing-";
+/// Copies of a replica kept in the store: the newest, and the one before it for a host that
+/// listed the copies just before the newest one replaced it.
+const COPIES_KEPT: usize = 2;
+
+/// Removes what a killed fetch or write of a copy left in `dir` (names starting with
+/// `prefix`, an hour old: a younger one may be another process's, still at work).
+fn sweep_leftovers(dir: &std::path::Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let old = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|m| m.elapsed().ok());
+        if old.is_none_or(|age| age.as_secs() < 3600) {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        if let Err(e) = removed {
+            tracing::warn!(path = %path.display(), error = %e, "a killed copy of the replica's leftover was not removed");
+        }
+    }
+}
+
 /// A staged value as an `io::Write`, for an encoder to write into.
 struct StagedWriter<'a>(Box<dyn crate::object::backend::Staged + 'a>);
 
@@ -491,8 +518,9 @@ impl Log {
     /// through a temporary beside it, streamed. Returns the position.
     pub fn write_copy(&self, replica: &std::path::Path) -> Result<u64> {
         let dir = replica.parent().unwrap_or(std::path::Path::new("."));
+        sweep_leftovers(dir, WRITING);
         let tmp = tempfile::Builder::new()
-            .prefix(".replica-copy-")
+            .prefix(WRITING)
             .tempdir_in(dir)
             .map_err(|e| Error::io("create a temporary directory in", dir, e))?;
         let path = tmp.path().join("copy.db");
@@ -505,10 +533,15 @@ impl Log {
             c.execute_batch("PRAGMA foreign_keys = OFF; BEGIN").map_err(db("copying the replica"))?;
             let seq: i64 =
                 c.query_row("SELECT seq FROM src.log_position", [], |r| r.get(0)).map_err(db("copying the replica"))?;
-            for (table, _) in DURABLE {
+            for (table, key) in DURABLE {
                 let cols = columns(c, table)?.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
-                c.execute(&format!("INSERT INTO main.{table} ({cols}) SELECT {cols} FROM src.{table}"), [])
-                    .map_err(db("copying the replica"))?;
+                // In key order: the audit log's rows must arrive by `seq`, and pages fill best so.
+                let order = key.join(", ");
+                c.execute(
+                    &format!("INSERT INTO main.{table} ({cols}) SELECT {cols} FROM src.{table} ORDER BY {order}"),
+                    [],
+                )
+                .map_err(db("copying the replica"))?;
             }
             set_position(c, seq as u64)?;
             c.execute_batch("COMMIT; DETACH DATABASE src; PRAGMA wal_checkpoint(TRUNCATE);")
@@ -522,47 +555,54 @@ impl Log {
         std::io::copy(&mut file, &mut encoder).map_err(|e| Error::io("compress", &path, e))?;
         encoder.finish().map_err(|e| Error::io("compress", &path, e))?;
         staged.0.commit(&copy_key(seq))?;
+        // The older copies serve no host that lists the copies from now on.
+        let mut older: Vec<String> = self.store.list(COPIES)?.into_iter().filter(|k| copy_seq(k).is_some()).collect();
+        older.sort();
+        let keep = older.len().saturating_sub(COPIES_KEPT);
+        for k in &older[..keep] {
+            if let Err(e) = self.store.delete(k) {
+                tracing::warn!(key = %k, store = %self.name, error = %e, "an older copy of a replica was not deleted");
+            }
+        }
         Ok(seq)
     }
 
     /// Makes `path` (absent) the newest copy of the replica in the store, or does nothing:
-    /// there is none. Its position, or None.
+    /// there is none, or another process made `path` meanwhile. The copy's position, or None.
     fn fetch_copy(&self, path: &std::path::Path) -> Result<Option<u64>> {
         let newest = self.store.list(COPIES)?.iter().filter_map(|k| copy_seq(k)).max();
         let Some(seq) = newest else { return Ok(None) };
-        let mut part = path.as_os_str().to_owned();
-        part.push(".copy");
-        let part = std::path::PathBuf::from(part);
-        let file = std::fs::File::create(&part).map_err(|e| Error::io("create", &part, e))?;
-        let got = (|| {
-            let mut out = zstd::stream::write::Decoder::new(std::io::BufWriter::new(&file))
-                .map_err(|e| Error::io("decompress into", &part, e))?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        sweep_leftovers(dir, FETCHING);
+        // A name of its own: two processes starting on a new host at once each fetch into
+        // theirs, and the first to finish puts its copy in place.
+        let part = tempfile::Builder::new()
+            .prefix(FETCHING)
+            .tempfile_in(dir)
+            .map_err(|e| Error::io("create a temporary in", dir, e))?;
+        {
+            let mut out = zstd::stream::write::Decoder::new(std::io::BufWriter::new(part.as_file()))
+                .map_err(|e| Error::io("decompress into", part.path(), e))?;
             self.store.copy_to(&copy_key(seq), MAX_COPY, &mut out)?;
-            std::io::Write::flush(&mut out).map_err(|e| Error::io("decompress into", &part, e))?;
-            drop(out);
-            file.sync_all().map_err(|e| Error::io("sync", &part, e))?;
-            // A copy must be a manifest at the position its name says.
-            let opened = Manifest::open(&part)?;
-            let at = position(opened.conn())?;
-            if at != seq {
-                return Err(Error::corrupt(format!(
-                    "{} of {} is at log position {at}, not {seq}",
-                    copy_key(seq),
-                    self.name
-                )));
-            }
-            drop(opened);
-            for suffix in ["-wal", "-shm"] {
-                let mut f = part.as_os_str().to_owned();
-                f.push(suffix);
-                let _ = std::fs::remove_file(f);
-            }
-            std::fs::rename(&part, path).map_err(|e| Error::io("rename the fetched copy to", path, e))
-        })();
-        if got.is_err() {
-            let _ = std::fs::remove_file(&part);
+            std::io::Write::flush(&mut out).map_err(|e| Error::io("decompress into", part.path(), e))?;
         }
-        got.map(|()| Some(seq))
+        part.as_file().sync_all().map_err(|e| Error::io("sync", part.path(), e))?;
+        // A copy must be a manifest at the position its name says.
+        let opened = Manifest::open(part.path())?;
+        let at = position(opened.conn())?;
+        drop(opened);
+        if at != seq {
+            return Err(Error::corrupt(format!(
+                "{} of {} is at log position {at}, not {seq}",
+                copy_key(seq),
+                self.name
+            )));
+        }
+        match part.persist_noclobber(path) {
+            Ok(_) => Ok(Some(seq)),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(Error::io("put the fetched copy in place at", path, e.error)),
+        }
     }
 
     /// Segment `seq`'s stored bytes, or None when there is none (yet).
@@ -968,6 +1008,14 @@ mod tests {
         let log = Log::new(store.clone() as Arc<dyn Backend>, "memory");
         let path = tmp.path().join("fetched.db");
         assert_eq!(log.fetch_copy(&path).expect("fetch"), Some(6));
+        // Another process that fetched too finds it in place and leaves it be.
+        assert_eq!(log.fetch_copy(&path).expect("fetch again"), None);
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .expect("list")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".replica-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         let fetched = Manifest::open(&path).expect("open the copy");
         assert_eq!(position(fetched.conn()).expect("position"), 6);
         let count = |m: &Manifest, t: &str| -> i64 {

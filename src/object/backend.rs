@@ -46,6 +46,11 @@ pub trait Backend: Send + Sync {
     fn content_hasher(&self) -> blake3::Hasher {
         blake3::Hasher::new()
     }
+    /// Forgets any local copy of `key` this store keeps (a cache's), so that the next read
+    /// asks the store itself: called when what was read did not open. Nothing by default.
+    fn drop_cached(&self, key: &str) {
+        let _ = key;
+    }
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The length of the value under `key`; a missing key is `not_found`.

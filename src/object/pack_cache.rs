@@ -3,17 +3,21 @@
 //!
 //! It sits beneath the sealing (`seal.rs`): what it keeps are the bucket's sealed bytes, opened
 //! and verified on every read exactly as bytes read from the bucket are, so the cache holds
-//! nothing in the clear and a damaged cached file is never taken for content. Packs never
-//! change once written, so a cached one is never stale; one deleted through this backend is
-//! dropped from the cache too. A fetched pack appears under its name whole, by rename, so a
-//! killed fetch leaves only a temporary, removed at the next attach; deleting the directory
-//! loses nothing (the next reads go to the bucket again).
+//! nothing in the clear and a damaged cached file is never taken for content (one that does not
+//! open is dropped, [`Backend::drop_cached`], and the bucket asked). Packs never change once
+//! written, so a cached one is never stale; one deleted through this backend is dropped from
+//! the cache too. A fetched pack appears under its name whole, by rename, so a killed fetch
+//! leaves only a temporary, removed by an attach once it is an hour old; deleting the
+//! directory loses nothing (the next reads go to the bucket again).
 //!
 //! Several processes of one host may share the directory: one may evict a file another is
 //! reading (its open descriptor still reads it) or about to open (that read goes to the bucket).
-//! A read of a cached file that is shorter than the read needs drops the file and asks the
-//! bucket, whose answer is the authority. Only values under `packs/` are cached; everything else
-//! (the log, key files, the config) passes through.
+//! Each process keeps the bound over the files it knows (those found when it attached, and
+//! those it fetched), so two processes fetching at once may together pass it until the next
+//! attach; the order of eviction is by last use within a process and by fetch time across
+//! attaches. A read of a cached file that is shorter than the read needs drops the file and
+//! asks the bucket, whose answer is the authority. Only values under `packs/` are cached;
+//! everything else (the log, key files, the config) passes through.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -115,8 +119,9 @@ impl<B: Backend> PackCache<B> {
     }
 
     /// Caches packs in `dir` (made if missing), at most `limit` bytes of them; a `limit` of 0
-    /// caches nothing. A killed fetch's temporaries are removed; the files there are taken
-    /// as cached, the least recently written first out. The first call wins.
+    /// caches nothing in this process (and reads none of what is there). A killed fetch's
+    /// temporaries an hour old are removed; the files there are taken as cached, the least
+    /// recently written first out. The first call wins.
     pub fn attach(&self, dir: &Path, limit: u64) -> Result<()> {
         if limit == 0 || self.place.get().is_some() {
             return Ok(());
@@ -177,7 +182,10 @@ impl<B: Backend> PackCache<B> {
             }
             match cached_name(key) {
                 Some(name) if place.holds(name) => {
+                    // Kept, and counted against the bound, so that this warm's fetches evict
+                    // other packs first.
                     place.touch(name);
+                    budget = budget.saturating_sub(place.size_of(name).unwrap_or(0));
                     warmed.cached += 1;
                 }
                 Some(name) if *size <= budget => {
@@ -209,7 +217,15 @@ impl<B: Backend> PackCache<B> {
                     })
                 })
                 .collect();
-            workers.into_iter().map(|w| w.join().unwrap_or((0, 0, 1))).collect()
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        tracing::warn!("a fetcher of the pack cache panicked: its packs are read from the bucket");
+                        (0, 0, 1)
+                    })
+                })
+                .collect()
         });
         for (fetched, bytes, skipped) in results {
             warmed.fetched += fetched;
@@ -365,6 +381,16 @@ impl<B: Backend> Backend for PackCache<B> {
         self.inner.content_hasher()
     }
 
+    fn drop_cached(&self, key: &str) {
+        if let (Some(place), Some(name)) = (self.place.get(), cached_name(key)) {
+            if place.holds(name) {
+                tracing::warn!(key, dir = %place.dir.display(), "a cached pack did not open: dropped from the cache, read from the bucket");
+                place.drop_file(name);
+            }
+        }
+        self.inner.drop_cached(key);
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.inner.list(prefix)
     }
@@ -491,6 +517,36 @@ mod tests {
         assert_eq!(cache.warm(&[("log/1".to_string(), 7)]).skipped, 1);
         assert_eq!(cached_name("packs/../x"), None);
         assert_eq!(cached_name("packs/aa/.x"), None);
+    }
+
+    #[test]
+    fn a_cached_pack_that_does_not_open_is_dropped_and_read_from_the_bucket() {
+        use crate::object::{SealKey, SealedBackend};
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("packs");
+        let sealed = SealedBackend::new(PackCache::new(MemoryBackend::new()), SealKey::from_bytes([7; 32]));
+        let (k, v) = pack(9, 200_000);
+        sealed.put(&k, &v).expect("put");
+        sealed.inner().attach(&dir, 1 << 20).expect("attach");
+        let size = sealed.inner().size(&k).expect("size");
+        assert_eq!(sealed.inner().warm(&[(k.clone(), size)]).fetched, 1);
+        // A bit flipped on this host's disk: the read still gives the pack, from the bucket.
+        let file = dir.join(cached_name(&k).expect("name"));
+        let mut bytes = std::fs::read(&file).expect("read");
+        bytes[1000] ^= 1;
+        std::fs::write(&file, &bytes).expect("flip");
+        assert_eq!(sealed.get_range(&k, 900, 200).expect("from the bucket"), v[900..1100]);
+        assert!(!file.exists(), "the damaged copy is dropped");
+        // Packs already cached count against a warm's bound, and are kept.
+        let small = PackCache::new(MemoryBackend::new());
+        let ((k1, v1), (k2, v2)) = (pack(10, 1000), pack(11, 1000));
+        small.put(&k1, &v1).expect("put");
+        small.put(&k2, &v2).expect("put");
+        small.attach(&tmp.path().join("small"), 1500).expect("attach");
+        assert_eq!(small.warm(&[(k1.clone(), 1000)]).fetched, 1);
+        let w = small.warm(&[(k1.clone(), 1000), (k2.clone(), 1000)]);
+        assert_eq!((w.cached, w.fetched, w.skipped), (1, 0, 1), "{w:?}");
+        assert_eq!(small.cached_size(&k1), Some(1000));
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! as one conditional create, up to `SINGLE_PUT` bytes; past that in parts of `PART` bytes,
 //! after checking that the key is free. S3 completes a multipart upload unconditionally here, so
 //! two writers of one key over 32 MiB could replace one another (sealed, their bytes differ even
-//! for the same content); trove writes no value that large today (packs seal at 16 MiB plus one
-//! blob of at most 4 MiB), and a pack is named by its content's hash, so two writers of one name write one content. Memory stays at most
-//! one such buffer per upload.
+//! for the same content). Packs stay under it (they seal at 16 MiB plus one blob of at most 4
+//! MiB, and are named by a hash of their content, so two writers of one name write one
+//! content); a copy of a replica may pass it, and two hosts writing the copy at one log
+//! position write the same rows, so either one stands. Memory stays at most one such buffer
+//! per upload.
 //!
 //! The library is synchronous; this backend owns a small tokio runtime and waits on it for
 //! each call, from whatever thread makes it (a server's blocking pool included: nothing here
@@ -370,7 +372,7 @@ impl Backend for S3Backend {
         // The body comes a few pieces at a time through a bounded channel: memory stays small
         // whatever the value's length, and the writing is done on the caller's thread.
         let (size_tx, size_rx) = mpsc::sync_channel(1);
-        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
         runtime.spawn(async move {
             let result = match client.get_opts(&path, GetOptions::default()).await {
                 Ok(result) => result,
@@ -406,7 +408,19 @@ impl Backend for S3Backend {
             return Err(super::backend::too_long(key, size, limit));
         }
         let mut written = 0u64;
-        while let Some(piece) = rx.blocking_recv() {
+        // Each piece is waited for as every call here waits (`run`), never by blocking inside
+        // the runtime; the receiver goes into the task and comes back with the piece.
+        let mut rx = Some(rx);
+        loop {
+            let Some(mut r) = rx.take() else { break };
+            let (r, piece) = self
+                .run(async move {
+                    let piece = r.recv().await;
+                    Ok((r, piece))
+                })
+                .map_err(|e| self.error("read", key, e))?;
+            rx = Some(r);
+            let Some(piece) = piece else { break };
             let piece = piece.map_err(|e| self.error("read", key, e))?;
             written += piece.len() as u64;
             if written > size {

@@ -314,8 +314,10 @@ impl<B: Backend> Backend for SealedBackend<B> {
         match self.read(key, offset, len) {
             // What is kept in memory may be of a value deleted and written again since (by
             // another process): read once more, afresh, before calling the value damaged.
+            // So may a copy cached beneath (damaged on this host's disk): the store is asked.
             Err(e) if e.kind() == crate::base::error::ErrorKind::Corrupt => {
                 self.forget(key);
+                self.inner.drop_cached(key);
                 self.read(key, offset, len)
             }
             other => other,

@@ -271,13 +271,14 @@ impl Repo {
             key: key.0,
             opened_with: key.1,
             stretch: access.stretch.unwrap_or(Stretch::DEFAULT),
+            copy_every: access.copy_every.unwrap_or(COPY_EVERY),
         };
         let base = access.cache_base()?;
         let dir = base.join(&config.id);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
-        let log = Log::new(store.clone(), name).copy_every(access.copy_every.unwrap_or(COPY_EVERY));
+        let log = Log::new(store.clone(), name).copy_every(keys.copy_every);
         let manifest = open_replica(&dir.join(MANIFEST_FILE), log)?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);

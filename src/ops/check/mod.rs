@@ -243,6 +243,8 @@ impl Repo {
 
     /// Checks the repository (see the module docs).
     pub fn check_with(&self, opts: &CheckOptions) -> Result<CheckReport> {
+        // What is verified is the bucket, not this node's cached copies of its packs.
+        let _bypass = self.reading_the_bucket();
         let mut c =
             Checking { repo: self, report: CheckReport::default(), bad: Bad::default(), reported: BTreeSet::new() };
         let packs = self.manifest.read(|| c.check_packs())?;
@@ -253,8 +255,6 @@ impl Repo {
         self.manifest.read(|| c.check_trees())?;
         self.manifest.read(|| c.check_references())?;
         if opts.read_data != ReadData::Off {
-            // The bucket's bytes are what is verified, not this node's cached copies.
-            let _bypass = self.reading_the_bucket();
             c.read_data(&packs, opts.read_data)?;
         }
         c.check_audit()?;
