@@ -13,25 +13,12 @@ SEGMENTS=${1:-1000}
 COPY=${2:-250}
 ROUNDS=${3:-9}
 TROVE=$PWD/target/release/trove
-PY=$PWD/target/moto-5.2.5/bin/python
 WORK=$(mktemp -d /tmp/newhost.XXXX)
-PORT=$((20000 + RANDOM % 20000))
 
-mkfifo "$WORK/moto.in"
-"$PY" -c '
-import os, sys
-from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
-server.start()
-print("ready", flush=True)
-sys.stdin.read()
-os._exit(0)
-' "$PORT" < "$WORK/moto.in" > "$WORK/moto.out" 2>/dev/null &
-exec 3> "$WORK/moto.in"
+. benches/moto.sh
+start_moto "$WORK"
 trap 'exec 3>&-; rm -rf "$WORK"' EXIT
-until grep -q ready "$WORK/moto.out" 2>/dev/null; do sleep 0.2; done
-export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=test \
-  AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 TROVE_PASSWORD=bench
+export TROVE_PASSWORD=bench
 curl -s -X PUT "$AWS_ENDPOINT_URL/newhost" > /dev/null
 
 for kind in copies plain; do

@@ -12,27 +12,11 @@ cd "$(dirname "$0")/.."
 DIR=$(cd "${1:?usage: s3_vs_restic.sh DIR [ROUNDS]}" && pwd)
 ROUNDS=${2:-5}
 TROVE=$PWD/target/release/trove
-PY=$PWD/target/moto-5.2.5/bin/python
 WORK=$(mktemp -d /tmp/s3bench.XXXX)
-PORT=$((20000 + RANDOM % 20000))
 
-# moto serves until its standard input closes: a FIFO this script holds open until it exits.
-mkfifo "$WORK/moto.in"
-"$PY" -c '
-import os, sys
-from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
-server.start()
-print("ready", flush=True)
-sys.stdin.read()
-os._exit(0)
-' "$PORT" < "$WORK/moto.in" > "$WORK/moto.out" 2>/dev/null &
-exec 3> "$WORK/moto.in"
+. benches/moto.sh
+start_moto "$WORK"
 trap 'exec 3>&-' EXIT
-until grep -q ready "$WORK/moto.out" 2>/dev/null; do sleep 0.2; done
-
-export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=test \
-  AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 export TROVE_PASSWORD=bench RESTIC_PASSWORD=bench
 curl -s -X PUT "$AWS_ENDPOINT_URL/bench" > /dev/null
 
