@@ -2,7 +2,7 @@
 # A new host's first command against a repository in a bucket with a long log: from a copy of a
 # replica, against replaying every segment. Two repositories in one bucket on moto's S3 server
 # (the tests' own, under target/) get the same SEGMENTS writes (a session's `trove tool
-# write_file` calls, one segment each), one with copies every COPY segments and one with none;
+# create_file` calls, one segment each), one with copies every COPY segments and one with none;
 # then `trove snapshots` on a host with an empty cache directory is timed on each, alternating,
 # ROUNDS times, and the median of the pair-by-pair ratios printed, with the copy's size.
 #
@@ -30,7 +30,7 @@ for kind in copies plain; do
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
   # The session's creation and the init are segments too.
   for i in $(seq 3 "$SEGMENTS"); do
-    "$TROVE" tool write_file --session "$sid" "{\"path\": \"f$i.txt\", \"content\": \"version $i\"}" > /dev/null
+    "$TROVE" tool create_file --session "$sid" "{\"path\": \"f$i.txt\", \"content\": \"version $i\"}" > /dev/null
   done
 done
 unset TROVE_LOG_COPY_EVERY TROVE_REPO
