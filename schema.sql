@@ -495,3 +495,24 @@ INSERT INTO cache_generation (generation) VALUES (0);
 -- every other manifest keeps 0. Node-local: never logged.
 CREATE TABLE log_position (seq INTEGER NOT NULL);
 INSERT INTO log_position (seq) VALUES (0);
+-- schema-version: 19
+-- When an epoch's condemnations were all made: an epoch that condemns in batches is open (NULL)
+-- until its last batch; one made with all it marks in its own transaction (a pack retirement)
+-- is closed as it begins. An operation that began while the newest epoch was open may have seen
+-- as present what that epoch went on to condemn.
+ALTER TABLE gc_epochs ADD COLUMN closed_ns INTEGER;
+-- A collection's sweep in a repository in a bucket, recorded (and logged) before it marks: it
+-- deletes what epochs up to `horizon` condemned. An operation on another host whose lease
+-- began at an epoch at or below a recorded horizon may rely on something that sweep deleted,
+-- so its writes are refused (ARCHITECTURE.md, "Garbage collection in a bucket").
+CREATE TABLE gc_sweeps (
+    id          INTEGER PRIMARY KEY,
+    horizon     INTEGER NOT NULL,
+    time_ns     INTEGER NOT NULL
+);
+-- The cache generation is logged (ARCHITECTURE.md, "Record log"), so that `repair snapshots` on
+-- one host empties every host's directory cache: its one row gets a key.
+CREATE TABLE cache_generation_keyed (id INTEGER PRIMARY KEY CHECK (id = 0), generation INTEGER NOT NULL);
+INSERT INTO cache_generation_keyed (id, generation) SELECT 0, COALESCE(MAX(generation), 0) FROM cache_generation;
+DROP TABLE cache_generation;
+ALTER TABLE cache_generation_keyed RENAME TO cache_generation;

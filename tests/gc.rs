@@ -10,12 +10,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use trove::{GcOptions, Repo, RestoreOptions, RetentionPolicy, SessionSpec, SnapshotInfo, SnapshotOptions};
 
 fn snap(repo: &Repo, dir: &Path, ws: &str) -> SnapshotInfo {
@@ -381,156 +379,19 @@ fn killed_gc_leaves_a_clean_repository(stage: &str, recompress: Option<i32>) {
 }
 
 /// A tool call on a session that must succeed; returns its result.
-fn tool(repo: &Repo, s: &trove::Session, name: &str, params: Value) -> Value {
-    let call = trove::tools::ToolCall::parse(name, params).expect("parse");
-    trove::tools::run(repo, s, call, "agent").unwrap_or_else(|e| panic!("{name}: {e}")).to_json()
-}
-
 #[test]
-#[allow(clippy::print_stderr)] // the figures of the run, with --nocapture
 fn gc_in_a_loop_costs_no_snapshot_tool_write_or_trash_restore_anything() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("repo");
     Repo::init(&root, "t").expect("init");
-    let stop = Arc::new(AtomicBool::new(false));
-    let run_for = Duration::from_secs(60);
-
-    // Snapshots of a workspace only this thread changes, each with the state it must restore.
-    let snapshotter = {
-        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("a"));
-        std::thread::spawn(move || -> BTreeMap<String, Vec<EntryState>> {
-            let repo = Repo::open(&root).expect("open");
-            repo.set_snapshot_retention("a", Some(RetentionPolicy { keep_last: Some(3), ..Default::default() }), "t")
-                .expect("policy");
-            let mut rng = trove::sample::Rng::new(1);
-            let mut states = BTreeMap::new();
-            let mut round = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                fs::create_dir_all(ws.join(format!("d{}", round % 4))).expect("mkdir");
-                fs::write(
-                    ws.join(format!("d{}/f{}.bin", round % 4, round % 7)),
-                    rng.bytes(20_000 + (round % 5) as usize * 10_000),
-                )
-                .expect("write");
-                fs::write(ws.join("counter.txt"), format!("{round}\n")).expect("write");
-                if round % 9 == 8 {
-                    let _ = fs::remove_dir_all(ws.join(format!("d{}", (round / 9) % 4)));
-                }
-                let s = snap(&repo, &ws, "a");
-                states.insert(s.id.to_string(), tree_state(&ws));
-                round += 1;
-            }
-            states
-        })
+    let open = move |_: &str| Repo::open(&root).expect("open");
+    let how = common::stress::Stress {
+        grace: Duration::ZERO,
+        pause: Duration::ZERO,
+        run_for: Duration::from_secs(60),
+        retry_conflicts: false,
     };
-    // Tool writes: read, then write with the sha256 just read, over and over.
-    let writer = {
-        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("b"));
-        std::thread::spawn(move || -> u64 {
-            let repo = Repo::open(&root).expect("open");
-            fs::create_dir_all(&ws).expect("mkdir");
-            let w = ws.clone();
-            let spec = SessionSpec { workspace: Some("b".into()), persistent: true, ..SessionSpec::default() };
-            let s = repo.create_session(&spec, move |_| Ok(w), "agent").expect("session");
-            let mut rng = trove::sample::Rng::new(2);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let path = format!("f{}.txt", n % 5);
-                let content = String::from_utf8(trove::sample::text(&mut rng, 3_000)).expect("text");
-                if ws.join(&path).exists() {
-                    let sha = tool(&repo, &s, "read_file", json!({"path": path}))["sha256"]
-                        .as_str()
-                        .expect("sha")
-                        .to_string();
-                    tool(&repo, &s, "write_file", json!({"path": path, "content": content, "expectedSha256": sha}));
-                } else {
-                    tool(&repo, &s, "create_file", json!({"path": path, "content": content}));
-                }
-                assert_eq!(fs::read_to_string(ws.join(&path)).expect("read"), content);
-                n += 1;
-            }
-            n
-        })
-    };
-    // Delete into the trash and restore from it, checking the bytes that come back.
-    let trasher = {
-        let (root, stop, ws) = (root.clone(), stop.clone(), tmp.path().join("c"));
-        std::thread::spawn(move || -> u64 {
-            let repo = Repo::open(&root).expect("open");
-            fs::create_dir_all(&ws).expect("mkdir");
-            let w = ws.clone();
-            let spec = SessionSpec { workspace: Some("c".into()), persistent: true, ..SessionSpec::default() };
-            let s = repo.create_session(&spec, move |_| Ok(w), "agent").expect("session");
-            let mut rng = trove::sample::Rng::new(3);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let path = format!("t{n}.bin");
-                let bytes = rng.bytes(30_000);
-                use base64::Engine;
-                let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-                tool(&repo, &s, "create_file", json!({"path": path, "content": b64, "encoding": "base64"}));
-                let trash =
-                    tool(&repo, &s, "delete_file", json!({"path": path}))["trashId"].as_str().expect("id").to_string();
-                assert!(!ws.join(&path).exists());
-                tool(&repo, &s, "restore_file", json!({"trashId": trash}));
-                assert_eq!(fs::read(ws.join(&path)).expect("restored"), bytes, "trash item {trash}");
-                tool(&repo, &s, "delete_file", json!({"path": path}));
-                n += 1;
-            }
-            n
-        })
-    };
-    // Forget and collect with no grace, in a loop.
-    let collector = {
-        let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || -> (u64, u64) {
-            let repo = Repo::open(&root).expect("open");
-            let (mut runs, mut deleted) = (0u64, 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                repo.forget(None, false, "gc-loop").expect("forget");
-                let r = repo.gc(&now_gc()).expect("gc");
-                deleted += r.deleted.objects + r.deleted.trees + r.deleted.loose;
-                runs += 1;
-            }
-            (runs, deleted)
-        })
-    };
-    let started = Instant::now();
-    while started.elapsed() < run_for {
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(
-            !snapshotter.is_finished() && !writer.is_finished() && !trasher.is_finished() && !collector.is_finished(),
-            "a worker failed"
-        );
-    }
-    stop.store(true, Ordering::Relaxed);
-    let states = snapshotter.join().expect("snapshots never failed");
-    let writes = writer.join().expect("tool writes never failed");
-    let restores = trasher.join().expect("trash restores never failed");
-    let (runs, deleted) = collector.join().expect("gc never failed");
-    eprintln!("{runs} collections deleted {deleted} rows beside {} snapshots, {writes} tool writes, {restores} trash restores", states.len());
-    assert!(runs >= 5 && deleted > 0 && writes > 20 && restores > 20 && states.len() > 5);
-
-    let repo = Repo::open(&root).expect("open");
-    let r = repo.gc(&now_gc()).expect("a last gc");
-    assert_eq!(r.waiting, 0, "{r:?}");
-    let report = repo.check().expect("check");
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    // Every surviving snapshot restores exactly what its workspace held when it was taken.
-    let survivors = repo.snapshots(Some("a")).expect("list");
-    assert!(!survivors.is_empty());
-    for (i, s) in survivors.iter().enumerate() {
-        let expected = states.get(&s.id.to_string()).expect("a recorded state");
-        assert_eq!(&restored(&repo, s, &tmp.path().join(format!("check-{i}"))), expected, "snapshot {}", s.id);
-    }
-    // Every trash item left restores byte for byte (its content was checked when deleted).
-    let items = repo.trash("c", None).expect("trash");
-    assert!(!items.is_empty());
-    for item in items.iter().take(20) {
-        let bytes = repo.read_object(&item.object.expect("a file's object")).expect("reads");
-        assert_eq!(bytes.len() as u64, item.size);
-        assert_eq!(trove::testing::sha256_hex(&bytes), item.sha256.expect("sha").to_hex());
-    }
+    common::stress::gc_in_a_loop(tmp.path(), open, how);
 }
 
 #[test]

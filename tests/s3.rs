@@ -745,3 +745,70 @@ fn a_new_host_starts_from_a_copy_of_a_replica_and_reads_only_the_log_after_it() 
     ok(trove_on(s3.addr, &repo, &b, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore on b");
     assert_eq!(common::tree_state(&out), common::tree_state(&work));
 }
+
+/// Garbage collection in a bucket: what a forgotten snapshot alone held is condemned, kept
+/// through the grace period (measured by the store's clock), then deleted with its pack; a
+/// host with no cache still restores what stays, and `check --read-data` finds the bucket
+/// whole. An operation on another host that began before the condemnation and commits after
+/// the sweep is refused, writing nothing, and succeeds when run again.
+#[test]
+fn gc_in_a_bucket_waits_out_its_grace_then_deletes_what_stays_unreached() {
+    let Fresh { s3, bucket, repo, tmp, work } = fresh("collected");
+    let w = work.to_str().expect("utf-8");
+    let a = tmp.path().join("host-a");
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    let mut rng = trove::sample::Rng::new(16);
+    std::fs::write(work.join("big.bin"), rng.bytes(3 << 20)).expect("write");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "first snapshot");
+    std::fs::write(work.join("big.bin"), rng.bytes(3 << 20)).expect("write");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "second snapshot");
+    ok(trove_on(s3.addr, &repo, &a, &["workspace", "retention", "w", "--keep-last", "1"]), "policy");
+    ok(trove_on(s3.addr, &repo, &a, &["forget"]), "forget");
+    let raw = S3Backend::open(&bucket, "collected", &settings(s3.addr)).expect("open");
+    let pack_bytes = || -> u64 { raw.list("packs/").expect("list").iter().map(|k| raw.size(k).expect("size")).sum() };
+    let before = pack_bytes();
+    let gc = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--json", "gc"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(trove_on(s3.addr, &repo, &a, &all), "gc")).expect("json")
+    };
+
+    // Within the grace period: condemned, nothing deleted.
+    let r = gc(&[]);
+    assert_eq!(r["deleted"]["objects"], 0, "{r}");
+    assert!(r["waiting"].as_u64().expect("waiting") > 0, "{r}");
+    assert_eq!(pack_bytes(), before);
+
+    // Another host begins an operation now, before the sweep: its writes are refused after it.
+    let access = trove::BucketAccess {
+        password: Some("correct horse battery staple".into()),
+        cache_base: Some(tmp.path().join("host-b")),
+        settings: settings(s3.addr),
+        ..Default::default()
+    };
+    let b = trove::Repo::open_bucket(&bucket, "collected", &access).expect("open b");
+    let in_flight = trove::testing::lease(&b, "a long snapshot").expect("lease");
+
+    // Past it (no grace): deleted, and the pack of the forgotten version with it.
+    let r = gc(&["--grace", "0s"]);
+    assert!(r["deleted"]["objects"].as_u64().expect("deleted") > 0, "{r}");
+    assert_eq!(r["waiting"], 0, "{r}");
+    assert!(pack_bytes() < before - (2 << 20), "{} of {before} bytes of packs left", pack_bytes());
+
+    std::fs::write(work.join("late.txt"), "written by a long operation").expect("write");
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..trove::SnapshotOptions::default() };
+    let refused = b.snapshot(&work, &opts).expect_err("refused");
+    assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
+    assert!(refused.to_string().contains("garbage collection"), "{refused}");
+    drop(in_flight);
+    b.snapshot(&work, &opts).expect("run again");
+    drop(b);
+
+    // A host with no cache restores the latest byte for byte, and the bucket checks whole.
+    let c = tmp.path().join("host-c");
+    let out = tmp.path().join("restored");
+    ok(trove_on(s3.addr, &repo, &c, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore");
+    assert_eq!(common::tree_state(&out), common::tree_state(&work));
+    ok(trove_on(s3.addr, &repo, &c, &["check", "--read-data"]), "check");
+    ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
+}

@@ -39,12 +39,41 @@ impl Kind {
     }
 }
 
-/// Starts a new epoch at `now_ns` and returns it.
+/// Starts a new epoch at `now_ns`, closed: all it marks is marked in this transaction.
 pub fn new_epoch(conn: &Connection, now_ns: i64) -> Result<i64> {
+    conn.prepare_cached("INSERT INTO gc_epochs (time_ns, closed_ns) VALUES (?1, ?1)")
+        .and_then(|mut s| s.execute([now_ns]))
+        .map_err(db("starting a collection epoch"))?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Starts a new epoch at `now_ns` whose condemnations follow in transactions of their own
+/// ([`close_epoch`] once they are all made).
+pub fn open_epoch(conn: &Connection, now_ns: i64) -> Result<i64> {
     conn.prepare_cached("INSERT INTO gc_epochs (time_ns) VALUES (?1)")
         .and_then(|mut s| s.execute([now_ns]))
         .map_err(db("starting a collection epoch"))?;
     Ok(conn.last_insert_rowid())
+}
+
+/// Records that epoch `epoch` condemns nothing more.
+pub fn close_epoch(conn: &Connection, epoch: i64, now_ns: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE gc_epochs SET closed_ns = ?2 WHERE epoch = ?1 AND closed_ns IS NULL")
+        .and_then(|mut s| s.execute([epoch, now_ns]))
+        .map_err(db("closing a collection epoch"))?;
+    Ok(())
+}
+
+/// The newest epoch all of whose condemnations are in this state: the newest, once closed;
+/// the one before while it is open. (An older epoch left open by a killed collection takes no
+/// more: condemnations land only while their epoch is the newest.)
+pub fn seen_epoch(conn: &Connection) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT COALESCE((SELECT CASE WHEN closed_ns IS NULL THEN epoch - 1 ELSE epoch END
+                          FROM gc_epochs ORDER BY epoch DESC LIMIT 1), 0)",
+    )
+    .and_then(|mut s| s.query_row([], |r| r.get(0)))
+    .map_err(db("reading the collection epoch"))
 }
 
 /// The newest epoch (0 before the first).
@@ -79,13 +108,31 @@ pub struct LeaseRow {
 }
 
 /// Records an operation in flight, with the newest epoch now (read in this write transaction,
-/// so it orders against condemnations by commit).
-pub fn insert_lease(conn: &Connection, pid: u32, pid_start: u64, started_ns: i64, what: &str) -> Result<i64> {
+/// so it orders against condemnations by commit); returns the lease's id and the newest epoch
+/// whose condemnations it sees whole ([`seen_epoch`]), for a fence (`Manifest::fence`).
+pub fn insert_lease(conn: &Connection, pid: u32, pid_start: u64, started_ns: i64, what: &str) -> Result<(i64, i64)> {
     let epoch = latest_epoch(conn)?;
+    let seen = seen_epoch(conn)?;
     conn.prepare_cached("INSERT INTO gc_leases (pid, pid_start, epoch, started_ns, what) VALUES (?1, ?2, ?3, ?4, ?5)")
         .and_then(|mut s| s.execute(params![pid, pid_start as i64, epoch, started_ns, what]))
         .map_err(db("recording an operation in flight"))?;
-    Ok(conn.last_insert_rowid())
+    Ok((conn.last_insert_rowid(), seen))
+}
+
+/// Records that a collection is about to delete what epochs up to `horizon` condemned (in a
+/// bucket, before it marks: see `Manifest::fence`).
+pub fn record_sweep(conn: &Connection, horizon: i64, time_ns: i64) -> Result<()> {
+    conn.prepare_cached("INSERT INTO gc_sweeps (horizon, time_ns) VALUES (?1, ?2)")
+        .and_then(|mut s| s.execute([horizon, time_ns]))
+        .map_err(db("recording a collection's sweep"))?;
+    Ok(())
+}
+
+/// The highest horizon a collection recorded a sweep up to (0 for none).
+pub fn swept_horizon(conn: &Connection) -> Result<i64> {
+    conn.prepare_cached("SELECT COALESCE(MAX(horizon), 0) FROM gc_sweeps")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(db("reading the collections' sweeps"))
 }
 
 /// Removes a lease (its operation ended).

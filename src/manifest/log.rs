@@ -48,6 +48,8 @@ pub const DURABLE: &[(&str, &[&str])] = &[
     ("pins", &["snapshot"]),
     ("gc_epochs", &["epoch"]),
     ("bundle_dead", &["pack", "offset"]),
+    ("gc_sweeps", &["id"]),
+    ("cache_generation", &["id"]),
 ];
 
 /// The most columns a logged table has (the temporary table has this many value columns).
@@ -538,7 +540,11 @@ impl Log {
                 // In key order: the audit log's rows must arrive by `seq`, and pages fill best so.
                 let order = key.join(", ");
                 c.execute(
-                    &format!("INSERT INTO main.{table} ({cols}) SELECT {cols} FROM src.{table} ORDER BY {order}"),
+                    // OR REPLACE: a table a new manifest fills with its one row (the cache
+                    // generation) takes the replica's.
+                    &format!(
+                        "INSERT OR REPLACE INTO main.{table} ({cols}) SELECT {cols} FROM src.{table} ORDER BY {order}"
+                    ),
                     [],
                 )
                 .map_err(db("copying the replica"))?;
@@ -704,8 +710,20 @@ impl Replication for Log {
         &self.name
     }
 
-    fn publish(&self, tx: &Connection) -> Result<Published> {
+    fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published> {
         let Some(body) = take_changes(tx, &self.logged)? else { return Ok(Published::Nothing) };
+        if let Some(epoch) = fence {
+            let swept = crate::manifest::gc::swept_horizon(tx)?;
+            if swept > epoch {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "a garbage collection of {} deleted what was condemned up to epoch {swept} while this operation, begun having seen epoch {epoch}, was running (it ran longer than that collection's grace period): nothing was written; run it again",
+                        self.name
+                    ),
+                ));
+            }
+        }
         let seq = position(tx)? + 1;
         if body.len() as u64 > MAX_SEGMENT {
             return Err(Error::new(
@@ -1032,6 +1050,56 @@ mod tests {
         assert_eq!(rows(&d), rows(&a));
         assert!(!tmp.path().join("d.db.copy").exists());
         assert_eq!(copy_seq("replica/7"), None);
+    }
+
+    /// `repair snapshots` on one host bumps the cache generation every host's directory cache
+    /// is checked against: the bump is logged, so another host's next snapshot empties its cache.
+    #[test]
+    fn a_cache_generation_bumped_on_one_host_reaches_every_replica() {
+        use crate::manifest::dir_cache;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let (a, b) = (replica(tmp.path(), "a.db", &store), replica(tmp.path(), "b.db", &store));
+        assert_eq!(dir_cache::generation(b.conn()).expect("generation"), 0);
+        a.write(|tx| dir_cache::bump_generation(tx)).expect("bump");
+        b.catch_up().expect("catch up");
+        assert_eq!(dir_cache::generation(b.conn()).expect("generation"), 1);
+        let c = replica(tmp.path(), "c.db", &store);
+        assert_eq!(dir_cache::generation(c.conn()).expect("generation"), 1);
+    }
+
+    /// A lease fences its handle's writes: once another host records a sweep of the epoch the
+    /// lease began at, a write of logged rows is refused and publishes nothing, while a write
+    /// of node-local rows (withdrawing the lease) still goes through.
+    #[test]
+    fn a_sweep_recorded_on_another_host_refuses_the_writes_of_an_older_lease() {
+        use crate::manifest::gc;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let (a, b) = (replica(tmp.path(), "a.db", &store), replica(tmp.path(), "b.db", &store));
+        let closed = a.write(|tx| gc::new_epoch(tx, 1)).expect("epoch");
+        // An epoch still condemning is not seen whole by a lease taken meanwhile.
+        let open = a.write(|tx| gc::open_epoch(tx, 2)).expect("epoch");
+        b.catch_up().expect("catch up");
+        let (lease, seen) = b.write(|tx| gc::insert_lease(tx, 1, 1, 1, "snapshot")).expect("lease");
+        assert_eq!(seen, closed);
+        b.fence(lease, seen);
+        a.write(|tx| gc::close_epoch(tx, open, 3)).expect("close");
+        // A sweep up to the epoch it saw whole leaves it alone.
+        a.write(|tx| gc::record_sweep(tx, closed, 4)).expect("sweep");
+        record(&b, "before");
+        let published = position(b.conn()).expect("position");
+        a.write(|tx| gc::record_sweep(tx, open, 5)).expect("sweep");
+        let refused = b
+            .write(|tx| crate::manifest::audit::append(tx, &AuditRecord::ok(4, "tester", "after")))
+            .expect_err("refused");
+        assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
+        assert!(refused.to_string().contains("run it again"), "{refused}");
+        assert_eq!(store.list("log/").expect("list").len() as u64, published + 1, "nothing published");
+        b.write(|tx| gc::delete_lease(tx, lease)).expect("a lease is withdrawn");
+        b.unfence(lease);
+        record(&b, "after");
+        assert_eq!(rows(&b), rows(&replica(tmp.path(), "c.db", &store)));
     }
 
     #[test]

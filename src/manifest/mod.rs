@@ -32,7 +32,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::base::error::{Error, ErrorKind, Result};
 
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 /// The part of `schema.sql` that migrates version `to - 1` to `to`: the text from its
 /// `-- schema-version: <to>` line to the next such line. The file stays the single source: a new
@@ -52,8 +52,10 @@ pub trait Replication: Send + Sync {
     /// The store's name (`s3://bucket/prefix`), for messages.
     fn name(&self) -> &str;
     /// Publishes the logged rows `tx` changed as the log's next segment, moving the replica's
-    /// position in `tx`.
-    fn publish(&self, tx: &Connection) -> Result<Published>;
+    /// position in `tx`. `fence`: the oldest epoch an operation in flight on this handle began
+    /// having seen whole; rows are refused (`conflict`) if a collection recorded a sweep past
+    /// it (`gc::swept_horizon`), since that sweep may have deleted what the operation relies on.
+    fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published>;
     /// Applies in `tx` the segments the replica has not seen; how many.
     fn catch_up(&self, tx: &Connection) -> Result<u64>;
     /// Called after a write's transaction committed on `conn`: work that follows a publish
@@ -91,6 +93,9 @@ pub struct Manifest {
     log: Option<std::sync::Arc<dyn Replication>>,
     /// When this replica last caught up with its log ([`Manifest::refresh`]).
     caught_up: std::cell::Cell<Option<std::time::Instant>>,
+    /// The leases of operations in flight on this handle, by id, with the epoch each began at
+    /// ([`Manifest::fence`]).
+    fences: std::cell::RefCell<Vec<(i64, i64)>>,
 }
 
 /// Refuses a manifest path that is not a regular file, or an empty one (SQLite would take it for
@@ -265,6 +270,11 @@ impl Manifest {
         Ok(m)
     }
 
+    /// A manifest over `conn`, with no log and nothing in flight.
+    fn over(conn: Connection, reader_uri: Option<String>, read_only: Option<String>) -> Manifest {
+        Manifest { conn, reader_uri, read_only, log: None, caught_up: Default::default(), fences: Default::default() }
+    }
+
     fn install(conn: Connection) -> Result<Manifest> {
         // Before any table exists: pages freed by garbage collection can then be given back to
         // the file system a few at a time (`incremental_vacuum`), never by a blocking VACUUM.
@@ -273,7 +283,7 @@ impl Manifest {
         configure(&conn)?;
         conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
             .map_err(|e| Error::db("applying schema.sql", e))?;
-        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
+        Ok(Manifest::over(conn, None, None))
     }
 
     /// Opens an existing manifest, migrating an older schema and refusing a newer one.
@@ -309,7 +319,7 @@ impl Manifest {
             conn.execute_batch(&format!("BEGIN; {sql} PRAGMA user_version = {to}; COMMIT;"))
                 .map_err(|e| Error::db(&format!("migrating the manifest to version {to}"), e))?;
         }
-        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
+        Ok(Manifest::over(conn, None, None))
     }
 
     /// Opens a throwaway copy of a manifest at `path` (a dry run's): writable, its commits not
@@ -319,7 +329,7 @@ impl Manifest {
             .map_err(|e| Error::db(&format!("opening {}", path.display()), e))?;
         configure(&conn)?;
         conn.execute_batch("PRAGMA synchronous = OFF;").map_err(|e| Error::db("configuring a copy", e))?;
-        Ok(Manifest { conn, reader_uri: None, read_only: None, log: None, caught_up: Default::default() })
+        Ok(Manifest::over(conn, None, None))
     }
 
     /// Copies this manifest, as one consistent view, into a new file at `path`.
@@ -396,7 +406,7 @@ impl Manifest {
             ));
         }
         tracing::warn!(path = %path.display(), why = %reason, "the manifest is open read-only: commands that only read work, and writes fail");
-        Ok(Manifest { conn, reader_uri: Some(uri), read_only: Some(reason), log: None, caught_up: Default::default() })
+        Ok(Manifest::over(conn, Some(uri), Some(reason)))
     }
 
     /// Why this manifest is open read-only, or None: it is writable.
@@ -533,7 +543,21 @@ impl Manifest {
             }
             // An error rolls the transaction back, the changes it recorded with it.
             let out = f(&tx)?;
-            match log.publish(&tx)? {
+            let published = match log.publish(&tx, self.fence_epoch()) {
+                Ok(p) => p,
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    // Refused by a fence (or the store): the operation runs again from its
+                    // start, which should find this replica as new as the log, not as it was
+                    // before this transaction's catch-up, rolled back with it.
+                    drop(tx);
+                    if let Err(c) = self.catch_up() {
+                        tracing::warn!(error = %c, "could not catch up with the record log after a refused write");
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            match published {
                 Published::Nothing | Published::Won => {
                     tx.commit().map_err(|e| Error::db("committing", e))?;
                     log.committed(&self.conn);
@@ -599,6 +623,28 @@ impl Manifest {
     /// Whether this manifest is a replica of a record log.
     pub fn is_replica(&self) -> bool {
         self.log.is_some()
+    }
+
+    /// Fences this handle's writes with lease `id`, taken having seen every condemnation up to
+    /// epoch `epoch` (`gc::seen_epoch`): until [`Manifest::unfence`], a write that would
+    /// publish rows fails if a collection on any host recorded a sweep of a later epoch. Another host's collection cannot see this
+    /// host's leases, so where it could not wait for one, the operation is stopped instead of
+    /// committing a reference to something deleted. Only a replica's writes are fenced: in a
+    /// directory every lease holds collections back.
+    pub fn fence(&self, id: i64, epoch: i64) {
+        if self.log.is_some() {
+            self.fences.borrow_mut().push((id, epoch));
+        }
+    }
+
+    /// Lifts the fence of lease `id` (its operation ended).
+    pub fn unfence(&self, id: i64) {
+        self.fences.borrow_mut().retain(|(i, _)| *i != id);
+    }
+
+    /// The oldest epoch a fence of this handle began at.
+    fn fence_epoch(&self) -> Option<i64> {
+        self.fences.borrow().iter().map(|(_, e)| *e).min()
     }
 }
 

@@ -51,6 +51,11 @@ pub trait Backend: Send + Sync {
     fn drop_cached(&self, key: &str) {
         let _ = key;
     }
+    /// Now by the store's clock, in ns since the epoch: what hosts sharing the store agree on
+    /// (garbage collection's grace period is measured by it). This host's clock by default.
+    fn clock_ns(&self) -> Result<i64> {
+        Ok(crate::base::time::now_ns())
+    }
     /// Every key starting with `prefix`, sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The length of the value under `key`; a missing key is `not_found`.

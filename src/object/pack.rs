@@ -419,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sealed_store_names_packs_by_a_keyed_hash_of_their_bytes() {
+    fn a_sealed_store_names_packs_by_a_keyed_hash_of_their_bytes_salted_per_write() {
         use crate::object::{MemoryBackend, SealKey, SealedBackend};
         let write = |backend: &dyn Backend| {
             let raw = b"a file an observer of the bucket might know".to_vec();
@@ -433,13 +433,18 @@ mod tests {
         let (plain_key, plain_bytes) = write(&MemoryBackend::new());
         assert!(plain_key.contains(&blake3::hash(&plain_bytes).to_hex().to_string()));
         let (a, b) = (SealKey::from_bytes([1; 32]), SealKey::from_bytes([2; 32]));
-        let (key_a, bytes_a) = write(&SealedBackend::new(MemoryBackend::new(), a.clone()));
+        let sealed_a = SealedBackend::new(MemoryBackend::new(), a.clone());
+        let (key_a, bytes_a) = write(&sealed_a);
         let (key_b, _) = write(&SealedBackend::new(MemoryBackend::new(), b));
-        // The same pack: its name is the keyed hash of its bytes, and tells nothing to one who
-        // can hash what they know, nor links two repositories holding it.
+        // The same pack: its name is keyed and salted, so it tells nothing to one who can hash
+        // what they know, links no two repositories holding it, and the same bytes written
+        // again (by another host, or after a collection retired them) get a name of their own.
         assert_eq!(bytes_a, plain_bytes);
-        assert_eq!(key_a, format!("packs/{}/{}.pack", &a.keyed_name(&bytes_a)[..2], a.keyed_name(&bytes_a)));
+        assert_ne!(key_a, format!("packs/{}/{}.pack", &a.keyed_name(&bytes_a)[..2], a.keyed_name(&bytes_a)));
         assert_ne!(key_a, plain_key);
         assert_ne!(key_a, key_b);
+        let (again, bytes_again) = write(&sealed_a);
+        assert_eq!(bytes_again, bytes_a);
+        assert_ne!(again, key_a);
     }
 }

@@ -395,6 +395,10 @@ impl<B: Backend> Backend for PackCache<B> {
         self.inner.list(prefix)
     }
 
+    fn clock_ns(&self) -> Result<i64> {
+        self.inner.clock_ns()
+    }
+
     fn size(&self, key: &str) -> Result<u64> {
         match self.cached_size(key) {
             Some(size) => Ok(size),

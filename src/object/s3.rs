@@ -473,6 +473,31 @@ impl Backend for S3Backend {
         Ok(keys)
     }
 
+    fn clock_ns(&self) -> Result<i64> {
+        // The store dates what it stores: an empty object written now, read back and removed.
+        // Its clock is read to the second, which a grace period of minutes or hours does not
+        // feel.
+        let key = format!("clock/{}", crate::base::random::random_hex()?);
+        let (client, path) = (self.client.clone(), self.path(&key));
+        let put = client.clone();
+        let put_path = path.clone();
+        self.run(async move { put.put(&put_path, object_store::PutPayload::new()).await })
+            .map_err(|e| self.error("create", &key, e))?;
+        let meta = self.run(async move { client.head(&path).await }).map_err(|e| self.error("look up", &key, e));
+        self.delete(&key)?;
+        let meta = meta?;
+        meta.last_modified.timestamp_nanos_opt().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{} dated {key} {}, a time out of range: check the store's clock",
+                    self.describe(),
+                    meta.last_modified
+                ),
+            )
+        })
+    }
+
     fn size(&self, key: &str) -> Result<u64> {
         let (client, path) = (self.client.clone(), self.path(key));
         self.run(async move { client.head(&path).await })

@@ -333,6 +333,10 @@ impl<B: Backend> Backend for SealedBackend<B> {
         self.inner.list(prefix)
     }
 
+    fn clock_ns(&self) -> Result<i64> {
+        self.inner.clock_ns()
+    }
+
     fn size(&self, key: &str) -> Result<u64> {
         let stored = self.inner.size(key)?;
         plain_len(stored).ok_or_else(|| {
@@ -341,7 +345,21 @@ impl<B: Backend> Backend for SealedBackend<B> {
     }
 
     fn content_hasher(&self) -> blake3::Hasher {
-        self.key.name_hasher()
+        // Names unique per writer: the same bytes written by two hosts, or again by one after
+        // a collection retired them, get two names, so no writer ever puts its pack under a
+        // name a collection on another host is deleting. Random bytes hashed first; a name
+        // without the key still tells nothing.
+        let mut h = self.key.name_hasher();
+        let mut salt = [0u8; 16];
+        if let Err(e) = crate::base::random::fill_random(&mut salt) {
+            // Without the kernel's randomness the nanosecond clock and the process tell writers
+            // apart as well as a bucket needs.
+            tracing::warn!(error = %e, "no random bytes for a pack's name; naming it by the time and process");
+            salt[..8].copy_from_slice(&crate::base::time::now_ns().to_le_bytes());
+            salt[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+        }
+        h.update(&salt);
+        h
     }
 
     fn copy_to(&self, key: &str, limit: u64, out: &mut dyn std::io::Write) -> Result<u64> {

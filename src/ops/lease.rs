@@ -54,10 +54,19 @@ impl Repo {
         if let Some(why) = self.manifest.read_only() {
             return self.lease_by_lock(what, why);
         }
+        // A replica's lease fences the operation's writes with the epoch it began at (an older
+        // one, kept by a replica behind its log, fences more than it must): caught up first, at
+        // most once a second, so that epoch is as new as the log's.
+        if self.manifest.is_replica() {
+            self.manifest.refresh(std::time::Duration::from_secs(1))?;
+        }
         let (pid, start) = process::current();
         // Relaxed: a lease matters only while its process lives, and a crash ends both.
         match self.manifest.write_relaxed(|tx| gc::insert_lease(tx, pid, start, now_ns(), what)) {
-            Ok(id) => Ok(Lease { repo: self, held: Held::Row(id) }),
+            Ok((id, epoch)) => {
+                self.manifest.fence(id, epoch);
+                Ok(Lease { repo: self, held: Held::Row(id) })
+            }
             Err(e) if e.is_storage_full() => self.lease_by_lock(what, e.message()),
             Err(e) => Err(e),
         }
@@ -112,6 +121,7 @@ impl Repo {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Held::Row(id) = self.held else { return };
+        self.repo.manifest.unfence(id);
         match self.repo.manifest.write_relaxed(|tx| gc::delete_lease(tx, id)) {
             Ok(()) => {
                 self.repo.withdraw_leases();

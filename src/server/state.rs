@@ -485,25 +485,18 @@ pub(crate) async fn maintain(state: Arc<AppState>, mut stop: tokio::sync::watch:
             .blocking(move |_, repo| {
                 let forgot = repo.forget(None, false, "trove-serve")?;
                 let gone: usize = forgot.workspaces.iter().map(|w| w.forgotten.len()).sum();
-                // A bucket has no garbage collection yet: retention only, nothing deleted.
-                if repo.manifest().is_replica() {
-                    return Ok((gone, None));
-                }
                 let opts =
                     crate::ops::gc::GcOptions { grace, recompress, actor: "trove-serve".into(), ..Default::default() };
-                Ok((gone, Some(repo.gc(&opts)?)))
+                Ok((gone, repo.gc(&opts)?))
             })
             .await;
         match done {
-            Ok((gone, Some(r))) => tracing::info!(
+            Ok((gone, r)) => tracing::info!(
                 snapshots_forgotten = gone,
                 bytes_reclaimed = r.bytes_reclaimed,
                 waiting = r.waiting,
                 "maintenance done"
             ),
-            Ok((gone, None)) => {
-                tracing::info!(snapshots_forgotten = gone, "maintenance done; no garbage collection in a bucket yet")
-            }
             Err(e) => tracing::warn!(error = %e, "maintenance failed; tried again at the next interval"),
         }
     }

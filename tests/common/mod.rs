@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod http;
 pub mod s3;
+pub mod stress;
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

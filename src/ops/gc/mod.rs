@@ -147,6 +147,19 @@ pub struct GcReport {
     pub manifest_bytes_reclaimed: u64,
     /// The newest epoch whose condemnations could be deleted.
     pub horizon: i64,
+    /// The store's clock less this host's, in ns: a collection in a bucket dates its epochs
+    /// and measures its grace period by the store's clock, which every host shares (0 in a
+    /// directory, whose clock is this host's).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) clock_offset_ns: i64,
+}
+
+impl GcReport {
+    /// Now, by the clock the collection dates its epochs with.
+    fn now(&self) -> i64 {
+        now_ns().saturating_add(self.clock_offset_ns)
+    }
 }
 
 /// The level `trove gc --recompress` without a level and `trove serve`'s scheduled collection
@@ -228,14 +241,6 @@ impl Repo {
     /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
     /// once what the first condemned.
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
-        // A collection's leases and locks are one machine's: in a bucket, another node could be
-        // writing a pack this one would call unreachable. Two-phase collection by the store's
-        // clock is what a bucket needs; until then nothing is deleted there.
-        if self.manifest.is_replica() {
-            return Err(Error::invalid_argument(
-                "garbage collection of a repository in a bucket is not available yet: nothing was deleted",
-            ));
-        }
         if let Some(level) = opts.recompress {
             if !(1..=MAX_RECOMPRESS).contains(&level) {
                 return Err(Error::invalid_argument(format!(
@@ -276,6 +281,9 @@ impl Repo {
     /// passes, packs, and the manifest's pages.
     fn collect(&self, opts: &GcOptions) -> Result<GcReport> {
         let mut report = GcReport { stale_leases: self.drop_stale_leases()?, ..GcReport::default() };
+        if self.manifest.is_replica() {
+            report.clock_offset_ns = self.backend.clock_ns()?.saturating_sub(now_ns());
+        }
         let condemned = self.gc_pass(opts, &mut report, true)?;
         if opts.grace.is_zero() && condemned > 0 {
             self.gc_pass(opts, &mut report, false)?;
@@ -301,8 +309,13 @@ impl Repo {
     /// marks were read may commit a reference to something the marks do not see, and end
     /// before the deletion; its lease, seen in that view, keeps back whatever was condemned
     /// after it began. Whatever was condemned before it began, it saw as absent.
+    ///
+    /// In a bucket, the horizon is recorded (logged) before the marks are read: another
+    /// host's operation that began at an epoch up to it and commits after the record is
+    /// refused (`Manifest::fence`); one that committed before it is in the marks.
     fn gc_pass(&self, opts: &GcOptions, report: &mut GcReport, first: bool) -> Result<u64> {
-        let view = self.gc_mark(now_ns())?;
+        let swept = self.gc_sweep_horizon(opts.grace, report)?;
+        let view = self.gc_mark(report.now())?;
         let conn = self.manifest.conn();
         if first {
             report.reachable = view.marked.clone();
@@ -312,7 +325,7 @@ impl Repo {
         }
         failpoint("gc:marked");
 
-        let mut horizon = view.epoch.min(self.gc_horizon(opts.grace, report)?);
+        let mut horizon = view.epoch.min(swept);
         for lease in &view.leases {
             if process::alive(lease.pid, lease.pid_start) {
                 horizon = horizon.min(kept_back_from(lease.epoch));
@@ -333,20 +346,32 @@ impl Repo {
         failpoint("gc:swept");
 
         // Condemn in an epoch of its own, then clear what is reached again.
-        let epoch = self.manifest.write(|tx| gc::new_epoch(tx, now_ns()))?;
+        let epoch = self.manifest.write(|tx| gc::open_epoch(tx, report.now()))?;
         let mut condemned = 0;
         for kind in Kind::ALL {
             let mut after = Vec::new();
             loop {
                 let keys = gc::dead_batch(conn, kind, &after, BATCH)?;
                 let Some(last) = keys.last().cloned() else { break };
-                let n = self.manifest.write(|tx| gc::condemn(tx, kind, &keys, epoch))?;
+                let n = self.manifest.write(|tx| {
+                    // An operation whose lease began at a later epoch relies on having seen
+                    // every condemnation of this one (`gc::seen_epoch`): so none lands once
+                    // another collection (on another host) began an epoch.
+                    if gc::latest_epoch(tx)? != epoch {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            "another garbage collection began while this one was condemning: nothing more was condemned; run it again once the other has finished",
+                        ));
+                    }
+                    gc::condemn(tx, kind, &keys, epoch)
+                })?;
                 report.condemned.add(kind, n);
                 condemned += n;
                 after = last;
             }
             report.resurrected += self.manifest.write(|tx| gc::resurrect(tx, kind))?;
         }
+        self.manifest.write(|tx| gc::close_epoch(tx, epoch, report.now()))?;
         failpoint("gc:condemned");
         Ok(condemned)
     }
@@ -365,13 +390,24 @@ impl Repo {
         Ok(n)
     }
 
+    /// [`Repo::gc_horizon`], recorded first in a bucket (a sweep up to it is about to start:
+    /// see [`Repo::gc_pass`]). What it deletes is decided on the state that follows the record.
+    fn gc_sweep_horizon(&self, grace: Duration, report: &mut GcReport) -> Result<i64> {
+        let horizon = self.gc_horizon(grace, report)?;
+        if self.manifest.is_replica() && horizon > 0 {
+            let now = report.now();
+            self.manifest.write(|tx| gc::record_sweep(tx, horizon, now))?;
+        }
+        Ok(horizon)
+    }
+
     /// The newest epoch whose condemnations (and retirements) may be acted on now: begun at
-    /// least `grace` ago, and not after any live operation began (it may have seen as present
-    /// what that epoch condemned).
+    /// least `grace` ago (by the store's clock in a bucket), and not after any live operation
+    /// of this host began (it may have seen as present what that epoch condemned).
     fn gc_horizon(&self, grace: Duration, report: &mut GcReport) -> Result<i64> {
         let conn = self.manifest.conn();
         let grace_ns = i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX);
-        let mut horizon = gc::epoch_at(conn, now_ns().saturating_sub(grace_ns))?;
+        let mut horizon = gc::epoch_at(conn, report.now().saturating_sub(grace_ns))?;
         report.in_flight = 0;
         for lease in gc::leases(conn)? {
             if process::alive(lease.pid, lease.pid_start) {

@@ -45,7 +45,7 @@ impl Repo {
         // Packs nothing points into any more.
         self.manifest.write(|tx| {
             let in_use = gc::packs_in_use(tx)?;
-            let epoch = gc::new_epoch(tx, now_ns())?;
+            let epoch = gc::new_epoch(tx, report.now())?;
             for p in gc::pack_use(tx)? {
                 if !in_use.contains(&p.id) {
                     gc::retire_pack(tx, p.id, epoch)?;
@@ -190,7 +190,7 @@ impl Repo {
         let level =
             recompress.or_else(|| packs.iter().map(|p| p.level).collect::<Option<Vec<i32>>>()?.into_iter().min());
         self.manifest.write(|tx| {
-            let epoch = gc::new_epoch(tx, now_ns())?;
+            let epoch = gc::new_epoch(tx, report.now())?;
             let mut at: BTreeMap<ObjectId, (i64, &PackedObject)> = BTreeMap::new();
             for p in &sealed {
                 // Its objects' rows are moved to it below, not inserted.
@@ -225,7 +225,7 @@ impl Repo {
 
     /// Deletes retired packs past the horizon: the row, then the file.
     fn delete_retired(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
-        let horizon = self.gc_horizon(opts.grace, report)?;
+        let horizon = self.gc_sweep_horizon(opts.grace, report)?;
         for (id, name, size, retired) in gc::retired_packs(self.manifest.conn())? {
             if retired > horizon {
                 continue;
@@ -262,7 +262,7 @@ impl Repo {
         // The listing came first, then the epoch that notes it: a writer in flight took its
         // lease (and the epoch then) before it wrote the file, so before this epoch.
         self.manifest.write(|tx| {
-            let epoch = gc::new_epoch(tx, now_ns())?;
+            let epoch = gc::new_epoch(tx, report.now())?;
             for f in &orphans {
                 gc::note_orphan(tx, f, epoch)?;
             }
@@ -273,7 +273,7 @@ impl Repo {
             }
             Ok(())
         })?;
-        let horizon = self.gc_horizon(opts.grace, report)?;
+        let horizon = self.gc_sweep_horizon(opts.grace, report)?;
         for (name, epoch) in gc::orphans(conn)? {
             if epoch > horizon {
                 continue;
