@@ -501,14 +501,25 @@ INSERT INTO log_position (seq) VALUES (0);
 -- is closed as it begins. An operation that began while the newest epoch was open may have seen
 -- as present what that epoch went on to condemn.
 ALTER TABLE gc_epochs ADD COLUMN closed_ns INTEGER;
+-- No collection from before is still condemning: its epochs are closed.
+UPDATE gc_epochs SET closed_ns = time_ns;
 -- A collection's sweep in a repository in a bucket, recorded (and logged) before it marks: it
--- deletes what epochs up to `horizon` condemned. An operation on another host whose lease
--- began at an epoch at or below a recorded horizon may rely on something that sweep deleted,
--- so its writes are refused (ARCHITECTURE.md, "Garbage collection in a bucket").
+-- deletes what epochs up to `horizon` condemned. An operation on another host that saw only
+-- epochs below a recorded horizon whole may rely on something that sweep deleted, so its
+-- writes are refused (ARCHITECTURE.md, "Garbage collection", "In a bucket").
 CREATE TABLE gc_sweeps (
     id          INTEGER PRIMARY KEY,
     horizon     INTEGER NOT NULL,
     time_ns     INTEGER NOT NULL
+);
+-- The collections of a repository in a bucket, one at a time across hosts (`gc.lock` is one
+-- host's): a run not ended and begun less than `gc::RUN_STALE` ago (by the store's clock) keeps
+-- others from starting.
+CREATE TABLE gc_runs (
+    id          INTEGER PRIMARY KEY,
+    host        TEXT NOT NULL,
+    started_ns  INTEGER NOT NULL,
+    ended_ns    INTEGER
 );
 -- The cache generation is logged (ARCHITECTURE.md, "Record log"), so that `repair snapshots` on
 -- one host empties every host's directory cache: its one row gets a key.
@@ -516,3 +527,7 @@ CREATE TABLE cache_generation_keyed (id INTEGER PRIMARY KEY CHECK (id = 0), gene
 INSERT INTO cache_generation_keyed (id, generation) SELECT 0, COALESCE(MAX(generation), 0) FROM cache_generation;
 DROP TABLE cache_generation;
 ALTER TABLE cache_generation_keyed RENAME TO cache_generation;
+-- The host serving a session in a bucket (a random id it keeps in its cache directory): only
+-- that host's reaper ends it by ttl or idleness, since ending it snapshots a directory of that
+-- host. NULL in a directory, and for sessions made before.
+ALTER TABLE sessions ADD COLUMN host TEXT;

@@ -158,6 +158,24 @@ fn trove_cmd(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args
     c
 }
 
+/// `trove serve` of the bucket repository `repo` on a host of its own (a temporary directory,
+/// its cache directory in it), with `extra` arguments.
+fn serve_on(s3: std::net::SocketAddr, repo: &str, extra: &[&str]) -> common::http::Server {
+    let host = tempfile::tempdir().expect("host");
+    let cache = host.path().join("cache");
+    let endpoint = format!("http://{s3}");
+    let env = [
+        ("TROVE_PASSWORD", "correct horse battery staple"),
+        ("TROVE_CACHE_DIR", cache.to_str().expect("utf-8")),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    common::http::start_at(host, repo, Some(common::http::TOKEN), extra, &env)
+}
+
 fn ok(o: std::process::Output, what: &str) -> String {
     assert!(o.status.success(), "{what}: {}\n{}", common::stderr(&o), common::stdout(&o));
     common::stdout(&o)
@@ -542,19 +560,7 @@ fn a_server_on_another_host_serves_the_buckets_snapshots_and_sees_new_ones() {
     ok(trove_on(s3.addr, &repo, &agent, &["init"]), "init");
     ok(trove_on(s3.addr, &repo, &agent, &["snapshot", w, "--workspace", "w"]), "snapshot");
 
-    let review = tempfile::tempdir().expect("review host");
-    let cache = review.path().join("cache");
-    let endpoint = format!("http://{}", s3.addr);
-    let env = [
-        ("TROVE_PASSWORD", "correct horse battery staple"),
-        ("TROVE_CACHE_DIR", cache.to_str().expect("utf-8")),
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-    ];
-    let served = common::http::start_at(review, &repo, Some(common::http::TOKEN), &env);
+    let served = serve_on(s3.addr, &repo, &[]);
     let r = served.get("/v1/snapshots/latest/files/src/main.rs");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["content"], "fn main() {}\n");
@@ -570,6 +576,40 @@ fn a_server_on_another_host_serves_the_buckets_snapshots_and_sees_new_ones() {
     assert_eq!(list.status, 200, "{}", list.text());
     let v = list.json();
     assert_eq!(v.as_array().or_else(|| v["snapshots"].as_array()).map_or(0, Vec::len), 2, "{v}");
+}
+
+/// Two servers on one bucket, each with its own idle timeout: a session ends by idleness on
+/// the host that serves it, never on another (ending it there would snapshot a directory of
+/// that host); the other host then reads its final snapshot.
+#[test]
+fn a_session_ends_by_idleness_on_its_own_host_only() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/sessions");
+    let tmp = tempfile::tempdir().expect("tmp");
+    ok(trove_on(s3.addr, &repo, &tmp.path().join("init"), &["init"]), "init");
+    let serve = |idle: &str| serve_on(s3.addr, &repo, &["--idle-timeout", idle, "--reap-interval", "100ms"]);
+    // The agents' host ends idle sessions after 4 s; the review host would after 1 s.
+    let agents = serve("4s");
+    let review = serve("1s");
+    let id = agents.session(r#"{"workspace": "idle"}"#);
+    std::fs::write(agents.workspace("idle").join("f.txt"), b"idle work").expect("write");
+    let seen = common::http::eventually(10, || review.get(&format!("/v1/sessions/{id}")).status == 200);
+    assert!(seen, "the review host sees the session");
+    // Past the review host's timeout, and many of its reaper's ticks: still live.
+    std::thread::sleep(Duration::from_millis(2500));
+    let r = agents.get(&format!("/v1/sessions/{id}"));
+    assert_eq!(r.status, 200, "the review host ended a session it does not serve: {}", r.text());
+    // Past its own host's: ended there, with its final snapshot, which the review host reads.
+    assert!(
+        common::http::eventually(20, || agents.get(&format!("/v1/sessions/{id}")).status == 404),
+        "the agents' host did not end its idle session"
+    );
+    let read = common::http::eventually(20, || {
+        let r = review.get(&format!("/api/sessions/{id}/files/f.txt"));
+        r.status == 200 && r.json()["content"] == "idle work" && r.json()["source"] == "snapshot"
+    });
+    assert!(read, "the review host reads the final snapshot");
 }
 
 /// What a test of a repository in a bucket starts from: the S3 server, a fresh bucket, the
@@ -750,7 +790,8 @@ fn a_new_host_starts_from_a_copy_of_a_replica_and_reads_only_the_log_after_it() 
 /// through the grace period (measured by the store's clock), then deleted with its pack; a
 /// host with no cache still restores what stays, and `check --read-data` finds the bucket
 /// whole. An operation on another host that began before the condemnation and commits after
-/// the sweep is refused, writing nothing, and succeeds when run again.
+/// the sweep is refused, writing nothing, and succeeds when run again. A collection still
+/// running on one host keeps another host's from starting.
 #[test]
 fn gc_in_a_bucket_waits_out_its_grace_then_deletes_what_stays_unreached() {
     let Fresh { s3, bucket, repo, tmp, work } = fresh("collected");
@@ -811,4 +852,12 @@ fn gc_in_a_bucket_waits_out_its_grace_then_deletes_what_stays_unreached() {
     assert_eq!(common::tree_state(&out), common::tree_state(&work));
     ok(trove_on(s3.addr, &repo, &c, &["check", "--read-data"]), "check");
     ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
+
+    // One collection at a time across hosts: one killed mid-run on a still keeps c's from
+    // starting (until it is stale), and c's says so.
+    let killed = trove_cmd(s3.addr, &repo, &a, &["gc"]).env("TROVE_FAILPOINT", "gc:marked").output().expect("run");
+    assert!(!killed.status.success());
+    let other = trove_on(s3.addr, &repo, &c, &["gc"]);
+    assert!(!other.status.success(), "{}", common::stderr(&other));
+    assert!(common::stderr(&other).contains("has not ended"), "{}", common::stderr(&other));
 }

@@ -129,7 +129,9 @@ pub fn generation(manifest: &Connection) -> Result<i64> {
 /// may name what `repair snapshots` found lost.
 pub fn bump_generation(manifest: &Connection) -> Result<()> {
     manifest
-        .prepare_cached("UPDATE cache_generation SET generation = generation + 1")
+        // Past the next value by a random step: hosts that kept generations of their own before
+        // the generation was logged (schema 19) must not happen to hold the one this sets.
+        .prepare_cached("UPDATE cache_generation SET generation = generation + 1 + abs(random() % 1000000)")
         .and_then(|mut st| st.execute([]))
         .map(drop)
         .map_err(db("bumping the cache generation"))

@@ -83,9 +83,10 @@ pub fn latest_epoch(conn: &Connection) -> Result<i64> {
         .map_err(db("reading the collection epoch"))
 }
 
-/// The newest epoch begun at or before `time_ns` (0 if none).
+/// The newest epoch closed (or, from before closing was recorded, begun) at or before
+/// `time_ns` (0 if none): an epoch's grace runs from its last condemnation.
 pub fn epoch_at(conn: &Connection, time_ns: i64) -> Result<i64> {
-    conn.prepare_cached("SELECT COALESCE(MAX(epoch), 0) FROM gc_epochs WHERE time_ns <= ?1")
+    conn.prepare_cached("SELECT COALESCE(MAX(epoch), 0) FROM gc_epochs WHERE COALESCE(closed_ns, time_ns) <= ?1")
         .and_then(|mut s| s.query_row([time_ns], |r| r.get(0)))
         .map_err(db("reading the collection epochs"))
 }
@@ -117,6 +118,45 @@ pub fn insert_lease(conn: &Connection, pid: u32, pid_start: u64, started_ns: i64
         .and_then(|mut s| s.execute(params![pid, pid_start as i64, epoch, started_ns, what]))
         .map_err(db("recording an operation in flight"))?;
     Ok((conn.last_insert_rowid(), seen))
+}
+
+/// How long a collection in a bucket that has not ended keeps others from starting: one killed
+/// stops holding them back after this (by the store's clock).
+pub const RUN_STALE_NS: i64 = 6 * 3600 * 1_000_000_000;
+
+/// Begins a collection by `host` at `now_ns` in a bucket, unless another began less than
+/// [`RUN_STALE_NS`] ago and has not ended: returns the run's id, or the other's host and start.
+pub fn begin_run(conn: &Connection, host: &str, now_ns: i64) -> Result<std::result::Result<i64, (String, i64)>> {
+    let running = conn
+        .prepare_cached(
+            "SELECT host, started_ns FROM gc_runs WHERE ended_ns IS NULL AND started_ns > ?1 ORDER BY id DESC LIMIT 1",
+        )
+        .and_then(|mut s| s.query_row([now_ns.saturating_sub(RUN_STALE_NS)], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(db("reading the collections running"))?;
+    if let Some(other) = running {
+        return Ok(Err(other));
+    }
+    conn.prepare_cached("INSERT INTO gc_runs (host, started_ns) VALUES (?1, ?2)")
+        .and_then(|mut s| s.execute(params![host, now_ns]))
+        .map_err(db("recording a collection"))?;
+    Ok(Ok(conn.last_insert_rowid()))
+}
+
+/// Ends collection run `id` at `now_ns`.
+pub fn end_run(conn: &Connection, id: i64, now_ns: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE gc_runs SET ended_ns = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute([id, now_ns]))
+        .map_err(db("recording a collection's end"))?;
+    Ok(())
+}
+
+/// Closes at `now_ns` every epoch still open: at a collection's start, the one a stopped
+/// collection left open (no other is condemning then), so leases see it whole again.
+pub fn close_open_epochs(conn: &Connection, now_ns: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE gc_epochs SET closed_ns = ?1 WHERE closed_ns IS NULL")
+        .and_then(|mut s| s.execute([now_ns]))
+        .map_err(db("closing a stopped collection's epoch"))?;
+    Ok(())
 }
 
 /// Records that a collection is about to delete what epochs up to `horizon` condemned (in a

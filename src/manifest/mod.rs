@@ -56,6 +56,8 @@ pub trait Replication: Send + Sync {
     /// having seen whole; rows are refused (`conflict`) if a collection recorded a sweep past
     /// it (`gc::swept_horizon`), since that sweep may have deleted what the operation relies on.
     fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published>;
+    /// Fails (`conflict`) if the state of `conn` holds a sweep past `fence` (see `publish`).
+    fn check_fence(&self, conn: &Connection, fence: i64) -> Result<()>;
     /// Applies in `tx` the segments the replica has not seen; how many.
     fn catch_up(&self, tx: &Connection) -> Result<u64>;
     /// Called after a write's transaction committed on `conn`: work that follows a publish
@@ -93,8 +95,8 @@ pub struct Manifest {
     log: Option<std::sync::Arc<dyn Replication>>,
     /// When this replica last caught up with its log ([`Manifest::refresh`]).
     caught_up: std::cell::Cell<Option<std::time::Instant>>,
-    /// The leases of operations in flight on this handle, by id, with the epoch each began at
-    /// ([`Manifest::fence`]).
+    /// The leases of operations in flight on this handle, by id, with the newest epoch each
+    /// saw whole when it began ([`Manifest::fence`]).
     fences: std::cell::RefCell<Vec<(i64, i64)>>,
 }
 
@@ -627,10 +629,10 @@ impl Manifest {
 
     /// Fences this handle's writes with lease `id`, taken having seen every condemnation up to
     /// epoch `epoch` (`gc::seen_epoch`): until [`Manifest::unfence`], a write that would
-    /// publish rows fails if a collection on any host recorded a sweep of a later epoch. Another host's collection cannot see this
-    /// host's leases, so where it could not wait for one, the operation is stopped instead of
-    /// committing a reference to something deleted. Only a replica's writes are fenced: in a
-    /// directory every lease holds collections back.
+    /// publish rows fails if a collection on any host recorded a sweep of a later epoch.
+    /// Another host's collection cannot see this host's leases, so where it could not wait for
+    /// one, the operation is stopped instead of committing a reference to something deleted.
+    /// Only a replica's writes are fenced: in a directory every lease holds collections back.
     pub fn fence(&self, id: i64, epoch: i64) {
         if self.log.is_some() {
             self.fences.borrow_mut().push((id, epoch));
@@ -642,10 +644,30 @@ impl Manifest {
         self.fences.borrow_mut().retain(|(i, _)| *i != id);
     }
 
+    /// Fails as a fenced write would now (see [`Manifest::fence`]), with the replica caught up
+    /// unless it did within the last second: what an operation asks before a step it cannot
+    /// take back (a tool's change applied to the tree), so that a sweep recorded while it ran
+    /// stops it before that step rather than at its record.
+    pub fn check_fence(&self) -> Result<()> {
+        let (Some(log), Some(fence)) = (&self.log, self.fence_epoch()) else { return Ok(()) };
+        self.refresh(std::time::Duration::from_secs(1))?;
+        log.check_fence(&self.conn, fence)
+    }
+
     /// The oldest epoch a fence of this handle began at.
     fn fence_epoch(&self) -> Option<i64> {
         self.fences.borrow().iter().map(|(_, e)| *e).min()
     }
+}
+
+/// The refusal of a fenced write: a sweep past `fence` was recorded in the log of `store`.
+pub(crate) fn fenced(store: &str, swept: i64, fence: i64) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "a garbage collection of {store} recorded a sweep of what was condemned up to epoch {swept} while this operation ran, having seen only epoch {fence} whole (it ran longer than that collection's grace period): this write was refused and nothing of it recorded; run the operation again"
+        ),
+    )
 }
 
 /// An optional SHA-256 column.

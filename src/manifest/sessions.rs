@@ -53,13 +53,15 @@ fn to_session(raw: Raw) -> Result<Session> {
     Ok(s)
 }
 
-pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
+/// Records session `s`, served by `host` (in a bucket, the host whose directory is its live
+/// one: only its reaper ends it; None in a directory, whose one host serves every session).
+pub fn insert(conn: &Connection, s: &Session, host: Option<&str>) -> Result<()> {
     let metadata = serde_json::to_string(&s.metadata).map_err(|e| Error::internal(format!("metadata: {e}")))?;
     let access = serde_json::to_string(&s.file_access).map_err(|e| Error::internal(format!("file_access: {e}")))?;
     let options = serde_json::to_string(&s.options).map_err(|e| Error::internal(format!("options: {e}")))?;
     conn.execute(
         &format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+            "INSERT INTO sessions ({COLUMNS}, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
         ),
         params![
             s.id,
@@ -75,11 +77,21 @@ pub fn insert(conn: &Connection, s: &Session) -> Result<()> {
             s.ended_ns,
             s.end_reason.map(EndReason::as_str),
             s.final_snapshot,
-            options
+            options,
+            host
         ],
     )
     .map_err(db("recording a session"))?;
     Ok(())
+}
+
+/// The ids of the sessions `host` serves, not ended.
+pub fn hosted_by(conn: &Connection, host: &str) -> Result<std::collections::HashSet<SessionId>> {
+    let mut st = conn
+        .prepare_cached("SELECT id FROM sessions WHERE host = ?1 AND status != 'ended'")
+        .map_err(db("listing a host's sessions"))?;
+    let ids = st.query_map([host], |r| r.get(0)).map_err(db("listing a host's sessions"))?;
+    ids.map(|r| r.map_err(db("listing a host's sessions"))).collect()
 }
 
 pub fn get(conn: &Connection, id: &SessionId) -> Result<Option<Session>> {

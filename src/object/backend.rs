@@ -40,9 +40,9 @@ pub trait Backend: Send + Sync {
             .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot write the copy of {key}: {e}"), e))?;
         Ok(bytes.len() as u64)
     }
-    /// The hasher that names a value after its content here (a pack: `packs/<2 hex>/<hex>.pack`
-    /// of this hash of its bytes): plain BLAKE3, or keyed where names must not tell which
-    /// known content the store holds (a sealed bucket).
+    /// The hasher that names a value here (a pack: `packs/<2 hex>/<hex>.pack` of this hash of
+    /// its bytes): plain BLAKE3, after the content; in a sealed bucket keyed (names must not
+    /// tell which known content it holds) and salted (no two writes share a name).
     fn content_hasher(&self) -> blake3::Hasher {
         blake3::Hasher::new()
     }

@@ -474,26 +474,25 @@ impl Backend for S3Backend {
     }
 
     fn clock_ns(&self) -> Result<i64> {
-        // The store dates what it stores: an empty object written now, read back and removed.
-        // Its clock is read to the second, which a grace period of minutes or hours does not
-        // feel.
+        // The store dates what it stores: an empty object written now, its date read back, the
+        // object removed. The date is to the second (HTTP dates), so half a second is added,
+        // and the time since the write answered.
         let key = format!("clock/{}", crate::base::random::random_hex()?);
         let (client, path) = (self.client.clone(), self.path(&key));
-        let put = client.clone();
-        let put_path = path.clone();
+        let (put, put_path) = (client.clone(), path.clone());
         self.run(async move { put.put(&put_path, object_store::PutPayload::new()).await })
             .map_err(|e| self.error("create", &key, e))?;
+        let written = std::time::Instant::now();
         let meta = self.run(async move { client.head(&path).await }).map_err(|e| self.error("look up", &key, e));
-        self.delete(&key)?;
-        let meta = meta?;
-        meta.last_modified.timestamp_nanos_opt().ok_or_else(|| {
+        if let Err(e) = self.delete(&key) {
+            tracing::warn!(key, error = %e, "could not remove the object the store's clock was read from; it is empty and harmless");
+        }
+        let dated = meta?.last_modified;
+        let since = i64::try_from(written.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        dated.timestamp_nanos_opt().map(|t| t.saturating_add(500_000_000).saturating_add(since)).ok_or_else(|| {
             Error::new(
                 ErrorKind::Corrupt,
-                format!(
-                    "{} dated {key} {}, a time out of range: check the store's clock",
-                    self.describe(),
-                    meta.last_modified
-                ),
+                format!("{} dated {key} {dated}, a time out of range: check the store's clock", self.describe()),
             )
         })
     }

@@ -352,11 +352,14 @@ impl<B: Backend> Backend for SealedBackend<B> {
         let mut h = self.key.name_hasher();
         let mut salt = [0u8; 16];
         if let Err(e) = crate::base::random::fill_random(&mut salt) {
-            // Without the kernel's randomness the nanosecond clock and the process tell writers
-            // apart as well as a bucket needs.
+            // Without the kernel's randomness the nanosecond clock, the process and a count
+            // tell writes apart as well as a bucket needs.
             tracing::warn!(error = %e, "no random bytes for a pack's name; naming it by the time and process");
+            static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             salt[..8].copy_from_slice(&crate::base::time::now_ns().to_le_bytes());
             salt[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+            let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            salt[12..].copy_from_slice(&n.to_le_bytes());
         }
         h.update(&salt);
         h

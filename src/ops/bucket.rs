@@ -28,6 +28,8 @@ const CONFIG_KEY: &str = "config";
 const KEYS: &str = "keys/";
 /// The pack cache's directory in the node's directory of the repository.
 const PACK_CACHE: &str = "pack-cache";
+/// The file in a node's directory holding this host's id among those sharing the bucket.
+const HOST_FILE: &str = "host";
 
 /// A key file of a bucket, as `trove key list` shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -314,6 +316,43 @@ impl Repo {
         let warmed = bucket.store.inner().warm(&packs);
         tracing::debug!(?warmed, "packs fetched into the read cache");
         Ok(warmed)
+    }
+
+    /// This host's id among the hosts sharing a bucket (None for a directory): 24 random hex
+    /// digits, made on first use and kept in the node's directory. A session records the host
+    /// that serves it, whose reaper alone ends it (ending one snapshots that host's directory).
+    /// A node directory deleted makes a new host: the sessions the old id served are then
+    /// ended by `trove session end` or a `DELETE` on the host holding their directories.
+    pub(crate) fn host_id(&self) -> Result<Option<String>> {
+        let (Some(_), Some(root)) = (&self.bucket_keys, self.root()) else { return Ok(None) };
+        let path = root.join(HOST_FILE);
+        let valid = |id: &str| id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit());
+        let read = |path: &Path| -> Result<Option<String>> {
+            match std::fs::read_to_string(path) {
+                Ok(s) if valid(s.trim()) => Ok(Some(s.trim().to_owned())),
+                Ok(_) => Err(Error::corrupt(format!(
+                    "{} does not hold a host id (24 hex digits): delete it, and this host takes a new one",
+                    path.display()
+                ))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io("read", path, e)),
+            }
+        };
+        if let Some(id) = read(&path)? {
+            return Ok(Some(id));
+        }
+        let mut bytes = [0u8; 12];
+        crate::base::random::fill_random(&mut bytes)?;
+        let id = hex::encode(bytes);
+        // Written whole beside it, then put in place unless another process got there first.
+        let mut tmp = tempfile::NamedTempFile::new_in(root).map_err(|e| Error::io("create a file in", root, e))?;
+        std::io::Write::write_all(&mut tmp, id.as_bytes()).map_err(|e| Error::io("write", tmp.path(), e))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => Ok(Some(id)),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+            Err(e) => Err(Error::io("create", &path, e.error)),
+        }
     }
 
     /// For a repository in a bucket, a guard under which reads of packs go to the bucket,

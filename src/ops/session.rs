@@ -118,9 +118,10 @@ impl Repo {
         if has_files || manifest::snapshots::latest(self.manifest.conn(), Some(&session.workspace))?.is_some() {
             self.snapshot_session(&session, SESSION_START, actor)?;
         }
+        let host = self.host_id()?;
         self.manifest.write(|tx| {
             manifest::workspaces::ensure(tx, &session.workspace, now)?;
-            manifest::sessions::insert(tx, &session)?;
+            manifest::sessions::insert(tx, &session, host.as_deref())?;
             manifest::sessions::insert_token(tx, &crate::ops::tokens::hash_token(&token), &session.id, now)?;
             let mut rec = AuditRecord::ok(now, actor, "session_create");
             rec.workspace = Some(session.workspace.clone());

@@ -428,10 +428,15 @@ impl AppState {
         let live: Vec<SessionId> =
             sessions.iter().filter(|s| s.serving_dir().is_some()).map(|s| s.id.clone()).collect();
         self.watchers.keep_sessions(&live, listed);
-        // In a bucket every host's sessions are in the replica, and this server cannot tell its
-        // own: ending another host's would snapshot a directory of this one. Sessions there end
-        // by a DELETE or `trove session end` on their own host until sessions record it.
-        let sessions = if repo.manifest().is_replica() { Vec::new() } else { sessions };
+        // In a bucket every host's sessions are in the replica: this server ends only those it
+        // serves (ending another host's would snapshot a directory of this one).
+        let sessions = match repo.host_id()? {
+            Some(host) => {
+                let mine = crate::manifest::sessions::hosted_by(repo.manifest().conn(), &host)?;
+                sessions.into_iter().filter(|s| mine.contains(&s.id)).collect()
+            }
+            None => sessions,
+        };
         for s in sessions {
             if self.is_busy(&s.id) {
                 continue;

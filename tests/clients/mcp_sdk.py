@@ -16,6 +16,7 @@ Run by .ci/mcp-sdk: python mcp_sdk.py BASE_URL OPERATOR_TOKEN TROVE_BINARY REPO 
 
 import json
 import logging
+import os
 import sys
 import time
 import urllib.error
@@ -24,7 +25,7 @@ import urllib.request
 import anyio
 import httpx2
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 READ_ONLY = {"read_file", "list_directory", "search_files", "glob"}
@@ -150,7 +151,13 @@ async def over_http(base, op, idle):
 
 async def over_stdio(trove, repo, op, idle):
     s = op.session("sdk-stdio")
-    params = StdioServerParameters(command=trove, args=["--repo", repo, "mcp", "--session", s["id"]])
+    # The SDK starts a stdio server with a few safe variables only; a repository in a bucket
+    # also needs its passphrase, cache directory and store, as an agent framework's MCP
+    # configuration would give them.
+    env = {k: v for k, v in os.environ.items() if k.startswith(("TROVE_", "AWS_"))}
+    params = StdioServerParameters(
+        command=trove, args=["--repo", repo, "mcp", "--session", s["id"]], env={**get_default_environment(), **env}
+    )
     async with stdio_client(params) as (read, write):
         calls = await agent(read, write, op, s, idle, "through stdio")
     return s["id"], calls

@@ -67,9 +67,15 @@ fn spawn(dir: tempfile::TempDir, token: Option<&str>, extra: &[&str], env: &[(&s
 }
 
 /// Starts `trove serve` on the repository `repo` (a directory, or `s3://...` given its
-/// settings in `env`), its workspaces under `dir`.
-pub fn start_at(dir: tempfile::TempDir, repo: &str, token: Option<&str>, env: &[(&str, &str)]) -> Server {
-    spawn_at(dir, PathBuf::from(repo), token, &[], env, Stdio::inherit())
+/// settings in `env`), its workspaces under `dir`, with `extra` arguments.
+pub fn start_at(
+    dir: tempfile::TempDir,
+    repo: &str,
+    token: Option<&str>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Server {
+    spawn_at(dir, PathBuf::from(repo), token, extra, env, Stdio::inherit())
 }
 
 fn spawn_at(

@@ -31,7 +31,8 @@ impl Repo {
         self.manifest.copy_to(&copy)?;
         let store = Arc::new(DryStore { inner: self.backend.clone(), state: Mutex::default() });
         let shadow = self.scratch(Manifest::open_copy(&copy)?, store);
-        let mut report = shadow.collect(&GcOptions { dry_run: false, ..opts.clone() })?;
+        // By this host's clock: the store's is read by writing to it, which a dry run does not.
+        let mut report = shadow.collect(&GcOptions { dry_run: false, ..opts.clone() }, 0)?;
         report.dry_run = true;
         Ok(report)
     }

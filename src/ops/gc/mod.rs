@@ -254,7 +254,20 @@ impl Repo {
         if opts.dry_run {
             return self.gc_dry_run(opts);
         }
-        let report = self.collect(opts)?;
+        // In a bucket: the store's clock, and one collection at a time across hosts.
+        let clock_offset_ns = match self.manifest.is_replica() {
+            true => self.backend.clock_ns()?.saturating_sub(now_ns()),
+            false => 0,
+        };
+        let run = self.begin_run(clock_offset_ns)?;
+        let collected = self.collect(opts, clock_offset_ns);
+        if let Some(id) = run {
+            let now = now_ns().saturating_add(clock_offset_ns);
+            if let Err(e) = self.manifest.write(|tx| gc::end_run(tx, id, now)) {
+                tracing::warn!(run = id, error = %e, "could not record this collection's end: others wait until it is stale");
+            }
+        }
+        let report = collected?;
         let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
         rec.details = serde_json::json!({
             "deleted": report.deleted,
@@ -277,13 +290,40 @@ impl Repo {
         Ok(report)
     }
 
+    /// In a bucket, records this collection as running (logged), unless another host's is:
+    /// `gc.lock` keeps collections apart on one host only, and two on two hosts would each
+    /// take the packs the other is writing for orphans. Closes the epoch a stopped collection
+    /// left open. Returns the run's id (None in a directory).
+    fn begin_run(&self, clock_offset_ns: i64) -> Result<Option<i64>> {
+        let now = now_ns().saturating_add(clock_offset_ns);
+        let Some(host) = self.host_id()? else {
+            self.manifest.write(|tx| gc::close_open_epochs(tx, now))?;
+            return Ok(None);
+        };
+        let begun = self.manifest.write(|tx| {
+            let begun = gc::begin_run(tx, &host, now)?;
+            if begun.is_ok() {
+                gc::close_open_epochs(tx, now)?;
+            }
+            Ok(begun)
+        })?;
+        match begun {
+            Ok(id) => Ok(Some(id)),
+            Err((other, since)) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "a garbage collection began on host {other} at {} and has not ended: wait for it to finish (one killed stops holding others back {} hours after it began)",
+                    crate::base::time::iso_time(since),
+                    gc::RUN_STALE_NS / 3_600_000_000_000
+                ),
+            )),
+        }
+    }
+
     /// The collection itself, under the caller's lock, recording nothing in the audit log:
     /// passes, packs, and the manifest's pages.
-    fn collect(&self, opts: &GcOptions) -> Result<GcReport> {
-        let mut report = GcReport { stale_leases: self.drop_stale_leases()?, ..GcReport::default() };
-        if self.manifest.is_replica() {
-            report.clock_offset_ns = self.backend.clock_ns()?.saturating_sub(now_ns());
-        }
+    fn collect(&self, opts: &GcOptions, clock_offset_ns: i64) -> Result<GcReport> {
+        let mut report = GcReport { stale_leases: self.drop_stale_leases()?, clock_offset_ns, ..GcReport::default() };
         let condemned = self.gc_pass(opts, &mut report, true)?;
         if opts.grace.is_zero() && condemned > 0 {
             self.gc_pass(opts, &mut report, false)?;
@@ -357,10 +397,13 @@ impl Repo {
                     // An operation whose lease began at a later epoch relies on having seen
                     // every condemnation of this one (`gc::seen_epoch`): so none lands once
                     // another collection (on another host) began an epoch.
-                    if gc::latest_epoch(tx)? != epoch {
+                    let latest = gc::latest_epoch(tx)?;
+                    if latest != epoch {
                         return Err(Error::new(
                             ErrorKind::Conflict,
-                            "another garbage collection began while this one was condemning: nothing more was condemned; run it again once the other has finished",
+                            format!(
+                                "another garbage collection began epoch {latest} while this one was condemning in epoch {epoch}: nothing more was condemned; run it again once the other has finished"
+                            ),
                         ));
                     }
                     gc::condemn(tx, kind, &keys, epoch)
@@ -407,7 +450,9 @@ impl Repo {
     fn gc_horizon(&self, grace: Duration, report: &mut GcReport) -> Result<i64> {
         let conn = self.manifest.conn();
         let grace_ns = i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX);
-        let mut horizon = gc::epoch_at(conn, report.now().saturating_sub(grace_ns))?;
+        // No grace: every epoch, however the store's clock (read to a second) dates this one.
+        let before = if grace.is_zero() { i64::MAX } else { report.now().saturating_sub(grace_ns) };
+        let mut horizon = gc::epoch_at(conn, before)?;
         report.in_flight = 0;
         for lease in gc::leases(conn)? {
             if process::alive(lease.pid, lease.pid_start) {

@@ -54,6 +54,13 @@ impl Repo {
         failpoint(&format!("{}:drafted", plan.tool));
         let fresh = self.journal(wd, &plan, &contents, &store)?;
         failpoint(&format!("{}:journaled", plan.tool));
+        // In a bucket, a collection on another host cannot see this host's journal: stopped
+        // here, before the tree changes, if one swept what this change may rely on (the plan
+        // then dropped, as one refused before its first step).
+        if let Err(e) = self.manifest.check_fence() {
+            self.drop_plan(wd, &plan)?;
+            return Err(e);
+        }
         // A big plan (a directory restored) is synced once after staging and once after its
         // renames instead of file by file: thousands of fsyncs would take seconds. Recovery
         // needs no more: the plan is journaled before either, and a rename lost in a crash
