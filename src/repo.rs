@@ -204,6 +204,9 @@ pub(crate) struct BucketKeys {
     pub(crate) stretch: Stretch,
     /// After how many segments a copy of the replica is written ([`BucketAccess::copy_every`]).
     pub(crate) copy_every: u64,
+    /// This host's id, once read or made (`Repo::host_id`): every handle on the bucket shares
+    /// it, so a server's reaper does not read it from disk at each tick.
+    pub(crate) host: std::sync::OnceLock<String>,
 }
 
 /// How a repository in a bucket is read and written: sealed, over the node's pack cache, over

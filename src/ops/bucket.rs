@@ -274,6 +274,7 @@ impl Repo {
             opened_with: key.1,
             stretch: access.stretch.unwrap_or(Stretch::DEFAULT),
             copy_every: access.copy_every.unwrap_or(COPY_EVERY),
+            host: Default::default(),
         };
         let base = access.cache_base()?;
         let dir = base.join(&config.id);
@@ -324,7 +325,16 @@ impl Repo {
     /// A node directory deleted makes a new host: the sessions the old id served are then
     /// ended by `trove session end` or a `DELETE` on the host holding their directories.
     pub(crate) fn host_id(&self) -> Result<Option<String>> {
-        let (Some(_), Some(root)) = (&self.bucket_keys, self.root()) else { return Ok(None) };
+        let (Some(keys), Some(root)) = (&self.bucket_keys, self.root()) else { return Ok(None) };
+        if let Some(id) = keys.host.get() {
+            return Ok(Some(id.clone()));
+        }
+        let id = self.read_or_make_host_id(root)?;
+        Ok(Some(keys.host.get_or_init(|| id).clone()))
+    }
+
+    /// The id in `root`'s host file, made there first if it has none.
+    fn read_or_make_host_id(&self, root: &Path) -> Result<String> {
         let path = root.join(HOST_FILE);
         let valid = |id: &str| id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit());
         let read = |path: &Path| -> Result<Option<String>> {
@@ -339,7 +349,7 @@ impl Repo {
             }
         };
         if let Some(id) = read(&path)? {
-            return Ok(Some(id));
+            return Ok(id);
         }
         let mut bytes = [0u8; 12];
         crate::base::random::fill_random(&mut bytes)?;
@@ -349,8 +359,10 @@ impl Repo {
         std::io::Write::write_all(&mut tmp, id.as_bytes()).map_err(|e| Error::io("write", tmp.path(), e))?;
         tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
         match tmp.persist_noclobber(&path) {
-            Ok(_) => Ok(Some(id)),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+            Ok(_) => Ok(id),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                read(&path)?.ok_or_else(|| Error::internal(format!("{} vanished as it was made", path.display())))
+            }
             Err(e) => Err(Error::io("create", &path, e.error)),
         }
     }
