@@ -176,6 +176,18 @@ fn serve_on(s3: std::net::SocketAddr, repo: &str, extra: &[&str]) -> common::htt
     common::http::start_at(host, repo, Some(common::http::TOKEN), extra, &env)
 }
 
+/// Repository `prefix` of `bucket` opened in this process as the host whose cache is `cache`,
+/// with the passphrase `trove_on` gives.
+fn open_host(s3: std::net::SocketAddr, bucket: &str, prefix: &str, cache: &std::path::Path) -> trove::Repo {
+    let access = trove::BucketAccess {
+        password: Some("correct horse battery staple".into()),
+        cache_base: Some(cache.to_path_buf()),
+        settings: settings(s3),
+        ..Default::default()
+    };
+    trove::Repo::open_bucket(bucket, prefix, &access).expect("open a host")
+}
+
 fn ok(o: std::process::Output, what: &str) -> String {
     assert!(o.status.success(), "{what}: {}\n{}", common::stderr(&o), common::stdout(&o));
     common::stdout(&o)
@@ -612,6 +624,59 @@ fn a_session_ends_by_idleness_on_its_own_host_only() {
     assert!(read, "the review host reads the final snapshot");
 }
 
+/// A tool's change on one host whose record is refused after the change reached the tree (a
+/// collection on another host recorded a sweep past the epoch the change began at while it
+/// ran) is recorded all the same, its stored contents secured again: the caller is told it
+/// succeeded (never to run it again over a tree that holds it), the audit log names both
+/// versions, and the bucket checks whole on a third host.
+#[test]
+fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
+    let Fresh { s3, bucket, repo, tmp, work } = fresh("applied");
+    let a = tmp.path().join("host-a");
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    let b = open_host(s3.addr, &bucket, "applied", &tmp.path().join("host-b"));
+    let w = work.clone();
+    let spec = trove::SessionSpec { workspace: Some("w".into()), persistent: true, ..Default::default() };
+    let s = b.create_session(&spec, move |_| Ok(w), "agent").expect("session");
+    let run = |name: &str, params: serde_json::Value| {
+        trove::tools::run(&b, &s, trove::tools::ToolCall::parse(name, params).expect("parse"), "agent")
+            .map(|r| r.to_json())
+    };
+    run("create_file", serde_json::json!({"path": "notes.txt", "content": "first version\n"})).expect("create");
+    let sha = run("read_file", serde_json::json!({"path": "notes.txt"})).expect("read")["sha256"].clone();
+
+    // Between each change's apply and its record, two collections on host a with no grace:
+    // the second sweeps past the epoch the change began at.
+    let collect_twice = move || {
+        for _ in 0..2 {
+            ok(trove_on(s3.addr, &format!("s3://{bucket}/applied"), &a, &["gc", "--grace", "0s"]), "gc on a");
+        }
+    };
+    trove::testing::set_hook("write_file:buried", collect_twice.clone());
+    let written = run(
+        "write_file",
+        serde_json::json!({"path": "notes.txt", "content": "second version\n", "expectedSha256": sha}),
+    );
+    trove::testing::set_hook("create_file:buried", collect_twice);
+    let created = run("create_file", serde_json::json!({"path": "new.txt", "content": "made while swept\n"}));
+    trove::testing::clear_hook();
+    written.expect("the write is recorded");
+    created.expect("the create is recorded");
+    assert_eq!(std::fs::read_to_string(work.join("notes.txt")).expect("read"), "second version\n");
+
+    // A third host sees both changes in the audit log, with both versions of notes.txt readable.
+    let c = tmp.path().join("host-c");
+    let history =
+        ok(trove_on(s3.addr, &repo, &c, &["--json", "audit", "history", "--workspace", "w", "notes.txt"]), "history");
+    let history: serde_json::Value = serde_json::from_str(&history).expect("json");
+    let records = history.as_array().or_else(|| history["records"].as_array()).expect("records");
+    assert_eq!(records.len(), 2, "{history}");
+    let log = ok(trove_on(s3.addr, &repo, &c, &["--json", "audit", "log"]), "log");
+    assert!(log.contains("new.txt"), "{log}");
+    ok(trove_on(s3.addr, &repo, &c, &["check", "--read-data"]), "check");
+    ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
+}
+
 /// What a test of a repository in a bucket starts from: the S3 server, a fresh bucket, the
 /// address of a repository under `prefix` there (not made yet), a temporary directory, and a
 /// rich workspace in it.
@@ -821,13 +886,7 @@ fn gc_in_a_bucket_waits_out_its_grace_then_deletes_what_stays_unreached() {
     assert_eq!(pack_bytes(), before);
 
     // Another host begins an operation now, before the sweep: its writes are refused after it.
-    let access = trove::BucketAccess {
-        password: Some("correct horse battery staple".into()),
-        cache_base: Some(tmp.path().join("host-b")),
-        settings: settings(s3.addr),
-        ..Default::default()
-    };
-    let b = trove::Repo::open_bucket(&bucket, "collected", &access).expect("open b");
+    let b = open_host(s3.addr, &bucket, "collected", &tmp.path().join("host-b"));
     let in_flight = trove::testing::lease(&b, "a long snapshot").expect("lease");
 
     // Past it (no grace): deleted, and the pack of the forgotten version with it.

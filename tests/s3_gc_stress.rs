@@ -15,7 +15,9 @@ use common::s3::{fresh_bucket, server, settings};
 /// takes in use. Each worker rests a little between operations, so that one Python S3 server
 /// answers four hosts each reading every segment the others write. An operation refused with
 /// `conflict` (by a fence, if a loaded machine stretched one past the grace; nothing written)
-/// is run again, as its caller would; the checks at the end show that nothing was lost.
+/// is run again, as its caller would (a tool's change is refused only before it touches the
+/// tree: refused after, it is recorded all the same); the checks at the end show that nothing
+/// was lost.
 #[test]
 fn gc_in_a_bucket_in_a_loop_costs_other_hosts_no_snapshot_tool_write_or_trash_restore() {
     let s3 = server();

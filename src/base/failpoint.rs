@@ -1,11 +1,21 @@
 //! Failpoints: named points where a test stops the process (`abort`) or panics, to show what a
-//! crash or a panicking handler leaves behind. Compiled in only with the `testing` feature,
-//! which the tests enable; without it every point is an empty inline function.
+//! crash or a panicking handler leaves behind, or runs something of its own on the thread that
+//! reached it (another host's collection between two steps). Compiled in only with the
+//! `testing` feature, which the tests enable; without it every point is an empty inline
+//! function.
 
 /// Kills the process at a named point when `TROVE_FAILPOINT` names it: how the crash tests
 /// stop a mutation between two exact steps. Unset, it costs one cached lookup.
 #[cfg(feature = "testing")]
 pub fn failpoint(name: &str) {
+    // Taken out while it runs, so that a point it reaches itself finds none.
+    let hook = HOOK.with(|h| h.borrow_mut().take_if(|(point, _)| point == name));
+    if let Some((point, mut f)) = hook {
+        f();
+        HOOK.with(|h| {
+            h.borrow_mut().get_or_insert((point, f));
+        });
+    }
     if armed(name) {
         // A crash, not an exit: nothing is flushed, no destructor runs, as with kill -9.
         std::process::abort();
@@ -20,6 +30,28 @@ pub fn panic_point(name: &str) {
     if armed(name) {
         panic!("failpoint {name} reached");
     }
+}
+
+#[cfg(feature = "testing")]
+type Hook = Option<(String, Box<dyn FnMut()>)>;
+
+#[cfg(feature = "testing")]
+thread_local! {
+    /// What runs when this thread reaches a point: one per thread, so tests running in
+    /// parallel never reach each other's.
+    static HOOK: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` each time this thread reaches failpoint `name`, until [`clear_hook`].
+#[cfg(feature = "testing")]
+pub fn set_hook(name: &str, f: impl FnMut() + 'static) {
+    HOOK.with(|h| *h.borrow_mut() = Some((name.to_string(), Box::new(f))));
+}
+
+/// Removes this thread's hook.
+#[cfg(feature = "testing")]
+pub fn clear_hook() {
+    HOOK.with(|h| *h.borrow_mut() = None);
 }
 
 #[cfg(feature = "testing")]

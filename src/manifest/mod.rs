@@ -639,6 +639,16 @@ impl Manifest {
         }
     }
 
+    /// Moves every fence of this handle up to epoch `seen` (`gc::seen_epoch` of its state now):
+    /// what an operation refused by its fence may do only once it has made everything it
+    /// relies on live in that state again (a tool's change applied to the tree, securing the
+    /// contents its record names).
+    pub fn renew_fences(&self, seen: i64) {
+        for (_, epoch) in self.fences.borrow_mut().iter_mut() {
+            *epoch = (*epoch).max(seen);
+        }
+    }
+
     /// Lifts the fence of lease `id` (its operation ended).
     pub fn unfence(&self, id: i64) {
         self.fences.borrow_mut().retain(|(i, _)| *i != id);

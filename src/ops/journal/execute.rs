@@ -79,7 +79,105 @@ impl Repo {
         }
         failpoint(&format!("{}:buried", plan.tool));
         // 5. Finish.
-        self.finish(&plan, false, &fresh)
+        self.finish_applied(wd, &plan, &fresh)
+    }
+
+    /// Step 5 for a plan this call applied: the tree has changed, so its records must land.
+    /// In a bucket, a record refused by a fence (a sweep another host recorded while the
+    /// change ran, past the epoch it began at) or by other writers taking the log's next
+    /// segments again and again is no reason to leave the change unrecorded, nor to tell the
+    /// caller to run it again over a tree that holds it: the refused write caught this replica
+    /// up, so the change secures again every stored content its records name (`secure`)
+    /// under a fence as new as that state, and records them.
+    fn finish_applied(&self, wd: &WorkDir, plan: &Plan, fresh: &[Fresh<'_>]) -> Result<Done> {
+        let mut tries = 0;
+        loop {
+            match self.finish(plan, false, fresh) {
+                Err(e) if e.kind() == ErrorKind::Conflict && self.manifest.is_replica() && tries < FINISH_TRIES => {
+                    tracing::warn!(plan = %plan.id, error = %e, "an applied change's record was refused: its stored contents are secured again and it is recorded");
+                    tries += 1;
+                    let seen = self.manifest.read(|| manifest::gc::seen_epoch(self.manifest.conn()))?;
+                    self.manifest.renew_fences(seen);
+                    self.secure(wd, plan, fresh)?;
+                }
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    // Not the refusal's own words, which say nothing happened: the tree holds
+                    // the change, and the journal keeps it until recovery records it.
+                    return Err(Error::with_source(
+                        ErrorKind::Conflict,
+                        format!(
+                            "change {} reached the tree but its record was refused {} times by the record log; it stays journaled and is recorded when the repository is next opened: do not run it again",
+                            plan.id,
+                            tries + 1
+                        ),
+                        e,
+                    ));
+                }
+                out => return out,
+            }
+        }
+    }
+
+    /// Makes every stored content the records of `plan` name (pre-images, trash items, new
+    /// contents not in `fresh`, which its record stores itself) live in this replica's view:
+    /// one condemned or gone is stored again, from the store while it still reads, else from
+    /// the tree where the change put it. A content neither holds any more (a pre-image a
+    /// sweep deleted while the change outlived the collection's grace) is logged, and the
+    /// record names it all the same, for `check` to report.
+    fn secure(&self, wd: &WorkDir, plan: &Plan, fresh: &[Fresh<'_>]) -> Result<()> {
+        let mut wanted: Vec<(ObjectId, Option<&[u8]>)> = Vec::new();
+        for s in &plan.steps {
+            match s {
+                Step::Write { path, before_object, after_object, .. } => {
+                    if let Some(h) = after_object {
+                        wanted.push((plan_object(plan, h)?, Some(path)));
+                    }
+                    if let Some(h) = before_object {
+                        wanted.push((plan_object(plan, h)?, None));
+                    }
+                }
+                Step::Remove { trash, .. } => {
+                    wanted.extend(
+                        trash
+                            .object
+                            .into_iter()
+                            .chain(trash.entries.iter().filter_map(|e| e.object))
+                            .map(|id| (id, None)),
+                    );
+                }
+                Step::Move { to, object: Some(h), .. } => wanted.push((plan_object(plan, h)?, Some(to))),
+                Step::Move { .. } | Step::Mkdir { .. } | Step::Symlink { .. } => {}
+            }
+        }
+        let mut done = std::collections::HashSet::new();
+        for (id, at) in wanted {
+            if fresh.iter().any(|f| f.id == id) || !done.insert(id) {
+                continue;
+            }
+            if self.manifest.read(|| manifest::loose::content_stored(self.manifest.conn(), &id))? {
+                continue;
+            }
+            let from_store = self.open_object(id, None).and_then(|mut r| self.store_stream(&mut r, None));
+            let stored = match (from_store, at) {
+                (Ok(s), _) => Ok(s),
+                (Err(e), Some(p)) => {
+                    tracing::debug!(object = %id, error = %e, "a content is stored again from the tree");
+                    let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, None))?;
+                    self.store_stream(&mut file, None)
+                }
+                (Err(e), None) => Err(e),
+            };
+            match stored {
+                Ok(s) if s.id == id => {}
+                Ok(s) => {
+                    tracing::error!(plan = %plan.id, object = %id, found = %s.id, "a content to store again read back as another; its record names one the store does not hold")
+                }
+                Err(e) => {
+                    tracing::error!(plan = %plan.id, object = %id, error = %e, "a content this change's record names is gone (the change outlived a collection's grace); its record names it all the same")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Steps 2 and 3, stage and apply; with `bulk`, each followed by one sync of the tree.
@@ -425,6 +523,9 @@ fn insert_fresh(tx: &rusqlite::Transaction<'_>, f: &Fresh<'_>, level: i32) -> Re
     }
     manifest::loose::insert(tx, &f.id, f.raw, level)
 }
+
+/// How many times an applied change's record is secured and written again after a refusal.
+const FINISH_TRIES: u32 = 3;
 
 /// Plans of more steps than this are synced as a whole (see `execute`).
 const BULK_STEPS: usize = 16;
