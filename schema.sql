@@ -531,3 +531,12 @@ ALTER TABLE cache_generation_keyed RENAME TO cache_generation;
 -- that host's reaper ends it by ttl or idleness, since ending it snapshots a directory of that
 -- host. NULL in a directory, and for sessions made before.
 ALTER TABLE sessions ADD COLUMN host TEXT;
+-- The public keys that signed the audit log's checkpoints (as `trove audit pubkey` prints them),
+-- each with the host that registered it (NULL in a directory) and when: every host of a bucket
+-- may sign with a key of its own (node-local), registered with its first checkpoint in the same
+-- transaction and logged, so that every host verifies every host's checkpoints.
+CREATE TABLE audit_keys (
+    verifier    TEXT PRIMARY KEY,
+    host        TEXT,
+    added_ns    INTEGER NOT NULL
+);

@@ -43,8 +43,8 @@ pub use fs::live::{ChangePolicy, LiveFile, READ_LIMIT as FILES_READ_LIMIT};
 pub use fs::sample;
 pub use fs::walk::Excludes;
 pub use model::audit::{
-    AuditEntry, AuditQuery, AuditRecord, CheckpointRecord, CheckpointSeen, Checkpointed, ConsistencyProof, FullRecord,
-    HistoryEntry, InclusionProof, Order, SeqRange, VerifyReport,
+    AuditEntry, AuditKeyInfo, AuditQuery, AuditRecord, CheckpointRecord, CheckpointSeen, Checkpointed,
+    ConsistencyProof, FullRecord, HistoryEntry, InclusionProof, Order, SeqRange, VerifyReport,
 };
 pub use model::diff::{
     ChangeStatus, ChangedPath, DiffEntry, DiffReport, DiffStats, Endpoint, EndpointKind, SessionChanges, Version,

@@ -40,7 +40,7 @@ fn raw(path: &Path) -> Connection {
 }
 
 fn verify(path: &Path) -> trove::VerifyReport {
-    Repo::open(path).expect("open").verify_audit(None).expect("verify")
+    Repo::open(path).expect("open").verify_audit(&[]).expect("verify")
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn a_forged_or_edited_checkpoint_is_caught() {
     assert!(report.problems.iter().any(|p| p.starts_with("checkpoint 4")), "{:?}", report.problems);
     // Verifying with another log's public key finds nothing signed.
     let other = SignerKey::generate("someone/else").expect("key").verifier();
-    let report = Repo::open(&path).expect("open").verify_audit(Some(&other)).expect("verify");
+    let report = Repo::open(&path).expect("open").verify_audit(std::slice::from_ref(&other)).expect("verify");
     assert_eq!(report.verified_to, 0);
     assert!(!report.ok());
 }
@@ -250,7 +250,7 @@ fn time_never_goes_backwards_and_a_step_back_is_recorded() {
     assert_eq!(r.time_ns, now, "the stepped-back record keeps the last time");
     assert_eq!(r.details["clockStepBackNs"], json!(5_000_000_000i64));
     assert_eq!(seq2, seq1 + 1);
-    assert!(repo.verify_audit(None).expect("verify").ok());
+    assert!(repo.verify_audit(&[]).expect("verify").ok());
 }
 
 #[test]
@@ -406,7 +406,7 @@ fn a_log_without_its_tree_gets_it_back() {
     raw(&path).execute("DELETE FROM audit_tree", []).expect("drop the tree");
     let repo = Repo::open(&path).expect("open");
     repo.audit(AuditRecord::ok(trove::now_ns(), "t", "more")).expect("append rebuilds the tree");
-    assert!(repo.verify_audit(None).expect("verify").ok());
+    assert!(repo.verify_audit(&[]).expect("verify").ok());
     assert_eq!(repo.inclusion_proof(3, None).expect("proof").tree_size, 8);
 }
 
@@ -426,7 +426,7 @@ fn a_witness_cosigns_checkpoints_and_a_failing_one_is_no_failure() {
     repo.audit(AuditRecord::ok(trove::now_ns(), "t", "x")).expect("append");
     let c = repo.latest_checkpoint().expect("read").expect("a checkpoint at 2");
     assert!(c.note.contains("\u{2014} witness.example "), "{}", c.note);
-    assert!(repo.verify_audit(None).expect("verify").ok());
+    assert!(repo.verify_audit(&[]).expect("verify").ok());
     let broken = trove::AuditSettings {
         checkpoint_every: 1,
         witness: Some(vec!["/nonexistent/witness".into()]),
@@ -863,17 +863,17 @@ fn a_bundle_claiming_sizes_past_what_a_seq_counts_is_refused_not_panicked_on() {
     let record = json!({"record": {"seq": 5, "encoded": b64(&AuditRecord::ok(1, "t", "x").encode(5))}});
     // From record 0: no record comes before it.
     let bundle = format!("{}\n{}\n{record}\n", header(0), json!({"prefix": []}));
-    let e = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect_err("refused");
+    let e = trove::verify_bundle(bundle.as_bytes(), &[key.verifier()]).expect_err("refused");
     assert!(e.message().contains("the prefix covers 0 records"), "{e}");
     // A prefix of 2^63 - 1 records, and a record after it.
     let prefix: Vec<Value> = (0..63).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
     let bundle = format!("{}\n{}\n{record}\n", header(1 << 63), json!({ "prefix": prefix }));
-    let report = trove::verify_bundle(bundle.as_bytes(), &key.verifier()).expect("a report");
+    let report = trove::verify_bundle(bundle.as_bytes(), &[key.verifier()]).expect("a report");
     assert!(report.problems.iter().any(|p| p.contains("more records than a seq can count")), "{report:?}");
     // And every level: past what a u64 counts.
     let prefix: Vec<Value> = (0..64).rev().map(|l| json!([l, b64(&[7u8; 32])])).collect();
     let bundle = format!("{}\n{}\n{record}\n", header(u64::MAX), json!({ "prefix": prefix }));
-    assert!(trove::verify_bundle(bundle.as_bytes(), &key.verifier()).is_err());
+    assert!(trove::verify_bundle(bundle.as_bytes(), &[key.verifier()]).is_err());
 }
 
 #[test]
@@ -896,7 +896,7 @@ fn a_record_dated_before_1970_is_shown_and_verified_not_panicked_on() {
     let mut edited = lines.clone();
     edited[at] = rec.to_string();
     let text = edited.join("\n") + "\n";
-    let report = trove::verify_bundle(text.as_bytes(), &key).expect("a report");
+    let report = trove::verify_bundle(text.as_bytes(), std::slice::from_ref(&key)).expect("a report");
     assert!(report.problems.iter().any(|p| p.contains("record 5 was edited in the bundle")), "{report:?}");
     // And the time is shown as the date it is.
     assert_eq!(trove::FullRecord { seq: 5, record: r }.entry().time, "1788-07-12T23:31:46.270Z");

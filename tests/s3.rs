@@ -677,6 +677,56 @@ fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
     ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
 }
 
+/// Hosts of a bucket sign the audit log with keys of their own: each registers its public key
+/// in the log with its first checkpoint, signs over the others' checkpoints, and a third host
+/// with no key verifies all of them. Given one host's key alone (`--pubkey`), the other's
+/// checkpoints are named as problems (exit 3); given both, the log and its bundle verify.
+#[test]
+fn checkpoints_of_hosts_with_keys_of_their_own_verify_on_every_host() {
+    let Fresh { s3, repo, tmp, work, .. } = fresh("keys");
+    let w = work.to_str().expect("utf-8");
+    let host = |name: &str| tmp.path().join(name);
+    let (a, b, c) = (host("host-a"), host("host-b"), host("host-c"));
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    for (h, file) in [(&a, "a.txt"), (&b, "b.txt"), (&a, "a2.txt")] {
+        std::fs::write(work.join(file), file).expect("write");
+        ok(trove_on(s3.addr, &repo, h, &["snapshot", w, "--workspace", "w"]), "snapshot");
+        ok(trove_on(s3.addr, &repo, h, &["audit", "checkpoint"]), "checkpoint");
+    }
+    let pubkey =
+        |h: &std::path::Path| ok(trove_on(s3.addr, &repo, h, &["audit", "pubkey"]), "pubkey").trim().to_string();
+    let (key_a, key_b) = (pubkey(&a), pubkey(&b));
+    assert_ne!(key_a, key_b);
+    let keys: serde_json::Value =
+        serde_json::from_str(&ok(trove_on(s3.addr, &repo, &c, &["--json", "audit", "keys"]), "keys")).expect("json");
+    let listed: Vec<&str> = keys.as_array().expect("a list").iter().map(|k| k["key"].as_str().expect("key")).collect();
+    assert_eq!(listed, [key_a.as_str(), key_b.as_str()], "{keys}");
+    assert!(keys.as_array().expect("a list").iter().all(|k| k["host"].is_string() && k["thisHost"] == false), "{keys}");
+
+    let verify = |args: &[&str]| {
+        let mut all = vec!["--json", "audit", "verify"];
+        all.extend_from_slice(args);
+        let o = trove_on(s3.addr, &repo, &c, &all);
+        let report: serde_json::Value = serde_json::from_str(&common::stdout(&o)).expect("a report");
+        (o.status.code(), report)
+    };
+    let (code, report) = verify(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["checkpoints"], 3, "{report}");
+    assert_eq!(report["verifiedTo"], report["records"], "{report}");
+    let (code, report) = verify(&["--pubkey", &key_a]);
+    assert_eq!(code, Some(3), "{report}");
+    assert!(report["problems"].to_string().contains("no signature by the 1 key"), "{report}");
+    let (code, report) = verify(&["--pubkey", &key_a, "--pubkey", &key_b]);
+    assert_eq!(code, Some(0), "{report}");
+
+    let bundle = tmp.path().join("audit.bundle");
+    ok(trove_on(s3.addr, &repo, &c, &["audit", "export", "--output", bundle.to_str().expect("utf-8")]), "export");
+    let b = bundle.to_str().expect("utf-8");
+    let (code, report) = verify(&["--bundle", b, "--pubkey", &key_a, "--pubkey", &key_b]);
+    assert_eq!(code, Some(0), "{report}");
+}
+
 /// What a test of a repository in a bucket starts from: the S3 server, a fresh bucket, the
 /// address of a repository under `prefix` there (not made yet), a temporary directory, and a
 /// rich workspace in it.

@@ -14,7 +14,7 @@ const KEY: &str = "trove/62fc7856a5077cef1907128361b7c670+d6eebf11+AWeWjtliwLAHV
 
 fuzz_target!(|data: &[u8]| {
     let key = VerifierKey::parse(KEY).expect("the fixed key parses");
-    if let Ok(report) = trove::verify_bundle(data, &key) {
+    if let Ok(report) = trove::verify_bundle(data, std::slice::from_ref(&key)) {
         let last = (report.from - 1).checked_add(report.records).expect("the records counted fit a seq");
         assert_eq!(report.verified_to + report.unsigned_tail, last, "{report:?}");
         assert!(report.verified_to >= report.from - 1, "{report:?}");

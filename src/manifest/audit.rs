@@ -438,6 +438,26 @@ pub fn checkpoints(conn: &Connection) -> Result<Vec<Checkpointed>> {
     rows.map(|r| r.map_err(db("reading checkpoints")).and_then(to_checkpoint)).collect()
 }
 
+/// Registers `verifier` (a public key as text) as one that signs this log's checkpoints, from
+/// `host` (None in a directory) at `now_ns`; a key registered already keeps its first row.
+pub fn register_key(conn: &Connection, verifier: &str, host: Option<&str>, now_ns: i64) -> Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO audit_keys (verifier, host, added_ns) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![verifier, host, now_ns]))
+        .map_err(db("registering an audit signing key"))?;
+    Ok(())
+}
+
+/// The registered signing keys as text, each with its host and when it was registered, oldest
+/// first.
+pub fn keys(conn: &Connection) -> Result<Vec<(String, Option<String>, i64)>> {
+    let mut st = conn
+        .prepare_cached("SELECT verifier, host, added_ns FROM audit_keys ORDER BY added_ns, verifier")
+        .map_err(db("reading the audit signing keys"))?;
+    let rows =
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(db("reading the audit signing keys"))?;
+    rows.map(|r| r.map_err(db("reading the audit signing keys"))).collect()
+}
+
 /// The checkpoints of more than `size` records, smallest first.
 pub fn checkpoints_after(conn: &Connection, size: u64) -> Result<Vec<Checkpointed>> {
     let mut st = conn

@@ -51,6 +51,7 @@ pub const DURABLE: &[(&str, &[&str])] = &[
     ("gc_sweeps", &["id"]),
     ("gc_runs", &["id"]),
     ("cache_generation", &["id"]),
+    ("audit_keys", &["verifier"]),
 ];
 
 /// The most columns a logged table has (the temporary table has this many value columns).

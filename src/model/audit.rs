@@ -387,6 +387,21 @@ impl std::fmt::Display for SeqRange {
     }
 }
 
+/// A public key the log registers as signing its checkpoints (`trove audit keys`): in a
+/// bucket, each host signs with a key of its own unless they share one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditKeyInfo {
+    /// The public key, as `trove audit pubkey` prints it and `--pubkey` takes it.
+    pub key: String,
+    /// The host that registered it (its id, `host` in its cache directory); none in a directory.
+    pub host: Option<String>,
+    /// When it was registered, with its first checkpoint (RFC 3339 UTC).
+    pub added: String,
+    /// Whether it is this host's own key.
+    pub this_host: bool,
+}
+
 /// A signed checkpoint as verification met it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

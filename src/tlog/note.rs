@@ -148,6 +148,15 @@ impl VerifierKey {
         &self.name
     }
 
+    /// Whether `note` carries a signature line naming this key (its name and key id), valid or
+    /// not: which of several keys to check a note with.
+    pub fn signed_by(&self, note: &str) -> bool {
+        let Ok((_, sigs)) = split_note(note) else { return false };
+        sigs.lines()
+            .filter_map(|l| parse_signature_line(l).ok())
+            .any(|(name, blob)| name == self.name && blob.get(..4) == Some(&self.id[..]))
+    }
+
     /// Checks `note`: at least this key's signature, and it is valid. Returns the note's text.
     /// Signatures of other keys (a witness's) are left aside.
     pub fn open<'n>(&self, note: &'n str) -> Result<&'n str> {

@@ -1,6 +1,6 @@
 //! `trove audit`: query the audit log (filters, formats, a cursor, following it live, proofs),
-//! a path's history, checkpoints and the public key, and verification of the log or of an
-//! exported bundle.
+//! a path's history, checkpoints, this host's public key and those the log registers, and
+//! verification of the log or of an exported bundle.
 
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -32,10 +32,11 @@ pub enum Command {
     /// signature and root; exit 3 if anything was rewritten. Records no signed checkpoint
     /// covers are named (`unsigned: FIRST-LAST`), never counted as verified
     Verify {
-        /// The public key (`trove audit pubkey` prints it), as text or a file holding it
-        /// [default: the repository's own]
+        /// A public key checkpoints verify with (`trove audit pubkey` prints a host's), as text
+        /// or a file holding it; repeat it for a bucket whose hosts sign with keys of their own
+        /// (`trove audit keys`) [default: every key the log registers, and this host's]
         #[arg(long, value_name = "KEY")]
-        pubkey: Option<String>,
+        pubkey: Vec<String>,
         /// Verify this exported bundle instead of the repository (no repository needed)
         #[arg(long, value_name = "FILE", requires = "pubkey")]
         bundle: Option<PathBuf>,
@@ -57,8 +58,10 @@ pub enum Command {
     Checkpoint,
     /// Every checkpoint, smallest first
     Checkpoints,
-    /// The public key checkpoints verify with (a C2SP verifier key)
+    /// This host's public key, which its checkpoints verify with (a C2SP verifier key)
     Pubkey,
+    /// Every public key the log registers as signing its checkpoints, with its host
+    Keys,
     /// The proof that record SEQ is in the log (of the latest checkpoint's size, or --size)
     Proof {
         seq: i64,
@@ -124,10 +127,10 @@ enum LogFormat {
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<u8, Failure> {
-    if let Command::Verify { pubkey: Some(key), bundle: Some(file), require_checkpoint } = &cmd {
-        let key = read_pubkey(key)?;
+    if let Command::Verify { pubkey, bundle: Some(file), require_checkpoint } = &cmd {
+        let keys = pubkey.iter().map(|k| read_pubkey(k)).collect::<Result<Vec<_>, _>>()?;
         let f = std::fs::File::open(file).map_err(|e| Error::io("open the bundle", file, e))?;
-        let report = trove::verify_bundle(BufReader::new(f), &key)?;
+        let report = trove::verify_bundle(BufReader::new(f), &keys)?;
         return print_report(out, &report, json, *require_checkpoint);
     }
     let repo = crate::cli::open::open_repo(repo_path)?;
@@ -159,8 +162,8 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
             Ok(0)
         }
         Command::Verify { pubkey, require_checkpoint, .. } => {
-            let key = pubkey.as_deref().map(read_pubkey).transpose()?;
-            let report = repo.verify_audit(key.as_ref())?;
+            let keys = pubkey.iter().map(|k| read_pubkey(k)).collect::<Result<Vec<_>, _>>()?;
+            let report = repo.verify_audit(&keys)?;
             print_report(out, &report, json, require_checkpoint)
         }
         Command::Export { from, output } => {
@@ -209,6 +212,18 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
         }
         Command::Pubkey => {
             writeln!(out, "{}", repo.audit_verifier()?)?;
+            Ok(0)
+        }
+        Command::Keys => {
+            let keys = repo.registered_audit_keys()?;
+            if json {
+                print_json(out, &keys)?;
+            } else {
+                for k in &keys {
+                    let mine = if k.this_host { "  (this host)" } else { "" };
+                    writeln!(out, "{}  {:<24}  {}{mine}", k.added, k.host.as_deref().unwrap_or("-"), k.key)?;
+                }
+            }
             Ok(0)
         }
         Command::Proof { seq, size } => {

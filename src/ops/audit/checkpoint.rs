@@ -1,8 +1,9 @@
 //! Checkpoints of the audit log: the signing key (created by `trove init` outside the
-//! manifest, read once per handle), a checkpoint written as a C2SP signed note of the log's
-//! size, Merkle root and time, only over a log that extends the last one the key signed,
-//! optionally cosigned by a witness command, and the rule for when one is due (every N
-//! records; the server also every T seconds and at each session end).
+//! manifest, read once per handle; in a bucket, each host's own unless they share one), a
+//! checkpoint written as a C2SP signed note of the log's size, Merkle root and time, only over
+//! a log that extends the last one the key signed, with the key registered in the log beside
+//! it (`audit_keys`), optionally cosigned by a witness command, and the rule for when one is
+//! due (every N records; the server also every T seconds and at each session end).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -112,7 +113,12 @@ impl Repo {
         let note = key.sign(&text)?;
         let note = self.cosign(note);
         let c = Checkpointed { size, time_ns, root, note };
-        self.manifest.write(|tx| manifest::audit::insert_checkpoint(tx, &c))?;
+        // The key is registered with its checkpoint, so that every host can verify it.
+        let (verifier, host) = (key.verifier().to_string(), self.host_id()?);
+        self.manifest.write(|tx| {
+            manifest::audit::register_key(tx, &verifier, host.as_deref(), time_ns)?;
+            manifest::audit::insert_checkpoint(tx, &c)
+        })?;
         // Remembered once stored: a crash between the two leaves the state behind, which only
         // means the next checkpoint checks a few more records.
         self.remember(Signed { origin: key.name().to_string(), size, root, time_ns, frontier })?;
@@ -169,7 +175,9 @@ impl Repo {
             None => (0, Frontier::new(), false),
         };
         let stored = manifest::audit::checkpoints_after(conn, start)?;
-        let (signed, mut problems) = signed_checkpoints(&key.verifier(), &stored);
+        // In a bucket, every host's checkpoints, each by the key it registered.
+        let keys = self.trusted_keys(Some(key.verifier()))?;
+        let (signed, mut problems) = signed_checkpoints(&keys, &stored);
         let mut check = Checker::new(frontier, signed, stored.len() as u64);
         check.report.problems.append(&mut problems);
         manifest::audit::each_checked(conn, start as i64 + 1, |full, stored, leaf| {

@@ -9,13 +9,25 @@ use std::collections::VecDeque;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::manifest;
 use crate::manifest::audit::StoredNodes;
-use crate::model::audit::{CheckpointSeen, Checkpointed, SeqRange, VerifyReport};
+use crate::model::audit::{AuditKeyInfo, CheckpointSeen, Checkpointed, SeqRange, VerifyReport};
 use crate::repo::Repo;
 use crate::tlog::merkle::{self, Frontier, Hash};
 use crate::tlog::note::{Checkpoint, VerifierKey};
 
-/// The checkpoint a note signs, if `key` signed it and it names `key`'s log.
-pub(crate) fn open_checkpoint(key: &VerifierKey, note: &str) -> Result<Checkpoint> {
+/// The checkpoint a note signs, if one of `keys` signed it and it names that key's log. A note
+/// with a signature line of one of them must verify by it; one with none is signed by no key
+/// trusted here.
+pub(crate) fn open_checkpoint(keys: &[VerifierKey], note: &str) -> Result<Checkpoint> {
+    let Some(key) = keys.iter().find(|k| k.signed_by(note)) else {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "it carries no signature by the {} key{} trusted here: give every signing host's public key with --pubkey (`trove audit keys` lists those the log registers)",
+                keys.len(),
+                if keys.len() == 1 { "" } else { "s" }
+            ),
+        ));
+    };
     let c = Checkpoint::parse(key.open(note)?)?;
     if c.origin != key.name() {
         return Err(Error::new(
@@ -177,38 +189,75 @@ impl Checker {
 }
 
 impl Repo {
-    /// The key checkpoints verify with when none is given: the repository's own, if its file
-    /// is there (verification never makes one).
-    fn own_verifier(&self) -> Result<VerifierKey> {
-        if let Some(k) = self.audit_key.get() {
-            return Ok(k.verifier());
+    /// The keys checkpoints verify with when none is given: this host's own, if its file is
+    /// there (verification never makes one), and in a bucket every key the log registers
+    /// (each host's that signed one). In a directory only the own key counts: whoever can
+    /// write the manifest could register one, while a bucket's log is sealed with the
+    /// repository's key.
+    pub fn audit_keys(&self) -> Result<Vec<VerifierKey>> {
+        let own = match self.audit_key.get() {
+            Some(k) => Some(k.verifier()),
+            None => match self.audit_key_path() {
+                Some(p) if !p.exists() => None,
+                _ => Some(self.audit_verifier()?),
+            },
+        };
+        let keys = self.trusted_keys(own)?;
+        if keys.is_empty() {
+            let at = self.audit_key_path().map_or(String::new(), |p| format!(" at {}", p.display()));
+            return Err(Error::not_found(format!(
+                "no audit key{at}, and none registered in the log: give the public key with --pubkey"
+            )));
         }
-        match self.audit_key_path() {
-            Some(p) if p.exists() => self.audit_verifier(),
-            Some(p) => {
-                Err(Error::not_found(format!("no audit key at {}: give the public key with --pubkey", p.display())))
-            }
-            None => self.audit_verifier(),
-        }
+        Ok(keys)
     }
 
-    /// Verifies the whole audit log (see the module's documentation) with `key`, or the
-    /// repository's own public key. Problems are in the report, not errors.
-    ///
-    /// Where the signer's state is readable beside the key (`fs/signed.rs`), the checkpoint it
-    /// remembers signing must still be in the manifest: deleting checkpoints, every one of them
-    /// included, is then a problem rather than a log that merely looks unsigned.
-    pub fn verify_audit(&self, key: Option<&VerifierKey>) -> Result<VerifyReport> {
-        let own;
-        let key = match key {
-            Some(k) => k,
-            None => {
-                own = self.own_verifier()?;
-                &own
+    /// `own` and, in a bucket, the keys the log registers (one that does not parse is logged
+    /// and left out: its checkpoints then verify by no key, each named as a problem).
+    pub(crate) fn trusted_keys(&self, own: Option<VerifierKey>) -> Result<Vec<VerifierKey>> {
+        let mut keys: Vec<VerifierKey> = own.into_iter().collect();
+        if !self.manifest.is_replica() {
+            return Ok(keys);
+        }
+        for (text, ..) in self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))? {
+            match VerifierKey::parse(&text) {
+                Ok(k) if !keys.contains(&k) => keys.push(k),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(key = %text, error = %e, "a registered audit key does not parse; left out"),
             }
+        }
+        Ok(keys)
+    }
+
+    /// The keys the log registers as signing its checkpoints, oldest first.
+    pub fn registered_audit_keys(&self) -> Result<Vec<AuditKeyInfo>> {
+        let own = match self.audit_key_path() {
+            Some(p) if !p.exists() => None,
+            _ => Some(self.audit_verifier()?.to_string()),
         };
+        let rows = self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, host, added_ns)| AuditKeyInfo {
+                this_host: own.as_deref() == Some(key.as_str()),
+                key,
+                host,
+                added: crate::base::time::iso_time(added_ns),
+            })
+            .collect())
+    }
+
+    /// Verifies the whole audit log (see the module's documentation) with `keys`, or when none
+    /// is given [`Repo::audit_keys`]. Problems are in the report, not errors.
+    ///
+    /// Where the signer's state is readable beside this host's key (`fs/signed.rs`), the
+    /// checkpoint it remembers signing must still be in the manifest: deleting checkpoints,
+    /// every one of them included, is then a problem rather than a log that merely looks
+    /// unsigned.
+    pub fn verify_audit(&self, keys: &[VerifierKey]) -> Result<VerifyReport> {
+        let keys = if keys.is_empty() { self.audit_keys()? } else { keys.to_vec() };
         let remembered = match self.signed_state() {
-            Ok(r) => r.filter(|r| r.origin == key.name()),
+            Ok(r) => r.filter(|r| keys.iter().any(|k| r.origin == k.name())),
             Err(e) => {
                 tracing::warn!(error = %e, "the audit signer's state was not consulted by verification");
                 None
@@ -217,7 +266,7 @@ impl Repo {
         self.manifest.read(|| {
             let conn = self.manifest.conn();
             let stored = manifest::audit::checkpoints(conn)?;
-            let (signed, mut problems) = signed_checkpoints(key, &stored);
+            let (signed, mut problems) = signed_checkpoints(&keys, &stored);
             if let Some(r) = &remembered {
                 if !stored.iter().any(|c| c.size == r.size && c.root == r.root) {
                     problems.push(format!(
@@ -241,12 +290,12 @@ impl Repo {
     }
 }
 
-/// The checkpoints `key` signed; each one whose signature or content does not hold, or whose
-/// row's time is not the time it signs, is a problem.
-pub(crate) fn signed_checkpoints(key: &VerifierKey, stored: &[Checkpointed]) -> (Vec<Opened>, Vec<String>) {
+/// The checkpoints one of `keys` signed; each one whose signature or content does not hold (or
+/// that none of them signed), or whose row's time is not the time it signs, is a problem.
+pub(crate) fn signed_checkpoints(keys: &[VerifierKey], stored: &[Checkpointed]) -> (Vec<Opened>, Vec<String>) {
     let (mut signed, mut problems) = (Vec::new(), Vec::new());
     for c in stored {
-        match open_checkpoint(key, &c.note) {
+        match open_checkpoint(keys, &c.note) {
             Ok(cp) if cp.size == c.size && cp.root == c.root => {
                 if cp.time_ns.is_some_and(|t| t != c.time_ns) {
                     problems.push(format!("checkpoint {}: its row's time is not the time its note signs", c.size));

@@ -218,7 +218,7 @@ impl Checking<'_> {
     /// The audit log: every record re-encoded, the tree recomputed, every checkpoint verified
     /// with the repository's key. Without the key (kept elsewhere), only noted.
     fn check_audit(&mut self) -> Result<()> {
-        match self.repo.verify_audit(None) {
+        match self.repo.verify_audit(&[]) {
             Ok(v) => {
                 self.report.audit_records = v.records;
                 for p in v.problems {
