@@ -929,8 +929,16 @@ fn gc_in_a_bucket_waits_out_its_grace_then_deletes_what_stays_unreached() {
         serde_json::from_str(&ok(trove_on(s3.addr, &repo, &a, &all), "gc")).expect("json")
     };
 
+    // A clock reading a killed collection left an hour ago goes; one of now stays.
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
+    let (stale, recent) = (format!("clock/{:012}-left", now_s - 7200), format!("clock/{now_s:012}-reading"));
+    for key in [&stale, &recent] {
+        raw.put(key, b"").expect("put");
+    }
+
     // Within the grace period: condemned, nothing deleted.
     let r = gc(&[]);
+    assert_eq!(raw.list("clock/").expect("list"), vec![recent]);
     assert_eq!(r["deleted"]["objects"], 0, "{r}");
     assert!(r["waiting"].as_u64().expect("waiting") > 0, "{r}");
     assert_eq!(pack_bytes(), before);

@@ -89,6 +89,31 @@ impl Drop for S3Backend {
 }
 
 impl S3Backend {
+    /// Removes the objects of clock readings (`clock/<seconds>-<random>`) named more than an hour
+    /// before `now_ns` (a host's clock may be off by less): what collections killed between
+    /// writing and deleting one left. Each failure is logged; they are empty and harmless.
+    fn remove_stale_clocks(&self, now_ns: i64) {
+        let keys = match self.list("clock/") {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::warn!(error = %e, "the store's old clock readings were not listed; left for the next collection");
+                return;
+            }
+        };
+        let before = now_ns / 1_000_000_000 - 3600;
+        for key in keys {
+            let named =
+                key.strip_prefix("clock/").and_then(|n| n.split_once('-')).and_then(|(t, _)| t.parse::<i64>().ok());
+            if named.is_some_and(|t| t < before) {
+                match self.delete(&key) {
+                    Ok(()) => tracing::info!(key, "removed a clock reading a stopped collection left"),
+                    Err(e) => {
+                        tracing::warn!(key, error = %e, "could not remove an old clock reading; left for the next collection")
+                    }
+                }
+            }
+        }
+    }
     /// The backend at `s3://bucket/prefix`, configured from the AWS environment variables
     /// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`, ...) and then `settings`. Nothing is sent until the first call.
@@ -477,7 +502,10 @@ impl Backend for S3Backend {
         // The store dates what it stores: an empty object written now, its date read back, the
         // object removed. The date is to the second (HTTP dates), so half a second is added,
         // and the time since the write answered.
-        let key = format!("clock/{}", crate::base::random::random_hex()?);
+        // Named by this host's time, to the second: what a collection killed between the write
+        // and the delete leaves is found by its name (below).
+        let key =
+            format!("clock/{:012}-{}", crate::base::time::now_ns() / 1_000_000_000, crate::base::random::random_hex()?);
         let (client, path) = (self.client.clone(), self.path(&key));
         let (put, put_path) = (client.clone(), path.clone());
         self.run(async move { put.put(&put_path, object_store::PutPayload::new()).await })
@@ -489,12 +517,16 @@ impl Backend for S3Backend {
         }
         let dated = meta?.last_modified;
         let since = i64::try_from(written.elapsed().as_nanos()).unwrap_or(i64::MAX);
-        dated.timestamp_nanos_opt().map(|t| t.saturating_add(500_000_000).saturating_add(since)).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Corrupt,
-                format!("{} dated {key} {dated}, a time out of range: check the store's clock", self.describe()),
-            )
-        })
+        let now = dated.timestamp_nanos_opt().map(|t| t.saturating_add(500_000_000).saturating_add(since)).ok_or_else(
+            || {
+                Error::new(
+                    ErrorKind::Corrupt,
+                    format!("{} dated {key} {dated}, a time out of range: check the store's clock", self.describe()),
+                )
+            },
+        )?;
+        self.remove_stale_clocks(now);
+        Ok(now)
     }
 
     fn size(&self, key: &str) -> Result<u64> {
