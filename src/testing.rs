@@ -2,7 +2,7 @@
 //! manifest's rows (to damage or inspect them), the journal's plans (to stage an interrupted
 //! change), the work directory and its lock, and the tree, directory record and posting codecs.
 
-pub use crate::base::failpoint::{clear_hook, set_hook};
+pub use crate::base::failpoint::{clear_hooks, set_hook};
 pub use crate::fs::live::READ_LIMIT;
 pub use crate::fs::lock::Locked;
 pub use crate::fs::workdir::WorkDir;

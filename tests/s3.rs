@@ -627,8 +627,10 @@ fn a_session_ends_by_idleness_on_its_own_host_only() {
 /// A tool's change on one host whose record is refused after the change reached the tree (a
 /// collection on another host recorded a sweep past the epoch the change began at while it
 /// ran) is recorded all the same, its stored contents secured again: the caller is told it
-/// succeeded (never to run it again over a tree that holds it), the audit log names both
-/// versions, and the bucket checks whole on a third host.
+/// succeeded (never to run it again over a tree that holds it), the audit log names every
+/// version, and the bucket checks whole, every byte read, on a third host. The big file's
+/// chunks, which only the change's journal named, are deleted by the sweep and stored again
+/// from the tree.
 #[test]
 fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
     let Fresh { s3, bucket, repo, tmp, work } = fresh("applied");
@@ -652,19 +654,25 @@ fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
             ok(trove_on(s3.addr, &format!("s3://{bucket}/applied"), &a, &["gc", "--grace", "0s"]), "gc on a");
         }
     };
-    trove::testing::set_hook("write_file:buried", collect_twice.clone());
+    let refusals = std::rc::Rc::new(std::cell::Cell::new(0));
+    for tool in ["write_file", "create_file"] {
+        trove::testing::set_hook(&format!("{tool}:buried"), collect_twice.clone());
+        let seen = refusals.clone();
+        trove::testing::set_hook(&format!("{tool}:record-refused"), move || seen.set(seen.get() + 1));
+    }
     let written = run(
         "write_file",
         serde_json::json!({"path": "notes.txt", "content": "second version\n", "expectedSha256": sha}),
     );
-    trove::testing::set_hook("create_file:buried", collect_twice);
-    let created = run("create_file", serde_json::json!({"path": "new.txt", "content": "made while swept\n"}));
-    trove::testing::clear_hook();
+    let big = String::from_utf8(trove::sample::text(&mut trove::sample::Rng::new(633), 1_500_000)).expect("text");
+    let created = run("create_file", serde_json::json!({"path": "big.txt", "content": big}));
+    trove::testing::clear_hooks();
     written.expect("the write is recorded");
     created.expect("the create is recorded");
+    assert_eq!(refusals.get(), 2, "each record was refused once, then written");
     assert_eq!(std::fs::read_to_string(work.join("notes.txt")).expect("read"), "second version\n");
 
-    // A third host sees both changes in the audit log, with both versions of notes.txt readable.
+    // A third host sees every change in the audit log, and reads every byte the bucket holds.
     let c = tmp.path().join("host-c");
     let history =
         ok(trove_on(s3.addr, &repo, &c, &["--json", "audit", "history", "--workspace", "w", "notes.txt"]), "history");
@@ -672,14 +680,17 @@ fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
     let records = history.as_array().or_else(|| history["records"].as_array()).expect("records");
     assert_eq!(records.len(), 2, "{history}");
     let log = ok(trove_on(s3.addr, &repo, &c, &["--json", "audit", "log"]), "log");
-    assert!(log.contains("new.txt"), "{log}");
+    assert!(log.contains("big.txt"), "{log}");
     ok(trove_on(s3.addr, &repo, &c, &["check", "--read-data"]), "check");
     ok(trove_on(s3.addr, &repo, &c, &["audit", "verify"]), "audit verify");
+    let w = work.to_str().expect("utf-8");
+    ok(trove_on(s3.addr, &repo, &c, &["snapshot", w, "--workspace", "w"]), "snapshot on c");
+    assert_eq!(ok(trove_on(s3.addr, &repo, &c, &["cat", "latest", "big.txt"]), "cat"), big);
 }
 
 /// Hosts of a bucket sign the audit log with keys of their own: each registers its public key
 /// in the log with its first checkpoint, signs over the others' checkpoints, and a third host
-/// with no key verifies all of them. Given one host's key alone (`--pubkey`), the other's
+/// that never signed (its key is not registered) verifies all of them. Given one host's key alone (`--pubkey`), the other's
 /// checkpoints are named as problems (exit 3); given both, the log and its bundle verify.
 #[test]
 fn checkpoints_of_hosts_with_keys_of_their_own_verify_on_every_host() {
@@ -716,7 +727,9 @@ fn checkpoints_of_hosts_with_keys_of_their_own_verify_on_every_host() {
     assert_eq!(report["verifiedTo"], report["records"], "{report}");
     let (code, report) = verify(&["--pubkey", &key_a]);
     assert_eq!(code, Some(3), "{report}");
-    assert!(report["problems"].to_string().contains("no signature by the 1 key"), "{report}");
+    let key_id = key_b.split('+').take(2).collect::<Vec<_>>().join("+");
+    let problems = report["problems"].to_string();
+    assert!(problems.contains("no signature by a key trusted here") && problems.contains(&key_id), "{report}");
     let (code, report) = verify(&["--pubkey", &key_a, "--pubkey", &key_b]);
     assert_eq!(code, Some(0), "{report}");
 

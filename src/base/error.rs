@@ -200,6 +200,13 @@ impl Error {
             .with_detail("changed", changed)
     }
 
+    /// Whether the error says the change it reports was made all the same (detail `changed`:
+    /// true): a tool's change that reached the tree before its record failed, which must not
+    /// be run again.
+    pub fn made_the_change(&self) -> bool {
+        self.details.as_ref().and_then(|d| d.get("changed")).and_then(serde_json::Value::as_bool) == Some(true)
+    }
+
     /// Whether this is storage refusing to grow: a full disk or an exhausted quota, as the
     /// operating system (`ENOSPC`, `EDQUOT`) or SQLite (`SQLITE_FULL`) reports it.
     pub fn is_storage_full(&self) -> bool {

@@ -4,16 +4,23 @@
 //! `testing` feature, which the tests enable; without it every point is an empty inline
 //! function.
 
-/// Kills the process at a named point when `TROVE_FAILPOINT` names it: how the crash tests
-/// stop a mutation between two exact steps. Unset, it costs one cached lookup.
+/// Runs this thread's hook for a named point, if a test set one, then kills the process there
+/// when `TROVE_FAILPOINT` names it: how the crash tests stop a mutation between two exact
+/// steps. Unset, it costs a thread-local lookup and one cached lookup.
 #[cfg(feature = "testing")]
 pub fn failpoint(name: &str) {
-    // Taken out while it runs, so that a point it reaches itself finds none.
-    let hook = HOOK.with(|h| h.borrow_mut().take_if(|(point, _)| point == name));
-    if let Some((point, mut f)) = hook {
+    // Taken out while it runs, so that a point it reaches itself finds none; put back unless
+    // it cleared the hooks or set another for this point.
+    let hook = HOOKS.with(|h| h.borrow_mut().remove(name));
+    if let Some(mut f) = hook {
+        CLEARED.with(|c| c.set(false));
         f();
-        HOOK.with(|h| {
-            h.borrow_mut().get_or_insert((point, f));
+        let cleared = CLEARED.with(|c| c.get());
+        HOOKS.with(|h| {
+            let mut hooks = h.borrow_mut();
+            if !cleared && !hooks.contains_key(name) {
+                hooks.insert(name.to_string(), f);
+            }
         });
     }
     if armed(name) {
@@ -33,25 +40,27 @@ pub fn panic_point(name: &str) {
 }
 
 #[cfg(feature = "testing")]
-type Hook = Option<(String, Box<dyn FnMut()>)>;
-
-#[cfg(feature = "testing")]
 thread_local! {
-    /// What runs when this thread reaches a point: one per thread, so tests running in
+    /// What runs when this thread reaches a point, by point: per thread, so tests running in
     /// parallel never reach each other's.
-    static HOOK: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+    static HOOKS: std::cell::RefCell<std::collections::HashMap<String, Box<dyn FnMut()>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// Set by [`clear_hooks`], so that a hook that clears them is not put back after it runs.
+    static CLEARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `f` each time this thread reaches failpoint `name`, until [`clear_hook`].
+/// Runs `f` each time this thread reaches failpoint `name` (replacing its hook there, if any),
+/// until [`clear_hooks`].
 #[cfg(feature = "testing")]
 pub fn set_hook(name: &str, f: impl FnMut() + 'static) {
-    HOOK.with(|h| *h.borrow_mut() = Some((name.to_string(), Box::new(f))));
+    HOOKS.with(|h| h.borrow_mut().insert(name.to_string(), Box::new(f)));
 }
 
-/// Removes this thread's hook.
+/// Removes this thread's hooks.
 #[cfg(feature = "testing")]
-pub fn clear_hook() {
-    HOOK.with(|h| *h.borrow_mut() = None);
+pub fn clear_hooks() {
+    HOOKS.with(|h| h.borrow_mut().clear());
+    CLEARED.with(|c| c.set(true));
 }
 
 #[cfg(feature = "testing")]

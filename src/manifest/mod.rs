@@ -639,6 +639,20 @@ impl Manifest {
         }
     }
 
+    /// This handle's fences, (lease id, epoch) each: to put back with [`Manifest::set_fences`]
+    /// after [`Manifest::renew_fences`].
+    pub fn fences(&self) -> Vec<(i64, i64)> {
+        self.fences.borrow().clone()
+    }
+
+    /// Puts back fences [`Manifest::fences`] returned, of the leases still held (a lease
+    /// withdrawn meanwhile stays lifted).
+    pub fn set_fences(&self, saved: Vec<(i64, i64)>) {
+        let mut fences = self.fences.borrow_mut();
+        let held: Vec<i64> = fences.iter().map(|(id, _)| *id).collect();
+        *fences = saved.into_iter().filter(|(id, _)| held.contains(id)).collect();
+    }
+
     /// Moves every fence of this handle up to epoch `seen` (`gc::seen_epoch` of its state now):
     /// what an operation refused by its fence may do only once it has made everything it
     /// relies on live in that state again (a tool's change applied to the tree, securing the

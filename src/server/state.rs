@@ -418,6 +418,12 @@ impl AppState {
     fn reap_once(&self, repo: &Repo) -> Result<Vec<(SessionId, EndReason)>> {
         // Leases a full disk kept from being withdrawn would hold every collection back.
         repo.withdraw_leases();
+        // A change that reached its tree but whose record failed stays journaled: recorded
+        // here, not only at the next start (in a bucket, only this host's journal names its
+        // pre-images). A plan of a change in flight is left to it (its workspace is locked).
+        if let Err(e) = repo.recover_journal() {
+            tracing::warn!(error = %e, "the tool journal could not be read; its changes are settled at the next tick or start");
+        }
         let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
         let now = now_ns();

@@ -170,7 +170,10 @@ impl VerifierKey {
             let sig: [u8; 64] = blob[4..].try_into().map_err(|_| malformed("a note signature has the wrong length"))?;
             let sig = ed25519_dalek::Signature::from_bytes(&sig);
             self.key.verify_strict(text.as_bytes(), &sig).map_err(|_| {
-                Error::new(ErrorKind::Corrupt, format!("the note's signature by '{}' does not verify", self.name))
+                Error::new(
+                    ErrorKind::Corrupt,
+                    format!("the note's signature by '{}+{}' does not verify", self.name, hex::encode(self.id)),
+                )
             })?;
             found = true;
         }
@@ -187,6 +190,15 @@ impl std::fmt::Display for VerifierKey {
         raw.extend_from_slice(self.key.as_bytes());
         write!(f, "{}+{}+{}", self.name, hex::encode(self.id), b64().encode(raw))
     }
+}
+
+/// The keys a note's signature lines name, as `<name>+<key id>` (none if it does not parse).
+pub fn signers(note: &str) -> Vec<String> {
+    let Ok((_, sigs)) = split_note(note) else { return Vec::new() };
+    sigs.lines()
+        .filter_map(|l| parse_signature_line(l).ok())
+        .map(|(name, blob)| format!("{name}+{}", hex::encode(blob.get(..4).unwrap_or(&[]))))
+        .collect()
 }
 
 /// A note's text must end in a newline, be free of control characters but newlines, and have

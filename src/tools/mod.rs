@@ -178,7 +178,8 @@ pub fn run(repo: &Repo, s: &Session, call: ToolCall, actor: &str) -> Result<Tool
         ToolCall::ApplyPatch(p) => apply_patch::apply_patch(&caller, &l, &p).map(ToolOutput::ApplyPatch),
         _ => Err(Error::internal("a reading tool took the write path")),
     });
-    if let Err(e) = &result {
+    // A change that reached the tree is no refusal: its own records come with its recovery.
+    if let Some(e) = result.as_ref().err().filter(|e| !e.made_the_change()) {
         repo.audit_refusal(&s.workspace, Some(&s.id), actor, name, path.as_deref(), e)?;
     }
     result

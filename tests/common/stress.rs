@@ -36,7 +36,7 @@ fn again<T>(retry: bool, what: &str, mut op: impl FnMut() -> trove::Result<T>) -
     loop {
         match op() {
             Ok(v) => return v,
-            Err(e) if retry && e.kind() == trove::ErrorKind::Conflict && tries < 5 => {
+            Err(e) if retry && e.kind() == trove::ErrorKind::Conflict && !e.made_the_change() && tries < 5 => {
                 eprintln!("{what} refused, run again: {e}");
                 tries += 1;
             }

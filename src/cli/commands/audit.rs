@@ -34,7 +34,8 @@ pub enum Command {
     Verify {
         /// A public key checkpoints verify with (`trove audit pubkey` prints a host's), as text
         /// or a file holding it; repeat it for a bucket whose hosts sign with keys of their own
-        /// (`trove audit keys`) [default: every key the log registers, and this host's]
+        /// (`trove audit keys`) [default: this host's key, and in a bucket every key the log
+        /// registers]
         #[arg(long, value_name = "KEY")]
         pubkey: Vec<String>,
         /// Verify this exported bundle instead of the repository (no repository needed)

@@ -100,10 +100,18 @@ impl Repo {
             self.manifest.write(|tx| manifest::audit::catch_up_tree(tx).map(|_| ()))?;
         }
         let (size, root, frontier, existing) = self.manifest.read(|| self.next_root(key, remembered.as_ref()))?;
+        let (verifier, host) = (key.verifier().to_string(), self.host_id()?);
         if let Some(c) = existing {
+            // Registered even when nothing is signed now: a key that signed before keys were
+            // registered must be known to the other hosts verifying its checkpoints.
+            let known = self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))?;
+            if !known.iter().any(|(k, ..)| *k == verifier) {
+                self.manifest.write(|tx| manifest::audit::register_key(tx, &verifier, host.as_deref(), now_ns()))?;
+            }
             if remembered.is_none() {
-                // A key from before the state: the checkpoint it signed, found to hold, is
-                // what it remembers from now on.
+                // No state yet: the newest checkpoint (this key's from before the state was
+                // kept, or in a bucket another host's), found to hold over the whole log, is
+                // what this key extends from now on.
                 self.remember(Signed { origin: key.name().to_string(), size, root, time_ns: c.time_ns, frontier })?;
             }
             return Ok(c);
@@ -113,16 +121,19 @@ impl Repo {
         let note = key.sign(&text)?;
         let note = self.cosign(note);
         let c = Checkpointed { size, time_ns, root, note };
-        // The key is registered with its checkpoint, so that every host can verify it.
-        let (verifier, host) = (key.verifier().to_string(), self.host_id()?);
-        self.manifest.write(|tx| {
+        // The key is registered with its checkpoint, so that every host can verify it. In a
+        // bucket another host may have stored its checkpoint of the same size first: that one
+        // (of the same root) is the one kept, and returned.
+        let stored = self.manifest.write(|tx| {
             manifest::audit::register_key(tx, &verifier, host.as_deref(), time_ns)?;
-            manifest::audit::insert_checkpoint(tx, &c)
+            manifest::audit::insert_checkpoint(tx, &c)?;
+            let kept = manifest::audit::checkpoints_after(tx, size.saturating_sub(1))?;
+            Ok(kept.into_iter().find(|k| k.size == size))
         })?;
         // Remembered once stored: a crash between the two leaves the state behind, which only
         // means the next checkpoint checks a few more records.
         self.remember(Signed { origin: key.name().to_string(), size, root, time_ns, frontier })?;
-        Ok(c)
+        Ok(stored.unwrap_or(c))
     }
 
     /// The size and root of the next checkpoint, the frontier it is grown to, and the stored

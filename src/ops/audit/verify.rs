@@ -14,28 +14,34 @@ use crate::repo::Repo;
 use crate::tlog::merkle::{self, Frontier, Hash};
 use crate::tlog::note::{Checkpoint, VerifierKey};
 
-/// The checkpoint a note signs, if one of `keys` signed it and it names that key's log. A note
-/// with a signature line of one of them must verify by it; one with none is signed by no key
-/// trusted here.
+/// The checkpoint a note signs, if one of `keys` signed it and it names that key's log. Every
+/// key whose name and key id a signature line carries is tried, in any order: the note opens if
+/// one of them verifies it over its own log (a witness's key given too, or a forged line
+/// naming a trusted key beside a good signature, changes nothing).
 pub(crate) fn open_checkpoint(keys: &[VerifierKey], note: &str) -> Result<Checkpoint> {
-    let Some(key) = keys.iter().find(|k| k.signed_by(note)) else {
-        return Err(Error::new(
+    let mut failed = None;
+    for key in keys.iter().filter(|k| k.signed_by(note)) {
+        match key.open(note).and_then(Checkpoint::parse) {
+            Ok(c) if c.origin == key.name() => return Ok(c),
+            Ok(c) => {
+                failed = Some(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("the checkpoint is of log '{}', not '{}'", c.origin, key.name()),
+                ))
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    Err(failed.unwrap_or_else(|| {
+        let signers = crate::tlog::note::signers(note);
+        Error::new(
             ErrorKind::Corrupt,
             format!(
-                "it carries no signature by the {} key{} trusted here: give every signing host's public key with --pubkey (`trove audit keys` lists those the log registers)",
-                keys.len(),
-                if keys.len() == 1 { "" } else { "s" }
+                "it carries no signature by a key trusted here (it is signed by {})",
+                if signers.is_empty() { "no key".to_string() } else { signers.join(", ") }
             ),
-        ));
-    };
-    let c = Checkpoint::parse(key.open(note)?)?;
-    if c.origin != key.name() {
-        return Err(Error::new(
-            ErrorKind::Corrupt,
-            format!("the checkpoint is of log '{}', not '{}'", c.origin, key.name()),
-        ));
-    }
-    Ok(c)
+        )
+    }))
 }
 
 /// A checkpoint whose signature holds: its size, root and signed time (if it carries one).
@@ -194,7 +200,7 @@ impl Repo {
     /// (each host's that signed one). In a directory only the own key counts: whoever can
     /// write the manifest could register one, while a bucket's log is sealed with the
     /// repository's key.
-    pub fn audit_keys(&self) -> Result<Vec<VerifierKey>> {
+    pub fn trusted_audit_keys(&self) -> Result<Vec<VerifierKey>> {
         let own = match self.audit_key.get() {
             Some(k) => Some(k.verifier()),
             None => match self.audit_key_path() {
@@ -212,15 +218,20 @@ impl Repo {
         Ok(keys)
     }
 
-    /// `own` and, in a bucket, the keys the log registers (one that does not parse is logged
-    /// and left out: its checkpoints then verify by no key, each named as a problem).
+    /// `own` and, in a bucket, the keys the log registers under this repository's log name
+    /// (one that does not parse, or is of another log, is logged and left out: its checkpoints
+    /// then verify by no key, each named as a problem).
     pub(crate) fn trusted_keys(&self, own: Option<VerifierKey>) -> Result<Vec<VerifierKey>> {
         let mut keys: Vec<VerifierKey> = own.into_iter().collect();
         if !self.manifest.is_replica() {
             return Ok(keys);
         }
+        let origin = format!("trove/{}", self.config.id);
         for (text, ..) in self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))? {
             match VerifierKey::parse(&text) {
+                Ok(k) if k.name() != origin => {
+                    tracing::warn!(key = %text, "a registered audit key is of another log; left out")
+                }
                 Ok(k) if !keys.contains(&k) => keys.push(k),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(key = %text, error = %e, "a registered audit key does not parse; left out"),
@@ -255,7 +266,7 @@ impl Repo {
     /// every one of them included, is then a problem rather than a log that merely looks
     /// unsigned.
     pub fn verify_audit(&self, keys: &[VerifierKey]) -> Result<VerifyReport> {
-        let keys = if keys.is_empty() { self.audit_keys()? } else { keys.to_vec() };
+        let keys = if keys.is_empty() { self.trusted_audit_keys()? } else { keys.to_vec() };
         let remembered = match self.signed_state() {
             Ok(r) => r.filter(|r| keys.iter().any(|k| r.origin == k.name())),
             Err(e) => {
@@ -330,5 +341,43 @@ fn consistency_between(conn: &rusqlite::Connection, signed: &[Opened], upto: u64
                 e.message()
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tlog::note::SignerKey;
+
+    /// A checkpoint of log `origin` signed by `key`, its signature lines after `extra` ones.
+    fn note(origin: &str, key: &SignerKey, extra: &[String]) -> String {
+        let text = Checkpoint { origin: origin.into(), size: 3, root: [7; 32], time_ns: Some(1) }.text();
+        let signed = key.sign(&text).expect("sign");
+        let (body, line) = signed.split_at(signed.rfind("\n\n").expect("a blank line") + 2);
+        format!("{body}{}{line}", extra.concat())
+    }
+
+    #[test]
+    fn a_note_opens_by_any_trusted_key_that_signed_it_whatever_their_order() {
+        let (one, two) = (SignerKey::generate("trove/x").expect("key"), SignerKey::generate("trove/x").expect("key"));
+        let witness = SignerKey::generate("witness.example").expect("key");
+        let line = |key: &SignerKey| {
+            let other = key.sign("something else\n").expect("sign");
+            other[other.rfind("\n\n").expect("blank") + 2..].to_string()
+        };
+        // A line naming `one` whose signature is not of this note, before two's good signature.
+        let n = note("trove/x", &two, &[line(&one)]);
+        for keys in [vec![one.verifier(), two.verifier()], vec![two.verifier(), one.verifier()]] {
+            assert_eq!(open_checkpoint(&keys, &n).expect("opens").size, 3);
+        }
+        // Only the forged line's key: refused, naming what does not verify.
+        let e = open_checkpoint(&[one.verifier()], &n).expect_err("refused");
+        assert!(e.message().contains("does not verify"), "{e}");
+        // A witness's key given first: its log is not this one, and two's signature still opens it.
+        let cosigned = note("trove/x", &two, &[line(&witness)]);
+        assert!(open_checkpoint(&[witness.verifier(), two.verifier()], &cosigned).is_ok());
+        // No trusted key: the message names the keys the note carries.
+        let e = open_checkpoint(&[witness.verifier()], &n).expect_err("refused");
+        assert!(e.message().contains("trove/x+"), "{e}");
     }
 }

@@ -82,36 +82,43 @@ impl Repo {
         self.finish_applied(wd, &plan, &fresh)
     }
 
-    /// Step 5 for a plan this call applied: the tree has changed, so its records must land.
-    /// In a bucket, a record refused by a fence (a sweep another host recorded while the
-    /// change ran, past the epoch it began at) or by other writers taking the log's next
-    /// segments again and again is no reason to leave the change unrecorded, nor to tell the
-    /// caller to run it again over a tree that holds it: the refused write caught this replica
-    /// up, so the change secures again every stored content its records name (`secure`)
-    /// under a fence as new as that state, and records them.
+    /// Step 5 for a plan this call applied: the tree has changed, so its records must land,
+    /// and an error now must say so. In a bucket, a record refused by a fence (a sweep another
+    /// host recorded while the change ran, past the epoch it began at) or by other writers
+    /// taking the log's next segments again and again is no reason to leave the change
+    /// unrecorded, nor to tell the caller to run it again over a tree that holds it: the
+    /// refused write caught this replica up, so the change secures again every stored content
+    /// its records name (`secure`) under fences as new as that state, and writes them again.
+    /// The handle's fences are as they were afterwards (an outer lease's included). Any other
+    /// error, or refusals past `FINISH_TRIES`, reaches the caller as a change made but not yet
+    /// recorded (`changed`), which the journal keeps for recovery.
     fn finish_applied(&self, wd: &WorkDir, plan: &Plan, fresh: &[Fresh<'_>]) -> Result<Done> {
-        let mut tries = 0;
+        let fences = self.manifest.fences();
+        let out = self.record_applied(wd, plan, fresh);
+        self.manifest.set_fences(fences);
+        out.map_err(|e| {
+            let kind = e.kind();
+            let message = format!(
+                "change {} reached the tree, but its record could not be written ({}): it stays journaled, and this host records it when it next opens the repository (a server: within a reaper tick); do not run it again",
+                plan.id,
+                e.message()
+            );
+            Error::with_source(kind, message, e).with_detail("changed", true)
+        })
+    }
+
+    /// `finish`, run again after each refusal a fence or the log's races made, securing first.
+    fn record_applied(&self, wd: &WorkDir, plan: &Plan, fresh: &[Fresh<'_>]) -> Result<Done> {
+        let mut refused = 0;
         loop {
             match self.finish(plan, false, fresh) {
-                Err(e) if e.kind() == ErrorKind::Conflict && self.manifest.is_replica() && tries < FINISH_TRIES => {
-                    tracing::warn!(plan = %plan.id, error = %e, "an applied change's record was refused: its stored contents are secured again and it is recorded");
-                    tries += 1;
+                Err(e) if e.kind() == ErrorKind::Conflict && self.manifest.is_replica() && refused < FINISH_TRIES => {
+                    failpoint(&format!("{}:record-refused", plan.tool));
+                    tracing::warn!(plan = %plan.id, error = %e, "an applied change's record was refused: its stored contents are secured again before it is written again");
+                    refused += 1;
                     let seen = self.manifest.read(|| manifest::gc::seen_epoch(self.manifest.conn()))?;
                     self.manifest.renew_fences(seen);
                     self.secure(wd, plan, fresh)?;
-                }
-                Err(e) if e.kind() == ErrorKind::Conflict => {
-                    // Not the refusal's own words, which say nothing happened: the tree holds
-                    // the change, and the journal keeps it until recovery records it.
-                    return Err(Error::with_source(
-                        ErrorKind::Conflict,
-                        format!(
-                            "change {} reached the tree but its record was refused {} times by the record log; it stays journaled and is recorded when the repository is next opened: do not run it again",
-                            plan.id,
-                            tries + 1
-                        ),
-                        e,
-                    ));
                 }
                 out => return out,
             }
@@ -120,10 +127,11 @@ impl Repo {
 
     /// Makes every stored content the records of `plan` name (pre-images, trash items, new
     /// contents not in `fresh`, which its record stores itself) live in this replica's view:
-    /// one condemned or gone is stored again, from the store while it still reads, else from
-    /// the tree where the change put it. A content neither holds any more (a pre-image a
-    /// sweep deleted while the change outlived the collection's grace) is logged, and the
-    /// record names it all the same, for `check` to report.
+    /// one condemned is stored again from the store, and one the store no longer holds from
+    /// the tree where the change put it. A content neither holds (a pre-image a sweep deleted
+    /// while the change outlived the collection's grace) is logged, and the record names it
+    /// all the same, for `check` to report. Any other failure (the store unreachable, the
+    /// deadline) is returned: nothing may then be written under the renewed fences.
     fn secure(&self, wd: &WorkDir, plan: &Plan, fresh: &[Fresh<'_>]) -> Result<()> {
         let mut wanted: Vec<(ObjectId, Option<&[u8]>)> = Vec::new();
         for s in &plan.steps {
@@ -157,25 +165,26 @@ impl Repo {
             if self.manifest.read(|| manifest::loose::content_stored(self.manifest.conn(), &id))? {
                 continue;
             }
-            let from_store = self.open_object(id, None).and_then(|mut r| self.store_stream(&mut r, None));
-            let stored = match (from_store, at) {
-                (Ok(s), _) => Ok(s),
-                (Err(e), Some(p)) => {
-                    tracing::debug!(object = %id, error = %e, "a content is stored again from the tree");
-                    let (mut file, _) = wd.open_file(p)?.ok_or_else(|| stale(p, None, None))?;
-                    self.store_stream(&mut file, None)
+            // Condemned but still stored (every part of it): stored again from the store, where
+            // a failure is the store's, returned.
+            if self.manifest.read(|| stored_whole(self.manifest.conn(), &id))? {
+                let stored = self.open_object(id, None).and_then(|mut r| self.store_stream(&mut r, None))?;
+                if stored.id == id {
+                    continue;
                 }
-                (Err(e), None) => Err(e),
-            };
-            match stored {
-                Ok(s) if s.id == id => {}
-                Ok(s) => {
-                    tracing::error!(plan = %plan.id, object = %id, found = %s.id, "a content to store again read back as another; its record names one the store does not hold")
-                }
-                Err(e) => {
-                    tracing::error!(plan = %plan.id, object = %id, error = %e, "a content this change's record names is gone (the change outlived a collection's grace); its record names it all the same")
+                return Err(Error::corrupt(format!("object {id} reads back as {}: run `trove check`", stored.id)));
+            }
+            // Gone from the store: the tree holds a new content where the change put it, unless
+            // something changed it since.
+            if let Some(p) = at {
+                if let Ok(Some((mut file, _))) = wd.open_file(p) {
+                    if self.store_stream(&mut file, None)?.id == id {
+                        tracing::info!(plan = %plan.id, object = %id, "a content gone from the store was stored again from the tree");
+                        continue;
+                    }
                 }
             }
+            tracing::error!(plan = %plan.id, object = %id, "a content this change's record names is gone (the change outlived a collection's grace); its record names it all the same");
         }
         Ok(())
     }
@@ -514,6 +523,19 @@ impl Repo {
     }
 }
 
+/// Whether content `id` can still be read from the store, condemned or not: the object, or
+/// every chunk of its chunk list, has a row.
+fn stored_whole(conn: &rusqlite::Connection, id: &ObjectId) -> Result<bool> {
+    let chunks = manifest::objects::chunk_list(conn, id)?;
+    let parts: Vec<ObjectId> = if chunks.is_empty() { vec![*id] } else { chunks.into_iter().map(|(_, c)| c).collect() };
+    for p in &parts {
+        if !manifest::loose::contains(conn, p)? && manifest::objects::locate(conn, p)?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Stores `f` in `tx`: as its delta when the base still takes it, else whole.
 fn insert_fresh(tx: &rusqlite::Transaction<'_>, f: &Fresh<'_>, level: i32) -> Result<()> {
     if let Some((delta, base_depth)) = &f.delta {
@@ -524,7 +546,8 @@ fn insert_fresh(tx: &rusqlite::Transaction<'_>, f: &Fresh<'_>, level: i32) -> Re
     manifest::loose::insert(tx, &f.id, f.raw, level)
 }
 
-/// How many times an applied change's record is secured and written again after a refusal.
+/// How many times an applied change's record is secured and written again after a refusal
+/// (so at most one more write than this).
 const FINISH_TRIES: u32 = 3;
 
 /// Plans of more steps than this are synced as a whole (see `execute`).
