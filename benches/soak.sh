@@ -28,13 +28,16 @@ if [ -n "$bucket" ]; then
   curl -sf -X PUT "$AWS_ENDPOINT_URL/soak" >/dev/null
   export TROVE_REPO=s3://soak/repo TROVE_PASSWORD=soak
   repo=$TROVE_REPO grace=30s
-  host() { "$bin" --cache-dir "$work/host-$1" "${@:2}"; }
+  at() { echo --cache-dir "$work/host-$1"; }
 else
   repo="$work/repo"
-  host() { "$bin" --repo "$repo" "${@:2}"; }
+  at() { echo --repo "$repo"; }
 fi
+# `host NAME ARGS...`: trove as host NAME (in a directory, every host is the one repository).
+host() { "$bin" $(at "$1") "${@:2}"; }
 host a init >/dev/null
-TROVE_API_TOKEN="$token" host a serve --listen "127.0.0.1:$port" \
+# Started directly, not through `host`, so that $! is the server's pid (its memory is sampled).
+TROVE_API_TOKEN="$token" "$bin" $(at a) serve --listen "127.0.0.1:$port" \
   --workspaces "$work/workspaces" --maintenance-interval 120s --gc-grace "$grace" \
   --checkpoint-interval 30s --log-level warn >"$work/serve.out" 2>"$work/serve.log" &
 pid=$!

@@ -740,6 +740,32 @@ fn checkpoints_of_hosts_with_keys_of_their_own_verify_on_every_host() {
     assert_eq!(code, Some(0), "{report}");
 }
 
+/// A snapshot one host searched (its search index, node-local and derived, names it) and
+/// another host forgets: the first host applies the forget, clearing what it derived, and reads
+/// on. (Found by the soak against a bucket: the replica refused the delete by its foreign key.)
+#[test]
+fn a_snapshot_searched_on_one_host_and_forgotten_on_another_leaves_both_reading() {
+    let Fresh { s3, repo, tmp, work, .. } = fresh("derived");
+    let w = work.to_str().expect("utf-8");
+    let (a, b) = (tmp.path().join("host-a"), tmp.path().join("host-b"));
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "first snapshot");
+    let first = ok(trove_on(s3.addr, &repo, &a, &["--json", "snapshots", "w"]), "list");
+    let first: serde_json::Value = serde_json::from_str(&first).expect("json");
+    let first = first.as_array().or_else(|| first["snapshots"].as_array()).expect("a list")[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    ok(trove_on(s3.addr, &repo, &b, &["grep", &first, "main", "--workspace", "w"]), "grep on b");
+    std::fs::write(work.join("later.txt"), "later").expect("write");
+    ok(trove_on(s3.addr, &repo, &a, &["snapshot", w, "--workspace", "w"]), "second snapshot");
+    ok(trove_on(s3.addr, &repo, &a, &["workspace", "retention", "w", "--keep-last", "1"]), "policy");
+    ok(trove_on(s3.addr, &repo, &a, &["forget"]), "forget on a");
+    let listed = ok(trove_on(s3.addr, &repo, &b, &["--json", "snapshots", "w"]), "b catches up");
+    assert!(!listed.contains(&first), "{listed}");
+    ok(trove_on(s3.addr, &repo, &b, &["grep", "latest", "later", "--workspace", "w"]), "grep on b again");
+}
+
 /// What a test of a repository in a bucket starts from: the S3 server, a fresh bucket, the
 /// address of a repository under `prefix` there (not made yet), a temporary directory, and a
 /// rich workspace in it.

@@ -200,6 +200,19 @@ impl Error {
             .with_detail("changed", changed)
     }
 
+    /// Whether this is the manifest's write lock held by another writer past the busy timeout
+    /// (`database is locked`): nothing of the refused transaction happened.
+    pub fn is_busy(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = self.source.as_deref().map(|e| e as _);
+        while let Some(e) = cause {
+            if let Some(db) = e.downcast_ref::<rusqlite::Error>() {
+                return db.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy);
+            }
+            cause = e.source();
+        }
+        false
+    }
+
     /// Whether the error says the change it reports was made all the same (detail `changed`:
     /// true): a tool's change that reached the tree before its record failed, which must not
     /// be run again.

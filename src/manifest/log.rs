@@ -54,6 +54,12 @@ pub const DURABLE: &[(&str, &[&str])] = &[
     ("audit_keys", &["verifier"]),
 ];
 
+/// For a logged table, the statement clearing what this node derived from one of its rows (by
+/// the row's key, bound as ?1), run before a replayed delete of that row: derived rows are not
+/// logged, so the writer's host cleared its own before its delete, and a replica whose derived
+/// rows still name the row would refuse the delete (their foreign key).
+const DERIVED: &[(&str, &str)] = &[("snapshots", "DELETE FROM main.search_snapshots WHERE snapshot = ?1")];
+
 /// The most columns a logged table has (the temporary table has this many value columns).
 const MAX_COLUMNS: usize = 24;
 // A change's mask of columns is a u32.
@@ -870,6 +876,8 @@ struct Target {
     width: usize,
     /// Where the key's columns are among the segment's columns.
     key_at: Vec<usize>,
+    /// What to clear before a delete (`DERIVED`).
+    derived: Option<&'static str>,
 }
 
 /// Applies a segment's body. Table and column names are checked against [`DURABLE`] and this
@@ -924,6 +932,7 @@ fn replay(conn: &Connection, logged: &[Logged], body: &[u8]) -> std::result::Res
                 "DELETE FROM main.{table} WHERE {}",
                 key_at.iter().map(|&i| format!("{} = ?{}", quoted[i], i + 1)).collect::<Vec<_>>().join(" AND ")
             ),
+            derived: DERIVED.iter().find(|(t, _)| *t == table).map(|(_, sql)| *sql),
             width: cols.len(),
             key_at,
         });
@@ -937,6 +946,10 @@ fn replay(conn: &Connection, logged: &[Logged], body: &[u8]) -> std::result::Res
         row.clear();
         for _ in 0..target.width {
             row.push(take_value(&mut b)?);
+        }
+        if let (Op::Delete, Some(derived), [at]) = (op, target.derived, target.key_at.as_slice()) {
+            let mut st = conn.prepare_cached(derived).map_err(db("clearing derived rows before applying the log"))?;
+            st.execute([&row[*at]]).map_err(db("clearing derived rows before applying the log"))?;
         }
         let sql = match op {
             Op::Insert => &target.insert,

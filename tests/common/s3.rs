@@ -46,15 +46,9 @@ fn venv() -> PathBuf {
     venv
 }
 
-const WRAPPER: &str = r#"
-import os, sys
-from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
-server.start()
-print("ready", flush=True)
-sys.stdin.read()
-os._exit(0)
-"#;
+/// The server's launcher, shared with the benchmarks' (`benches/moto.sh`): moto with its
+/// conditional create made atomic (see the file).
+const WRAPPER: &str = include_str!("../moto_server.py");
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()

@@ -120,6 +120,12 @@ impl Repo {
                     self.manifest.renew_fences(seen);
                     self.secure(wd, plan, fresh)?;
                 }
+                // The manifest's lock held past its timeout (a long write of another handle):
+                // nothing was written, and the record is tried again as it is.
+                Err(e) if e.is_busy() && refused < FINISH_TRIES => {
+                    tracing::warn!(plan = %plan.id, error = %e, "an applied change's record waited too long for the manifest's lock: written again");
+                    refused += 1;
+                }
                 out => return out,
             }
         }
