@@ -201,14 +201,7 @@ impl Repo {
     /// write the manifest could register one, while a bucket's log is sealed with the
     /// repository's key.
     pub fn trusted_audit_keys(&self) -> Result<Vec<VerifierKey>> {
-        let own = match self.audit_key.get() {
-            Some(k) => Some(k.verifier()),
-            None => match self.audit_key_path() {
-                Some(p) if !p.exists() => None,
-                _ => Some(self.audit_verifier()?),
-            },
-        };
-        let keys = self.trusted_keys(own)?;
+        let keys = self.trusted_keys(self.own_verifier()?)?;
         if keys.is_empty() {
             let at = self.audit_key_path().map_or(String::new(), |p| format!(" at {}", p.display()));
             return Err(Error::not_found(format!(
@@ -216,6 +209,16 @@ impl Repo {
             )));
         }
         Ok(keys)
+    }
+
+    /// This host's public key, if its key file is there (or the handle read it): asking never
+    /// makes one.
+    fn own_verifier(&self) -> Result<Option<VerifierKey>> {
+        match (self.audit_key.get(), self.audit_key_path()) {
+            (Some(k), _) => Ok(Some(k.verifier())),
+            (None, Some(p)) if !p.exists() => Ok(None),
+            _ => self.audit_verifier().map(Some),
+        }
     }
 
     /// `own` and, in a bucket, the keys the log registers under this repository's log name
@@ -242,10 +245,7 @@ impl Repo {
 
     /// The keys the log registers as signing its checkpoints, oldest first.
     pub fn registered_audit_keys(&self) -> Result<Vec<AuditKeyInfo>> {
-        let own = match self.audit_key_path() {
-            Some(p) if !p.exists() => None,
-            _ => Some(self.audit_verifier()?.to_string()),
-        };
+        let own = self.own_verifier()?.map(|k| k.to_string());
         let rows = self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))?;
         Ok(rows
             .into_iter()
@@ -259,7 +259,7 @@ impl Repo {
     }
 
     /// Verifies the whole audit log (see the module's documentation) with `keys`, or when none
-    /// is given [`Repo::audit_keys`]. Problems are in the report, not errors.
+    /// is given [`Repo::trusted_audit_keys`]. Problems are in the report, not errors.
     ///
     /// Where the signer's state is readable beside this host's key (`fs/signed.rs`), the
     /// checkpoint it remembers signing must still be in the manifest: deleting checkpoints,
