@@ -540,3 +540,16 @@ CREATE TABLE audit_keys (
     host        TEXT,
     added_ns    INTEGER NOT NULL
 );
+-- schema-version: 20
+-- The objects of a tool change in flight on a host of a bucket that stored what nothing else
+-- reaches (a pre-image or trash item read from the tree): the journal is the host's own, so
+-- these rows, logged, make them roots of every host's collection until the plan is closed
+-- (deleted with its journal row) or a collection drops them as abandoned, a week after it began
+-- (`ops::gc::PLAN_ROOTS_KEPT_NS`).
+CREATE TABLE plan_roots (
+    plan        TEXT NOT NULL,
+    object      BLOB NOT NULL,
+    host        TEXT,
+    created_ns  INTEGER NOT NULL,
+    PRIMARY KEY (plan, object)
+);

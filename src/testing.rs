@@ -32,6 +32,15 @@ pub fn lease<'r>(repo: &'r Repo, what: &str) -> crate::base::error::Result<crate
     repo.lease(what)
 }
 
+/// How many objects tool changes in flight keep as roots in the log (`plan_roots`).
+pub fn plan_roots(repo: &Repo) -> crate::base::error::Result<u64> {
+    repo.manifest()
+        .conn()
+        .query_row("SELECT COUNT(*) FROM plan_roots", [], |r| r.get::<_, i64>(0))
+        .map(|n| n as u64)
+        .map_err(|e| crate::base::error::Error::db("counting plan roots", e))
+}
+
 /// Takes the workspace lock of `live_dir` as a change through `repo` would.
 pub fn lock(repo: &Repo, live_dir: &std::path::Path) -> crate::base::error::Result<Locked> {
     repo.lock_live(live_dir)

@@ -119,12 +119,12 @@ fn a_repository_written_before_the_node_local_cache_migrates_reads_its_deltas_an
     let report = repo.check_with(&trove::CheckOptions { read_data: trove::ReadData::All }).expect("check runs");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 
-    // Migrated: the directory records left the manifest; the cache generation is there (with
-    // the key that logs it, schema 19).
+    // Migrated (to the newest schema, 20): the directory records left the manifest; the cache
+    // generation is there (with the key that logs it, schema 19).
     {
         let conn = trove::testing::conn(&repo);
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 19);
+        assert_eq!(version, 20);
         let tables: Vec<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%cache%'")
             .expect("prepare")

@@ -316,6 +316,18 @@ fn session_in_a_bucket(s3: std::net::SocketAddr, tmp: &std::path::Path, notes: &
     Edited { bucket, repo, a, b, ws, id }
 }
 
+/// The seqs of the successful `edit_file` records in `trove --json audit log`'s output.
+fn edits_recorded(log: String) -> Vec<u64> {
+    let records: serde_json::Value = serde_json::from_str(&log).expect("json");
+    records
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["operation"] == "edit_file" && r["outcome"] == "ok")
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect()
+}
+
 /// An agent's edit through the tools is one segment of the record log (its new version, a
 /// delta, with its audit record), plus one for the session's activity at most once a second;
 /// another host, with no cache, reads those versions from the bucket and reverts an edit.
@@ -354,16 +366,8 @@ fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
     }
     // b has never opened the repository: every version comes from the bucket.
     ok(trove_on(s3.addr, &repo, &b, &["check", "--read-data"]), "check --read-data on b");
-    let log = ok(trove_on(s3.addr, &repo, &b, &["--json", "audit", "log"]), "audit log on b");
-    let records: serde_json::Value = serde_json::from_str(&log).expect("json");
-    let seqs: Vec<u64> = records
-        .as_array()
-        .expect("records")
-        .iter()
-        .filter(|r| r["operation"] == "edit_file" && r["outcome"] == "ok")
-        .map(|r| r["seq"].as_u64().expect("seq"))
-        .collect();
-    assert_eq!(seqs.len(), 3, "{log}");
+    let seqs = edits_recorded(ok(trove_on(s3.addr, &repo, &b, &["--json", "audit", "log"]), "audit log on b"));
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
     let second = start.replacen(edits[0].0, edits[0].1, 1).replacen(edits[1].0, edits[1].1, 1);
     ok(trove_on(s3.addr, &repo, &b, &["revert", &seqs[2].to_string()]), "revert on b");
     assert_eq!(
@@ -416,6 +420,57 @@ fn a_tool_change_killed_after_its_segment_landed_is_recorded_once() {
     assert_eq!(edits(&b), 1, "and once in the bucket");
     ok(trove_on(s3.addr, &repo, &a, &["check"]), "check: no plan left open");
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).expect("read"), "one\nTWO\n");
+}
+
+/// A host killed in the middle of a tool change (its tree changed, its record not written) and
+/// back only after another host collected past the grace period: what the change stored from
+/// the tree (the file's previous content, which nothing else reaches) was kept for it by its
+/// logged roots, so the change is recorded whole on its return and reverted from another host.
+#[test]
+fn a_host_killed_mid_change_and_back_after_the_grace_finds_what_the_change_stored() {
+    use sha2::Digest;
+    use std::os::unix::process::ExitStatusExt;
+    let s3 = server();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let Edited { bucket, repo, a, b, ws, id } = session_in_a_bucket(s3.addr, tmp.path(), "one\n");
+    let roots = |host: &str| {
+        let repo = open_host(s3.addr, &bucket, "repo", &tmp.path().join(host));
+        trove::testing::plan_roots(&repo).expect("plan roots")
+    };
+    // Written beside the tools: no snapshot, record or trash item holds it.
+    let before = "written outside the tools\n";
+    std::fs::write(ws.join("outside.txt"), before).expect("write");
+    let call = serde_json::json!({
+        "path": "outside.txt",
+        "expectedSha256": hex::encode(sha2::Sha256::digest(before.as_bytes())),
+        "edits": [{"oldText": "outside", "newText": "inside"}],
+    })
+    .to_string();
+    let killed = trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call])
+        .env("TROVE_FAILPOINT", "edit_file:buried")
+        .output()
+        .expect("run");
+    assert_eq!(killed.status.signal(), Some(6), "killed at the failpoint: {}", common::stderr(&killed));
+    let after = "written inside the tools\n";
+    assert_eq!(std::fs::read_to_string(ws.join("outside.txt")).expect("read"), after, "applied, not recorded");
+    assert_eq!(roots("host-c"), 1, "the pre-image it stored is a root in the log");
+
+    // Another host collects with no grace (condemning, then deleting past it), twice.
+    for _ in 0..2 {
+        let r: serde_json::Value =
+            serde_json::from_str(&ok(trove_on(s3.addr, &repo, &b, &["--json", "gc", "--grace", "0s"]), "gc on b"))
+                .expect("json");
+        assert_eq!(r["waiting"], 0, "{r}");
+    }
+
+    // Back: the change is recorded once, with its pre-image, and every host reads it.
+    let seqs = edits_recorded(ok(trove_on(s3.addr, &repo, &a, &["--json", "audit", "log"]), "audit log on a"));
+    assert_eq!(seqs.len(), 1, "{seqs:?}");
+    ok(trove_on(s3.addr, &repo, &b, &["check", "--read-data"]), "check --read-data on b");
+    ok(trove_on(s3.addr, &repo, &b, &["revert", &seqs[0].to_string()]), "revert on b");
+    assert_eq!(std::fs::read_to_string(ws.join("outside.txt")).expect("read"), before, "the previous content, back");
+    // Closed, the plan's roots went with it.
+    assert_eq!(roots("host-c"), 0, "no root left in the log");
 }
 
 /// A snapshot killed at any moment of its upload (a packed but unrecorded snapshot, before and
@@ -686,6 +741,54 @@ fn a_tool_change_refused_after_it_reached_the_tree_is_recorded_all_the_same() {
     let w = work.to_str().expect("utf-8");
     ok(trove_on(s3.addr, &repo, &c, &["snapshot", w, "--workspace", "w"]), "snapshot on c");
     assert_eq!(ok(trove_on(s3.addr, &repo, &c, &["cat", "latest", "big.txt"]), "cat"), big);
+}
+
+/// A change refused before it touches the tree (a sweep on another host passed the epoch it
+/// began at) lets go of the roots it logged for what it stored, and leaves no plan open: nothing
+/// changed, nothing is kept for it, and it succeeds when run again.
+#[test]
+fn a_tool_change_refused_before_it_applies_leaves_no_roots_behind() {
+    let Fresh { s3, bucket, repo, tmp, work } = fresh("unapplied");
+    let a = tmp.path().join("host-a");
+    ok(trove_on(s3.addr, &repo, &a, &["init"]), "init");
+    let b = open_host(s3.addr, &bucket, "unapplied", &tmp.path().join("host-b"));
+    let w = work.clone();
+    let spec = trove::SessionSpec { workspace: Some("w".into()), persistent: true, ..Default::default() };
+    let s = b.create_session(&spec, move |_| Ok(w), "agent").expect("session");
+    // Something for the collections to condemn and sweep: a forgotten snapshot's file.
+    let wd = work.to_str().expect("utf-8");
+    for content in ["a first version", "a second version"] {
+        std::fs::write(work.join("gone.txt"), content).expect("write");
+        ok(trove_on(s3.addr, &repo, &a, &["snapshot", wd, "--workspace", "w"]), "snapshot");
+    }
+    ok(trove_on(s3.addr, &repo, &a, &["workspace", "retention", "w", "--keep-last", "1"]), "policy");
+    ok(trove_on(s3.addr, &repo, &a, &["forget"]), "forget");
+    let before = "written outside the tools\n";
+    std::fs::write(work.join("outside.txt"), before).expect("write");
+    let call = || {
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(before.as_bytes()));
+        let params = serde_json::json!({"path": "outside.txt", "content": "replaced\n", "expectedSha256": sha});
+        trove::tools::run(&b, &s, trove::tools::ToolCall::parse("write_file", params).expect("parse"), "agent")
+    };
+    let collect_twice = move || {
+        for _ in 0..2 {
+            ok(trove_on(s3.addr, &format!("s3://{bucket}/unapplied"), &a, &["gc", "--grace", "0s"]), "gc on a");
+        }
+        // The check before the apply reads the log again only when its replica is over a
+        // second old.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    };
+    trove::testing::set_hook("write_file:journaled", collect_twice);
+    let refused = call();
+    trove::testing::clear_hooks();
+    let e = refused.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert_eq!(std::fs::read_to_string(work.join("outside.txt")).expect("read"), before, "the tree is as it was");
+    assert_eq!(trove::testing::plan_roots(&b).expect("roots"), 0, "no roots left in the log");
+    call().expect("run again");
+    assert_eq!(std::fs::read_to_string(work.join("outside.txt")).expect("read"), "replaced\n");
+    assert_eq!(trove::testing::plan_roots(&b).expect("roots"), 0);
+    ok(trove_on(s3.addr, &repo, &tmp.path().join("host-c"), &["check", "--read-data"]), "check on c");
 }
 
 /// Hosts of a bucket sign the audit log with keys of their own: each registers its public key

@@ -6,6 +6,7 @@ use rusqlite::{params, Connection};
 use super::db;
 use crate::base::error::Result;
 use crate::base::id::PlanId;
+use crate::object::ObjectId;
 
 /// Journals plan `id` (its JSON encoding), decided from here on.
 pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Result<()> {
@@ -15,11 +16,43 @@ pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Re
     Ok(())
 }
 
-/// Closes plan `id`: it finished, or was rolled back.
+/// Closes plan `id`: it finished, or was rolled back. Its roots go with it.
 pub fn remove(conn: &Connection, id: &PlanId) -> Result<()> {
     conn.prepare_cached("DELETE FROM journal WHERE id = ?1")
         .and_then(|mut st| st.execute([id]))
         .map_err(db("closing a journal entry"))?;
+    conn.prepare_cached("DELETE FROM plan_roots WHERE plan = ?1")
+        .and_then(|mut st| st.execute([id]))
+        .map_err(db("closing a journal entry's roots"))?;
+    Ok(())
+}
+
+/// Makes `objects` roots of every host's collection while plan `id` (of `host`) is open: a
+/// bucket's hosts do not see each other's journals.
+pub fn insert_roots(conn: &Connection, id: &PlanId, host: &str, created_ns: i64, objects: &[ObjectId]) -> Result<()> {
+    let mut st = conn
+        .prepare_cached("INSERT OR IGNORE INTO plan_roots (plan, object, host, created_ns) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(db("recording a plan's roots"))?;
+    for o in objects {
+        st.execute(params![id, o.as_bytes(), host, created_ns]).map_err(db("recording a plan's roots"))?;
+    }
+    Ok(())
+}
+
+/// The plans with roots in the log, oldest first: (plan, host, created_ns).
+pub fn rooted_plans(conn: &Connection) -> Result<Vec<(String, Option<String>, i64)>> {
+    let mut st = conn
+        .prepare("SELECT plan, host, MIN(created_ns) FROM plan_roots GROUP BY plan, host ORDER BY 3, 1")
+        .map_err(db("reading the plans' roots"))?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(db("reading the plans' roots"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the plans' roots"))
+}
+
+/// Drops the roots of plan `id`, left by a host that did not close it.
+pub fn drop_roots(conn: &Connection, id: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM plan_roots WHERE plan = ?1")
+        .and_then(|mut st| st.execute([id]))
+        .map_err(db("dropping an abandoned plan's roots"))?;
     Ok(())
 }
 

@@ -52,6 +52,7 @@ pub const DURABLE: &[(&str, &[&str])] = &[
     ("gc_runs", &["id"]),
     ("cache_generation", &["id"]),
     ("audit_keys", &["verifier"]),
+    ("plan_roots", &["plan", "object"]),
 ];
 
 /// For a logged table, the statement clearing what this node derived from one of its rows (by
@@ -64,6 +65,10 @@ const DERIVED: &[(&str, &str)] = &[("snapshots", "DELETE FROM main.search_snapsh
 const MAX_COLUMNS: usize = 24;
 // A change's mask of columns is a u32.
 const _: () = assert!(MAX_COLUMNS < 32);
+/// The most segments a catch-up asks for at once (see `Log::catch_up_to`).
+const CATCH_UP_WINDOW: usize = 8;
+/// A window of segments holding more bytes than this is followed by one of a single segment.
+const CATCH_UP_WINDOW_BYTES: usize = 4 << 20;
 /// The most bytes a segment may hold, sealed or not, and the most its rows may decode to. A
 /// transaction whose rows would pass it is refused before anything is published (every reader
 /// would refuse the segment, and no host could catch up past it): a snapshot's commit indexes
@@ -616,6 +621,22 @@ impl Log {
         }
     }
 
+    /// Segments `from`, `from + 1`, ... (`n` of them, asked for at once), in order, each its
+    /// stored bytes or None when there is none (yet); an error is the first in order.
+    fn fetch_window(&self, from: u64, n: usize) -> Result<Vec<Option<Vec<u8>>>> {
+        if n <= 1 {
+            return Ok(vec![self.fetch(from)?]);
+        }
+        let results: Vec<Result<Option<Vec<u8>>>> = std::thread::scope(|s| {
+            let asked: Vec<_> = (0..n as u64).map(|i| s.spawn(move || self.fetch(from + i))).collect();
+            asked
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(Error::internal("a thread reading a log segment panicked"))))
+                .collect()
+        });
+        results.into_iter().collect()
+    }
+
     /// Segment `seq`'s stored bytes, or None when there is none (yet).
     fn fetch(&self, seq: u64) -> Result<Option<Vec<u8>>> {
         let mut kept = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
@@ -642,15 +663,33 @@ impl Log {
     /// Applies every segment after this manifest's position, in order, in the caller's
     /// transaction; returns how many. The audit log's tree is grown over the records they
     /// brought, and the changes the replay made are not logged again.
+    ///
+    /// Segments are asked for in windows read at once: one, one more, then twice as many
+    /// each time the last window was all there and small (up to `CATCH_UP_WINDOW`), so the
+    /// usual catch-up (nothing new, or one segment) asks as before, and one far behind (a
+    /// host that was away while a busy server wrote tens of segments a second) is not held to
+    /// one round trip a segment. A window stops at its first absent segment; any after it
+    /// (created meanwhile) are read again by the next catch-up.
     fn catch_up_to(&self, conn: &Connection) -> Result<u64> {
         let start = position(conn)?;
         let mut seq = start;
-        while let Some(stored) = self.fetch(seq + 1)? {
-            seq += 1;
-            self.apply(conn, seq, &stored)?;
-            set_position(conn, seq)?;
-            // The replayed rows came from the log: they are not this host's to publish.
-            forget_changes(conn)?;
+        let mut window = 1;
+        let mut whole_windows = 0u32;
+        'windows: loop {
+            let mut bytes = 0;
+            for stored in self.fetch_window(seq + 1, window)? {
+                let Some(stored) = stored else { break 'windows };
+                bytes += stored.len();
+                seq += 1;
+                self.apply(conn, seq, &stored)?;
+                set_position(conn, seq)?;
+                // The replayed rows came from the log: they are not this host's to publish.
+                forget_changes(conn)?;
+            }
+            whole_windows += 1;
+            // Big segments (a snapshot's) are read one at a time: a window holds them all.
+            window =
+                if bytes > CATCH_UP_WINDOW_BYTES || whole_windows < 2 { 1 } else { (window * 2).min(CATCH_UP_WINDOW) };
         }
         if seq > start {
             super::audit::catch_up_tree(conn)?;
@@ -1147,6 +1186,30 @@ mod tests {
         // A write that changes no logged row writes no segment.
         a.write(|tx| tx.execute("UPDATE log_position SET seq = seq", []).map_err(db("test"))).expect("write");
         assert_eq!(store.list("log/").expect("list").len(), 3);
+    }
+
+    /// A replica far behind (more segments than several windows, ending inside one) catches up
+    /// with every one, in order, as a replica that read them one by one does; a window stops
+    /// at its first absent segment.
+    #[test]
+    fn a_replica_far_behind_catches_up_in_windows_with_every_segment_in_order() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = replica(tmp.path(), "a.db", &store);
+        let b = replica(tmp.path(), "b.db", &store);
+        for i in 0..(1 + 1 + 2 + 4 + 8 + 8 + 5) {
+            record(&a, &format!("write {i}"));
+        }
+        assert_eq!(b.catch_up().expect("catch up"), 29);
+        assert_eq!(position(b.conn()).expect("position"), 29);
+        assert_eq!(rows(&a), rows(&b));
+        let log = Log::new(store.clone() as Arc<dyn Backend>, "memory");
+        let got = log.fetch_window(28, 4).expect("window");
+        assert_eq!(got.iter().map(Option::is_some).collect::<Vec<_>>(), [true, true, false, false]);
+        record(&a, "one more");
+        assert_eq!(b.catch_up().expect("catch up"), 1);
+        assert_eq!(rows(&a), rows(&b));
+        assert_eq!(crate::manifest::audit::tree_size(b.conn()).expect("tree"), 30);
     }
 
     /// Segment `seq`'s body as `store` holds it.

@@ -3,7 +3,8 @@
 //! object store's tables those marks do not reach.
 //!
 //! Roots: every snapshot's tree, every trash item, the pre-images and new contents of audit
-//! records within their workspace's trash age, and every journaled plan. Operations in flight
+//! records within their workspace's trash age, every journaled plan, and in a bucket what other
+//! hosts' plans in flight stored (`plan_roots`). Operations in flight
 //! are not roots: they hold leases, which the sweep honours. The directory cache is no root:
 //! it is each machine's own, outside the repository.
 
@@ -15,7 +16,7 @@ use crate::manifest::gc;
 use crate::model::tree::EntryKind;
 use crate::model::workspace::DEFAULT_TRASH_AGE_S;
 use crate::object::ObjectId;
-use crate::ops::journal::{Plan, Step};
+use crate::ops::journal::Plan;
 use crate::repo::Repo;
 
 /// What the mark reached.
@@ -62,26 +63,7 @@ fn plan_objects(id: &str, json: &str) -> Result<Vec<ObjectId>> {
     let plan: Plan = serde_json::from_str(json).map_err(|e| {
         Error::corrupt(format!("journaled plan {id} does not parse ({e}); run `trove check` before collecting"))
     })?;
-    let mut out = Vec::new();
-    for step in &plan.steps {
-        match step {
-            Step::Write { before_object, after_object, .. } => {
-                for h in [before_object, after_object].into_iter().flatten() {
-                    out.push(ObjectId::from_hex(h)?);
-                }
-            }
-            Step::Move { object, .. } => {
-                if let Some(h) = object {
-                    out.push(ObjectId::from_hex(h)?);
-                }
-            }
-            Step::Remove { trash, .. } => {
-                out.extend(trash.object.iter().chain(trash.entries.iter().filter_map(|e| e.object.as_ref())));
-            }
-            Step::Mkdir { .. } | Step::Symlink { .. } => {}
-        }
-    }
-    Ok(out)
+    plan.objects()
 }
 
 impl Repo {
@@ -139,6 +121,7 @@ impl Repo {
                  WHERE t >= {now_ns} - COALESCE(age, {DEFAULT_TRASH_AGE_S}) * 1000000000"
             );
             each_id(conn, &within, "an audit record", content)?;
+            each_id(conn, "SELECT object FROM plan_roots", "a tool change in flight on a host", content)?;
             for (id, json) in crate::manifest::journal::pending(conn)? {
                 for o in plan_objects(&id, &json)? {
                     gc::mark_content(conn, &o)?;

@@ -122,6 +122,9 @@ pub struct GcReport {
     pub in_flight: u64,
     /// Leases of processes that are gone, removed.
     pub stale_leases: u64,
+    /// In a bucket, tool changes another host began over a week ago and never closed, whose
+    /// stored contents are kept for them no longer (`PLAN_ROOTS_KEPT_NS`).
+    pub abandoned_plans: u64,
     /// Packs rewritten: most of them was dead, or they were compressed below `recompress`.
     pub packs_rewritten: u64,
     /// Of those, packs rewritten to be compressed at the `recompress` level.
@@ -324,6 +327,7 @@ impl Repo {
     /// passes, packs, and the manifest's pages.
     fn collect(&self, opts: &GcOptions, clock_offset_ns: i64) -> Result<GcReport> {
         let mut report = GcReport { stale_leases: self.drop_stale_leases()?, clock_offset_ns, ..GcReport::default() };
+        report.abandoned_plans = self.drop_abandoned_plans(report.now())?;
         let condemned = self.gc_pass(opts, &mut report, true)?;
         if opts.grace.is_zero() && condemned > 0 {
             self.gc_pass(opts, &mut report, false)?;
@@ -419,6 +423,27 @@ impl Repo {
         Ok(condemned)
     }
 
+    /// Drops the logged roots of tool changes begun on some host more than `PLAN_ROOTS_KEPT_NS`
+    /// ago by the store's clock and never closed: that host is gone, or lost its cache
+    /// directory (and with it the journal that would close them). Returns how many plans.
+    fn drop_abandoned_plans(&self, now: i64) -> Result<u64> {
+        let mut n = 0;
+        for (plan, host, created_ns) in crate::manifest::journal::rooted_plans(self.manifest.conn())? {
+            if created_ns > now.saturating_sub(PLAN_ROOTS_KEPT_NS) {
+                break;
+            }
+            tracing::warn!(
+                plan,
+                host = host.as_deref().unwrap_or("?"),
+                began = %crate::base::time::iso_time(created_ns),
+                "a tool change begun on another host over a week ago was never closed: what it stored is no longer kept for it"
+            );
+            self.manifest.write(|tx| crate::manifest::journal::drop_roots(tx, &plan))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Removes the leases of processes that are gone; returns how many.
     fn drop_stale_leases(&self) -> Result<u64> {
         let mut n = 0;
@@ -463,6 +488,10 @@ impl Repo {
         Ok(horizon)
     }
 }
+
+/// How long the contents a tool change in flight on a host of a bucket stored are kept for it
+/// (`plan_roots`): a host killed in the middle of one and back within a week finds them.
+pub const PLAN_ROOTS_KEPT_NS: i64 = 7 * 24 * 3_600_000_000_000;
 
 /// The newest epoch whose condemnations a lease of epoch `epoch` lets go: the one before it. An
 /// epoch's row is committed before its condemnations, which follow in batches of their own

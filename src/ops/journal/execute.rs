@@ -234,6 +234,7 @@ impl Repo {
                 _ => None,
             })
             .collect();
+        let roots = self.roots_to_log(plan)?;
         let mut pre_images: Vec<(String, ObjectId, Vec<u8>)> = Vec::new();
         for item in store {
             self.check_deadline("storing the files' previous contents")?;
@@ -272,8 +273,36 @@ impl Repo {
         }
         let encoded = serde_json::to_string(plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
         self.check_deadline("journaling the change")?;
-        self.manifest.write(|tx| manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded))?;
+        let roots: Vec<ObjectId> = roots.into_iter().filter(|o| !fresh.iter().any(|f| f.id == *o)).collect();
+        let host = if roots.is_empty() { None } else { self.host_id()? };
+        self.manifest.write(|tx| {
+            manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded)?;
+            match &host {
+                Some(host) => manifest::journal::insert_roots(tx, &plan.id, host, plan.created_ns, &roots),
+                None => Ok(()),
+            }
+        })?;
         Ok(fresh)
+    }
+
+    /// In a bucket, the objects of `plan` not stored yet: stored by this change (pre-images
+    /// and trash items read from the tree), they are reached by nothing but this host's
+    /// journal until its record, which a collection on another host cannot see. Logged with
+    /// the journal row (`plan_roots`), they stay roots there until the plan is closed, also
+    /// while this host is down (killed mid-change, back after the grace period). None in a
+    /// directory, where the journal itself is a root of every collection.
+    fn roots_to_log(&self, plan: &Plan) -> Result<Vec<ObjectId>> {
+        if !self.manifest.is_replica() {
+            return Ok(Vec::new());
+        }
+        let conn = self.manifest.conn();
+        let mut roots = Vec::new();
+        for o in plan.objects()? {
+            if !roots.contains(&o) && !manifest::loose::is_stored(conn, &o)? {
+                roots.push(o);
+            }
+        }
+        Ok(roots)
     }
 
     /// `raw` (id `id`) as a delta against `base_raw`, an earlier version of the same path, and
@@ -352,7 +381,9 @@ impl Repo {
         if wd.syncs_deferred() {
             wd.sync_all()?;
         }
-        self.manifest.write(|tx| manifest::journal::remove(tx, &plan.id))
+        // Unfenced: it lets go of the plan's roots, and a fence refusing that would leave a
+        // plan this call reports refused journaled, for recovery to roll forward.
+        self.manifest.write_unfenced(|tx| manifest::journal::remove(tx, &plan.id))
     }
 
     /// Step 3, apply, one step after another; a refused step undoes the ones before it and the plan fails.

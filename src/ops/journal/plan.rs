@@ -263,6 +263,33 @@ impl Step {
     }
 }
 
+impl Plan {
+    /// The object ids the plan refers to (pre-images, new contents, moved files, trash items
+    /// and their members): what garbage collection must keep while it is open.
+    pub fn objects(&self) -> Result<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        for step in &self.steps {
+            match step {
+                Step::Write { before_object, after_object, .. } => {
+                    for h in [before_object, after_object].into_iter().flatten() {
+                        out.push(ObjectId::from_hex(h)?);
+                    }
+                }
+                Step::Move { object, .. } => {
+                    if let Some(h) = object {
+                        out.push(ObjectId::from_hex(h)?);
+                    }
+                }
+                Step::Remove { trash, .. } => {
+                    out.extend(trash.object.iter().chain(trash.entries.iter().filter_map(|e| e.object.as_ref())));
+                }
+                Step::Mkdir { .. } | Step::Symlink { .. } => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The audit record every step of `plan` starts from.
 pub(super) fn base_record(plan: &Plan, now: i64) -> AuditRecord {
     let mut rec = AuditRecord::ok(now, &plan.actor, &plan.tool);
