@@ -3,9 +3,11 @@
 # moto's S3 server (the tests' own, under target/) gets SEGMENTS writes (a session's `trove tool
 # create_file` calls, one segment each, and no copy of a replica), then `trove snapshots` on a
 # host with an empty cache directory (which replays every segment) is timed with two builds,
-# alternating, ROUNDS times; the median of the pair-by-pair ratios (B / A) is printed.
+# alternating, ROUNDS times; the median of the pair-by-pair ratios (B / A) is printed. With
+# LATENCY_MS, the timed hosts reach the store through benches/latency_proxy.py, which holds each
+# chunk that long each way (a round trip of twice that, as to a store across a network).
 #
-# Usage: TROVE_A=path TROVE_B=path benches/catch_up.sh [SEGMENTS] [ROUNDS]
+# Usage: TROVE_A=path [TROVE_B=path] [LATENCY_MS=10] benches/catch_up.sh [SEGMENTS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEGMENTS=${1:-600}
@@ -27,6 +29,16 @@ for i in $(seq "$SEGMENTS"); do
   "$A" --cache-dir "$WORK/writer" tool create_file --session "$sid" "{\"path\": \"f$i.txt\", \"content\": \"$i\"}" > /dev/null
 done
 echo "log: $(curl -s "$AWS_ENDPOINT_URL/catchup?list-type=2&prefix=repo/log/" | grep -o '<Key>' | wc -l) segments listed (the listing stops at 1,000)"
+
+if [ -n "${LATENCY_MS:-}" ]; then
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 benches/latency_proxy.py "$port" 127.0.0.1 "${AWS_ENDPOINT_URL##*:}" "$LATENCY_MS" > "$WORK/proxy.out" 2>&1 &
+  proxy=$!
+  trap 'kill $proxy; exec 3>&-; rm -rf "$WORK"' EXIT
+  for _ in $(seq 100); do grep -q ready "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
+  export AWS_ENDPOINT_URL=http://127.0.0.1:$port
+  echo "the timed hosts reach the store with $LATENCY_MS ms each way"
+fi
 
 python3 - "$A" "$B" "$ROUNDS" "$WORK" <<'EOF'
 import os, shutil, statistics, subprocess, sys, time

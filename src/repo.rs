@@ -95,6 +95,12 @@ impl Config {
         Ok(())
     }
 
+    /// The name every audit signing key of this repository carries (the origin of its
+    /// checkpoints' notes): `trove/<id>`.
+    pub(crate) fn key_origin(&self) -> String {
+        format!("trove/{}", self.id)
+    }
+
     pub(crate) fn new(seed: &[u8]) -> Config {
         let mut h = blake3::Hasher::new();
         h.update(seed);
@@ -469,7 +475,7 @@ impl Repo {
         let repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest);
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
-            let made = crate::fs::keyfile::create_key(&key, &format!("trove/{}", repo.config.id))?;
+            let made = crate::fs::keyfile::create_key(&key, &repo.config.key_origin())?;
             let _ = repo.audit_key.set(made);
         }
         repo.audit(AuditRecord::ok(now_ns(), actor, "init"))?;

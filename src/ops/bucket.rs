@@ -289,7 +289,7 @@ impl Repo {
         // The signing key is this node's (never in the bucket): made with its directory.
         if let Some(path) = repo.audit_key_path() {
             if !path.exists() {
-                let made = crate::fs::keyfile::create_key(&path, &format!("trove/{}", repo.config.id))?;
+                let made = crate::fs::keyfile::create_key(&path, &repo.config.key_origin())?;
                 let _ = repo.audit_key.set(made);
             }
         }

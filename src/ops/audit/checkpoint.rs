@@ -41,7 +41,7 @@ impl Repo {
         if let Some(k) = self.audit_key.get() {
             return Ok(k);
         }
-        let origin = format!("trove/{}", self.config.id);
+        let origin = self.config.key_origin();
         let key = match self.audit_key_path() {
             Some(p) if p.exists() => read_key(&p)?,
             Some(p) => {

@@ -229,7 +229,7 @@ impl Repo {
         if !self.manifest.is_replica() {
             return Ok(keys);
         }
-        let origin = format!("trove/{}", self.config.id);
+        let origin = self.config.key_origin();
         for (text, ..) in self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))? {
             match VerifierKey::parse(&text) {
                 Ok(k) if k.name() != origin => {
