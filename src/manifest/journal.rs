@@ -18,12 +18,17 @@ pub fn insert(conn: &Connection, id: &PlanId, created_ns: i64, plan: &str) -> Re
 
 /// Closes plan `id`: it finished, or was rolled back. Its roots go with it.
 pub fn remove(conn: &Connection, id: &PlanId) -> Result<()> {
+    remove_entry(conn, id)?;
+    drop_roots(conn, id.as_str())
+}
+
+/// Deletes plan `id`'s journal row alone: a write that publishes nothing in a bucket (the
+/// journal is the host's own), for a plan closed without a record; its roots are let go of
+/// after ([`drop_roots`]).
+pub fn remove_entry(conn: &Connection, id: &PlanId) -> Result<()> {
     conn.prepare_cached("DELETE FROM journal WHERE id = ?1")
         .and_then(|mut st| st.execute([id]))
         .map_err(db("closing a journal entry"))?;
-    conn.prepare_cached("DELETE FROM plan_roots WHERE plan = ?1")
-        .and_then(|mut st| st.execute([id]))
-        .map_err(db("closing a journal entry's roots"))?;
     Ok(())
 }
 
@@ -48,11 +53,11 @@ pub fn rooted_plans(conn: &Connection) -> Result<Vec<(String, Option<String>, i6
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db("reading the plans' roots"))
 }
 
-/// Drops the roots of plan `id`, left by a host that did not close it.
+/// Drops the roots of plan `id`: it was closed, or abandoned by its host.
 pub fn drop_roots(conn: &Connection, id: &str) -> Result<()> {
     conn.prepare_cached("DELETE FROM plan_roots WHERE plan = ?1")
         .and_then(|mut st| st.execute([id]))
-        .map_err(db("dropping an abandoned plan's roots"))?;
+        .map_err(db("dropping a plan's roots"))?;
     Ok(())
 }
 

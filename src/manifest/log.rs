@@ -67,8 +67,22 @@ const MAX_COLUMNS: usize = 24;
 const _: () = assert!(MAX_COLUMNS < 32);
 /// The most segments a catch-up asks for at once (see `Log::catch_up_to`).
 const CATCH_UP_WINDOW: usize = 8;
-/// A window of segments holding more bytes than this is followed by one of a single segment.
+/// The most bytes of a segment read ahead in a window (the first of a window may have up to
+/// `MAX_SEGMENT`): a window holds at most one big segment (a big snapshot's).
 const CATCH_UP_WINDOW_BYTES: usize = 4 << 20;
+
+/// A segment's stored bytes, None when absent, or why it was not read.
+type SegmentRead = Result<Option<Vec<u8>>>;
+
+/// How a window of segments read at once ended.
+enum WindowEnd {
+    /// Every segment asked for was there.
+    Whole,
+    /// At the log's end: a segment was absent.
+    Absent,
+    /// A segment read ahead was too big or not read: it is read again by itself.
+    Cut,
+}
 /// The most bytes a segment may hold, sealed or not, and the most its rows may decode to. A
 /// transaction whose rows would pass it is refused before anything is published (every reader
 /// would refuse the segment, and no host could catch up past it): a snapshot's commit indexes
@@ -621,20 +635,51 @@ impl Log {
         }
     }
 
-    /// Segments `from`, `from + 1`, ... (`n` of them, asked for at once), in order, each its
-    /// stored bytes or None when there is none (yet); an error is the first in order.
-    fn fetch_window(&self, from: u64, n: usize) -> Result<Vec<Option<Vec<u8>>>> {
-        if n <= 1 {
-            return Ok(vec![self.fetch(from)?]);
+    /// Segments `from`, `from + 1`, ... (`n` of them, asked for at once), in order, as far as
+    /// they are there, and how the window ended. Only the first is read as any segment is
+    /// (its error is the catch-up's); the others are read ahead, each at most
+    /// `CATCH_UP_WINDOW_BYTES`, so a window holds at most one big segment: one longer, or any
+    /// error reading ahead (past the log's end, a dropped connection), only ends the window
+    /// there, and the next reads that segment by itself.
+    fn fetch_window(&self, from: u64, n: usize) -> Result<(Vec<Vec<u8>>, WindowEnd)> {
+        let (first, ahead): (SegmentRead, Vec<SegmentRead>) = if n <= 1 {
+            (self.fetch(from), Vec::new())
+        } else {
+            std::thread::scope(|s| {
+                let asked: Vec<_> = (1..n as u64).map(|i| s.spawn(move || self.fetch_ahead(from + i))).collect();
+                let first = self.fetch(from);
+                let ahead = asked
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| Err(Error::internal("a thread reading a log segment panicked")))
+                    })
+                    .collect();
+                (first, ahead)
+            })
+        };
+        let Some(first) = first? else { return Ok((Vec::new(), WindowEnd::Absent)) };
+        let mut got = vec![first];
+        for (i, read) in ahead.into_iter().enumerate() {
+            match read {
+                Ok(Some(stored)) => got.push(stored),
+                Ok(None) => return Ok((got, WindowEnd::Absent)),
+                Err(e) => {
+                    tracing::debug!(segment = %key(from + 1 + i as u64), error = %e, "a segment read ahead was not read: read again by itself");
+                    return Ok((got, WindowEnd::Cut));
+                }
+            }
         }
-        let results: Vec<Result<Option<Vec<u8>>>> = std::thread::scope(|s| {
-            let asked: Vec<_> = (0..n as u64).map(|i| s.spawn(move || self.fetch(from + i))).collect();
-            asked
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(Error::internal("a thread reading a log segment panicked"))))
-                .collect()
-        });
-        results.into_iter().collect()
+        Ok((got, WindowEnd::Whole))
+    }
+
+    /// Segment `seq` read ahead of the catch-up: None when absent; longer than
+    /// `CATCH_UP_WINDOW_BYTES`, an error.
+    fn fetch_ahead(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+        match self.store.get_whole(&key(seq), CATCH_UP_WINDOW_BYTES as u64) {
+            Ok(stored) => Ok(Some(stored)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Segment `seq`'s stored bytes, or None when there is none (yet).
@@ -665,7 +710,7 @@ impl Log {
     /// brought, and the changes the replay made are not logged again.
     ///
     /// Segments are asked for in windows read at once: one, one more, then twice as many
-    /// each time the last window was all there and small (up to `CATCH_UP_WINDOW`), so the
+    /// each time the last window was all there (up to `CATCH_UP_WINDOW`), so the
     /// usual catch-up (nothing new, or one segment) asks as before, and one far behind (a
     /// host that was away while a busy server wrote tens of segments a second) is not held to
     /// one round trip a segment. A window stops at its first absent segment; any after it
@@ -675,21 +720,27 @@ impl Log {
         let mut seq = start;
         let mut window = 1;
         let mut whole_windows = 0u32;
-        'windows: loop {
-            let mut bytes = 0;
-            for stored in self.fetch_window(seq + 1, window)? {
-                let Some(stored) = stored else { break 'windows };
-                bytes += stored.len();
+        loop {
+            let (segments, end) = self.fetch_window(seq + 1, window)?;
+            for stored in segments {
                 seq += 1;
                 self.apply(conn, seq, &stored)?;
                 set_position(conn, seq)?;
                 // The replayed rows came from the log: they are not this host's to publish.
                 forget_changes(conn)?;
             }
-            whole_windows += 1;
-            // Big segments (a snapshot's) are read one at a time: a window holds them all.
-            window =
-                if bytes > CATCH_UP_WINDOW_BYTES || whole_windows < 2 { 1 } else { (window * 2).min(CATCH_UP_WINDOW) };
+            window = match end {
+                WindowEnd::Absent => break,
+                WindowEnd::Cut => 1,
+                WindowEnd::Whole => {
+                    whole_windows += 1;
+                    if whole_windows < 2 {
+                        1
+                    } else {
+                        (window * 2).min(CATCH_UP_WINDOW)
+                    }
+                }
+            };
         }
         if seq > start {
             super::audit::catch_up_tree(conn)?;
@@ -1204,12 +1255,31 @@ mod tests {
         assert_eq!(position(b.conn()).expect("position"), 29);
         assert_eq!(rows(&a), rows(&b));
         let log = Log::new(store.clone() as Arc<dyn Backend>, "memory");
-        let got = log.fetch_window(28, 4).expect("window");
-        assert_eq!(got.iter().map(Option::is_some).collect::<Vec<_>>(), [true, true, false, false]);
+        let (got, end) = log.fetch_window(28, 4).expect("window");
+        assert_eq!((got.len(), matches!(end, WindowEnd::Absent)), (2, true));
         record(&a, "one more");
         assert_eq!(b.catch_up().expect("catch up"), 1);
         assert_eq!(rows(&a), rows(&b));
         assert_eq!(crate::manifest::audit::tree_size(b.conn()).expect("tree"), 30);
+
+        // A segment too big to read ahead ends its window, and is read by itself next.
+        let mut big = vec![0u8; CATCH_UP_WINDOW_BYTES + 1000];
+        crate::base::random::fill_random(&mut big).expect("random");
+        a.write(|tx| {
+            tx.execute(
+                "INSERT INTO loose_objects (id, raw_len, encoded) VALUES (?1, ?2, ?3)",
+                rusqlite::params![&[7u8; 32][..], big.len() as i64, big],
+            )
+            .map_err(db("test"))
+        })
+        .expect("a big write");
+        for i in 0..6 {
+            record(&a, &format!("after the big one {i}"));
+        }
+        let (got, end) = log.fetch_window(30, 3).expect("window");
+        assert_eq!((got.len(), matches!(end, WindowEnd::Cut)), (1, true), "segment 31 is too big to read ahead");
+        assert_eq!(b.catch_up().expect("catch up"), 7);
+        assert_eq!(rows(&a), rows(&b));
     }
 
     /// Segment `seq`'s body as `store` holds it.

@@ -298,7 +298,7 @@ impl Repo {
         let conn = self.manifest.conn();
         let mut roots = Vec::new();
         for o in plan.objects()? {
-            if !roots.contains(&o) && !manifest::loose::is_stored(conn, &o)? {
+            if !roots.contains(&o) && !manifest::loose::content_stored(conn, &o)? {
                 roots.push(o);
             }
         }
@@ -381,9 +381,23 @@ impl Repo {
         if wd.syncs_deferred() {
             wd.sync_all()?;
         }
-        // Unfenced: it lets go of the plan's roots, and a fence refusing that would leave a
-        // plan this call reports refused journaled, for recovery to roll forward.
-        self.manifest.write_unfenced(|tx| manifest::journal::remove(tx, &plan.id))
+        self.close_unrecorded(plan)
+    }
+
+    /// Closes `plan` with no record (dropped before its apply, or found recorded already):
+    /// its journal row first, in a write that publishes nothing, so that neither a fence nor
+    /// the store can leave journaled a plan the caller was told did not happen (recovery would
+    /// roll it forward); then its roots, if it logged any, in a write of their own, unfenced
+    /// (letting go is never unsafe). Roots that could not be let go of are logged and kept
+    /// until a collection drops them as abandoned.
+    pub(super) fn close_unrecorded(&self, plan: &Plan) -> Result<()> {
+        self.manifest.write(|tx| manifest::journal::remove_entry(tx, &plan.id))?;
+        if self.manifest.is_replica() {
+            if let Err(e) = self.manifest.write_unfenced(|tx| manifest::journal::drop_roots(tx, plan.id.as_str())) {
+                tracing::warn!(plan = %plan.id, error = %e, "a closed change's roots were not let go of: kept until a collection drops them a week after it began");
+            }
+        }
+        Ok(())
     }
 
     /// Step 3, apply, one step after another; a refused step undoes the ones before it and the plan fails.

@@ -77,7 +77,7 @@ impl Repo {
             let conn = self.manifest.conn();
             if manifest::audit::plan_recorded(conn, plan.id.as_str(), &plan.tool, session, plan.created_ns)? {
                 tracing::info!(plan = %plan.id, "an interrupted change was recorded in the log already");
-                return self.manifest.write_unfenced(|tx| manifest::journal::remove(tx, &plan.id));
+                return self.close_unrecorded(plan);
             }
         }
         let Some(wd) = wd else {
