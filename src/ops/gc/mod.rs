@@ -427,7 +427,7 @@ impl Repo {
     /// ago by the store's clock and never closed: that host is gone, or lost its cache
     /// directory (and with it the journal that would close them). Returns how many plans.
     fn drop_abandoned_plans(&self, now: i64) -> Result<u64> {
-        let mut n = 0;
+        let mut abandoned = Vec::new();
         for (plan, host, created_ns) in crate::manifest::journal::rooted_plans(self.manifest.conn())? {
             if created_ns > now.saturating_sub(PLAN_ROOTS_KEPT_NS) {
                 break;
@@ -438,10 +438,13 @@ impl Repo {
                 began = %crate::base::time::iso_time(created_ns),
                 "a tool change begun on another host over a week ago was never closed: what it stored is no longer kept for it"
             );
-            self.manifest.write(|tx| crate::manifest::journal::drop_roots(tx, &plan))?;
-            n += 1;
+            abandoned.push(plan);
         }
-        Ok(n)
+        if !abandoned.is_empty() {
+            // One write (one segment in a bucket) for all of them.
+            self.manifest.write(|tx| abandoned.iter().try_for_each(|p| crate::manifest::journal::drop_roots(tx, p)))?;
+        }
+        Ok(abandoned.len() as u64)
     }
 
     /// Removes the leases of processes that are gone; returns how many.

@@ -273,7 +273,8 @@ impl Repo {
         }
         let encoded = serde_json::to_string(plan).map_err(|e| Error::internal(format!("encoding a plan: {e}")))?;
         self.check_deadline("journaling the change")?;
-        let roots: Vec<ObjectId> = roots.into_iter().filter(|o| !fresh.iter().any(|f| f.id == *o)).collect();
+        let fresh_ids: std::collections::HashSet<ObjectId> = fresh.iter().map(|f| f.id).collect();
+        let roots: Vec<ObjectId> = roots.into_iter().filter(|o| !fresh_ids.contains(o)).collect();
         let host = if roots.is_empty() { None } else { self.host_id()? };
         self.manifest.write(|tx| {
             manifest::journal::insert(tx, &plan.id, plan.created_ns, &encoded)?;
@@ -296,9 +297,11 @@ impl Repo {
             return Ok(Vec::new());
         }
         let conn = self.manifest.conn();
+        // A directory's removal names thousands of members: each looked up once.
+        let mut seen = std::collections::HashSet::new();
         let mut roots = Vec::new();
         for o in plan.objects()? {
-            if !roots.contains(&o) && !manifest::loose::content_stored(conn, &o)? {
+            if seen.insert(o) && !manifest::loose::content_stored(conn, &o)? {
                 roots.push(o);
             }
         }
