@@ -71,23 +71,29 @@ impl Registry {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Where a new connection goes: among the `max` ordinary ones if there is room or an idle
-    /// one was told to close (and no longer counts, so the next arrival picks another), else
-    /// into the reserve of `reserved` if it is not full.
+    /// Where a new connection goes (whether into the reserve): among the `max` ordinary ones
+    /// if there is room or an idle ordinary one was told to close (and no longer counts, so the
+    /// next arrival picks another), else into the reserve of `reserved` if it is not full or
+    /// an idle reserved one was told to close. Room is made only on the side the new
+    /// connection goes to: closing an idle reserved connection (an operator's, its answer sent
+    /// and its close not yet seen) must not let an ordinary request past a full set of busy
+    /// ordinary connections.
     fn make_room(&self, max: usize, reserved: usize) -> Option<bool> {
         let mut open = self.lock();
         let in_reserve = open.values().filter(|c| c.reserve).count();
-        if open.len() - in_reserve < max || Registry::close_idle(&mut open) {
+        if open.len() - in_reserve < max || Registry::close_idle(&mut open, Some(false)) {
             return Some(false);
         }
-        (in_reserve < reserved).then_some(true)
+        (in_reserve < reserved || Registry::close_idle(&mut open, Some(true))).then_some(true)
     }
 
-    /// Tells the connection idle the longest to close; whether there was one.
-    fn close_idle(open: &mut HashMap<u64, Arc<Conn>>) -> bool {
+    /// Tells the connection idle the longest to close, among the reserved ones
+    /// (`Some(true)`), the ordinary ones (`Some(false)`) or all; whether there was one.
+    fn close_idle(open: &mut HashMap<u64, Arc<Conn>>, reserve: Option<bool>) -> bool {
         let idle = open
             .iter()
             .filter(|(_, c)| c.in_flight.load(Ordering::Relaxed) == 0)
+            .filter(|(_, c)| reserve.is_none_or(|r| c.reserve == r))
             .min_by_key(|(_, c)| c.last_active.load(Ordering::Relaxed))
             .map(|(id, _)| *id);
         match idle.and_then(|id| open.remove(&id)) {
@@ -225,7 +231,7 @@ pub async fn serve(
                 // been lowered under us). A connection reset before it was taken: nothing to
                 // do. Either way, wait a moment rather than spin.
                 if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
-                    let closed = Registry::close_idle(&mut registry.lock());
+                    let closed = Registry::close_idle(&mut registry.lock(), None);
                     tracing::warn!(error = %e, closed_an_idle_one = closed, "out of descriptors to accept a connection");
                 } else {
                     tracing::debug!(error = %e, "cannot accept a connection");
@@ -298,5 +304,41 @@ fn connection(
             () = watchdog(&conn, &registry, &limits) => {}
         }
         registry.lock().remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(conns: &[(bool, usize)]) -> Registry {
+        let registry = Registry { epoch: Instant::now(), next: AtomicU64::new(0), open: Mutex::new(HashMap::new()) };
+        for (id, &(reserve, in_flight)) in conns.iter().enumerate() {
+            let conn = Conn {
+                in_flight: AtomicUsize::new(in_flight),
+                last_active: AtomicU64::new(1),
+                head_started: AtomicU64::new(0),
+                close: tokio::sync::Notify::new(),
+                reserve,
+            };
+            registry.lock().insert(id as u64, Arc::new(conn));
+        }
+        registry
+    }
+
+    #[test]
+    fn an_idle_reserved_connection_makes_room_in_the_reserve_only() {
+        // Two busy ordinary connections at a limit of two, one idle reserved one: the next
+        // arrival closes the idle one and takes its place in the reserve, not among the
+        // ordinary ones (where it would serve a request past the limit).
+        let r = registry(&[(false, 1), (false, 1), (true, 0)]);
+        assert_eq!(r.make_room(2, 1), Some(true));
+        assert_eq!(r.lock().len(), 2, "the idle reserved connection was told to close");
+        // An idle ordinary connection makes room among the ordinary ones.
+        let r = registry(&[(false, 1), (false, 0), (true, 1)]);
+        assert_eq!(r.make_room(2, 1), Some(false));
+        // Every connection busy and the reserve full: no room.
+        let r = registry(&[(false, 1), (false, 1), (true, 1)]);
+        assert_eq!(r.make_room(2, 1), None);
     }
 }
