@@ -4,6 +4,29 @@
 //! The library does the work; the `trove` binary and (later) the HTTP server are thin shells
 //! over it. Nothing here prints or exits. Start at [`Repo`]: `Repo::init` / `Repo::open`, then
 //! [`Repo::snapshot`], and the read-back operations in `view`, `restore` and `export`.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use trove::{Repo, SnapshotOptions};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let (workspace, repository) = (tmp.path().join("ws"), tmp.path().join("repo"));
+//! std::fs::create_dir_all(workspace.join("src"))?;
+//! std::fs::write(workspace.join("src/main.rs"), "fn main() {}\n")?;
+//!
+//! let mut repo = Repo::init(&repository, "docs:example")?;
+//! repo.set_cache_dir(&tmp.path().join("cache"));
+//! let options = SnapshotOptions { workspace: Some("demo".into()), ..Default::default() };
+//! let first = repo.snapshot(&workspace, &options)?;
+//!
+//! // Every version stays readable from the repository, whatever happens to the workspace.
+//! std::fs::remove_dir_all(&workspace)?;
+//! let entry = repo.lookup(&first, b"src/main.rs")?;
+//! assert_eq!(repo.read_content(&entry)?, b"fn main() {}\n");
+//! assert_eq!(repo.snapshots(Some("demo"))?.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
 
 // No panic is reachable from a request: library code neither unwraps (`Cargo.toml` denies it
 // everywhere), expects nor panics; unit tests may.

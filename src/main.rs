@@ -13,7 +13,7 @@ use trove::ErrorKind;
 
 /// Content-addressed snapshots of agent workspaces.
 #[derive(Parser, Debug)]
-#[command(name = "trove", version, about, max_term_width = 100)]
+#[command(name = "trove", version = env!("TROVE_VERSION"), about, max_term_width = 100)]
 pub struct Cli {
     /// Repository directory [default: $XDG_DATA_HOME/trove/repo or ~/.local/share/trove/repo]
     #[arg(long, global = true, env = "TROVE_REPO", value_name = "PATH")]
@@ -111,9 +111,13 @@ pub enum Command {
     Revert(commands::revert::Args),
     /// Snapshot a sample workspace (or DIR) twice into the repository and show the result
     Demo(commands::demo::Args),
+    /// Print the completion script of a shell for `trove` (bash, zsh, fish, elvish, powershell)
+    Completions(commands::completions::Args),
+    /// Write the manual pages of `trove` and each subcommand into DIR
+    Man(commands::man::Args),
 }
 
-/// The one place an error becomes an exit code (documented in README.md, "Exit codes").
+/// The one place an error becomes an exit code (documented in docs/src/cli.md, "Exit codes").
 pub(crate) fn exit_code(kind: ErrorKind) -> u8 {
     match kind {
         ErrorKind::InvalidArgument | ErrorKind::InvalidPath | ErrorKind::TooDeep | ErrorKind::NameTooLong => 2,

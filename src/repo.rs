@@ -51,7 +51,7 @@ pub struct Config {
 #[serde(default)]
 pub struct AuditSettings {
     /// The checkpoint signing key's file: `audit.key` in the repository unless set. Keep it where
-    /// whoever can write the manifest cannot (README, "Answering audit questions").
+    /// whoever can write the manifest cannot (docs/src/audit.md).
     pub key: Option<PathBuf>,
     /// A checkpoint is written once this many records have been appended since the last one.
     pub checkpoint_every: u64,

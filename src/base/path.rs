@@ -185,7 +185,7 @@ pub fn normalize_nonempty(path: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// How paths appear in text and JSON: UTF-8 as is; other bytes as U+FFFD in `path`, with the
-/// exact bytes in a `pathBase64` field beside it (see README, "Names that are not UTF-8").
+/// exact bytes in a `pathBase64` field beside it (see docs/src/cli.md, "Names that are not UTF-8").
 pub fn display(path: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(path)
 }

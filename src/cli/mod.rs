@@ -21,9 +21,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     open::set_cache_dir(cli.cache_dir.clone());
     open::set_cache_size(cli.cache_size);
     open::set_batch_files(cli.batch_files);
-    let repo_path = match &cli.repo {
-        Some(p) => p.clone(),
-        None => default_repo()?,
+    let repo_path = match (&cli.repo, &cli.command) {
+        (Some(p), _) => p.clone(),
+        // The CLI describing itself needs no repository, nor a home to find one in.
+        (None, Command::Completions(_) | Command::Man(_)) => std::path::PathBuf::new(),
+        (None, _) => default_repo()?,
     };
     // Refused here, before any command runs: a scheme trove does not write to.
     trove::object::Location::parse(repo_path.as_os_str())?;
@@ -65,6 +67,8 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Audit(cmd) => commands::audit::run(out, path, json, cmd)?,
         Command::Revert(args) => commands::revert::run(out, path, json, args)?,
         Command::Demo(args) => commands::demo::run(out, path, json, args)?,
+        Command::Completions(args) => commands::completions::run(out, args)?,
+        Command::Man(args) => commands::man::run(out, json, args)?,
     };
     out.flush()?;
     Ok(code)

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod cat;
 pub mod check;
+pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod export;
@@ -14,6 +15,7 @@ pub mod init;
 pub mod key;
 pub mod log;
 pub mod ls;
+pub mod man;
 pub mod mcp;
 pub mod repair;
 pub mod restore;
