@@ -115,6 +115,12 @@ impl Tokens {
         })
     }
 
+    /// Whether the operator token `id` is still live (not revoked): what keeps a browser's
+    /// login to the review pages, which holds the id and never the token, tied to the token.
+    pub fn is_live(&self, id: &TokenId) -> Result<bool> {
+        self.with_fresh(|stored, _| stored.iter().chain(self.fixed.iter()).any(|(_, known)| known == id))
+    }
+
     /// The session a session token `presented` stands for, while it is live (its session has
     /// not ended).
     pub fn check_session(&self, presented: &str) -> Result<Option<SessionId>> {

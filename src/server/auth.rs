@@ -76,6 +76,21 @@ fn refusal_records(
     state.refusals.count(Refused { reason: why, method: req.method().to_string(), route, token })
 }
 
+/// [`audit_refusal`] of a request already taken apart (a login form's, whose body was read to
+/// find the token): its method and route named.
+pub(super) fn audit_refusal_of(
+    state: &Arc<AppState>,
+    method: &str,
+    route: &str,
+    why: &'static str,
+    token: &'static str,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let refused = Refused { reason: why, method: method.to_string(), route: route.to_string(), token };
+    let records = state.refusals.count(refused);
+    let state = state.clone();
+    async move { append_later(&state, records).await }
+}
+
 async fn append_later(state: &Arc<AppState>, records: Vec<crate::model::audit::AuditRecord>) {
     if records.is_empty() {
         return;

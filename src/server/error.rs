@@ -155,19 +155,34 @@ pub(super) struct ErrorBody {
     details: serde_json::Map<String, serde_json::Value>,
 }
 
+impl ApiError {
+    /// The status, and the sentence a client may read: a failure of the server itself says
+    /// nothing of its internals (the details, paths, sources and panic text, go to the log
+    /// under the request's id), and paths of the server's own are redacted.
+    pub(super) fn public(&self) -> (StatusCode, String) {
+        let text = self.logged_if_internal().unwrap_or_else(|| redact(self.message()));
+        (self.status, text)
+    }
+
+    /// For a failure of the server itself: logs it under the request's id, and the sentence
+    /// that says only that; None for any other error.
+    fn logged_if_internal(&self) -> Option<String> {
+        if !matches!(self.kind, ErrorKind::Io | ErrorKind::Internal) {
+            return None;
+        }
+        let id = super::request::current().map(|r| r.id).unwrap_or_default();
+        tracing::error!(request = %id, kind = %self.kind, error = %self.error, "request failed");
+        Some(format!("{} error: the server logged the details under request id {id}", self.kind))
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let request = super::request::current().map(|r| r.id);
         // A failure of the server itself says nothing of its internals: the details (paths,
         // sources, panic text) go to the log under the request's id.
         let internal = matches!(self.kind, ErrorKind::Io | ErrorKind::Internal);
-        let error = if internal {
-            let id = request.clone().unwrap_or_default();
-            tracing::error!(request = %id, kind = %self.kind, error = %self.error, "request failed");
-            format!("{} error: the server logged the details under request id {id}", self.kind)
-        } else {
-            redact(&self.error)
-        };
+        let error = self.logged_if_internal().unwrap_or_else(|| redact(&self.error));
         // Details never override the body's own fields, and their text is redacted too.
         let own = ["error", "kind", "statusCode", "message", "requestId"];
         let details = self

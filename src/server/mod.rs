@@ -31,6 +31,7 @@ mod state;
 mod stream;
 mod tools;
 mod trash;
+mod ui;
 mod upload;
 mod watch;
 
@@ -197,6 +198,7 @@ fn app(state: Arc<AppState>) -> Router {
         .route("/openapi.json", on(MethodFilter::GET, || async { Json(openapi::document()) }))
         .route("/v1/tools", on(MethodFilter::GET, || async { Json(public::tool_list()) }));
     api.merge(public)
+        .merge(ui::router())
         .fallback(|| async { ApiError::from(Error::not_found("no such route: see /openapi.json")) })
         .method_not_allowed_fallback(|| async {
             ApiError::new(ErrorKind::InvalidArgument, "method not allowed on this route: see /openapi.json")

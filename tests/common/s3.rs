@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,29 +21,9 @@ pub struct S3Server {
     _child: Mutex<(Child, ChildStdin)>,
 }
 
-/// The virtualenv holding moto, installed if missing (under a temporary name, renamed into
-/// place, so concurrent test binaries never see half an install).
+/// The virtualenv holding moto, installed under `target/` if missing.
 fn venv() -> PathBuf {
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-    let venv = target.join(format!("moto-{MOTO}"));
-    if venv.join("bin/python").exists() {
-        return venv;
-    }
-    std::fs::create_dir_all(&target).expect("target dir");
-    let tmp = target.join(format!("moto-{MOTO}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let ok = Command::new("python3").arg("-m").arg("venv").arg(&tmp).status().expect("python3 -m venv");
-    assert!(ok.success(), "python3 -m venv failed");
-    let ok = Command::new(tmp.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", &format!("moto[server]=={MOTO}")])
-        .status()
-        .expect("pip install moto");
-    assert!(ok.success(), "pip install moto[server]=={MOTO} failed");
-    if std::fs::rename(&tmp, &venv).is_err() {
-        // Another test binary installed it first.
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    venv
+    super::python_venv(&format!("moto-{MOTO}"), &format!("moto[server]=={MOTO}"))
 }
 
 /// The server's launcher, shared with the benchmarks' (`benches/moto.sh`): moto with its

@@ -1,0 +1,305 @@
+//! The review pages under `/ui/`: what an agent changed, what it deleted and who did it, in a
+//! browser. Rendered on the server from askama templates (`templates/ui/`), with the one
+//! stylesheet embedded in the binary and no script: every view is a page and every action a
+//! form, and nothing is fetched from anywhere else (the Content-Security-Policy says so).
+//!
+//! A browser logs in with an operator token typed into a password field and is given a cookie
+//! that stands for the token's id (`logins.rs`); the pages act in that token's name.
+
+mod diff;
+mod logins;
+mod pages;
+
+use std::sync::Arc;
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+
+use logins::Login;
+pub use logins::Logins;
+
+use super::error::ApiError;
+use super::state::AppState;
+use crate::base::error::{Error, ErrorKind};
+use crate::base::id::{SessionId, TrashId};
+
+/// What a page may load: its own stylesheet, and nothing else; forms post to the server only.
+const CSP: &str =
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The routes of the pages.
+pub(super) fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/ui", get(|| async { Redirect::to("/ui/") }))
+        .route("/ui/", get(login_page))
+        .route("/ui/login", post(login))
+        .route("/ui/logout", post(logout))
+        .route("/ui/sessions", get(sessions))
+        .route("/ui/sessions/{id}", get(session))
+        .route("/ui/sessions/{id}/restore", post(restore))
+        .route("/ui/assets/style.css", get(style))
+        .layer(axum::middleware::from_fn(page_headers))
+}
+
+/// Every page's headers: the policy above, no sniffing, no referrer to other sites (not none at
+/// all: with `no-referrer` a browser sends a form's `Origin` as `null`, which the posts' check
+/// refuses), and never cached (a page shows a moment's state, and one seen after logging out
+/// must not come back from a cache).
+/// Each answer also says in `Server-Timing` how long the server took to make it (the pages are
+/// drawn whole before they are sent).
+async fn page_headers(req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let mut resp = next.run(req).await;
+    let took = format!("total;dur={:.1}", started.elapsed().as_secs_f64() * 1000.0);
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&took) {
+        h.insert(HeaderName::from_static("server-timing"), v);
+    }
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn style() -> Response {
+    let mut resp = include_str!("../../../assets/ui/style.css").into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
+    resp
+}
+
+/// A page drawn, or the error page if its template fails.
+fn html(status: StatusCode, page: &impl askama::Template) -> Response {
+    match page.render() {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "a review page could not be drawn");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be drawn: the server logged why").into_response()
+        }
+    }
+}
+
+/// An error as a page: the status its kind maps to and the sentence a client may read.
+fn error_page(e: impl Into<ApiError>, login: Option<&Login>) -> Response {
+    let (status, message) = e.into().public();
+    let title = status.canonical_reason().unwrap_or("Error").to_string();
+    html(status, &pages::ErrorPage { form_token: login.map(|l| l.form_token.clone()), title, message })
+}
+
+/// 403 for a post from another site, or without this login's form token.
+fn forbidden(login: Option<&Login>) -> Response {
+    let e = Error::new(
+        ErrorKind::PermissionDenied,
+        "this form was not sent from this server's own page: open the page again and resend it",
+    );
+    error_page(e, login)
+}
+
+/// The login `headers` carry, if it is still one.
+fn login_of(st: &AppState, headers: &HeaderMap) -> Result<Option<(String, Login)>, Error> {
+    st.ui_logins.of(headers, |id| st.tokens.is_live(id))
+}
+
+/// Runs `page` with the request's login, or sends the browser to log in.
+async fn logged_in<F>(st: &Arc<AppState>, headers: &HeaderMap, page: F) -> Response
+where
+    F: AsyncFnOnce(Login) -> Response,
+{
+    match login_of(st, headers) {
+        Ok(Some((_, login))) => page(login).await,
+        Ok(None) => Redirect::to("/ui/").into_response(),
+        Err(e) => error_page(e, None),
+    }
+}
+
+/// `GET /ui/`: the login form, or the sessions for a browser logged in.
+async fn login_page(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    match login_of(&st, &headers) {
+        Ok(Some(_)) => Redirect::to("/ui/sessions").into_response(),
+        Ok(None) => html(StatusCode::OK, &pages::LoginPage { form_token: None, error: None }),
+        Err(e) => error_page(e, None),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+/// `POST /ui/login`: an operator token in, a cookie out; a wrong token is audited as any
+/// failed authentication, and answered with the form again.
+async fn login(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Response {
+    if !logins::same_origin(&headers) {
+        return forbidden(None);
+    }
+    let Ok(Form(form)) = form else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            &pages::LoginPage { form_token: None, error: Some("Type the operator token.".into()) },
+        );
+    };
+    let id = match st.tokens.check(form.token.trim()) {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            super::auth::audit_refusal_of(&st, "POST", "/ui/login", "unknown or revoked token", "operator").await;
+            let error = Some("That is not a live operator token.".to_string());
+            return html(StatusCode::UNAUTHORIZED, &pages::LoginPage { form_token: None, error });
+        }
+        Err(e) => return error_page(e, None),
+    };
+    match st.ui_logins.start(id) {
+        Ok((cookie, _)) => redirect_with_cookie("/ui/sessions", &logins::set_cookie(&cookie)),
+        Err(e) => error_page(e, None),
+    }
+}
+
+/// A redirect to `to` that sets the login cookie as `set_cookie` says.
+fn redirect_with_cookie(to: &str, set_cookie: &str) -> Response {
+    let mut resp = Redirect::to(to).into_response();
+    if let Ok(v) = HeaderValue::from_str(set_cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+#[derive(serde::Deserialize)]
+struct TokenForm {
+    #[serde(rename = "formToken")]
+    form_token: String,
+}
+
+/// `POST /ui/logout`: the login ends here and in the browser.
+async fn logout(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    form: Result<Form<TokenForm>, FormRejection>,
+) -> Response {
+    let Ok(Some((cookie, login))) = login_of(&st, &headers) else {
+        return Redirect::to("/ui/").into_response();
+    };
+    let sent = form.map(|Form(f)| f.form_token).unwrap_or_default();
+    if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &sent) {
+        return forbidden(Some(&login));
+    }
+    st.ui_logins.end(&cookie);
+    redirect_with_cookie("/ui/", &logins::clear_cookie())
+}
+
+/// `GET /ui/sessions`: every session, newest first, with what each changed.
+async fn sessions(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: Result<Query<pages::SessionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = query.map(|Query(q)| q).unwrap_or_default();
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        match st.blocking(move |_, repo| pages::sessions(repo, &q, token)).await {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
+}
+
+/// `GET /ui/sessions/{id}`: one session's changes.
+async fn session(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let id = match SessionId::parse(&id) {
+            Ok(id) => id,
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        let token = login.form_token.clone();
+        let built = st
+            .blocking(move |_, repo| {
+                let s = repo.session(&id)?;
+                let changes = pages::changes_of(repo, &s)?;
+                Ok::<_, Error>(pages::session(&s, changes, token))
+            })
+            .await;
+        match built {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+struct RestoreForm {
+    #[serde(rename = "formToken")]
+    form_token: String,
+    id: String,
+}
+
+/// `POST /ui/sessions/{id}/restore`: a deleted file of the session back from the trash, into
+/// its workspace, refused (changing nothing) if its path is taken; the session's page again,
+/// with how it went.
+async fn restore(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<RestoreForm>, FormRejection>,
+) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let Ok(Form(form)) = form else { return forbidden(Some(&login)) };
+        if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &form.form_token) {
+            return forbidden(Some(&login));
+        }
+        let (id, item) = match (SessionId::parse(&id), TrashId::parse(&form.id)) {
+            (Ok(id), Ok(item)) => (id, item),
+            (Err(e), _) | (_, Err(e)) => return error_page(e, Some(&login)),
+        };
+        let (actor, token) = (login.token.to_string(), login.form_token.clone());
+        let built = st
+            .blocking(move |st, repo| {
+                use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
+                let s = repo.session(&id)?;
+                let req = RestoreRequest {
+                    workspace: Some(s.workspace.clone()),
+                    selection: TrashSelection::Ids(vec![item]),
+                    to: None,
+                    on_conflict: Default::default(),
+                    expected_sha256: None,
+                };
+                let root = st.opts.workspaces.clone();
+                let live_dir = move |w: &str| crate::ops::session::workspace_dir(&root, w);
+                let done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
+                let changes = pages::changes_of(repo, &s)?;
+                let mut page = pages::session(&s, changes, token);
+                page.restored = Some(
+                    done.items
+                        .into_iter()
+                        .map(|o| pages::RestoredRow {
+                            trash_id: o.trash_id.to_string(),
+                            path: o.path.unwrap_or_default(),
+                            ok: o.ok,
+                            detail: match (&o.restored, &o.error) {
+                                (Some(r), _) => format!("back at {}", r.path),
+                                (_, Some(e)) => e.message.clone(),
+                                _ => String::new(),
+                            },
+                        })
+                        .collect(),
+                );
+                Ok::<_, Error>(page)
+            })
+            .await;
+        match built {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
+}

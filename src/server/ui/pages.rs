@@ -1,0 +1,295 @@
+//! The review pages' views: the sessions list and one session's changes, each built from the
+//! library's answers (the same as `GET /v1/sessions` and `GET /v1/sessions/{id}/changes`)
+//! into the values its template draws.
+
+use askama::Template;
+
+use super::diff::{rows, Row};
+use crate::base::error::Result;
+use crate::model::audit::{AuditQuery, Order};
+use crate::model::diff::{ChangedPath, EndpointKind, SessionChanges, Version};
+use crate::model::session::{Session, Status};
+use crate::ops::diff::DiffOptions;
+use crate::repo::Repo;
+
+/// A patch longer than this is drawn collapsed; one longer than [`DRAWN_MAX`] is not drawn on
+/// the session's page at all (its card says so): the page stays fast to load and to render.
+pub const COLLAPSED_OVER: usize = 400;
+/// See [`COLLAPSED_OVER`].
+pub const DRAWN_MAX: usize = 256 * 1024;
+/// The most sessions one list shows, newest first.
+pub const LISTED_MAX: usize = 100;
+/// The most changed paths one session's page lists.
+pub const CHANGES_MAX: usize = 2000;
+/// The most audit records read to count a session's refusals.
+const RECORDS_COUNTED: usize = 10_000;
+
+#[derive(Template)]
+#[template(path = "ui/login.html")]
+pub struct LoginPage {
+    pub form_token: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "ui/error.html")]
+pub struct ErrorPage {
+    pub form_token: Option<String>,
+    pub title: String,
+    pub message: String,
+}
+
+/// One row of the sessions list.
+pub struct SessionRow {
+    pub id: String,
+    pub short_id: String,
+    pub status: &'static str,
+    pub workspace: String,
+    pub created: String,
+    pub changed: u64,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+    pub deleted: u64,
+    pub refused: usize,
+}
+
+#[derive(Template)]
+#[template(path = "ui/sessions.html")]
+pub struct SessionsPage {
+    pub form_token: Option<String>,
+    pub statuses: Vec<(&'static str, &'static str)>,
+    pub status: String,
+    pub workspace: String,
+    pub rows: Vec<SessionRow>,
+    pub note: Option<String>,
+}
+
+/// The sessions list's filters, as the URL carries them.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct SessionsQuery {
+    /// `running` (ready or paused), `ended`, or `all` (the default).
+    pub status: Option<String>,
+    /// Only this workspace's.
+    pub workspace: Option<String>,
+}
+
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+fn refusals(repo: &Repo, s: &Session) -> Result<usize> {
+    let q =
+        AuditQuery { session: Some(s.id.clone()), order: Order::Newest, limit: RECORDS_COUNTED, ..Default::default() };
+    Ok(repo.audit_query(&q)?.iter().filter(|r| r.record.outcome != "ok").count())
+}
+
+/// What a diff for the pages asks: line counts, and the patches when `patch`.
+fn options(s: &Session, patch: bool, limit: usize) -> Result<DiffOptions> {
+    Ok(DiffOptions {
+        paths: Vec::new(),
+        scope: s.scope()?,
+        renames: Some(crate::ops::diff::DEFAULT_RENAME_THRESHOLD),
+        lines: true,
+        patch,
+        context: 3,
+        limit: Some(limit),
+    })
+}
+
+/// The sessions list under `q`'s filters, newest first.
+pub fn sessions(repo: &Repo, q: &SessionsQuery, form_token: String) -> Result<SessionsPage> {
+    let status = q.status.clone().unwrap_or_else(|| "all".into());
+    let workspace = q.workspace.clone().unwrap_or_default();
+    let mut all = repo.sessions(true)?;
+    all.retain(|s| match status.as_str() {
+        "running" => s.status != Status::Ended,
+        "ended" => s.status == Status::Ended,
+        _ => true,
+    });
+    all.retain(|s| workspace.is_empty() || s.workspace == workspace);
+    all.sort_by_key(|s| std::cmp::Reverse(s.created_ns));
+    let note = (all.len() > LISTED_MAX).then(|| format!("The newest {LISTED_MAX} of {} sessions.", all.len()));
+    let mut rows = Vec::new();
+    for s in all.into_iter().take(LISTED_MAX) {
+        // The totals count every change; one entry is enough to get them.
+        let changes = repo.session_changes(&s, &options(&s, false, 1)?)?;
+        rows.push(SessionRow {
+            id: s.id.to_string(),
+            short_id: short(s.id.as_str()),
+            status: s.status.as_str(),
+            workspace: s.workspace.clone(),
+            created: crate::base::time::iso_time(s.created_ns),
+            changed: changes.stats.changed,
+            lines_added: changes.stats.lines_added,
+            lines_removed: changes.stats.lines_removed,
+            deleted: changes.stats.deleted,
+            refused: refusals(repo, &s)?,
+        });
+    }
+    let statuses = vec![("all", "All"), ("running", "Running"), ("ended", "Ended")];
+    Ok(SessionsPage { form_token: Some(form_token), statuses, status, workspace, rows, note })
+}
+
+/// An audit record as a card lists it.
+pub struct RecordRow {
+    pub seq: i64,
+    pub time: String,
+    pub actor: String,
+    pub operation: String,
+    pub outcome: String,
+    pub outcome_class: &'static str,
+}
+
+/// One changed file's card.
+pub struct FileCard {
+    pub anchor: String,
+    pub path: String,
+    pub old_path: Option<String>,
+    pub status: &'static str,
+    pub letter: char,
+    pub mode_change: Option<String>,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+    pub old_side: Option<String>,
+    pub new_side: Option<String>,
+    pub note: Option<String>,
+    pub rows: Vec<Row>,
+    pub large: bool,
+    pub records: Vec<RecordRow>,
+    pub trash_id: Option<String>,
+}
+
+/// How one item of a restore went, as the page reports it.
+pub struct RestoredRow {
+    pub trash_id: String,
+    pub path: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/session.html")]
+pub struct SessionPage {
+    pub form_token: Option<String>,
+    pub token: String,
+    pub id: String,
+    pub short_id: String,
+    pub status: &'static str,
+    pub workspace: String,
+    pub from_label: String,
+    pub to_label: String,
+    pub changed: u64,
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
+    pub renamed: u64,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+    pub truncated: bool,
+    pub files: Vec<FileCard>,
+    pub restored: Option<Vec<RestoredRow>>,
+}
+
+fn side(v: &Version) -> String {
+    let sha = v.sha256.as_ref().map(|s| format!(", sha256 {s}")).unwrap_or_default();
+    format!("{} bytes, mode {}{sha}", v.size, v.mode)
+}
+
+fn status_name(c: &ChangedPath) -> &'static str {
+    use crate::model::diff::ChangeStatus::*;
+    match c.change.status {
+        Added => "added",
+        Modified => "modified",
+        Deleted => "deleted",
+        Renamed => "renamed",
+        TypeChanged => "typeChanged",
+        ModeChanged => "modeChanged",
+    }
+}
+
+fn card(i: usize, c: &ChangedPath) -> FileCard {
+    let e = &c.change;
+    let patch = e.patch.as_deref().unwrap_or_default();
+    let drawn = patch.len() <= DRAWN_MAX && !e.binary;
+    let rows = if drawn { rows(patch) } else { Vec::new() };
+    let note = match (&e.note, drawn) {
+        (Some(n), _) => Some(n.clone()),
+        (None, false) if e.binary => Some("Binary content: compared by hash".into()),
+        (None, false) => Some(format!("The diff is {} KiB, too long to draw here", patch.len() / 1024)),
+        _ => None,
+    };
+    let mode_change = match (&e.old, &e.new) {
+        (Some(o), Some(n)) if o.mode != n.mode => Some(format!("{} → {}", o.mode, n.mode)),
+        _ => None,
+    };
+    FileCard {
+        anchor: format!("file-{i}"),
+        path: e.path.clone(),
+        old_path: e.old_path.clone(),
+        status: status_name(c),
+        letter: e.status.letter(),
+        mode_change,
+        lines_added: e.lines_added.unwrap_or(0),
+        lines_removed: e.lines_removed.unwrap_or(0),
+        old_side: e.old.as_ref().map(side),
+        new_side: e.new.as_ref().map(side),
+        note,
+        large: rows.len() > COLLAPSED_OVER,
+        rows,
+        records: c
+            .records
+            .iter()
+            .map(|r| RecordRow {
+                seq: r.seq,
+                time: r.time.clone(),
+                actor: r.actor.clone(),
+                operation: r.operation.clone(),
+                outcome_class: if r.outcome == "ok" { "ok" } else { "refused" },
+                outcome: r.outcome.clone(),
+            })
+            .collect(),
+        trash_id: c.trash.first().filter(|t| t.restored_at.is_none()).map(|t| t.id.to_string()),
+    }
+}
+
+fn endpoint_label(e: &crate::model::diff::Endpoint) -> String {
+    match e.kind {
+        EndpointKind::Snapshot => {
+            let id = e.snapshot.as_ref().map(|s| short(s.as_str())).unwrap_or_default();
+            format!("snapshot {id}{}", e.at.as_ref().map(|t| format!(" ({t})")).unwrap_or_default())
+        }
+        EndpointKind::Live => "the live tree".into(),
+        EndpointKind::Empty => "nothing".into(),
+    }
+}
+
+/// One session's page: its changes with their diffs, who made them, and a restore for what
+/// it deleted.
+pub fn session(s: &Session, changes: SessionChanges, form_token: String) -> SessionPage {
+    let files = changes.entries.iter().enumerate().map(|(i, c)| card(i, c)).collect();
+    SessionPage {
+        form_token: Some(form_token.clone()),
+        token: form_token,
+        id: s.id.to_string(),
+        short_id: short(s.id.as_str()),
+        status: s.status.as_str(),
+        workspace: s.workspace.clone(),
+        from_label: endpoint_label(&changes.from),
+        to_label: endpoint_label(&changes.to),
+        changed: changes.stats.changed,
+        added: changes.stats.added,
+        modified: changes.stats.modified,
+        deleted: changes.stats.deleted,
+        renamed: changes.stats.renamed,
+        lines_added: changes.stats.lines_added,
+        lines_removed: changes.stats.lines_removed,
+        truncated: changes.truncated,
+        files,
+        restored: None,
+    }
+}
+
+/// The changes of `s` for its page.
+pub fn changes_of(repo: &Repo, s: &Session) -> Result<SessionChanges> {
+    repo.session_changes(s, &options(s, true, CHANGES_MAX)?)
+}

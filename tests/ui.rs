@@ -1,0 +1,100 @@
+//! The review pages in a real browser: Playwright for Python (from PyPI, into a virtualenv
+//! under `target/`) driving Debian's Chromium, against a `trove serve` this test starts, over a
+//! session whose agent edited, rewrote, deleted and was refused. The browser runs with
+//! JavaScript off: every flow the script walks (log in, the sessions, a session's diffs, a
+//! restore, logging out) is pages and forms. The script is `tests/ui/review_pages.py`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::http::{self, Server, TOKEN};
+use common::*;
+
+const PLAYWRIGHT: &str = "1.56.0";
+
+/// Debian's Chromium (a test tool's own browser download does not work here): installed with
+/// apt when missing, as `.ci/run` does first.
+fn chromium() -> PathBuf {
+    let path = PathBuf::from("/usr/bin/chromium");
+    if !path.exists() {
+        let _ = Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium"]).status();
+    }
+    if !path.exists() {
+        let _ = Command::new("apt-get").arg("update").status();
+        let _ = Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium"]).status();
+    }
+    assert!(path.exists(), "Debian's chromium is needed at /usr/bin/chromium: run `apt-get install chromium` as root");
+    path
+}
+
+fn tool(s: &Server, sid: &str, name: &str, params: serde_json::Value) -> serde_json::Value {
+    let r = s.call("POST", &format!("/v1/sessions/{sid}/tools/{name}"), &params.to_string());
+    r.json()
+}
+
+fn sha(s: &Server, sid: &str, path: &str) -> String {
+    let read = tool(s, sid, "read_file", serde_json::json!({"path": path}));
+    read["data"]["sha256"].as_str().expect("sha256").to_string()
+}
+
+/// The workspace before the session, and the agent's work in it; the session's id.
+fn an_agents_session(s: &Server) -> String {
+    let ws = s.workspace("app");
+    http::write(&ws.join("src/auth.rs"), b"pub fn check(token: &str) -> bool {\n    token.len() > 8\n}\n");
+    http::write(&ws.join("src/main.rs"), b"fn main() {\n    serve();\n}\n");
+    let big: String = (0..3000).map(|i| format!("line {i} of the generated table\n")).collect();
+    http::write(&ws.join("docs/table.txt"), big.as_bytes());
+    http::write(&ws.join("logo.bin"), &[0u8, 1, 2, 3, 255, 0, 7]);
+    let sid = s.session(r#"{"workspace": "app"}"#);
+    let auth_sha = sha(s, &sid, "src/auth.rs");
+    let edit = serde_json::json!({"path": "src/auth.rs", "expectedSha256": auth_sha,
+        "edits": [{"oldText": "token.len() > 8", "newText": "true"}]});
+    assert_eq!(tool(s, &sid, "edit_file", edit)["ok"], true);
+    assert_eq!(tool(s, &sid, "delete_file", serde_json::json!({"path": "src/main.rs"}))["ok"], true);
+    let table_sha = sha(s, &sid, "docs/table.txt");
+    let rewritten: String = (0..3000).map(|i| format!("row {i} of the regenerated table\n")).collect();
+    let write = serde_json::json!({"path": "docs/table.txt", "content": rewritten, "expectedSha256": table_sha});
+    assert_eq!(tool(s, &sid, "write_file", write)["ok"], true);
+    // Refused: the agent's view of the file is stale.
+    let stale = serde_json::json!({"path": "src/auth.rs", "content": "x", "expectedSha256": auth_sha});
+    assert_eq!(tool(s, &sid, "write_file", stale)["error"]["kind"], "stale_file");
+    http::write(&ws.join("logo.bin"), &[0u8, 1, 2, 3, 254, 0, 7, 9]);
+    sid
+}
+
+#[test]
+fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_other_sites() {
+    let chromium = chromium();
+    let venv = python_venv(&format!("playwright-{PLAYWRIGHT}"), &format!("playwright=={PLAYWRIGHT}"));
+    let s = http::start(Some(TOKEN), &[]);
+    let sid = an_agents_session(&s);
+    // A token of the repository's own, which the script revokes to see the browser logged out.
+    let o = trove(&s.repo, &["--json", "token", "create", "--label", "reviewer"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let created: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/review_pages.py");
+    let out = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .env("BASE_URL", format!("http://{}", s.addr))
+        .env("UI_TOKEN", TOKEN)
+        .env("REVOCABLE_TOKEN", created["token"].as_str().expect("token"))
+        .env("REVOCABLE_ID", created["id"].as_str().expect("id"))
+        .env("SID", &sid)
+        .env("CHROMIUM", &chromium)
+        .env("TROVE_BIN", trove_bin())
+        .env("REPO", &s.repo)
+        .env_remove("TROVE_REPO")
+        .output()
+        .expect("run the browser script");
+    assert!(out.status.success(), "the browser script failed:\n{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("every check passed"), "{}", stdout(&out));
+    // The restore the reviewer clicked put the file back, whole, and the audit log says who.
+    let back = std::fs::read(s.workspace("app").join("src/main.rs")).expect("restored");
+    assert_eq!(back, b"fn main() {\n    serve();\n}\n");
+    let audit = s.get("/v1/audit?operation=trash_restore&limit=10").json();
+    let records = audit["records"].as_array().expect("records");
+    assert_eq!(records.len(), 1, "{audit}");
+    assert_eq!(records[0]["path"], "src/main.rs");
+}

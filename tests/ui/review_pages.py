@@ -1,0 +1,180 @@
+"""The review pages as a reviewer uses them, in Chromium driven by Playwright, JavaScript off.
+
+Run by tests/ui.rs, which starts the server and the agent's session and passes, in the
+environment: BASE_URL, UI_TOKEN (an operator token), REVOCABLE_TOKEN and REVOCABLE_ID (a token
+this script revokes), SID (the session), CHROMIUM, TROVE_BIN and REPO (to revoke with the CLI).
+Any failed check raises, and the process exits non-zero.
+"""
+
+import http.server
+import json
+import os
+import subprocess
+import threading
+
+from playwright.sync_api import sync_playwright
+
+BASE = os.environ["BASE_URL"]
+TOKEN = os.environ["UI_TOKEN"]
+SID = os.environ["SID"]
+
+# The machine's closed network: no background requests of the browser's own.
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def log_in(page, token):
+    page.goto(BASE + "/ui/")
+    page.fill("input[type=password]#token", token)
+    page.click("button[type=submit]")
+
+
+class OtherSite(http.server.BaseHTTPRequestHandler):
+    """Another site (another port of the same host): a page whose form posts to trove."""
+
+    def do_GET(self):
+        body = f"""<!doctype html><title>elsewhere</title>
+<form method="post" action="{BASE}/ui/sessions/{SID}/restore">
+<input type="hidden" name="formToken" value="guessed">
+<input type="hidden" name="id" value="trash_000000000000">
+<button type="submit">Win a prize</button></form>""".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OtherSite)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{site.server_address[1]}/"
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=os.environ["CHROMIUM"], headless=True, args=ARGS)
+        ctx = browser.new_context(java_script_enabled=False)
+        page = ctx.new_page()
+        asked = []
+        page.on("request", lambda r: asked.append(r.url))
+
+        # Not logged in: a page sends the browser to the login form, under a strict policy.
+        resp = page.goto(BASE + "/ui/sessions")
+        check(page.url == BASE + "/ui/", f"sent to log in, at {page.url}")
+        check("default-src 'none'" in resp.headers["content-security-policy"], "a strict CSP")
+        check(page.locator("input#token").get_attribute("type") == "password", "a password field")
+
+        # A wrong token: refused, said so, no cookie.
+        log_in(page, "not-a-token")
+        check("not a live operator token" in page.content(), "a wrong token is refused")
+        check(not ctx.cookies(), "no cookie for a wrong token")
+
+        # The right one: the sessions, and a cookie that scripts cannot read and other sites
+        # cannot send; the token itself is nowhere in the browser.
+        log_in(page, TOKEN)
+        check(page.url.startswith(BASE + "/ui/sessions"), f"the sessions after logging in, at {page.url}")
+        cookies = ctx.cookies()
+        check(len(cookies) == 1, f"one cookie: {cookies}")
+        c = cookies[0]
+        check(c["httpOnly"] and c["sameSite"] == "Strict" and c["path"] == "/ui", f"cookie attributes: {c}")
+        check(TOKEN not in json.dumps(ctx.storage_state()), "the token is not stored in the browser")
+
+        # The list: the session with what it changed and what it was refused.
+        row = page.locator("table.sessions tbody tr", has=page.locator(f"a[href='/ui/sessions/{SID}']"))
+        check(row.count() == 1, "the session is listed")
+        text = row.inner_text()
+        check("1 refused" in text, f"its refusal is counted: {text}")
+        check("ready" in text and "app" in text, f"its status and workspace: {text}")
+        # Filters live in the URL.
+        page.goto(BASE + "/ui/sessions?status=ended")
+        check(page.locator(f"a[href='/ui/sessions/{SID}']").count() == 0, "a running session is not an ended one")
+        check(page.locator("select#status option[selected]").inner_text() == "Ended", "the filter shown as chosen")
+        page.goto(BASE + "/ui/sessions?status=running&workspace=app")
+        page.click(f"a[href='/ui/sessions/{SID}']")
+        check(page.url == f"{BASE}/ui/sessions/{SID}", f"the session's page, at {page.url}")
+        timing = page.goto(page.url).headers.get("server-timing", "")
+        check(timing.startswith("total;dur="), f"the server's time is given: {timing!r}")
+
+        # A tree of the changed files, each with its status spelled out, not only coloured.
+        tree = page.locator("nav.tree").inner_text()
+        for path in ["src/auth.rs", "src/main.rs", "docs/table.txt", "logo.bin"]:
+            check(path in tree, f"{path} in the tree: {tree}")
+        auth = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
+        check("modified" in auth.locator("header").inner_text(), "the status in words")
+        # The diff: the changed words marked, line numbers beside the code but not part of it.
+        check(auth.locator("tr.add mark").inner_text() == "true", "the new word marked")
+        check("8" in auth.locator("tr.del mark").inner_text(), "the old words marked")
+        first = auth.locator("table.diff tr.ctx").first
+        check(first.locator("td.n").first.get_attribute("data-n") == "1", "line numbers are given")
+        check(not any(ch.isdigit() for ch in first.locator("td.n").first.inner_text()), "and not copied")
+        check("edit_file" in auth.locator("details.who").inner_text(), "who changed it, shown")
+        # A 3,000-line rewrite: collapsed, and opens.
+        table = page.locator("section.card", has=page.locator("h2.path", has_text="docs/table.txt"))
+        details = table.locator("details").first
+        check(details.get_attribute("open") is None, "a large diff starts collapsed")
+        check("Large diff" in details.locator("summary").inner_text(), "and says so")
+        details.locator("summary").click()
+        check(details.get_attribute("open") is not None, "and opens")
+        check(table.locator("tr.add").count() == 3000, "every added line is there once open")
+        # Binary content: sizes and hashes instead of a diff.
+        logo = page.locator("section.card", has=page.locator("h2.path", has_text="logo.bin"))
+        check("Binary" in logo.inner_text() and "sha256" in logo.inner_text(), f"binary: {logo.inner_text()}")
+
+        # The deleted file comes back from its card.
+        main_rs = page.locator("section.card", has=page.locator("h2.path", has_text="src/main.rs"))
+        check("deleted" in main_rs.locator("header").inner_text(), "the deletion in words")
+        main_rs.locator("form.restore button").click()
+        results = page.locator("section.results").inner_text()
+        check("Restored" in results and "src/main.rs" in results, f"the outcome is shown: {results}")
+
+        # Nothing was asked of anywhere but the server.
+        check(all(u.startswith(BASE) for u in asked), f"only the server was asked: {set(asked)}")
+
+        # A form on another site posting to trove, with the cookie the browser holds: 403.
+        page.goto(elsewhere)
+        with page.expect_response(lambda r: "/restore" in r.url) as refused:
+            page.click("button")
+        check(refused.value.status == 403, f"a cross-site post is refused: {refused.value.status}")
+        check("not sent from this server's own page" in page.content(), "and says why")
+
+        # Logging out ends it: the pages ask for the token again.
+        page.goto(BASE + "/ui/sessions")
+        page.click("header.top button[type=submit]")
+        check(page.url == BASE + "/ui/", f"logged out, at {page.url}")
+        page.goto(BASE + "/ui/sessions")
+        check(page.url == BASE + "/ui/", "a page after logging out asks to log in")
+
+        # Revoking the token a browser logged in with logs that browser out.
+        other_ctx = browser.new_context(java_script_enabled=False)
+        other = other_ctx.new_page()
+        log_in(other, os.environ["REVOCABLE_TOKEN"])
+        check(other.url.startswith(BASE + "/ui/sessions"), "logged in with a second token")
+        subprocess.run(
+            [os.environ["TROVE_BIN"], "--repo", os.environ["REPO"], "token", "revoke", os.environ["REVOCABLE_ID"]],
+            check=True,
+            capture_output=True,
+        )
+        other.goto(BASE + "/ui/sessions")
+        check(other.url == BASE + "/ui/", f"a revoked token's browser is logged out, at {other.url}")
+
+        browser.close()
+    site.shutdown()
+    print("every check passed")
+
+
+if __name__ == "__main__":
+    main()
