@@ -41,15 +41,24 @@ def log_in(page, token):
     page.click("button[type=submit]")
 
 
+# What the other site's forms carry: the real form token once the script has read it, as a
+# page that stole it would.
+STOLEN = {"formToken": "guessed"}
+
+
 class OtherSite(http.server.BaseHTTPRequestHandler):
-    """Another site (another port of the same host): a page whose form posts to trove."""
+    """Another site (another port of the same host): pages whose forms post to trove."""
 
     def do_GET(self):
+        forms = {
+            "/restore": (f"/ui/sessions/{SID}/restore", {"formToken": STOLEN["formToken"], "id": STOLEN.get("id", "")}),
+            "/login": ("/ui/login", {"token": TOKEN}),
+            "/logout": ("/ui/logout", {"formToken": STOLEN["formToken"]}),
+        }
+        action, fields = forms.get(self.path, forms["/restore"])
+        inputs = "".join(f'<input type="hidden" name="{k}" value="{v}">' for k, v in fields.items())
         body = f"""<!doctype html><title>elsewhere</title>
-<form method="post" action="{BASE}/ui/sessions/{SID}/restore">
-<input type="hidden" name="formToken" value="guessed">
-<input type="hidden" name="id" value="trash_000000000000">
-<button type="submit">Win a prize</button></form>""".encode()
+<form method="post" action="{BASE}{action}">{inputs}<button type="submit">Win a prize</button></form>""".encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -58,6 +67,14 @@ class OtherSite(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def posted_from(page, url, path):
+    """Opens `url` (another site's page) and sends its form; the answer to the post."""
+    page.goto(url)
+    with page.expect_response(lambda r: r.url.endswith(path)) as answer:
+        page.click("button")
+    return answer.value
 
 
 def main():
@@ -137,26 +154,48 @@ def main():
         # The deleted file comes back from its card.
         main_rs = page.locator("section.card", has=page.locator("h2.path", has_text="src/main.rs"))
         check("deleted" in main_rs.locator("header").inner_text(), "the deletion in words")
-        main_rs.locator("form.restore button").click()
+        form = main_rs.locator("form.restore")
+        check("Restore src/main.rs" in form.inner_text() and "file" in form.inner_text(), "what comes back")
+        STOLEN["formToken"] = form.locator("input[name=formToken]").get_attribute("value")
+        STOLEN["id"] = form.locator("input[name=id]").get_attribute("value")
+        form.locator("button").click()
         results = page.locator("section.results").inner_text()
         check("Restored" in results and "src/main.rs" in results, f"the outcome is shown: {results}")
+        # Sent again (a reload, an old tab): refused, nothing changed.
+        again = ctx.request.post(
+            f"{BASE}/ui/sessions/{SID}/restore",
+            form={"formToken": STOLEN["formToken"], "id": STOLEN["id"]},
+            headers={"Origin": BASE},
+        )
+        check(again.status == 409 and "restored already" in again.text(), f"a second restore: {again.status}")
 
         # Nothing was asked of anywhere but the server.
         check(all(u.startswith(BASE) for u in asked), f"only the server was asked: {set(asked)}")
 
-        # A form on another site posting to trove, with the cookie the browser holds: 403.
-        page.goto(elsewhere)
-        with page.expect_response(lambda r: "/restore" in r.url) as refused:
-            page.click("button")
-        check(refused.value.status == 403, f"a cross-site post is refused: {refused.value.status}")
-        check("not sent from this server's own page" in page.content(), "and says why")
-
-        # Logging out ends it: the pages ask for the token again.
+        # From this server's own origin but without the login's form token: 403.
+        forged = ctx.request.post(
+            f"{BASE}/ui/sessions/{SID}/restore", form={"formToken": "0" * 64, "id": STOLEN["id"]}, headers={"Origin": BASE}
+        )
+        check(forged.status == 403, f"a post without the form token is refused: {forged.status}")
+        # From another site, with the browser's cookie and even the real form token: 403, for
+        # a restore, a login (no cookie set by it) and a logout (the login goes on).
+        for path, target in [("/restore", "/restore"), ("/login", "/ui/login"), ("/logout", "/ui/logout")]:
+            answer = posted_from(page, elsewhere + path.lstrip("/"), target)
+            check(answer.status == 403, f"a cross-site post to {target} is refused: {answer.status}")
+            check("not sent from this server's own page" in page.content(), "and says why")
+        check(len(ctx.cookies()) == 1, "the cross-site login set no cookie")
         page.goto(BASE + "/ui/sessions")
+        check(page.url.startswith(BASE + "/ui/sessions"), "the cross-site logout ended nothing")
+
+        # Logging out ends it, on the server too: the old cookie, sent again, no longer opens a page.
+        old_cookie = ctx.cookies()[0]
         page.click("header.top button[type=submit]")
         check(page.url == BASE + "/ui/", f"logged out, at {page.url}")
         page.goto(BASE + "/ui/sessions")
         check(page.url == BASE + "/ui/", "a page after logging out asks to log in")
+        ctx.add_cookies([old_cookie])
+        page.goto(BASE + "/ui/sessions")
+        check(page.url == BASE + "/ui/", "the old cookie is dead on the server")
 
         # Revoking the token a browser logged in with logs that browser out.
         other_ctx = browser.new_context(java_script_enabled=False)

@@ -38,7 +38,9 @@ pub fn rows(patch: &str) -> Vec<Row> {
     let mut out = Vec::new();
     let (mut old_n, mut new_n) = (0u64, 0u64);
     let mut in_hunk = false;
-    for line in patch.lines() {
+    // Split on `\n` alone: a `\r` stays in its line (and is drawn), so a change of line
+    // endings is seen.
+    for line in patch.split_terminator('\n') {
         if line.starts_with("@@") {
             if let Some((o, n)) = hunk_starts(line) {
                 (old_n, new_n) = (o, n);
@@ -61,8 +63,8 @@ pub fn rows(patch: &str) -> Vec<Row> {
             Some(b'+') => ("add", "+", &line[1..]),
             Some(b'-') => ("del", "-", &line[1..]),
             Some(b' ') => ("ctx", " ", &line[1..]),
-            // "\ No newline at end of file" and the like.
-            _ => ("ctx", "", line),
+            // "\ No newline at end of file" and the like: a note, not a line of the file.
+            _ => ("note", "", line),
         };
         let (o, n) = match kind {
             "add" => {
@@ -73,14 +75,18 @@ pub fn rows(patch: &str) -> Vec<Row> {
                 old_n += 1;
                 ((old_n - 1).to_string(), String::new())
             }
-            _ if sign.is_empty() => (String::new(), String::new()),
+            "note" => (String::new(), String::new()),
             _ => {
                 old_n += 1;
                 new_n += 1;
                 ((old_n - 1).to_string(), (new_n - 1).to_string())
             }
         };
-        out.push(Row { kind, text: String::new(), old_n: o, new_n: n, sign, segments: plain(text) });
+        let shown = match text.strip_suffix('\r') {
+            Some(rest) => format!("{rest}\u{240d}"),
+            None => text.to_string(),
+        };
+        out.push(Row { kind, text: String::new(), old_n: o, new_n: n, sign, segments: plain(&shown) });
     }
     mark_changed_words(&mut out);
     out
@@ -109,6 +115,9 @@ fn mark_changed_words(rows: &mut [Row]) {
 /// `old` and `new` cut into their common start, the part that differs (marked) and their
 /// common end, on character boundaries and widened to whole words.
 fn split_changed(old: &str, new: &str) -> (Vec<Segment>, Vec<Segment>) {
+    if old == new {
+        return (plain(old), plain(new));
+    }
     let prefix: usize = old.chars().zip(new.chars()).take_while(|(a, b)| a == b).map(|(a, _)| a.len_utf8()).sum();
     let max_suffix = old.len().min(new.len()) - prefix;
     let suffix: usize = old[prefix..]
@@ -119,14 +128,25 @@ fn split_changed(old: &str, new: &str) -> (Vec<Segment>, Vec<Segment>) {
         .map(|(a, _)| a.len_utf8())
         .sum::<usize>()
         .min(max_suffix);
-    // Whole words: the marked part starts after the last separator of the common start and
-    // ends before the first separator of the common end.
+    // Whole words: a change that begins or ends inside a word marks all of that word (a
+    // change at a word's edge marks only what changed).
     let word = |c: char| c.is_alphanumeric() || c == '_';
-    let start =
-        old[..prefix].rfind(|c: char| !word(c)).map_or(0, |p| p + old[p..].chars().next().map_or(1, char::len_utf8));
+    let before = old[..prefix].chars().next_back().is_some_and(word);
+    let inside = |s: &str| s[prefix..].chars().next().is_some_and(word);
+    let start = if before && (inside(old) || inside(new)) {
+        old[..prefix].rfind(|c: char| !word(c)).map_or(0, |p| p + old[p..].chars().next().map_or(1, char::len_utf8))
+    } else {
+        prefix
+    };
     let cut = |s: &str| -> Vec<Segment> {
         let end_common = s.len() - suffix;
-        let end = s[end_common..].find(|c: char| !word(c)).map_or(s.len(), |p| end_common + p);
+        let after = s[end_common..].chars().next().is_some_and(word);
+        let last_changed = s[start..end_common].chars().next_back().is_some_and(word);
+        let end = if after && last_changed {
+            s[end_common..].find(|c: char| !word(c)).map_or(s.len(), |p| end_common + p)
+        } else {
+            end_common
+        };
         let (head, mid, tail) = (&s[..start], &s[start..end], &s[end..]);
         if mid.is_empty() {
             return plain(s);
@@ -160,6 +180,16 @@ mod tests {
         assert_eq!((rows[4].old_n.as_str(), rows[4].new_n.as_str()), ("5", "5"));
         assert_eq!(shown(&rows[2]), "    token.len() > [8]");
         assert_eq!(shown(&rows[3]), "    token.len() > [12]");
+    }
+
+    #[test]
+    fn line_endings_notes_and_equal_pairs_are_drawn_as_they_are() {
+        let rows = rows("@@ -1,2 +1,2 @@\n-same\r\n-x y\n+same\n+x y\n\\ No newline at end of file\n");
+        let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, ["hunk", "del", "del", "add", "add", "note"]);
+        assert_eq!(shown(&rows[1]), "same[\u{240d}]", "a lost carriage return is seen");
+        assert_eq!(shown(&rows[2]), "x y", "equal lines mark nothing");
+        assert_eq!((rows[5].old_n.as_str(), rows[5].new_n.as_str()), ("", ""));
     }
 
     #[test]

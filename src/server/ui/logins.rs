@@ -69,9 +69,9 @@ impl Logins {
     /// The login `headers`' cookie stands for, if it is still one: not expired, and its token
     /// not revoked (`live` says which tokens are).
     pub fn of(&self, headers: &HeaderMap, live: impl Fn(&TokenId) -> Result<bool>) -> Result<Option<(String, Login)>> {
-        let Some(cookie) = cookie_value(headers) else { return Ok(None) };
-        let found = self.lock().get(&cookie).cloned();
-        let Some(login) = found else { return Ok(None) };
+        // Every cookie of the name is tried: one planted for a narrower path comes first.
+        let found = cookie_values(headers).find_map(|c| self.lock().get(&c).cloned().map(|l| (c, l)));
+        let Some((cookie, login)) = found else { return Ok(None) };
         if login.made.elapsed() >= LOGIN_TTL || !live(&login.token)? {
             self.lock().remove(&cookie);
             return Ok(None);
@@ -85,15 +85,15 @@ impl Logins {
     }
 }
 
-/// The value of the login cookie among `headers`' cookies.
-fn cookie_value(headers: &HeaderMap) -> Option<String> {
+/// The well-formed values of the login cookie among `headers`' cookies.
+fn cookie_values(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .filter(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.to_string())
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -266,6 +266,27 @@ async fn restore(
             .blocking(move |st, repo| {
                 use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
                 let s = repo.session(&id)?;
+                // Only what this session deleted, and only once: a page reloaded or a form sent
+                // again must not bring back an older version over a newer deletion.
+                let deleted = pages::changes_of(repo, &s)?.trash;
+                match deleted.iter().find(|t| t.id == item) {
+                    None => {
+                        return Err(Error::not_found(format!(
+                            "{item} is not an item session {id} deleted: open the session's page again"
+                        )))
+                    }
+                    Some(t) if t.restored => {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!(
+                                "{item} ({}) was restored already, at {}: nothing was changed",
+                                t.path,
+                                t.restored_at.as_deref().unwrap_or("an earlier time")
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
                 let req = RestoreRequest {
                     workspace: Some(s.workspace.clone()),
                     selection: TrashSelection::Ids(vec![item]),

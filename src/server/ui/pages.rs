@@ -21,6 +21,9 @@ pub const DRAWN_MAX: usize = 256 * 1024;
 pub const LISTED_MAX: usize = 100;
 /// The most changed paths one session's page lists.
 pub const CHANGES_MAX: usize = 2000;
+/// The most patch bytes one session's page draws in all; the cards past it give sizes and
+/// hashes, so a session that rewrote everything still makes a page a browser can hold.
+pub const PAGE_PATCH_BUDGET: usize = 4 * 1024 * 1024;
 /// The most audit records read to count a session's refusals.
 const RECORDS_COUNTED: usize = 10_000;
 
@@ -156,7 +159,16 @@ pub struct FileCard {
     pub rows: Vec<Row>,
     pub large: bool,
     pub records: Vec<RecordRow>,
-    pub trash_id: Option<String>,
+    /// The newest trash item holding the path, not restored since: its id, and what it is
+    /// (the path it was deleted at, a file or a directory holding the path).
+    pub trash: Option<TrashButton>,
+}
+
+/// What a deleted file's Restore button brings back.
+pub struct TrashButton {
+    pub id: String,
+    pub path: String,
+    pub what: &'static str,
 }
 
 /// How one item of a restore went, as the page reports it.
@@ -207,15 +219,25 @@ fn status_name(c: &ChangedPath) -> &'static str {
     }
 }
 
-fn card(i: usize, c: &ChangedPath) -> FileCard {
+/// The card of change `i`, drawing its patch if it fits in what is left of the page's
+/// `budget` (taken from it).
+fn card(i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
     let e = &c.change;
     let patch = e.patch.as_deref().unwrap_or_default();
-    let drawn = patch.len() <= DRAWN_MAX && !e.binary;
-    let rows = if drawn { rows(patch) } else { Vec::new() };
+    let drawn = patch.len() <= DRAWN_MAX.min(*budget) && !e.binary;
+    let rows = if drawn {
+        *budget -= patch.len();
+        rows(patch)
+    } else {
+        Vec::new()
+    };
     let note = match (&e.note, drawn) {
         (Some(n), _) => Some(n.clone()),
         (None, false) if e.binary => Some("Binary content: compared by hash".into()),
-        (None, false) => Some(format!("The diff is {} KiB, too long to draw here", patch.len() / 1024)),
+        (None, false) if patch.len() > DRAWN_MAX => {
+            Some(format!("The diff is {} KiB, too long to draw here", patch.len() / 1024))
+        }
+        (None, false) => Some("Not drawn: this page already holds as much diff as it draws".into()),
         _ => None,
     };
     let mode_change = match (&e.old, &e.new) {
@@ -248,7 +270,11 @@ fn card(i: usize, c: &ChangedPath) -> FileCard {
                 outcome: r.outcome.clone(),
             })
             .collect(),
-        trash_id: c.trash.first().filter(|t| t.restored_at.is_none()).map(|t| t.id.to_string()),
+        trash: c.trash.first().filter(|t| !t.restored).map(|t| TrashButton {
+            id: t.id.to_string(),
+            path: t.path.clone(),
+            what: if t.kind == crate::model::tree::EntryKind::Dir { "directory" } else { "file" },
+        }),
     }
 }
 
@@ -266,7 +292,8 @@ fn endpoint_label(e: &crate::model::diff::Endpoint) -> String {
 /// One session's page: its changes with their diffs, who made them, and a restore for what
 /// it deleted.
 pub fn session(s: &Session, changes: SessionChanges, form_token: String) -> SessionPage {
-    let files = changes.entries.iter().enumerate().map(|(i, c)| card(i, c)).collect();
+    let mut budget = PAGE_PATCH_BUDGET;
+    let files = changes.entries.iter().enumerate().map(|(i, c)| card(i, c, &mut budget)).collect();
     SessionPage {
         form_token: Some(form_token.clone()),
         token: form_token,

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The review page of a big session (issue 41: a session of 10,000 files with 50 changed and one
+# 1 MB rewrite drawn in under 100 ms of server time): a release `trove serve`, a workspace of
+# FILES small text files, a session in which 50 files get a line changed and one 1 MB file is
+# rewritten, then ROUNDS loads of `/ui/sessions/{id}` and of `/ui/sessions`, each answer's
+# `Server-Timing` printed and their median.
+# Usage: benches/ui_session.sh [FILES] [ROUNDS] [WORKDIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+files=${1:-10000}
+rounds=${2:-21}
+work=${3:-$(mktemp -d)}
+cargo build --release --quiet --bin trove
+trove=$PWD/target/release/trove
+. benches/server_env.sh
+rm -rf "$work/repo" "$work/workspaces"
+ws=$work/workspaces/big
+python3 - "$ws" "$files" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, f"d{i // 100:03}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i:05}.txt"), "w") as f:
+        f.write("".join(f"line {j} of file {i}\n" for j in range(40)))
+with open(os.path.join(root, "big.txt"), "w") as f:
+    f.write("".join(f"row {j} of the table, version one\n" for j in range(30000)))
+PY
+"$trove" --repo "$work/repo" init >/dev/null
+TROVE_API_TOKEN=$token "$trove" --repo "$work/repo" serve --listen "127.0.0.1:$port" \
+    --workspaces "$work/workspaces" --log-level warn >"$work/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+auth="Authorization: Bearer $token"
+id=$(curl -sf -X POST -H "$auth" -d '{"workspace": "big", "persistent": true}' \
+    "http://127.0.0.1:$port/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+python3 - "$ws" <<'PY'
+import sys
+root = sys.argv[1]
+for i in range(0, 10000, 200):
+    p = f"{root}/d{i // 100:03}/f{i:05}.txt"
+    lines = open(p).read().splitlines(True)
+    lines[20] = "a changed line\n"
+    open(p, "w").write("".join(lines))
+with open(f"{root}/big.txt", "w") as f:
+    f.write("".join(f"row {j} of the table, version two\n" for j in range(30000)))
+PY
+echo "big.txt: $(stat -c %s "$ws/big.txt") bytes; session $id"
+cookie=$(curl -s -i -X POST -d "token=$token" "http://127.0.0.1:$port/ui/login" |
+    sed -n 's/^set-cookie: trove_ui=\([0-9a-f]*\);.*/\1/p')
+timing() { # URL -> the server's milliseconds
+    curl -s -o /dev/null -D - -b "trove_ui=$cookie" "$1" | sed -n 's/^server-timing: total;dur=\([0-9.]*\).*/\1/p'
+}
+for page in "sessions/$id" "sessions"; do
+    url="http://127.0.0.1:$port/ui/$page"
+    size=$(curl -s -b "trove_ui=$cookie" "$url" | wc -c)
+    ms=()
+    for _ in $(seq "$rounds"); do ms+=("$(timing "$url")"); done
+    printf '/ui/%s (%s bytes): %s\n' "${page/$id/{id\}}" "$size" "${ms[*]}"
+    printf '  median %s ms\n' "$(printf '%s\n' "${ms[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+done
