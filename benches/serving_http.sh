@@ -19,13 +19,9 @@ rm -rf "$work/repo" "$work/workspaces"
 mkdir -p "$work/workspaces"
 cp -a "$tree" "$work/workspaces/bench"
 "$trove" --repo "$work/repo" init >/dev/null
-TROVE_API_TOKEN=$token "$trove" --repo "$work/repo" serve --listen "127.0.0.1:$port" \
-    --workspaces "$work/workspaces" --log-level warn >"$work/server.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+start_server
 auth="Authorization: Bearer $token"
-id=$(curl -sf -X POST -H "$auth" -d '{"workspace": "bench", "persistent": true}' \
-    "http://127.0.0.1:$port/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+id=$(new_session bench)
 curl -sf -X POST -H "$auth" "http://127.0.0.1:$port/v1/sessions/$id/snapshots" >/dev/null
 echo "file: $file ($(stat -c %s "$tree/$file") bytes), session $id"
 cat >"$work/auth.lua" <<LUA

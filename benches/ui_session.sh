@@ -27,17 +27,13 @@ with open(os.path.join(root, "big.txt"), "w") as f:
     f.write("".join(f"row {j} of the table, version one\n" for j in range(30000)))
 PY
 "$trove" --repo "$work/repo" init >/dev/null
-TROVE_API_TOKEN=$token "$trove" --repo "$work/repo" serve --listen "127.0.0.1:$port" \
-    --workspaces "$work/workspaces" --log-level warn >"$work/server.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+start_server
 auth="Authorization: Bearer $token"
-id=$(curl -sf -X POST -H "$auth" -d '{"workspace": "big", "persistent": true}' \
-    "http://127.0.0.1:$port/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-python3 - "$ws" <<'PY'
+id=$(new_session big)
+python3 - "$ws" "$files" <<'PY'
 import sys
-root = sys.argv[1]
-for i in range(0, 10000, 200):
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(0, n, max(n // 50, 1)):
     p = f"{root}/d{i // 100:03}/f{i:05}.txt"
     lines = open(p).read().splitlines(True)
     lines[20] = "a changed line\n"
