@@ -74,6 +74,9 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
     let o = trove(&s.repo, &["--json", "token", "create", "--label", "reviewer"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let created: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    // The records so far signed: the timeline shows them covered, and what follows not.
+    let o = trove(&s.repo, &["audit", "checkpoint"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/review_pages.py");
     let out = Command::new(venv.join("bin/python"))
         .arg(&script)
@@ -85,11 +88,17 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
         .env("CHROMIUM", &chromium)
         .env("TROVE_BIN", trove_bin())
         .env("REPO", &s.repo)
+        .env("WORK", s.dir.path())
         .env_remove("TROVE_REPO")
         .output()
         .expect("run the browser script");
     assert!(out.status.success(), "the browser script failed:\n{}\n{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("every check passed"), "{}", stdout(&out));
+    // The bundle the reviewer downloaded verifies offline with the repository's public key.
+    let key = stdout(&trove(&s.repo, &["audit", "pubkey"])).trim().to_string();
+    let bundle = s.dir.path().join("audit.bundle");
+    let o = trove(&s.repo, &["audit", "verify", "--bundle", bundle.to_str().expect("utf8"), "--pubkey", &key]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     // The restore the reviewer clicked put the file back, whole, and the audit log says who.
     let back = std::fs::read(s.workspace("app").join("src/main.rs")).expect("restored");
     assert_eq!(back, b"fn main() {\n    serve();\n}\n");

@@ -304,6 +304,11 @@ pub fn query(conn: &Connection, q: &AuditQuery) -> Result<Vec<FullRecord>> {
             "ASC"
         }
         Order::Newest => "DESC",
+        Order::Before(seq) => {
+            conds.push("seq < ?");
+            args.push(V::Integer(seq));
+            "DESC"
+        }
     };
     args.push(V::Integer(i64::try_from(q.limit).unwrap_or(i64::MAX)));
     let clause = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
@@ -314,7 +319,7 @@ pub fn query(conn: &Connection, q: &AuditQuery) -> Result<Vec<FullRecord>> {
     for r in rows {
         out.push(finish_row(r.map_err(db("querying the audit log"))?)?);
     }
-    if q.order == Order::Newest {
+    if matches!(q.order, Order::Newest | Order::Before(_)) {
         out.reverse();
     }
     Ok(out)

@@ -129,6 +129,9 @@ pub enum Order {
     Newest,
     /// The first `limit` records after this seq: incremental reading.
     After(i64),
+    /// The newest `limit` records before this seq (shown oldest first): reading back a page at
+    /// a time.
+    Before(i64),
 }
 
 /// A stored checkpoint: the log's size and root then, and the signed note saying so.

@@ -135,6 +135,12 @@ impl Repo {
         self.open_object(id, Some(entry.size))
     }
 
+    /// Whether file content `id` is in the repository (a live file's content may not be, until
+    /// a snapshot or a tool stores it).
+    pub fn content_stored(&self, id: &ObjectId) -> Result<bool> {
+        crate::manifest::loose::content_stored(self.manifest.conn(), id)
+    }
+
     /// A reader over a file content by its id (one object, packed or loose, or a chunk list),
     /// verifying every object as it goes; `size`, when known, must match at the end.
     pub fn open_object(&self, id: ObjectId, size: Option<u64>) -> Result<ContentReader<'_>> {

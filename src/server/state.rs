@@ -60,8 +60,8 @@ pub(crate) struct AppState {
     pub mcp: McpServices,
     /// Failed logins of the current interval, audited a few at a time and then summarized.
     pub refusals: super::refusals::Refusals,
-    /// The browsers logged in to the review pages.
-    pub ui_logins: super::ui::Logins,
+    /// The review pages' own state: the browsers logged in, the last verification of the log.
+    pub ui: super::ui::UiState,
 }
 
 /// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
@@ -217,7 +217,7 @@ impl AppState {
             watchers: crate::tools::fileapi::watch::Watchers::new(quota),
             mcp: Default::default(),
             refusals: super::refusals::Refusals::new(opts_refusal_interval),
-            ui_logins: Default::default(),
+            ui: Default::default(),
         })
     }
 

@@ -150,6 +150,14 @@ def main():
         # Binary content: sizes and hashes instead of a diff.
         logo = page.locator("section.card", has=page.locator("h2.path", has_text="logo.bin"))
         check("Binary" in logo.inner_text() and "sha256" in logo.inner_text(), f"binary: {logo.inner_text()}")
+        # The version before is in the repository (the session's start); the live one is not
+        # stored yet, so it has no link.
+        before = logo.locator("p.downloads a", has_text="before").get_attribute("href")
+        check(logo.locator("p.downloads a", has_text="after").count() == 0, "no link to content not stored")
+        got = ctx.request.get(BASE + before)
+        check(got.body() == bytes([0, 1, 2, 3, 255, 0, 7]), f"the old version downloads: {got.status}")
+        check("attachment" in got.headers["content-disposition"], "as a download")
+        check(ctx.request.get(BASE + "/ui/content/" + "0" * 64).status == 404, "an unknown id is a 404")
 
         # The deleted file comes back from its card.
         main_rs = page.locator("section.card", has=page.locator("h2.path", has_text="src/main.rs"))
@@ -168,6 +176,29 @@ def main():
             headers={"Origin": BASE},
         )
         check(again.status == 409 and "restored already" in again.text(), f"a second restore: {again.status}")
+
+        # The audit timeline: newest first, filters in the URL, a badge of what proves each
+        # record, a permalink each, and the signed bundle to check offline.
+        page.goto(BASE + "/ui/audit")
+        timeline = page.locator("ol.timeline")
+        check("trash_restore" in timeline.inner_text(), "the restore is in the log")
+        check(page.locator(".proof-verified").count() > 0, "records a checkpoint covers say so")
+        check(page.locator(".proof-unsigned").count() > 0, "records after the last checkpoint say so")
+        check(page.locator(".proof-failed").count() == 0, "nothing failed verification")
+        page.goto(BASE + f"/ui/audit?session={SID}&outcome=stale_file")
+        refused = page.locator("ol.timeline li")
+        check(refused.count() == 1 and "write_file" in refused.inner_text(), f"filtered: {refused.all_inner_texts()}")
+        check(page.locator("input#outcome").get_attribute("value") == "stale_file", "the filter shown")
+        refused.locator("a.permalink").click()
+        check("/ui/audit/" in page.url and "stale_file" in page.locator("pre.record").inner_text(), "a record's own page")
+        page.goto(BASE + "/ui/audit?follow=1")
+        check(page.locator("meta[http-equiv=refresh]").count() == 1, "following reloads the page")
+        bundle = ctx.request.get(BASE + "/ui/audit/bundle")
+        check(bundle.status == 200 and len(bundle.body()) > 100, f"the bundle downloads: {bundle.status}")
+        check(bundle.headers["content-security-policy"].startswith("default-src 'none'"), "under the same policy")
+        out = os.path.join(os.environ["WORK"], "audit.bundle")
+        with open(out, "wb") as f:
+            f.write(bundle.body())
 
         # Nothing was asked of anywhere but the server.
         check(all(u.startswith(BASE) for u in asked), f"only the server was asked: {set(asked)}")

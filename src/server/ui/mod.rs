@@ -6,6 +6,7 @@
 //! A browser logs in with an operator token typed into a password field and is given a cookie
 //! that stands for the token's id (`logins.rs`); the pages act in that token's name.
 
+mod audit;
 mod diff;
 mod logins;
 mod pages;
@@ -20,8 +21,16 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 
-use logins::Login;
-pub use logins::Logins;
+use logins::{Login, Logins};
+
+/// What the pages keep between requests.
+#[derive(Default)]
+pub struct UiState {
+    /// The browsers logged in.
+    logins: Logins,
+    /// The last verification of the audit log, reused for a few seconds.
+    verified: audit::Verified,
+}
 
 use super::error::ApiError;
 use super::state::AppState;
@@ -42,6 +51,10 @@ pub(super) fn router() -> Router<Arc<AppState>> {
         .route("/ui/sessions", get(sessions))
         .route("/ui/sessions/{id}", get(session))
         .route("/ui/sessions/{id}/restore", post(restore))
+        .route("/ui/content/{id}", get(content))
+        .route("/ui/audit", get(audit_timeline))
+        .route("/ui/audit/bundle", get(audit_bundle))
+        .route("/ui/audit/{seq}", get(audit_record))
         .route("/ui/assets/style.css", get(style))
         .layer(axum::middleware::from_fn(page_headers))
 }
@@ -104,7 +117,7 @@ fn forbidden(login: Option<&Login>) -> Response {
 
 /// The login `headers` carry, if it is still one.
 fn login_of(st: &AppState, headers: &HeaderMap) -> Result<Option<(String, Login)>, Error> {
-    st.ui_logins.of(headers, |id| st.tokens.is_live(id))
+    st.ui.logins.of(headers, |id| st.tokens.is_live(id))
 }
 
 /// Runs `page` with the request's login, or sends the browser to log in.
@@ -158,7 +171,7 @@ async fn login(
         }
         Err(e) => return error_page(e, None),
     };
-    match st.ui_logins.start(id) {
+    match st.ui.logins.start(id) {
         Ok((cookie, _)) => redirect_with_cookie("/ui/sessions", &logins::set_cookie(&cookie)),
         Err(e) => error_page(e, None),
     }
@@ -192,7 +205,7 @@ async fn logout(
     if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &sent) {
         return forbidden(Some(&login));
     }
-    st.ui_logins.end(&cookie);
+    st.ui.logins.end(&cookie);
     redirect_with_cookie("/ui/", &logins::clear_cookie())
 }
 
@@ -225,7 +238,7 @@ async fn session(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): 
             .blocking(move |_, repo| {
                 let s = repo.session(&id)?;
                 let changes = pages::changes_of(repo, &s)?;
-                Ok::<_, Error>(pages::session(&s, changes, token))
+                Ok::<_, Error>(pages::session(repo, &s, changes, token))
             })
             .await;
         match built {
@@ -298,7 +311,7 @@ async fn restore(
                 let live_dir = move |w: &str| crate::ops::session::workspace_dir(&root, w);
                 let done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
                 let changes = pages::changes_of(repo, &s)?;
-                let mut page = pages::session(&s, changes, token);
+                let mut page = pages::session(repo, &s, changes, token);
                 page.restored = Some(
                     done.items
                         .into_iter()
@@ -321,6 +334,111 @@ async fn restore(
             Ok(page) => html(StatusCode::OK, &page),
             Err(e) => error_page(e, Some(&login)),
         }
+    })
+    .await
+}
+
+/// `GET /ui/audit`: the timeline under the URL's filters.
+async fn audit_timeline(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: Result<Query<audit::AuditFilters>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let f = match query {
+            Ok(Query(f)) => f,
+            Err(e) => {
+                return error_page(Error::invalid_argument(format!("the filters do not parse: {e}")), Some(&login))
+            }
+        };
+        let token = login.form_token.clone();
+        match st.blocking(move |st, repo| audit::timeline(repo, &st.ui.verified, f, token)).await {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
+}
+
+/// `GET /ui/audit/{seq}`: one record, its permalink.
+async fn audit_record(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(seq): Path<String>) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let Ok(seq) = seq.parse::<i64>() else {
+            return error_page(Error::invalid_argument(format!("{seq:?} is not a record's number")), Some(&login));
+        };
+        let token = login.form_token.clone();
+        match st.blocking(move |st, repo| audit::record(repo, &st.ui.verified, seq, token)).await {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
+}
+
+/// `GET /ui/audit/bundle`: the whole log with its checkpoints as a bundle `trove audit verify
+/// --bundle` checks offline, streamed.
+async fn audit_bundle(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    logged_in(&st, &headers, async |_: Login| {
+        let body = super::stream::body(&st, move |_, repo, out| repo.export_audit_bundle(1, out).map(|_| ()));
+        let mut resp = body.into_response();
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=\"audit.bundle\""));
+        resp
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+struct ContentQuery {
+    /// The file name the browser saves it under.
+    name: Option<String>,
+}
+
+/// `GET /ui/content/{id}?name=`: stored content by its id, as a download (never drawn by the
+/// browser: it may be anything), streamed.
+async fn content(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: Result<Query<ContentQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let id = match crate::object::ObjectId::from_hex(&id) {
+            Ok(id) => id,
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        // Only the name's safe characters go into the header.
+        let name: String = query
+            .ok()
+            .and_then(|Query(q)| q.name)
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .take(100)
+            .collect();
+        let name = if name.is_empty() { id.to_hex() } else { name };
+        // Found before the answer starts, so a missing id is a 404 page, not a cut body.
+        let stored = st.blocking(move |_, repo| repo.content_stored(&id)).await;
+        match stored {
+            Ok(true) => {}
+            Ok(false) => {
+                let e = Error::not_found(format!("content {} is not in the repository", id.to_hex()));
+                return error_page(e, Some(&login));
+            }
+            Err(e) => return error_page(e, Some(&login)),
+        }
+        let body = super::stream::body(&st, move |_, repo, out| {
+            let mut reader = repo.open_object(id, None)?;
+            std::io::copy(&mut reader, out).map(|_| ()).map_err(crate::base::error::from_io)
+        });
+        let mut resp = body.into_response();
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            h.insert(header::CONTENT_DISPOSITION, v);
+        }
+        resp
     })
     .await
 }

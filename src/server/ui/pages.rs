@@ -156,6 +156,8 @@ pub struct FileCard {
     pub old_side: Option<String>,
     pub new_side: Option<String>,
     pub note: Option<String>,
+    /// Where the bytes of a version not drawn can be downloaded: (its side, the link).
+    pub downloads: Vec<(&'static str, String)>,
     pub rows: Vec<Row>,
     pub large: bool,
     pub records: Vec<RecordRow>,
@@ -221,7 +223,7 @@ fn status_name(c: &ChangedPath) -> &'static str {
 
 /// The card of change `i`, drawing its patch if it fits in what is left of the page's
 /// `budget` (taken from it).
-fn card(i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
+fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
     let e = &c.change;
     let patch = e.patch.as_deref().unwrap_or_default();
     let drawn = patch.len() <= DRAWN_MAX.min(*budget) && !e.binary;
@@ -240,6 +242,22 @@ fn card(i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
         (None, false) => Some("Not drawn: this page already holds as much diff as it draws".into()),
         _ => None,
     };
+    let downloads = if drawn {
+        Vec::new()
+    } else {
+        [("before", &e.old), ("after", &e.new)]
+            .into_iter()
+            .filter_map(|(side, v)| {
+                let id = v.as_ref()?.content.as_ref()?;
+                // A live file's content is not in the repository until stored: no link then.
+                if !repo.content_stored(id).unwrap_or(false) {
+                    return None;
+                }
+                let name = e.path.rsplit('/').next().unwrap_or("file");
+                Some((side, format!("/ui/content/{}?name={}", id.to_hex(), super::audit::encode(name))))
+            })
+            .collect()
+    };
     let mode_change = match (&e.old, &e.new) {
         (Some(o), Some(n)) if o.mode != n.mode => Some(format!("{} → {}", o.mode, n.mode)),
         _ => None,
@@ -256,6 +274,7 @@ fn card(i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
         old_side: e.old.as_ref().map(side),
         new_side: e.new.as_ref().map(side),
         note,
+        downloads,
         large: rows.len() > COLLAPSED_OVER,
         rows,
         records: c
@@ -291,9 +310,9 @@ fn endpoint_label(e: &crate::model::diff::Endpoint) -> String {
 
 /// One session's page: its changes with their diffs, who made them, and a restore for what
 /// it deleted.
-pub fn session(s: &Session, changes: SessionChanges, form_token: String) -> SessionPage {
+pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: String) -> SessionPage {
     let mut budget = PAGE_PATCH_BUDGET;
-    let files = changes.entries.iter().enumerate().map(|(i, c)| card(i, c, &mut budget)).collect();
+    let files = changes.entries.iter().enumerate().map(|(i, c)| card(repo, i, c, &mut budget)).collect();
     SessionPage {
         form_token: Some(form_token.clone()),
         token: form_token,

@@ -1,0 +1,216 @@
+//! The audit timeline of the review pages: the records newest first under filters the URL
+//! keeps, each with a permalink, its details, and a badge saying what proves it: a signed
+//! checkpoint that verification reached, nothing yet (after the last checkpoint), or a failed
+//! verification.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use askama::Template;
+
+use crate::base::error::Result;
+use crate::base::id::SessionId;
+use crate::model::audit::{AuditQuery, FullRecord, Order, VerifyReport};
+use crate::repo::Repo;
+
+/// How many records one page shows.
+pub const PAGE: usize = 100;
+/// How long a verification of the whole log is reused: verifying reads every record, and a
+/// busy log would otherwise be read whole at every page load. Records appended since are shown
+/// as not yet covered, which is what they are as far as this report knows.
+const VERIFIED_REUSE: Duration = Duration::from_secs(10);
+
+/// The last verification of the log, and when it ran.
+#[derive(Default)]
+pub struct Verified {
+    last: Mutex<Option<(Instant, VerifyReport, Vec<u64>)>>,
+}
+
+impl Verified {
+    /// A verification at most [`VERIFIED_REUSE`] old, with the sizes of the signed
+    /// checkpoints.
+    fn get(&self, repo: &Repo) -> Result<(VerifyReport, Vec<u64>)> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, report, sizes)) = last.as_ref() {
+            if at.elapsed() < VERIFIED_REUSE {
+                return Ok((report.clone(), sizes.clone()));
+            }
+        }
+        let report = repo.verify_audit(&[])?;
+        let mut sizes: Vec<u64> = repo.checkpoints()?.iter().map(|c| c.size).collect();
+        sizes.sort_unstable();
+        *last = Some((Instant::now(), report.clone(), sizes.clone()));
+        Ok((report, sizes))
+    }
+}
+
+/// The timeline's filters, as the URL carries them.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct AuditFilters {
+    pub session: Option<String>,
+    pub workspace: Option<String>,
+    pub actor: Option<String>,
+    pub operation: Option<String>,
+    pub outcome: Option<String>,
+    pub path: Option<String>,
+    /// Records before this seq (the next page back).
+    pub before: Option<i64>,
+    /// `1`: the page reloads itself every few seconds (a live tail, without a script).
+    pub follow: Option<u8>,
+}
+
+/// One record's line, and its details when opened.
+pub struct RecordView {
+    pub seq: i64,
+    pub time: String,
+    pub actor: String,
+    pub operation: String,
+    pub outcome: String,
+    pub refused: bool,
+    pub workspace: String,
+    pub session: Option<String>,
+    pub path: String,
+    /// The badge: `verified`, `unsigned` or `failed`, and its words.
+    pub proof: &'static str,
+    pub proof_text: String,
+    /// The record as JSON, pretty.
+    pub details: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/audit.html")]
+pub struct AuditPage {
+    pub form_token: Option<String>,
+    pub f: AuditFilters,
+    pub records: Vec<RecordView>,
+    pub verified_to: u64,
+    pub unsigned_tail: u64,
+    pub problems: Vec<String>,
+    /// The link to the next page back, with the same filters.
+    pub older: Option<String>,
+    pub follow: bool,
+    pub follow_link: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/audit_record.html")]
+pub struct RecordPage {
+    pub form_token: Option<String>,
+    pub r: RecordView,
+}
+
+fn some(s: &Option<String>) -> Option<String> {
+    s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// The badge of record `seq` under `report`.
+fn proof(seq: i64, report: &VerifyReport, sizes: &[u64]) -> (&'static str, String) {
+    if report.first_bad_seq.is_some_and(|bad| seq >= bad) {
+        return ("failed", "failed verification".into());
+    }
+    let s = seq.max(0) as u64;
+    if s <= report.verified_to {
+        if let Some(size) = sizes.iter().find(|size| **size >= s) {
+            return ("verified", format!("covered by checkpoint {size} (verified)"));
+        }
+    }
+    ("unsigned", "after the last checkpoint".into())
+}
+
+fn view(full: &FullRecord, report: &VerifyReport, sizes: &[u64]) -> RecordView {
+    let e = full.entry();
+    let (proof, proof_text) = proof(full.seq, report, sizes);
+    RecordView {
+        seq: e.seq,
+        time: e.time.clone(),
+        actor: e.actor.clone(),
+        operation: e.operation.clone(),
+        refused: e.outcome != "ok",
+        outcome: e.outcome.clone(),
+        workspace: e.workspace.clone().unwrap_or_default(),
+        session: e.session.as_ref().map(|s| s.to_string()),
+        path: e.path.clone().unwrap_or_default(),
+        proof,
+        proof_text,
+        details: serde_json::to_string_pretty(&e).unwrap_or_default(),
+    }
+}
+
+/// The query string of `f` (without `before`, with `follow` as given).
+fn query_of(f: &AuditFilters, follow: bool) -> String {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    for (name, value) in [
+        ("session", &f.session),
+        ("workspace", &f.workspace),
+        ("actor", &f.actor),
+        ("operation", &f.operation),
+        ("outcome", &f.outcome),
+        ("path", &f.path),
+    ] {
+        if let Some(v) = some(value) {
+            pairs.push((name, v));
+        }
+    }
+    if follow {
+        pairs.push(("follow", "1".into()));
+    }
+    pairs.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect::<Vec<_>>().join("&")
+}
+
+/// `v` as a URL query value.
+pub(super) fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The timeline under `f`.
+pub fn timeline(repo: &Repo, verified: &Verified, f: AuditFilters, form_token: String) -> Result<AuditPage> {
+    let session = match some(&f.session) {
+        Some(s) => Some(SessionId::parse(&s)?),
+        None => None,
+    };
+    let path = some(&f.path).map(|p| crate::base::path::from_text(&p)).transpose()?;
+    let q = AuditQuery {
+        actor: some(&f.actor),
+        session,
+        workspace: some(&f.workspace),
+        operation: some(&f.operation),
+        outcome: some(&f.outcome),
+        path,
+        order: f.before.map_or(Order::Newest, Order::Before),
+        limit: PAGE,
+        ..Default::default()
+    };
+    let all = repo.audit_query(&q)?;
+    let (report, sizes) = verified.get(repo)?;
+    let records: Vec<RecordView> = all.iter().rev().map(|r| view(r, &report, &sizes)).collect();
+    let older = (records.len() == PAGE)
+        .then(|| records.last().map(|r| format!("/ui/audit?{}&before={}", query_of(&f, false), r.seq)))
+        .flatten();
+    let follow = f.follow == Some(1);
+    let follow_link = format!("/ui/audit?{}", query_of(&f, !follow));
+    Ok(AuditPage {
+        form_token: Some(form_token),
+        verified_to: report.verified_to,
+        unsigned_tail: report.unsigned_tail,
+        problems: report.problems.clone(),
+        f,
+        records,
+        older,
+        follow,
+        follow_link,
+    })
+}
+
+/// Record `seq`'s own page.
+pub fn record(repo: &Repo, verified: &Verified, seq: i64, form_token: String) -> Result<RecordPage> {
+    let full = repo
+        .audit_record(seq)?
+        .ok_or_else(|| crate::base::error::Error::not_found(format!("there is no audit record {seq}")))?;
+    let (report, sizes) = verified.get(repo)?;
+    Ok(RecordPage { form_token: Some(form_token), r: view(&full, &report, &sizes) })
+}
