@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::http::{self, Server, TOKEN};
+use common::http::{self, sha256_hex, Server, TOKEN};
 use common::*;
 
 const PLAYWRIGHT: &str = "1.56.0";
@@ -47,6 +47,9 @@ fn an_agents_session(s: &Server) -> String {
     let big: String = (0..3000).map(|i| format!("line {i} of the generated table\n")).collect();
     http::write(&ws.join("docs/table.txt"), big.as_bytes());
     http::write(&ws.join("logo.bin"), &[0u8, 1, 2, 3, 255, 0, 7]);
+    http::write(&ws.join("notes/a.md"), b"# a\n");
+    http::write(&ws.join("notes/b.md"), b"# b\n");
+    http::write(&ws.join("config.toml"), b"port = 3000\n");
     let sid = s.session(r#"{"workspace": "app"}"#);
     let auth_sha = sha(s, &sid, "src/auth.rs");
     let edit = serde_json::json!({"path": "src/auth.rs", "expectedSha256": auth_sha,
@@ -61,6 +64,12 @@ fn an_agents_session(s: &Server) -> String {
     let stale = serde_json::json!({"path": "src/auth.rs", "content": "x", "expectedSha256": auth_sha});
     assert_eq!(tool(s, &sid, "write_file", stale)["error"]["kind"], "stale_file");
     http::write(&ws.join("logo.bin"), &[0u8, 1, 2, 3, 254, 0, 7, 9]);
+    for gone in ["notes/a.md", "notes/b.md", "config.toml"] {
+        assert_eq!(tool(s, &sid, "delete_file", serde_json::json!({"path": gone}))["ok"], true, "{gone}");
+    }
+    // The path taken again: restoring the old config meets the new one.
+    let config = serde_json::json!({"path": "config.toml", "content": "port = 4000\n"});
+    assert_eq!(tool(s, &sid, "create_file", config)["ok"], true);
     sid
 }
 
@@ -103,7 +112,28 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
     let back = std::fs::read(s.workspace("app").join("src/main.rs")).expect("restored");
     assert_eq!(back, b"fn main() {\n    serve();\n}\n");
     let audit = s.get("/v1/audit?operation=trash_restore&limit=10").json();
-    let records = audit["records"].as_array().expect("records");
-    assert_eq!(records.len(), 1, "{audit}");
-    assert_eq!(records[0]["path"], "src/main.rs");
+    let done: Vec<(&str, &str)> = audit["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter_map(|r| Some((r["path"].as_str()?, r["outcome"].as_str()?)))
+        .collect();
+    // The overwrite is two steps of one plan: the file there to the trash, the old one back.
+    let expected = [
+        ("src/main.rs", "ok"),
+        ("notes/a.md", "ok"),
+        ("notes/b.md", "ok"),
+        ("config.toml", "already_exists"),
+        ("config.toml", "ok"),
+        ("config.toml", "ok"),
+    ];
+    assert_eq!(done, expected, "{audit}");
+    // From the trash page: both notes back, and the old config over the new one, which went to
+    // the trash in its place.
+    for (path, bytes) in [("notes/a.md", &b"# a\n"[..]), ("notes/b.md", b"# b\n"), ("config.toml", b"port = 3000\n")] {
+        assert_eq!(std::fs::read(s.workspace("app").join(path)).expect(path), bytes, "{path}");
+    }
+    let trash = s.get("/v1/trash?workspace=app&prefix=config.toml").json();
+    let replaced = &trash["items"][0];
+    assert_eq!(replaced["sha256"], sha256_hex(b"port = 4000\n"), "{trash}");
 }

@@ -6,6 +6,7 @@ this script revokes), SID (the session), CHROMIUM, TROVE_BIN and REPO (to revoke
 Any failed check raises, and the process exits non-zero.
 """
 
+import hashlib
 import http.server
 import json
 import os
@@ -176,6 +177,37 @@ def main():
             headers={"Origin": BASE},
         )
         check(again.status == 409 and "restored already" in again.text(), f"a second restore: {again.status}")
+
+        # The trash: search, choose several, restore; every outcome shown.
+        page.goto(BASE + "/ui/trash")
+        listed = page.locator("table.trash").inner_text()
+        for path in ["notes/a.md", "notes/b.md", "config.toml"]:
+            check(path in listed, f"{path} in the trash: {listed}")
+        check("src/main.rs" not in listed, "a restored item is not in the trash")
+        page.goto(BASE + "/ui/trash?restored=yes")
+        check("src/main.rs" in page.locator("table.trash").inner_text(), "but among the restored")
+        page.goto(BASE + "/ui/trash?prefix=notes")
+        rows = page.locator("table.trash tbody tr")
+        check(rows.count() == 2, f"the search: {rows.all_inner_texts()}")
+        check(page.locator("input#prefix").get_attribute("value") == "notes", "the search shown")
+        for box in page.locator("input[type=checkbox][name=id]").all():
+            box.check()
+        page.click("form.bulk button[type=submit]")
+        outcomes = page.locator("section.results li")
+        check(outcomes.count() == 2 and all("Restored" in t for t in outcomes.all_inner_texts()), f"{outcomes.all_inner_texts()}")
+        # The old config meets the new one: refused by default, nothing changed.
+        page.locator("tr", has=page.locator("code", has_text="config.toml")).locator("input[type=checkbox]").check()
+        page.click("form.bulk button[type=submit]")
+        refusal = page.locator("section.results li").inner_text()
+        check("Not restored" in refusal and "already exists" in refusal, f"refused: {refusal}")
+        # Its preview: the old content, and the file there now with the hash an overwrite names.
+        page.locator("section.results a").click()
+        check("port = 3000" in page.locator("pre.preview").inner_text(), "the preview shows what comes back")
+        now = hashlib.sha256(b"port = 4000\n").hexdigest()
+        check(page.locator("code.current").inner_text() == now, "the file there now, by hash")
+        page.check("input[name=onConflict][value=overwrite]")
+        page.click("form.restore-one button[type=submit]")
+        check("Restored" in page.locator("section.results").inner_text(), "overwritten, after seeing it")
 
         # The audit timeline: newest first, filters in the URL, a badge of what proves each
         # record, a permalink each, and the signed bundle to check offline.

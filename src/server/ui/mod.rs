@@ -10,10 +10,11 @@ mod audit;
 mod diff;
 mod logins;
 mod pages;
+mod trash;
 
 use std::sync::Arc;
 
-use axum::extract::rejection::FormRejection;
+use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -52,6 +53,9 @@ pub(super) fn router() -> Router<Arc<AppState>> {
         .route("/ui/sessions/{id}", get(session))
         .route("/ui/sessions/{id}/restore", post(restore))
         .route("/ui/content/{id}", get(content))
+        .route("/ui/trash", get(trash_list))
+        .route("/ui/trash/restore", post(trash_restore))
+        .route("/ui/trash/{id}", get(trash_item))
         .route("/ui/audit", get(audit_timeline))
         .route("/ui/audit/bundle", get(audit_bundle))
         .route("/ui/audit/{seq}", get(audit_record))
@@ -130,6 +134,35 @@ where
         Ok(None) => Redirect::to("/ui/").into_response(),
         Err(e) => error_page(e, None),
     }
+}
+
+/// A page for a logged-in browser: `build` runs on the blocking pool with a pooled repository
+/// and the login's form token; its page, or its error drawn as a page.
+async fn page<P, F>(st: &Arc<AppState>, headers: &HeaderMap, build: F) -> Response
+where
+    P: askama::Template + Send + 'static,
+    F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
+{
+    logged_in(st, headers, async |login: Login| drawn(st, &login, build).await).await
+}
+
+/// `build`'s page for `login`, built on the blocking pool with a pooled repository and the
+/// login's form token, or its error drawn as a page.
+async fn drawn<P, F>(st: &Arc<AppState>, login: &Login, build: F) -> Response
+where
+    P: askama::Template + Send + 'static,
+    F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
+{
+    let token = login.form_token.clone();
+    match st.blocking(move |st, repo| build(st, repo, token)).await {
+        Ok(page) => html(StatusCode::OK, &page),
+        Err(e) => error_page(e, Some(login)),
+    }
+}
+
+/// A query that does not parse, as the error its page shows.
+fn filters<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, Error> {
+    query.map(|Query(q)| q).map_err(|e| Error::invalid_argument(format!("the filters do not parse: {e}")))
 }
 
 /// `GET /ui/`: the login form, or the sessions for a browser logged in.
@@ -213,38 +246,18 @@ async fn logout(
 async fn sessions(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
-    query: Result<Query<pages::SessionsQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<pages::SessionsQuery>, QueryRejection>,
 ) -> Response {
-    let q = query.map(|Query(q)| q).unwrap_or_default();
-    logged_in(&st, &headers, async |login: Login| {
-        let token = login.form_token.clone();
-        match st.blocking(move |_, repo| pages::sessions(repo, &q, token)).await {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
-    })
-    .await
+    let q = filters(query);
+    page(&st, &headers, move |_, repo, token| pages::sessions(repo, &q?, token)).await
 }
 
 /// `GET /ui/sessions/{id}`: one session's changes.
 async fn session(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    logged_in(&st, &headers, async |login: Login| {
-        let id = match SessionId::parse(&id) {
-            Ok(id) => id,
-            Err(e) => return error_page(e, Some(&login)),
-        };
-        let token = login.form_token.clone();
-        let built = st
-            .blocking(move |_, repo| {
-                let s = repo.session(&id)?;
-                let changes = pages::changes_of(repo, &s)?;
-                Ok::<_, Error>(pages::session(repo, &s, changes, token))
-            })
-            .await;
-        match built {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
+    page(&st, &headers, move |_, repo, token| {
+        let s = repo.session(&SessionId::parse(&id)?)?;
+        let changes = pages::changes_of(repo, &s)?;
+        Ok(pages::session(repo, &s, changes, token))
     })
     .await
 }
@@ -274,66 +287,37 @@ async fn restore(
             (Ok(id), Ok(item)) => (id, item),
             (Err(e), _) | (_, Err(e)) => return error_page(e, Some(&login)),
         };
-        let (actor, token) = (login.token.to_string(), login.form_token.clone());
-        let built = st
-            .blocking(move |st, repo| {
-                use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
-                let s = repo.session(&id)?;
-                // Only what this session deleted, and only once: a page reloaded or a form sent
-                // again must not bring back an older version over a newer deletion.
-                let deleted = pages::changes_of(repo, &s)?.trash;
-                match deleted.iter().find(|t| t.id == item) {
-                    None => {
-                        return Err(Error::not_found(format!(
-                            "{item} is not an item session {id} deleted: open the session's page again"
-                        )))
-                    }
-                    Some(t) if t.restored => {
-                        return Err(Error::new(
-                            ErrorKind::Conflict,
-                            format!(
-                                "{item} ({}) was restored already, at {}: nothing was changed",
-                                t.path,
-                                t.restored_at.as_deref().unwrap_or("an earlier time")
-                            ),
-                        ))
-                    }
-                    Some(_) => {}
+        let actor = login.token.to_string();
+        drawn(&st, &login, move |st, repo, token| {
+            let s = repo.session(&id)?;
+            // Only what this session deleted, and only once: a page reloaded or a form sent
+            // again must not bring back an older version over a newer deletion.
+            let deleted = pages::changes_of(repo, &s)?.trash;
+            match deleted.iter().find(|t| t.id == item) {
+                None => {
+                    return Err(Error::not_found(format!(
+                        "{item} is not an item session {id} deleted: open the session's page again"
+                    )))
                 }
-                let req = RestoreRequest {
-                    workspace: Some(s.workspace.clone()),
-                    selection: TrashSelection::Ids(vec![item]),
-                    to: None,
-                    on_conflict: Default::default(),
-                    expected_sha256: None,
-                };
-                let root = st.opts.workspaces.clone();
-                let live_dir = move |w: &str| crate::ops::session::workspace_dir(&root, w);
-                let done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
-                let changes = pages::changes_of(repo, &s)?;
-                let mut page = pages::session(repo, &s, changes, token);
-                page.restored = Some(
-                    done.items
-                        .into_iter()
-                        .map(|o| pages::RestoredRow {
-                            trash_id: o.trash_id.to_string(),
-                            path: o.path.unwrap_or_default(),
-                            ok: o.ok,
-                            detail: match (&o.restored, &o.error) {
-                                (Some(r), _) => format!("back at {}", r.path),
-                                (_, Some(e)) => e.message.clone(),
-                                _ => String::new(),
-                            },
-                        })
-                        .collect(),
-                );
-                Ok::<_, Error>(page)
-            })
-            .await;
-        match built {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
+                Some(t) if t.restored => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "{item} ({}) was restored already, at {}: nothing was changed",
+                            t.path,
+                            t.restored_at.as_deref().unwrap_or("an earlier time")
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            let form = trash::RestoreForm::refusing(vec![item]);
+            let outcomes = trash::restore(repo, &st.opts.workspaces, &actor, &form)?;
+            let mut page = pages::session(repo, &s, pages::changes_of(repo, &s)?, token);
+            page.restored = Some(outcomes);
+            Ok(page)
+        })
+        .await
     })
     .await
 }
@@ -342,35 +326,18 @@ async fn restore(
 async fn audit_timeline(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
-    query: Result<Query<audit::AuditFilters>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<audit::AuditFilters>, QueryRejection>,
 ) -> Response {
-    logged_in(&st, &headers, async |login: Login| {
-        let f = match query {
-            Ok(Query(f)) => f,
-            Err(e) => {
-                return error_page(Error::invalid_argument(format!("the filters do not parse: {e}")), Some(&login))
-            }
-        };
-        let token = login.form_token.clone();
-        match st.blocking(move |st, repo| audit::timeline(repo, &st.ui.verified, f, token)).await {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
-    })
-    .await
+    let f = filters(query);
+    page(&st, &headers, move |st, repo, token| audit::timeline(repo, &st.ui.verified, f?, token)).await
 }
 
 /// `GET /ui/audit/{seq}`: one record, its permalink.
 async fn audit_record(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(seq): Path<String>) -> Response {
-    logged_in(&st, &headers, async |login: Login| {
-        let Ok(seq) = seq.parse::<i64>() else {
-            return error_page(Error::invalid_argument(format!("{seq:?} is not a record's number")), Some(&login));
-        };
-        let token = login.form_token.clone();
-        match st.blocking(move |st, repo| audit::record(repo, &st.ui.verified, seq, token)).await {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
+    page(&st, &headers, move |st, repo, token| {
+        let seq =
+            seq.parse::<i64>().map_err(|_| Error::invalid_argument(format!("{seq:?} is not a record's number")))?;
+        audit::record(repo, &st.ui.verified, seq, token)
     })
     .await
 }
@@ -401,7 +368,7 @@ async fn content(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    query: Result<Query<ContentQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ContentQuery>, QueryRejection>,
 ) -> Response {
     logged_in(&st, &headers, async |login: Login| {
         let id = match crate::object::ObjectId::from_hex(&id) {
@@ -439,6 +406,46 @@ async fn content(
             h.insert(header::CONTENT_DISPOSITION, v);
         }
         resp
+    })
+    .await
+}
+
+/// `GET /ui/trash`: the items under the URL's filters.
+async fn trash_list(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: Result<Query<trash::TrashFilters>, QueryRejection>,
+) -> Response {
+    let f = filters(query);
+    page(&st, &headers, move |_, repo, token| trash::list(repo, f?, token)).await
+}
+
+/// `GET /ui/trash/{id}`: one item, what comes back and what is at its path now.
+async fn trash_item(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    page(&st, &headers, move |st, repo, token| trash::item(repo, &st.opts.workspaces, &TrashId::parse(&id)?, token))
+        .await
+}
+
+/// `POST /ui/trash/restore`: the items chosen, each restored or refused as the form says; the
+/// trash again, with every item's outcome.
+async fn trash_restore(State(st): State<Arc<AppState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        if !logins::same_origin(&headers) {
+            return forbidden(Some(&login));
+        }
+        let form = match trash::parse_restore(&body) {
+            Ok(form) if logins::form_token_matches(&login, &form.form_token) => form,
+            Ok(_) => return forbidden(Some(&login)),
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        let actor = login.token.to_string();
+        drawn(&st, &login, move |st, repo, token| {
+            let outcomes = trash::restore(repo, &st.opts.workspaces, &actor, &form)?;
+            let mut page = trash::list(repo, trash::TrashFilters::default(), token)?;
+            page.outcomes = Some(outcomes);
+            Ok(page)
+        })
+        .await
     })
     .await
 }

@@ -173,14 +173,6 @@ pub struct TrashButton {
     pub what: &'static str,
 }
 
-/// How one item of a restore went, as the page reports it.
-pub struct RestoredRow {
-    pub trash_id: String,
-    pub path: String,
-    pub ok: bool,
-    pub detail: String,
-}
-
 #[derive(Template)]
 #[template(path = "ui/session.html")]
 pub struct SessionPage {
@@ -201,7 +193,7 @@ pub struct SessionPage {
     pub lines_removed: u64,
     pub truncated: bool,
     pub files: Vec<FileCard>,
-    pub restored: Option<Vec<RestoredRow>>,
+    pub restored: Option<Vec<super::trash::OutcomeView>>,
 }
 
 fn side(v: &Version) -> String {

@@ -1,0 +1,260 @@
+//! The trash in the review pages: items newest first under filters the URL keeps, chosen with
+//! check boxes and restored together with a conflict choice (refused by default), each item's
+//! outcome shown; and one item's page, with a preview of what comes back, the file now at its
+//! path (with the hash an overwrite must name) and every way to restore it.
+
+use std::io::Read;
+use std::path::Path;
+
+use askama::Template;
+
+use crate::base::error::{Error, Result};
+use crate::base::id::TrashId;
+use crate::fs::workdir::WorkDir;
+use crate::model::trash::{BulkRestore, OnConflict, RestoredFilter, TrashFilter, TrashRecord};
+use crate::model::tree::EntryKind;
+use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
+use crate::repo::Repo;
+
+/// Items one page lists.
+pub const PAGE: usize = 100;
+/// The most of a file one preview shows.
+const PREVIEW_BYTES: u64 = 64 * 1024;
+/// The most ids one restore takes from a form.
+const IDS_MAX: usize = 1000;
+
+/// The list's filters, as the URL carries them.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct TrashFilters {
+    pub workspace: Option<String>,
+    /// A path prefix, whole components.
+    pub prefix: Option<String>,
+    /// `file` or `dir`.
+    pub kind: Option<String>,
+    /// `no` (in the trash, the default), `yes` (restored since) or `all`.
+    pub restored: Option<String>,
+}
+
+/// One item as the pages show it.
+pub struct ItemView {
+    pub id: String,
+    pub workspace: String,
+    pub path: String,
+    pub kind: &'static str,
+    pub size: u64,
+    pub files: Option<u64>,
+    pub sha256: String,
+    pub deleted_by: String,
+    pub deleted_at: String,
+    pub reason: String,
+    pub restored: bool,
+}
+
+fn item_view(t: &TrashRecord) -> ItemView {
+    ItemView {
+        id: t.id.to_string(),
+        workspace: t.workspace.clone(),
+        path: t.path.clone(),
+        kind: if t.kind == EntryKind::Dir { "directory" } else { "file" },
+        size: t.size,
+        files: t.files,
+        sha256: t.sha256.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        deleted_by: t.deleted_by.clone(),
+        deleted_at: t.deleted_at.clone(),
+        reason: t.reason.clone(),
+        restored: t.restored,
+    }
+}
+
+/// How one item of a restore went.
+pub struct OutcomeView {
+    pub id: String,
+    pub path: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/trash.html")]
+pub struct TrashPage {
+    pub form_token: Option<String>,
+    pub token: String,
+    pub f: TrashFilters,
+    pub items: Vec<ItemView>,
+    pub more: bool,
+    pub outcomes: Option<Vec<OutcomeView>>,
+}
+
+#[derive(Template)]
+#[template(path = "ui/trash_item.html")]
+pub struct ItemPage {
+    pub form_token: Option<String>,
+    pub token: String,
+    pub item: ItemView,
+    /// The first bytes of a text file, or why there is none.
+    pub preview: Option<String>,
+    pub preview_note: String,
+    /// A directory's members (their paths).
+    pub members: Vec<String>,
+    /// The sha256 of the file at the item's path now, if there is one.
+    pub current: Option<String>,
+    pub download: Option<String>,
+}
+
+fn some(s: &Option<String>) -> Option<String> {
+    s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// The list under `f`.
+pub fn list(repo: &Repo, f: TrashFilters, token: String) -> Result<TrashPage> {
+    let kind = match some(&f.kind).as_deref() {
+        None => None,
+        Some("file") => Some(EntryKind::File),
+        Some("dir") => Some(EntryKind::Dir),
+        Some(other) => return Err(Error::invalid_argument(format!("kind {other:?} is not `file` or `dir`"))),
+    };
+    let restored = match some(&f.restored).as_deref() {
+        None | Some("no") => RestoredFilter::No,
+        Some("yes") => RestoredFilter::Yes,
+        Some("all") => RestoredFilter::All,
+        Some(other) => return Err(Error::invalid_argument(format!("restored {other:?} is not `no`, `yes` or `all`"))),
+    };
+    let prefix = some(&f.prefix).map(|p| crate::base::path::from_text(&p)).transpose()?.unwrap_or_default();
+    let filter =
+        TrashFilter { workspace: some(&f.workspace), prefix, kind, restored, limit: PAGE, ..Default::default() };
+    let page = repo.trash_page(&filter, |_| true)?;
+    Ok(TrashPage {
+        form_token: Some(token.clone()),
+        token,
+        f,
+        items: page.items.iter().map(item_view).collect(),
+        more: page.next_cursor.is_some(),
+        outcomes: None,
+    })
+}
+
+/// What a restore form sent: the items, how to meet a taken path, an overwrite's hash.
+pub struct RestoreForm {
+    pub form_token: String,
+    pub ids: Vec<TrashId>,
+    pub on_conflict: OnConflict,
+    pub expected_sha256: Option<String>,
+}
+
+impl RestoreForm {
+    /// A restore of `ids` refused where a path is taken (a deleted file's own button).
+    pub fn refusing(ids: Vec<TrashId>) -> RestoreForm {
+        RestoreForm { form_token: String::new(), ids, on_conflict: OnConflict::Fail, expected_sha256: None }
+    }
+}
+
+/// Reads a restore form (`id` repeated, one per item chosen).
+pub fn parse_restore(body: &[u8]) -> Result<RestoreForm> {
+    let mut form = RestoreForm {
+        form_token: String::new(),
+        ids: Vec::new(),
+        on_conflict: OnConflict::Fail,
+        expected_sha256: None,
+    };
+    for (k, v) in form_urlencoded::parse(body) {
+        match k.as_ref() {
+            "formToken" => form.form_token = v.into_owned(),
+            "id" if form.ids.len() < IDS_MAX => form.ids.push(TrashId::parse(&v)?),
+            "id" => return Err(Error::invalid_argument(format!("more than {IDS_MAX} items in one restore"))),
+            "onConflict" => {
+                form.on_conflict = match v.as_ref() {
+                    "fail" => OnConflict::Fail,
+                    "rename" => OnConflict::Rename,
+                    "overwrite" => OnConflict::Overwrite,
+                    "merge" => OnConflict::Merge,
+                    other => return Err(Error::invalid_argument(format!("onConflict {other:?} is not a choice"))),
+                }
+            }
+            "expectedSha256" if !v.trim().is_empty() => form.expected_sha256 = Some(v.trim().to_string()),
+            _ => {}
+        }
+    }
+    if form.ids.is_empty() {
+        return Err(Error::invalid_argument("no item was chosen: tick the items to restore"));
+    }
+    Ok(form)
+}
+
+/// Restores what `form` names, as `actor`, each item into its workspace's directory; every
+/// item's outcome.
+pub fn restore(repo: &Repo, workspaces: &Path, actor: &str, form: &RestoreForm) -> Result<Vec<OutcomeView>> {
+    let root = workspaces.to_path_buf();
+    let live_dir = move |w: &str| crate::ops::session::workspace_dir(&root, w);
+    let req = RestoreRequest {
+        workspace: None,
+        selection: TrashSelection::Ids(form.ids.clone()),
+        to: None,
+        on_conflict: form.on_conflict,
+        // The hash an overwrite names; a form sends the file's hash whatever was chosen.
+        expected_sha256: form.expected_sha256.clone().filter(|_| form.on_conflict == OnConflict::Overwrite),
+    };
+    Ok(outcomes(repo.restore_trash(&req, &Restorer::Operator { actor, live_dir: &live_dir })?))
+}
+
+/// Every item's outcome of a restore, as the pages list them.
+pub fn outcomes(done: BulkRestore) -> Vec<OutcomeView> {
+    done.items
+        .into_iter()
+        .map(|o| OutcomeView {
+            id: o.trash_id.to_string(),
+            path: o.path.unwrap_or_default(),
+            ok: o.ok,
+            detail: match (&o.restored, &o.error) {
+                (Some(r), _) => format!("back at {}", r.path),
+                (_, Some(e)) => e.message.clone(),
+                _ => String::new(),
+            },
+        })
+        .collect()
+}
+
+/// One item's page.
+pub fn item(repo: &Repo, workspaces: &Path, id: &TrashId, token: String) -> Result<ItemPage> {
+    let item = repo.trash_item(id)?;
+    let record = item.record();
+    let (mut preview, mut preview_note, mut download) = (None, String::new(), None);
+    if let Some(object) = item.object.filter(|_| item.kind == EntryKind::File) {
+        let mut head = Vec::new();
+        repo.open_object(object, None)?
+            .take(PREVIEW_BYTES)
+            .read_to_end(&mut head)
+            .map_err(crate::base::error::from_io)?;
+        match std::str::from_utf8(&head) {
+            Ok(text) if !head.contains(&0) => {
+                preview = Some(text.to_string());
+                if item.size > PREVIEW_BYTES {
+                    preview_note = format!("The first {} KiB of {} bytes.", PREVIEW_BYTES / 1024, item.size);
+                }
+            }
+            // Cut inside a character, or not text.
+            Err(e) if e.error_len().is_none() && !head.contains(&0) => {
+                preview = Some(String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned());
+                preview_note = format!("The first {} KiB of {} bytes.", PREVIEW_BYTES / 1024, item.size);
+            }
+            _ => preview_note = "Binary content: download it to look inside.".into(),
+        }
+        let name = record.path.rsplit('/').next().unwrap_or("file");
+        download = Some(format!("/ui/content/{}?name={}", object.to_hex(), super::audit::encode(name)));
+    }
+    let members = item.entries.iter().map(|e| crate::base::path::display(&e.rel).into_owned()).collect();
+    // The file at the item's path now, read beneath the workspace's directory.
+    let current = match crate::ops::session::workspace_dir(workspaces, &item.workspace) {
+        Ok(dir) if dir.is_dir() => WorkDir::open(&dir)?.current(&item.path)?.map(|c| c.sha256.to_string()),
+        _ => None,
+    };
+    Ok(ItemPage {
+        form_token: Some(token.clone()),
+        token,
+        item: item_view(&record),
+        preview,
+        preview_note,
+        members,
+        current,
+        download,
+    })
+}
