@@ -99,6 +99,7 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
         .env("REPO", &s.repo)
         .env("WORK", s.dir.path())
         .env_remove("TROVE_REPO")
+        // TROVE_SCREENSHOTS=DIR (passed on from this process) saves the pages the manual shows.
         .output()
         .expect("run the browser script");
     assert!(out.status.success(), "the browser script failed:\n{}\n{}", stdout(&out), stderr(&out));

@@ -31,6 +31,15 @@ ARGS = [
 ]
 
 
+SHOTS = os.environ.get("TROVE_SCREENSHOTS")
+
+
+def shot(page, name):
+    """With TROVE_SCREENSHOTS set, the page as the manual shows it (docs/src/images/)."""
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, name + ".png"), full_page=False)
+
+
 def check(condition, what):
     if not condition:
         raise AssertionError(what)
@@ -85,7 +94,7 @@ def main():
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=os.environ["CHROMIUM"], headless=True, args=ARGS)
-        ctx = browser.new_context(java_script_enabled=False)
+        ctx = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 800})
         page = ctx.new_page()
         asked = []
         page.on("request", lambda r: asked.append(r.url))
@@ -117,6 +126,7 @@ def main():
         text = row.inner_text()
         check("1 refused" in text, f"its refusal is counted: {text}")
         check("ready" in text and "app" in text, f"its status and workspace: {text}")
+        shot(page, "sessions")
         # Filters live in the URL.
         page.goto(BASE + "/ui/sessions?status=ended")
         check(page.locator(f"a[href='/ui/sessions/{SID}']").count() == 0, "a running session is not an ended one")
@@ -127,6 +137,9 @@ def main():
         timing = page.goto(page.url).headers.get("server-timing", "")
         check(timing.startswith("total;dur="), f"the server's time is given: {timing!r}")
 
+        auth_card = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
+        auth_card.scroll_into_view_if_needed()
+        shot(page, "session")
         # A tree of the changed files, each with its status spelled out, not only coloured.
         tree = page.locator("nav.tree").inner_text()
         for path in ["src/auth.rs", "src/main.rs", "docs/table.txt", "logo.bin"]:
@@ -186,6 +199,7 @@ def main():
         check("src/main.rs" not in listed, "a restored item is not in the trash")
         page.goto(BASE + "/ui/trash?restored=yes")
         check("src/main.rs" in page.locator("table.trash").inner_text(), "but among the restored")
+        shot(page, "trash")
         page.goto(BASE + "/ui/trash?prefix=notes")
         rows = page.locator("table.trash tbody tr")
         check(rows.count() == 2, f"the search: {rows.all_inner_texts()}")
@@ -213,6 +227,7 @@ def main():
         # record, a permalink each, and the signed bundle to check offline.
         page.goto(BASE + "/ui/audit")
         timeline = page.locator("ol.timeline")
+        shot(page, "audit")
         check("trash_restore" in timeline.inner_text(), "the restore is in the log")
         check(page.locator(".proof-verified").count() > 0, "records a checkpoint covers say so")
         check(page.locator(".proof-unsigned").count() > 0, "records after the last checkpoint say so")
