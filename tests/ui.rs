@@ -47,6 +47,8 @@ fn an_agents_session(s: &Server) -> String {
     let big: String = (0..3000).map(|i| format!("line {i} of the generated table\n")).collect();
     http::write(&ws.join("docs/table.txt"), big.as_bytes());
     http::write(&ws.join("logo.bin"), &[0u8, 1, 2, 3, 255, 0, 7]);
+    let lib: String = (1..=20).map(|i| format!("pub const C{i}: u32 = {i};\n")).collect();
+    http::write(&ws.join("src/lib.rs"), lib.as_bytes());
     http::write(&ws.join("notes/a.md"), b"# a\n");
     http::write(&ws.join("notes/b.md"), b"# b\n");
     http::write(&ws.join("config.toml"), b"port = 3000\n");
@@ -56,6 +58,9 @@ fn an_agents_session(s: &Server) -> String {
         "edits": [{"oldText": "token.len() > 8", "newText": "true"}]});
     assert_eq!(tool(s, &sid, "edit_file", edit)["ok"], true);
     assert_eq!(tool(s, &sid, "delete_file", serde_json::json!({"path": "src/main.rs"}))["ok"], true);
+    let edit = serde_json::json!({"path": "src/lib.rs", "expectedSha256": sha(s, &sid, "src/lib.rs"),
+        "edits": [{"oldText": "C10: u32 = 10", "newText": "C10: u32 = 100"}]});
+    assert_eq!(tool(s, &sid, "edit_file", edit)["ok"], true);
     let table_sha = sha(s, &sid, "docs/table.txt");
     let rewritten: String = (0..3000).map(|i| format!("row {i} of the regenerated table\n")).collect();
     let write = serde_json::json!({"path": "docs/table.txt", "content": rewritten, "expectedSha256": table_sha});

@@ -49,6 +49,7 @@ def log_in(page, token):
     page.goto(BASE + "/ui/")
     page.fill("input[type=password]#token", token)
     page.click("button[type=submit]")
+    page.wait_for_load_state()
 
 
 # What the other site's forms carry: the real form token once the script has read it, as a
@@ -84,6 +85,7 @@ def posted_from(page, url, path):
     page.goto(url)
     with page.expect_response(lambda r: r.url.endswith(path)) as answer:
         page.click("button")
+        page.wait_for_load_state()
     return answer.value
 
 
@@ -133,6 +135,7 @@ def main():
         check(page.locator("select#status option[selected]").inner_text() == "Ended", "the filter shown as chosen")
         page.goto(BASE + "/ui/sessions?status=running&workspace=app")
         page.click(f"a[href='/ui/sessions/{SID}']")
+        page.wait_for_load_state()
         check(page.url == f"{BASE}/ui/sessions/{SID}", f"the session's page, at {page.url}")
         timing = page.goto(page.url).headers.get("server-timing", "")
         check(timing.startswith("total;dur="), f"the server's time is given: {timing!r}")
@@ -153,12 +156,34 @@ def main():
         check(first.locator("td.n").first.get_attribute("data-n") == "1", "line numbers are given")
         check(not any(ch.isdigit() for ch in first.locator("td.n").first.inner_text()), "and not copied")
         check("edit_file" in auth.locator("details.who").inner_text(), "who changed it, shown")
+        # Three lines of context, and every line on demand.
+        lib = page.locator("section.card", has=page.locator("h2.path", has_text="src/lib.rs"))
+        check(lib.locator("tr.ctx").count() == 6, f"3 lines of context each side: {lib.locator('tr.ctx').count()}")
+        lib.locator("p.expand a").click()
+        page.wait_for_load_state()
+        check("expand=src%2Flib.rs" in page.url, f"the expanded file in the URL: {page.url}")
+        lib = page.locator("section.card", has=page.locator("h2.path", has_text="src/lib.rs"))
+        check(lib.locator("tr.ctx").count() == 19, "every other line of the file once expanded")
+        check(lib.locator("p.expand").count() == 0, "and nothing more to expand")
+        page.goto(BASE + f"/ui/sessions/{SID}")
+        # Side by side: the line before on the left, after on the right, words marked.
+        page.click("p.views a")
+        page.wait_for_load_state()
+        check("view=split" in page.url, f"side by side, in the URL: {page.url}")
+        auth = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
+        changed = auth.locator("table.split tr", has=page.locator("td.del"))
+        check(changed.count() == 1, f"one changed pair: {changed.all_inner_texts()}")
+        check(changed.locator("td.del mark").inner_text() == "token.len() > 8", "the old words on the left")
+        check(changed.locator("td.add mark").inner_text() == "true", "the new word on the right")
+        page.goto(BASE + f"/ui/sessions/{SID}")
+        auth = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
         # A 3,000-line rewrite: collapsed, and opens.
         table = page.locator("section.card", has=page.locator("h2.path", has_text="docs/table.txt"))
         details = table.locator("details").first
         check(details.get_attribute("open") is None, "a large diff starts collapsed")
         check("Large diff" in details.locator("summary").inner_text(), "and says so")
         details.locator("summary").click()
+        page.wait_for_load_state()
         check(details.get_attribute("open") is not None, "and opens")
         check(table.locator("tr.add").count() == 3000, "every added line is there once open")
         # Binary content: sizes and hashes instead of a diff.
@@ -181,6 +206,7 @@ def main():
         STOLEN["formToken"] = form.locator("input[name=formToken]").get_attribute("value")
         STOLEN["id"] = form.locator("input[name=id]").get_attribute("value")
         form.locator("button").click()
+        page.wait_for_load_state()
         results = page.locator("section.results").inner_text()
         check("Restored" in results and "src/main.rs" in results, f"the outcome is shown: {results}")
         # Sent again (a reload, an old tab): refused, nothing changed.
@@ -207,20 +233,24 @@ def main():
         for box in page.locator("input[type=checkbox][name=id]").all():
             box.check()
         page.click("form.bulk button[type=submit]")
+        page.wait_for_load_state()
         outcomes = page.locator("section.results li")
         check(outcomes.count() == 2 and all("Restored" in t for t in outcomes.all_inner_texts()), f"{outcomes.all_inner_texts()}")
         # The old config meets the new one: refused by default, nothing changed.
         page.locator("tr", has=page.locator("code", has_text="config.toml")).locator("input[type=checkbox]").check()
         page.click("form.bulk button[type=submit]")
+        page.wait_for_load_state()
         refusal = page.locator("section.results li").inner_text()
         check("Not restored" in refusal and "already exists" in refusal, f"refused: {refusal}")
         # Its preview: the old content, and the file there now with the hash an overwrite names.
         page.locator("section.results a").click()
+        page.wait_for_load_state()
         check("port = 3000" in page.locator("pre.preview").inner_text(), "the preview shows what comes back")
         now = hashlib.sha256(b"port = 4000\n").hexdigest()
         check(page.locator("code.current").inner_text() == now, "the file there now, by hash")
         page.check("input[name=onConflict][value=overwrite]")
         page.click("form.restore-one button[type=submit]")
+        page.wait_for_load_state()
         check("Restored" in page.locator("section.results").inner_text(), "overwritten, after seeing it")
 
         # The audit timeline: newest first, filters in the URL, a badge of what proves each
@@ -237,6 +267,7 @@ def main():
         check(refused.count() == 1 and "write_file" in refused.inner_text(), f"filtered: {refused.all_inner_texts()}")
         check(page.locator("input#outcome").get_attribute("value") == "stale_file", "the filter shown")
         refused.locator("a.permalink").click()
+        page.wait_for_load_state()
         check("/ui/audit/" in page.url and "stale_file" in page.locator("pre.record").inner_text(), "a record's own page")
         page.goto(BASE + "/ui/audit?follow=1")
         check(page.locator("meta[http-equiv=refresh]").count() == 1, "following reloads the page")
@@ -268,6 +299,7 @@ def main():
         # Logging out ends it, on the server too: the old cookie, sent again, no longer opens a page.
         old_cookie = ctx.cookies()[0]
         page.click("header.top button[type=submit]")
+        page.wait_for_load_state()
         check(page.url == BASE + "/ui/", f"logged out, at {page.url}")
         page.goto(BASE + "/ui/sessions")
         check(page.url == BASE + "/ui/", "a page after logging out asks to log in")

@@ -33,6 +33,67 @@ fn hunk_starts(header: &str) -> Option<(u64, u64)> {
     Some((old, new))
 }
 
+/// One side of a side-by-side row: its kind (`ctx`, `add`, `del`), number and text.
+pub struct Half {
+    pub kind: &'static str,
+    pub n: String,
+    pub segments: Vec<Segment>,
+}
+
+/// A row of the side-by-side view: a hunk's header across, or the line before on the left and
+/// the line after on the right (either may be missing).
+pub struct SplitRow {
+    pub hunk: Option<String>,
+    pub left: Option<Half>,
+    pub right: Option<Half>,
+}
+
+/// `rows` side by side: context on both sides, and each run of removed lines beside the run of
+/// added lines after it, pair by pair.
+pub fn split(rows: Vec<Row>) -> Vec<SplitRow> {
+    let mut out = Vec::new();
+    let (mut dels, mut adds): (Vec<Half>, Vec<Half>) = (Vec::new(), Vec::new());
+    let flush = |out: &mut Vec<SplitRow>, dels: &mut Vec<Half>, adds: &mut Vec<Half>| {
+        let (mut d, mut a) = (std::mem::take(dels).into_iter(), std::mem::take(adds).into_iter());
+        loop {
+            let (left, right) = (d.next(), a.next());
+            if left.is_none() && right.is_none() {
+                break;
+            }
+            out.push(SplitRow { hunk: None, left, right });
+        }
+    };
+    for r in rows {
+        match r.kind {
+            "del" => {
+                if !adds.is_empty() {
+                    flush(&mut out, &mut dels, &mut adds);
+                }
+                dels.push(Half { kind: "del", n: r.old_n, segments: r.segments });
+            }
+            "add" => adds.push(Half { kind: "add", n: r.new_n, segments: r.segments }),
+            _ => {
+                flush(&mut out, &mut dels, &mut adds);
+                match r.kind {
+                    "hunk" => out.push(SplitRow { hunk: Some(r.text), left: None, right: None }),
+                    "note" => {
+                        let note = Half { kind: "note", n: String::new(), segments: r.segments };
+                        out.push(SplitRow { hunk: None, left: None, right: Some(note) });
+                    }
+                    _ => {
+                        let text: String = r.segments.iter().map(|s| s.text.as_str()).collect();
+                        let left = Half { kind: "ctx", n: r.old_n, segments: plain(&text) };
+                        let right = Half { kind: "ctx", n: r.new_n, segments: plain(&text) };
+                        out.push(SplitRow { hunk: None, left: Some(left), right: Some(right) });
+                    }
+                }
+            }
+        }
+    }
+    flush(&mut out, &mut dels, &mut adds);
+    out
+}
+
 /// The rows of `patch` (its file headers left out: the card names the file).
 pub fn rows(patch: &str) -> Vec<Row> {
     let mut out = Vec::new();
@@ -190,6 +251,27 @@ mod tests {
         assert_eq!(shown(&rows[1]), "same[\u{240d}]", "a lost carriage return is seen");
         assert_eq!(shown(&rows[2]), "x y", "equal lines mark nothing");
         assert_eq!((rows[5].old_n.as_str(), rows[5].new_n.as_str()), ("", ""));
+    }
+
+    #[test]
+    fn side_by_side_pairs_removed_lines_with_the_added_ones_after_them() {
+        let rows = rows("@@ -1,4 +1,4 @@\n a\n-b\n-c\n+B\n d\n+e\n");
+        let split = split(rows);
+        let shown: Vec<(String, String)> = split
+            .iter()
+            .map(|r| {
+                let side =
+                    |h: &Option<Half>| h.as_ref().map(|h| format!("{}{}", h.n, shown_half(h))).unwrap_or_default();
+                (r.hunk.clone().unwrap_or_else(|| side(&r.left)), side(&r.right))
+            })
+            .collect();
+        let want = [("@@ -1,4 +1,4 @@", ""), ("1a", "1a"), ("2b", "2B"), ("3c", ""), ("4d", "3d"), ("", "4e")];
+        let want: Vec<(String, String)> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(shown, want);
+    }
+
+    fn shown_half(h: &Half) -> String {
+        h.segments.iter().map(|s| if s.mark { format!("[{}]", s.text) } else { s.text.clone() }).collect()
     }
 
     #[test]

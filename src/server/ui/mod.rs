@@ -252,12 +252,19 @@ async fn sessions(
     page(&st, &headers, move |_, repo, token| pages::sessions(repo, &q?, token)).await
 }
 
-/// `GET /ui/sessions/{id}`: one session's changes.
-async fn session(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+/// `GET /ui/sessions/{id}?view=split&expand=PATH`: one session's changes.
+async fn session(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: Result<Query<pages::View>, QueryRejection>,
+) -> Response {
+    let view = filters(query);
     page(&st, &headers, move |_, repo, token| {
+        let view = view?;
         let s = repo.session(&SessionId::parse(&id)?)?;
-        let changes = pages::changes_of(repo, &s)?;
-        Ok(pages::session(repo, &s, changes, token))
+        let changes = pages::changes_of(repo, &s, view.expand.as_deref())?;
+        Ok(pages::session(repo, &s, changes, token, &view))
     })
     .await
 }
@@ -292,7 +299,7 @@ async fn restore(
             let s = repo.session(&id)?;
             // Only what this session deleted, and only once: a page reloaded or a form sent
             // again must not bring back an older version over a newer deletion.
-            let deleted = pages::changes_of(repo, &s)?.trash;
+            let deleted = pages::changes_of(repo, &s, None)?.trash;
             match deleted.iter().find(|t| t.id == item) {
                 None => {
                     return Err(Error::not_found(format!(
@@ -313,7 +320,8 @@ async fn restore(
             }
             let form = trash::RestoreForm::refusing(vec![item]);
             let outcomes = trash::restore(repo, &st.opts.workspaces, &actor, &form)?;
-            let mut page = pages::session(repo, &s, pages::changes_of(repo, &s)?, token);
+            let changes = pages::changes_of(repo, &s, None)?;
+            let mut page = pages::session(repo, &s, changes, token, &pages::View::default());
             page.restored = Some(outcomes);
             Ok(page)
         })

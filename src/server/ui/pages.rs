@@ -4,7 +4,7 @@
 
 use askama::Template;
 
-use super::diff::{rows, Row};
+use super::diff::{rows, split, Row, SplitRow};
 use crate::base::error::Result;
 use crate::model::audit::{AuditQuery, Order};
 use crate::model::diff::{ChangedPath, EndpointKind, SessionChanges, Version};
@@ -158,7 +158,13 @@ pub struct FileCard {
     pub note: Option<String>,
     /// Where the bytes of a version not drawn can be downloaded: (its side, the link).
     pub downloads: Vec<(&'static str, String)>,
+    /// Whether the diff is drawn (as `rows`, or side by side as `split_rows`), and its rows.
+    pub drawn: bool,
+    pub lines: usize,
     pub rows: Vec<Row>,
+    pub split_rows: Vec<SplitRow>,
+    /// The link that draws this file's diff with every line of it, while it has a few.
+    pub expand_link: Option<String>,
     pub large: bool,
     pub records: Vec<RecordRow>,
     /// The newest trash item holding the path, not restored since: its id, and what it is
@@ -194,7 +200,41 @@ pub struct SessionPage {
     pub truncated: bool,
     pub files: Vec<FileCard>,
     pub restored: Option<Vec<super::trash::OutcomeView>>,
+    /// Side by side, or unified.
+    pub split: bool,
+    pub unified_link: String,
+    pub split_link: String,
 }
+
+/// How a session's page draws its diffs, as the URL says.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct View {
+    /// `split`: side by side; anything else, unified.
+    pub view: Option<String>,
+    /// A path whose diff is drawn with all its lines, not 3 of context.
+    pub expand: Option<String>,
+}
+
+impl View {
+    fn split(&self) -> bool {
+        self.view.as_deref() == Some("split")
+    }
+
+    /// The page's link with this view, `split` or not, and `expand`.
+    fn link(&self, id: &str, split: bool, expand: Option<&str>) -> String {
+        let mut query = Vec::new();
+        if split {
+            query.push("view=split".to_string());
+        }
+        if let Some(p) = expand {
+            query.push(format!("expand={}", super::audit::encode(p)));
+        }
+        format!("/ui/sessions/{id}{}{}", if query.is_empty() { "" } else { "?" }, query.join("&"))
+    }
+}
+
+/// Lines of context of an expanded diff: every line, for any file whose diff is drawn at all.
+const EXPANDED_CONTEXT: usize = 1_000_000;
 
 fn side(v: &Version) -> String {
     let sha = v.sha256.as_ref().map(|s| format!(", sha256 {s}")).unwrap_or_default();
@@ -215,7 +255,7 @@ fn status_name(c: &ChangedPath) -> &'static str {
 
 /// The card of change `i`, drawing its patch if it fits in what is left of the page's
 /// `budget` (taken from it).
-fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard {
+fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View, id: &str) -> FileCard {
     let e = &c.change;
     let patch = e.patch.as_deref().unwrap_or_default();
     let drawn = patch.len() <= DRAWN_MAX.min(*budget) && !e.binary;
@@ -234,6 +274,11 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard 
         (None, false) => Some("Not drawn: this page already holds as much diff as it draws".into()),
         _ => None,
     };
+    let (lines, large) = (rows.len(), rows.len() > COLLAPSED_OVER);
+    let expanded = view.expand.as_deref() == Some(e.path.as_str());
+    let expand_link = (drawn && !expanded && e.status != crate::model::diff::ChangeStatus::Added)
+        .then(|| format!("{}#file-{i}", view.link(id, view.split(), Some(&e.path))));
+    let (rows, split_rows) = if view.split() { (Vec::new(), split(rows)) } else { (rows, Vec::new()) };
     let downloads = if drawn {
         Vec::new()
     } else {
@@ -267,8 +312,12 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize) -> FileCard 
         new_side: e.new.as_ref().map(side),
         note,
         downloads,
-        large: rows.len() > COLLAPSED_OVER,
+        large,
+        drawn,
+        lines,
         rows,
+        split_rows,
+        expand_link,
         records: c
             .records
             .iter()
@@ -302,9 +351,10 @@ fn endpoint_label(e: &crate::model::diff::Endpoint) -> String {
 
 /// One session's page: its changes with their diffs, who made them, and a restore for what
 /// it deleted.
-pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: String) -> SessionPage {
+pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: String, view: &View) -> SessionPage {
     let mut budget = PAGE_PATCH_BUDGET;
-    let files = changes.entries.iter().enumerate().map(|(i, c)| card(repo, i, c, &mut budget)).collect();
+    let id = s.id.to_string();
+    let files = changes.entries.iter().enumerate().map(|(i, c)| card(repo, i, c, &mut budget, view, &id)).collect();
     SessionPage {
         form_token: Some(form_token.clone()),
         token: form_token,
@@ -324,10 +374,27 @@ pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: St
         truncated: changes.truncated,
         files,
         restored: None,
+        split: view.split(),
+        unified_link: view.link(&id, false, view.expand.as_deref()),
+        split_link: view.link(&id, true, view.expand.as_deref()),
     }
 }
 
-/// The changes of `s` for its page.
-pub fn changes_of(repo: &Repo, s: &Session) -> Result<SessionChanges> {
-    repo.session_changes(s, &options(s, true, CHANGES_MAX)?)
+/// The changes of `s` for its page, the one `expand` names with all its lines.
+pub fn changes_of(repo: &Repo, s: &Session, expand: Option<&str>) -> Result<SessionChanges> {
+    let mut changes = repo.session_changes(s, &options(s, true, CHANGES_MAX)?)?;
+    if let Some(path) = expand {
+        let opts = DiffOptions {
+            paths: vec![crate::base::path::from_text(path)?],
+            context: EXPANDED_CONTEXT,
+            ..options(s, true, CHANGES_MAX)?
+        };
+        let whole = repo.session_changes(s, &opts)?;
+        for found in whole.entries {
+            if let Some(slot) = changes.entries.iter_mut().find(|c| c.change.path == found.change.path) {
+                *slot = found;
+            }
+        }
+    }
+    Ok(changes)
 }
