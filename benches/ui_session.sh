@@ -3,7 +3,9 @@
 # 1 MB rewrite drawn in under 100 ms of server time): a release `trove serve`, a workspace of
 # FILES small text files, a session in which 50 files get a line changed and one 1 MB file is
 # rewritten, then ROUNDS loads of `/ui/sessions/{id}` and of `/ui/sessions`, each answer's
-# `Server-Timing` printed and their median.
+# `Server-Timing` printed and their median; then, with the browser test's Playwright and
+# Chromium installed, the time Chromium takes to load and draw the session's page (navigation
+# start to the load event, ROUNDS loads, the median).
 # Usage: benches/ui_session.sh [FILES] [ROUNDS] [WORKDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,3 +57,26 @@ for page in "sessions/$id" "sessions"; do
     printf '/ui/%s (%s bytes): %s\n' "${page/$id/{id\}}" "$size" "${ms[*]}"
     printf '  median %s ms\n' "$(printf '%s\n' "${ms[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 done
+py=target/playwright-1.56.0/bin/python
+if [ -x "$py" ] && [ -x /usr/bin/chromium ]; then
+    "$py" - "http://127.0.0.1:$port" "$token" "$id" "$rounds" <<'PY'
+import statistics, sys
+from playwright.sync_api import sync_playwright
+base, token, sid, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+with sync_playwright() as p:
+    b = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=args)
+    page = b.new_page()
+    page.goto(base + "/ui/")
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    ms = []
+    for _ in range(rounds):
+        page.goto(f"{base}/ui/sessions/{sid}", wait_until="load")
+        ms.append(page.evaluate("() => { const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime; }"))
+    print("browser, the session's page loaded and drawn (ms):", " ".join(f"{m:.0f}" for m in ms))
+    print(f"  median {statistics.median(ms):.0f} ms")
+    b.close()
+PY
+fi
