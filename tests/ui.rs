@@ -139,6 +139,12 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
     for (path, bytes) in [("notes/a.md", &b"# a\n"[..]), ("notes/b.md", b"# b\n"), ("config.toml", b"port = 3000\n")] {
         assert_eq!(std::fs::read(s.workspace("app").join(path)).expect(path), bytes, "{path}");
     }
+    // The history page put the first version of auth.rs back; the agent's edit is in the trash.
+    let auth = std::fs::read(s.workspace("app").join("src/auth.rs")).expect("auth.rs");
+    assert_eq!(auth, b"pub fn check(token: &str) -> bool {\n    token.len() > 8\n}\n");
+    let trash = s.get("/v1/trash?workspace=app&prefix=src/auth.rs").json();
+    assert_eq!(trash["items"][0]["reason"], "restore_version", "{trash}");
+    assert_eq!(trash["items"][0]["sha256"], sha256_hex(b"pub fn check(token: &str) -> bool {\n    true\n}\n"));
     let trash = s.get("/v1/trash?workspace=app&prefix=config.toml").json();
     let replaced = &trash["items"][0];
     assert_eq!(replaced["sha256"], sha256_hex(b"port = 4000\n"), "{trash}");

@@ -136,3 +136,74 @@ fn undo_move(wd: &WorkDir, rec: &AuditRecord, rel: &[u8], after: Option<&str>, s
     };
     Ok(vec![Draft::Move { from: to, to: rel.to_vec(), before }])
 }
+
+/// A version brought back over a file (see [`Repo::restore_version`]).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionRestored {
+    /// The path.
+    pub path: String,
+    /// The file's sha256 now: the version's.
+    pub sha256: Option<String>,
+    /// The trash item keeping the file the version replaced, if there was one.
+    pub trash_id: Option<TrashId>,
+    /// The audit record of the restore's last step.
+    pub audit_seq: Option<i64>,
+}
+
+impl Repo {
+    /// Puts stored content `content` (sha256 `sha256`, mode `mode` unless a file is there) back
+    /// at `rel` of session `s`'s tree, as `actor`: an earlier version of the file, chosen from
+    /// its history. The file there now must be the one `expected` names (the stale-file
+    /// protocol: refused with `stale_file`, nothing changed, if it is not), and goes to the
+    /// trash; with nothing there, `expected` must be absent. Journaled and audited as
+    /// `restore_version`; a refusal is audited too.
+    pub fn restore_version(
+        &self,
+        s: &Session,
+        rel: &[u8],
+        content: (crate::object::ObjectId, crate::object::Sha256, u32),
+        expected: Option<&str>,
+        actor: &str,
+    ) -> Result<VersionRestored> {
+        let result = self.restore_version_in(s, rel, content, expected, actor);
+        if let Err(e) = &result {
+            self.audit_refusal(&s.workspace, Some(&s.id), actor, "restore_version", Some(&path::display(rel)), e)?;
+        }
+        result
+    }
+
+    fn restore_version_in(
+        &self,
+        s: &Session,
+        rel: &[u8],
+        (id, sha256, mode): (crate::object::ObjectId, crate::object::Sha256, u32),
+        expected: Option<&str>,
+        actor: &str,
+    ) -> Result<VersionRestored> {
+        let l = self.lock_writable(s)?;
+        let scope = s.scope()?;
+        scope.check_write(rel)?;
+        let by = Author { workspace: &s.workspace, session: Some(&s.id), actor, scope: &scope };
+        let mut drafts = Vec::new();
+        let mode = match l.wd.current(rel)? {
+            Some(cur) => {
+                let mode = cur.mode;
+                check_expected(rel, Some(cur), expected)?;
+                drafts.push(draft_remove(&by, &l.wd, rel, expected, "restore_version")?);
+                mode
+            }
+            None if expected.is_some() => return Err(stale(rel, None, expected)),
+            None => mode,
+        };
+        let content = NewContent::Stored { id, sha256 };
+        drafts.push(Draft::Write { path: rel.to_vec(), content, mode, before: None });
+        let done = self.execute(&l.wd, by.ctx("restore_version", json!({"content": id.to_hex()})), drafts)?;
+        Ok(VersionRestored {
+            path: path::display(rel).into_owned(),
+            sha256: done.written.iter().rev().find(|(p, _)| p == rel).map(|(_, s)| s.clone()),
+            trash_id: done.trashed.first().map(|(_, id)| id.clone()),
+            audit_seq: done.audit_seqs.last().copied(),
+        })
+    }
+}

@@ -278,6 +278,30 @@ def main():
         with open(out, "wb") as f:
             f.write(bundle.body())
 
+        # A file's history, and an earlier version back over the agent's edit, after seeing both.
+        page.goto(BASE + f"/ui/sessions/{SID}")
+        page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs")).locator("a.history").click()
+        page.wait_for_load_state()
+        versions = page.locator("table.history tbody tr")
+        check(versions.count() == 1 and "added" in versions.inner_text(), f"its versions: {versions.all_inner_texts()}")
+        versions.locator("a").last.click()
+        page.wait_for_load_state()
+        check("token.len() > 8" in page.locator("pre.preview").inner_text(), "the version's text")
+        edited = hashlib.sha256(b"pub fn check(token: &str) -> bool {\n    true\n}\n").hexdigest()
+        check(page.locator("code.current").inner_text() == edited, "the file now, by hash")
+        page.click("form.restore-version button[type=submit]")
+        page.wait_for_load_state()
+        result = page.locator("section.results").inner_text()
+        check("Restored" in result and "trash" in result, f"the version is back: {result}")
+        # The same form again: the file is no longer the one it names, so nothing is written.
+        form = {"formToken": STOLEN["formToken"], "path": "src/auth.rs", "expectedSha256": edited}
+        versions = page.locator("table.history tbody tr")
+        check("the file now" in versions.inner_text(), "the restored version is the file now")
+        href = versions.locator("a").last.get_attribute("href")
+        form["content"] = href.split("content=")[1]
+        again = ctx.request.post(f"{BASE}/ui/sessions/{SID}/history/restore", form=form, headers={"Origin": BASE})
+        check(again.status == 200 and "Not restored" in again.text(), f"a stale restore changes nothing: {again.status}")
+
         # Nothing was asked of anywhere but the server.
         check(all(u.startswith(BASE) for u in asked), f"only the server was asked: {set(asked)}")
 

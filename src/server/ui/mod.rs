@@ -8,6 +8,7 @@
 
 mod audit;
 mod diff;
+mod history;
 mod logins;
 mod pages;
 mod trash;
@@ -52,6 +53,8 @@ pub(super) fn router() -> Router<Arc<AppState>> {
         .route("/ui/sessions", get(sessions))
         .route("/ui/sessions/{id}", get(session))
         .route("/ui/sessions/{id}/restore", post(restore))
+        .route("/ui/sessions/{id}/history", get(file_history))
+        .route("/ui/sessions/{id}/history/restore", post(restore_version))
         .route("/ui/content/{id}", get(content))
         .route("/ui/trash", get(trash_list))
         .route("/ui/trash/restore", post(trash_restore))
@@ -92,9 +95,21 @@ async fn style() -> Response {
     resp
 }
 
+/// What becomes a page: an askama template, or a choice of them.
+pub(super) trait Draw {
+    /// The page's HTML.
+    fn draw(&self) -> askama::Result<String>;
+}
+
+impl<T: askama::Template> Draw for T {
+    fn draw(&self) -> askama::Result<String> {
+        self.render()
+    }
+}
+
 /// A page drawn, or the error page if its template fails.
-fn html(status: StatusCode, page: &impl askama::Template) -> Response {
-    match page.render() {
+fn html(status: StatusCode, page: &dyn Draw) -> Response {
+    match page.draw() {
         Ok(body) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "a review page could not be drawn");
@@ -140,7 +155,7 @@ where
 /// and the login's form token; its page, or its error drawn as a page.
 async fn page<P, F>(st: &Arc<AppState>, headers: &HeaderMap, build: F) -> Response
 where
-    P: askama::Template + Send + 'static,
+    P: Draw + Send + 'static,
     F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
 {
     logged_in(st, headers, async |login: Login| drawn(st, &login, build).await).await
@@ -150,7 +165,7 @@ where
 /// login's form token, or its error drawn as a page.
 async fn drawn<P, F>(st: &Arc<AppState>, login: &Login, build: F) -> Response
 where
-    P: askama::Template + Send + 'static,
+    P: Draw + Send + 'static,
     F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
 {
     let token = login.form_token.clone();
@@ -454,6 +469,45 @@ async fn trash_restore(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             Ok(page)
         })
         .await
+    })
+    .await
+}
+
+/// `GET /ui/sessions/{id}/history?path=`: a file's versions across the workspace's snapshots;
+/// with `&content=`, one version beside the file now.
+async fn file_history(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: Result<Query<history::Which>, QueryRejection>,
+) -> Response {
+    let which = filters(query);
+    page(&st, &headers, move |_, repo, token| {
+        let (id, which) = (SessionId::parse(&id)?, which?);
+        // Two pages from one route: each is an askama page of its own type.
+        Ok(match which.content {
+            Some(_) => history::Shown::Version(history::version(repo, &id, &which, token)?),
+            None => history::Shown::History(history::history(repo, &id, &which, token)?),
+        })
+    })
+    .await
+}
+
+/// `POST /ui/sessions/{id}/history/restore`: a version back over the file the page showed.
+async fn restore_version(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<history::RestoreVersion>, FormRejection>,
+) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let Ok(Form(form)) = form else { return forbidden(Some(&login)) };
+        if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &form.form_token) {
+            return forbidden(Some(&login));
+        }
+        let actor = login.token.to_string();
+        drawn(&st, &login, move |_, repo, token| history::restore(repo, &SessionId::parse(&id)?, &form, &actor, token))
+            .await
     })
     .await
 }

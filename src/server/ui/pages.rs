@@ -76,7 +76,7 @@ pub struct SessionsQuery {
     pub workspace: Option<String>,
 }
 
-fn short(id: &str) -> String {
+pub(super) fn short(id: &str) -> String {
     id.chars().take(8).collect()
 }
 
@@ -165,6 +165,8 @@ pub struct FileCard {
     pub split_rows: Vec<SplitRow>,
     /// The link that draws this file's diff with every line of it, while it has a few.
     pub expand_link: Option<String>,
+    /// The link to the file's history (its versions across snapshots).
+    pub history_link: String,
     pub large: bool,
     pub records: Vec<RecordRow>,
     /// The newest trash item holding the path, not restored since: its id, and what it is
@@ -318,6 +320,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
         rows,
         split_rows,
         expand_link,
+        history_link: format!("/ui/sessions/{id}/history?path={}", super::audit::encode(&e.path)),
         records: c
             .records
             .iter()

@@ -213,31 +213,31 @@ pub fn outcomes(done: BulkRestore) -> Vec<OutcomeView> {
         .collect()
 }
 
+/// The first bytes of stored content `object` (`size` bytes in all) as text, and a note: how
+/// much it shows, or that it is not text.
+pub fn text_preview(repo: &Repo, object: crate::object::ObjectId, size: u64) -> Result<(Option<String>, String)> {
+    let mut head = Vec::new();
+    repo.open_object(object, None)?.take(PREVIEW_BYTES).read_to_end(&mut head).map_err(crate::base::error::from_io)?;
+    let cut = || format!("The first {} KiB of {size} bytes.", PREVIEW_BYTES / 1024);
+    Ok(match std::str::from_utf8(&head) {
+        Ok(text) if !head.contains(&0) => {
+            (Some(text.to_string()), if size > PREVIEW_BYTES { cut() } else { String::new() })
+        }
+        // Cut inside a character, or not text.
+        Err(e) if e.error_len().is_none() && !head.contains(&0) => {
+            (Some(String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned()), cut())
+        }
+        _ => (None, "Binary content: download it to look inside.".into()),
+    })
+}
+
 /// One item's page.
 pub fn item(repo: &Repo, workspaces: &Path, id: &TrashId, token: String) -> Result<ItemPage> {
     let item = repo.trash_item(id)?;
     let record = item.record();
     let (mut preview, mut preview_note, mut download) = (None, String::new(), None);
     if let Some(object) = item.object.filter(|_| item.kind == EntryKind::File) {
-        let mut head = Vec::new();
-        repo.open_object(object, None)?
-            .take(PREVIEW_BYTES)
-            .read_to_end(&mut head)
-            .map_err(crate::base::error::from_io)?;
-        match std::str::from_utf8(&head) {
-            Ok(text) if !head.contains(&0) => {
-                preview = Some(text.to_string());
-                if item.size > PREVIEW_BYTES {
-                    preview_note = format!("The first {} KiB of {} bytes.", PREVIEW_BYTES / 1024, item.size);
-                }
-            }
-            // Cut inside a character, or not text.
-            Err(e) if e.error_len().is_none() && !head.contains(&0) => {
-                preview = Some(String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned());
-                preview_note = format!("The first {} KiB of {} bytes.", PREVIEW_BYTES / 1024, item.size);
-            }
-            _ => preview_note = "Binary content: download it to look inside.".into(),
-        }
+        (preview, preview_note) = text_preview(repo, object, item.size)?;
         let name = record.path.rsplit('/').next().unwrap_or("file");
         download = Some(format!("/ui/content/{}?name={}", object.to_hex(), super::audit::encode(name)));
     }
