@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import threading
+import urllib.request
 
 from playwright.sync_api import sync_playwright
 
@@ -38,6 +39,36 @@ def shot(page, name):
     """With TROVE_SCREENSHOTS set, the page as the manual shows it (docs/src/images/)."""
     if SHOTS:
         page.screenshot(path=os.path.join(SHOTS, name + ".png"), full_page=False)
+
+
+# Every page the walk opened, for the accessibility check at its end.
+SEEN = []
+
+
+def accessible(browser, cookies):
+    """axe-core on every page seen, light and dark: no serious or critical WCAG 2 A/AA violation.
+    It runs as a script the page itself would refuse (its CSP allows none), so this context
+    bypasses the policy; the pages themselves are the same."""
+    axe = open(os.environ["AXE"]).read()
+    found = []
+    pages = [u for u in dict.fromkeys(SEEN) if u.startswith(BASE) and not u.endswith(("/restore", "/login", "/logout"))]
+    for scheme in ["light", "dark"]:
+        ctx = browser.new_context(bypass_csp=True, color_scheme=scheme)
+        ctx.add_cookies(cookies)
+        page = ctx.new_page()
+        for url in pages:
+            page.goto(url)
+            page.add_script_tag(content=axe)
+            result = page.evaluate(
+                "async () => await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}})"
+            )
+            for v in result["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    nodes = [n["target"] for n in v["nodes"][:3]]
+                    found.append(f"{scheme} {url}: {v['id']} ({v['impact']}): {v['help']} at {nodes}")
+        ctx.close()
+    check(not found, "accessibility:\n" + "\n".join(found))
+    check(len(pages) >= 8, f"every kind of page was checked: {pages}")
 
 
 def check(condition, what):
@@ -98,8 +129,11 @@ def main():
         browser = p.chromium.launch(executable_path=os.environ["CHROMIUM"], headless=True, args=ARGS)
         ctx = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 800})
         page = ctx.new_page()
-        asked = []
+        # Every page loaded, by URL (the big file's own page left out: thirty thousand rows).
+        page.on("load", lambda: SEEN.append(page.url) if "file=" not in page.url else None)
+        asked, console = [], []
         page.on("request", lambda r: asked.append(r.url))
+        page.on("console", lambda m: console.append(m.text))
 
         # Not logged in: a page sends the browser to the login form, under a strict policy.
         resp = page.goto(BASE + "/ui/sessions")
@@ -107,6 +141,7 @@ def main():
         check("default-src 'none'" in resp.headers["content-security-policy"], "a strict CSP")
         check(page.locator("input#token").get_attribute("type") == "password", "a password field")
 
+        shot(page, "login")
         # A wrong token: refused, said so, no cookie.
         log_in(page, "not-a-token")
         check("not a live operator token" in page.content(), "a wrong token is refused")
@@ -143,6 +178,21 @@ def main():
         auth_card = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
         auth_card.scroll_into_view_if_needed()
         shot(page, "session")
+        # The page says what `trove session changes --json` says: the same paths, each with the
+        # same status, and the same totals.
+        cli = json.loads(os.environ["CHANGES"])
+        want = sorted((e["path"], e["status"]) for e in cli["entries"])
+        cards = page.locator("section.card")
+        got = sorted(
+            (c.locator("h2.path").inner_text(), c.locator("header .badge").first.inner_text())
+            for c in cards.all()
+        )
+        check(len(want) >= 8 and got == want, f"the page's changes {got} are the command line's {want}")
+        summary = page.locator("p.summary").inner_text()
+        st = cli["stats"]
+        for n, what in [(st["changed"], "changed"), (st["added"], "added"), (st["deleted"], "deleted")]:
+            check(f"{n} {what}" in summary, f"{n} {what} in {summary!r}")
+        check(f"+{st['linesAdded']}" in summary and f"−{st['linesRemoved']}" in summary, f"lines: {summary!r}")
         # A tree of the changed files, each with its status spelled out, not only coloured.
         tree = page.locator("nav.tree").inner_text()
         for path in ["src/auth.rs", "src/main.rs", "docs/table.txt", "logo.bin"]:
@@ -177,15 +227,21 @@ def main():
         check(changed.locator("td.add mark").inner_text() == "true", "the new word on the right")
         page.goto(BASE + f"/ui/sessions/{SID}")
         auth = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
-        # A 3,000-line rewrite: collapsed, and opens.
+        # A 1 MB rewrite: too long to draw with the others; it opens on a page of its own,
+        # collapsed, and opens there whole.
         table = page.locator("section.card", has=page.locator("h2.path", has_text="docs/table.txt"))
-        details = table.locator("details").first
+        check("too long to draw with the others" in table.inner_text(), f"not drawn here: {table.inner_text()}")
+        table.locator("p.open-alone a").click()
+        page.wait_for_load_state()
+        check("file=docs%2Ftable.txt" in page.url, f"its own page: {page.url}")
+        check(page.locator("section.card").count() == 1, "with that file alone")
+        details = page.locator("section.card details").first
         check(details.get_attribute("open") is None, "a large diff starts collapsed")
         check("Large diff" in details.locator("summary").inner_text(), "and says so")
         details.locator("summary").click()
-        page.wait_for_load_state()
         check(details.get_attribute("open") is not None, "and opens")
-        check(table.locator("tr.add").count() == 3000, "every added line is there once open")
+        check(page.locator("section.card tr.add").count() == 30000, "every added line is there once open")
+        page.goto(BASE + f"/ui/sessions/{SID}")
         # Binary content: sizes and hashes instead of a diff.
         logo = page.locator("section.card", has=page.locator("h2.path", has_text="logo.bin"))
         check("Binary" in logo.inner_text() and "sha256" in logo.inner_text(), f"binary: {logo.inner_text()}")
@@ -242,10 +298,27 @@ def main():
         page.wait_for_load_state()
         refusal = page.locator("section.results li").inner_text()
         check("Not restored" in refusal and "already exists" in refusal, f"refused: {refusal}")
-        # Its preview: the old content, and the file there now with the hash an overwrite names.
-        page.locator("section.results a").click()
+        # Rename: the old readme beside the new one; merge: the deleted directory's files into
+        # the directory there now.
+        for prefix, choice, said in [("readme.txt", "rename", "readme (restored).txt"), ("assets", "merge", "assets")]:
+            page.goto(BASE + f"/ui/trash?prefix={prefix}")
+            page.wait_for_load_state()
+            boxes = page.locator("input[type=checkbox][name=id]")
+            check(boxes.count() == 1, f"one item under {prefix}")
+            boxes.first.check()
+            page.check(f"input[name=onConflict][value={choice}]")
+            page.click("form.bulk button[type=submit]")
+            page.wait_for_load_state()
+            done = page.locator("section.results li").inner_text()
+            check("Restored" in done and said in done, f"{choice}: {done}")
+        # The old config's preview: its content, and the file there now with the hash an
+        # overwrite names.
+        page.goto(BASE + "/ui/trash?prefix=config.toml")
+        page.wait_for_load_state()
+        page.locator("table.trash a", has_text="preview").first.click()
         page.wait_for_load_state()
         check("port = 3000" in page.locator("pre.preview").inner_text(), "the preview shows what comes back")
+        shot(page, "trash-item")
         now = hashlib.sha256(b"port = 4000\n").hexdigest()
         check(page.locator("code.current").inner_text() == now, "the file there now, by hash")
         page.check("input[name=onConflict][value=overwrite]")
@@ -269,8 +342,21 @@ def main():
         refused.locator("a.permalink").click()
         page.wait_for_load_state()
         check("/ui/audit/" in page.url and "stale_file" in page.locator("pre.record").inner_text(), "a record's own page")
-        page.goto(BASE + "/ui/audit?follow=1")
-        check(page.locator("meta[http-equiv=refresh]").count() == 1, "following reloads the page")
+        shot(page, "audit-record")
+        # Following: with scripts on, a new record appears without a reload.
+        live = browser.new_context()
+        live.add_cookies(ctx.cookies())
+        tail = live.new_page()
+        tail.goto(BASE + "/ui/audit?follow=1")
+        newest = int(tail.locator("ol.timeline li").first.get_attribute("id").split("-")[1])
+        made = urllib.request.Request(
+            BASE + "/v1/sessions", data=b'{"workspace": "elsewhere"}', headers={"Authorization": "Bearer " + TOKEN}
+        )
+        urllib.request.urlopen(made).read()
+        tail.locator(f"#seq-{newest + 1}").wait_for(timeout=15000)
+        check("session_create" in tail.locator(f"#seq-{newest + 1}").inner_text(), "the new record, in place")
+        check(tail.evaluate("() => performance.getEntriesByType('navigation').length") == 1, "without a reload")
+        live.close()
         bundle = ctx.request.get(BASE + "/ui/audit/bundle")
         check(bundle.status == 200 and len(bundle.body()) > 100, f"the bundle downloads: {bundle.status}")
         check(bundle.headers["content-security-policy"].startswith("default-src 'none'"), "under the same policy")
@@ -284,9 +370,11 @@ def main():
         page.wait_for_load_state()
         versions = page.locator("table.history tbody tr")
         check(versions.count() == 1 and "added" in versions.inner_text(), f"its versions: {versions.all_inner_texts()}")
+        shot(page, "history")
         versions.locator("a").last.click()
         page.wait_for_load_state()
         check("token.len() > 8" in page.locator("pre.preview").inner_text(), "the version's text")
+        shot(page, "version")
         edited = hashlib.sha256(b"pub fn check(token: &str) -> bool {\n    true\n}\n").hexdigest()
         check(page.locator("code.current").inner_text() == edited, "the file now, by hash")
         page.click("form.restore-version button[type=submit]")
@@ -304,6 +392,8 @@ def main():
 
         # Nothing was asked of anywhere but the server.
         check(all(u.startswith(BASE) for u in asked), f"only the server was asked: {set(asked)}")
+        check(not any(TOKEN in u for u in asked), "the token is never in a URL")
+        check(not [m for m in console if "Content Security Policy" in m], f"no CSP violation: {console}")
 
         # From this server's own origin but without the login's form token: 403.
         forged = ctx.request.post(
@@ -319,6 +409,9 @@ def main():
         check(len(ctx.cookies()) == 1, "the cross-site login set no cookie")
         page.goto(BASE + "/ui/sessions")
         check(page.url.startswith(BASE + "/ui/sessions"), "the cross-site logout ended nothing")
+
+        # Every page, light and dark, as assistive technology reads it.
+        accessible(browser, ctx.cookies())
 
         # Logging out ends it, on the server too: the old cookie, sent again, no longer opens a page.
         old_cookie = ctx.cookies()[0]

@@ -1,7 +1,8 @@
 //! The review pages under `/ui/`: what an agent changed, what it deleted and who did it, in a
 //! browser. Rendered on the server from askama templates (`templates/ui/`), with the one
-//! stylesheet embedded in the binary and no script: every view is a page and every action a
-//! form, and nothing is fetched from anywhere else (the Content-Security-Policy says so).
+//! stylesheet (light and dark) and the one small script (the audit timeline's live tail)
+//! embedded in the binary: every view is a page and every action a form that work with scripts
+//! off, and nothing is fetched from anywhere else (the Content-Security-Policy says so).
 //!
 //! A browser logs in with an operator token typed into a password field and is given a cookie
 //! that stands for the token's id (`logins.rs`); the pages act in that token's name.
@@ -39,9 +40,10 @@ use super::state::AppState;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::id::{SessionId, TrashId};
 
-/// What a page may load: its own stylesheet, and nothing else; forms post to the server only.
-const CSP: &str =
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// What a page may load: its own stylesheet and script (the audit timeline's live tail), from
+/// the server, and nothing else; forms post to the server only; a script may ask the server
+/// alone.
+const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The routes of the pages.
 pub(super) fn router() -> Router<Arc<AppState>> {
@@ -63,6 +65,7 @@ pub(super) fn router() -> Router<Arc<AppState>> {
         .route("/ui/audit/bundle", get(audit_bundle))
         .route("/ui/audit/{seq}", get(audit_record))
         .route("/ui/assets/style.css", get(style))
+        .route("/ui/assets/follow.js", get(follow_script))
         .layer(axum::middleware::from_fn(page_headers))
 }
 
@@ -105,6 +108,14 @@ impl<T: askama::Template> Draw for T {
     fn draw(&self) -> askama::Result<String> {
         self.render()
     }
+}
+
+async fn follow_script() -> Response {
+    let mut resp = include_str!("../../../assets/ui/follow.js").into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
+    resp
 }
 
 /// A page drawn, or the error page if its template fails.

@@ -19,6 +19,9 @@ pub const COLLAPSED_OVER: usize = 400;
 pub const DRAWN_MAX: usize = 256 * 1024;
 /// The most sessions one list shows, newest first.
 pub const LISTED_MAX: usize = 100;
+/// The longest patch a file's page of its own draws (`?file=PATH`): a rewrite of a file of
+/// several MB, opened on purpose, not drawn with the rest.
+pub const ALONE_MAX: usize = 32 * 1024 * 1024;
 /// The most changed paths one session's page lists.
 pub const CHANGES_MAX: usize = 2000;
 /// The most patch bytes one session's page draws in all; the cards past it give sizes and
@@ -165,6 +168,8 @@ pub struct FileCard {
     pub split_rows: Vec<SplitRow>,
     /// The link that draws this file's diff with every line of it, while it has a few.
     pub expand_link: Option<String>,
+    /// The link to a page of this file's diff alone, when it is too long to draw here.
+    pub alone_link: Option<String>,
     /// The link to the file's history (its versions across snapshots).
     pub history_link: String,
     pub large: bool,
@@ -204,6 +209,8 @@ pub struct SessionPage {
     pub restored: Option<Vec<super::trash::OutcomeView>>,
     /// Side by side, or unified.
     pub split: bool,
+    /// The one file this page shows, if it shows one.
+    pub alone: Option<String>,
     pub unified_link: String,
     pub split_link: String,
 }
@@ -215,6 +222,8 @@ pub struct View {
     pub view: Option<String>,
     /// A path whose diff is drawn with all its lines, not 3 of context.
     pub expand: Option<String>,
+    /// The one path the page shows (a diff too long to draw with the others).
+    pub file: Option<String>,
 }
 
 impl View {
@@ -230,6 +239,9 @@ impl View {
         }
         if let Some(p) = expand {
             query.push(format!("expand={}", super::audit::encode(p)));
+        }
+        if let Some(p) = &self.file {
+            query.push(format!("file={}", super::audit::encode(p)));
         }
         format!("/ui/sessions/{id}{}{}", if query.is_empty() { "" } else { "?" }, query.join("&"))
     }
@@ -260,7 +272,8 @@ fn status_name(c: &ChangedPath) -> &'static str {
 fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View, id: &str) -> FileCard {
     let e = &c.change;
     let patch = e.patch.as_deref().unwrap_or_default();
-    let drawn = patch.len() <= DRAWN_MAX.min(*budget) && !e.binary;
+    let drawn_max = if view.file.is_some() { ALONE_MAX } else { DRAWN_MAX };
+    let drawn = patch.len() <= drawn_max.min(*budget) && !e.binary;
     let rows = if drawn {
         *budget -= patch.len();
         rows(patch)
@@ -270,13 +283,18 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
     let note = match (&e.note, drawn) {
         (Some(n), _) => Some(n.clone()),
         (None, false) if e.binary => Some("Binary content: compared by hash".into()),
-        (None, false) if patch.len() > DRAWN_MAX => {
-            Some(format!("The diff is {} KiB, too long to draw here", patch.len() / 1024))
+        (None, false) if patch.len() > drawn_max => {
+            Some(format!("The diff is {} KiB, too long to draw with the others", patch.len() / 1024))
         }
         (None, false) => Some("Not drawn: this page already holds as much diff as it draws".into()),
         _ => None,
     };
     let (lines, large) = (rows.len(), rows.len() > COLLAPSED_OVER);
+    // A text diff too long for this page opens on a page of its own.
+    let alone_link = (!drawn && !e.binary && !patch.is_empty() && view.file.is_none()).then(|| {
+        let alone = View { file: Some(e.path.clone()), ..view.clone() };
+        alone.link(id, view.split(), None)
+    });
     let expanded = view.expand.as_deref() == Some(e.path.as_str());
     let expand_link = (drawn && !expanded && e.status != crate::model::diff::ChangeStatus::Added)
         .then(|| format!("{}#file-{i}", view.link(id, view.split(), Some(&e.path))));
@@ -320,6 +338,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
         rows,
         split_rows,
         expand_link,
+        alone_link,
         history_link: format!("/ui/sessions/{id}/history?path={}", super::audit::encode(&e.path)),
         records: c
             .records
@@ -355,9 +374,15 @@ fn endpoint_label(e: &crate::model::diff::Endpoint) -> String {
 /// One session's page: its changes with their diffs, who made them, and a restore for what
 /// it deleted.
 pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: String, view: &View) -> SessionPage {
-    let mut budget = PAGE_PATCH_BUDGET;
+    let mut budget = if view.file.is_some() { ALONE_MAX } else { PAGE_PATCH_BUDGET };
     let id = s.id.to_string();
-    let files = changes.entries.iter().enumerate().map(|(i, c)| card(repo, i, c, &mut budget, view, &id)).collect();
+    let files = changes
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| view.file.as_ref().is_none_or(|f| *f == c.change.path))
+        .map(|(i, c)| card(repo, i, c, &mut budget, view, &id))
+        .collect();
     SessionPage {
         form_token: Some(form_token.clone()),
         token: form_token,
@@ -378,6 +403,7 @@ pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: St
         files,
         restored: None,
         split: view.split(),
+        alone: view.file.clone(),
         unified_link: view.link(&id, false, view.expand.as_deref()),
         split_link: view.link(&id, true, view.expand.as_deref()),
     }
