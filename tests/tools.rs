@@ -818,3 +818,39 @@ fn restoring_elsewhere_needs_read_access_to_what_was_deleted() {
     assert_eq!(e.kind(), ErrorKind::PermissionDenied);
     assert!(!root.join("src/leak").exists() && !root.join("src/x").exists());
 }
+
+/// `Repo::restore_version` (the review pages' "restore this version"): an earlier version comes
+/// back only over the file the caller saw, which goes to the trash; anything else is refused
+/// with nothing changed.
+#[test]
+fn an_earlier_version_comes_back_only_over_the_file_it_was_shown() {
+    use trove::object::{ObjectId, Sha256};
+    let w = ws();
+    let first = b"# demo\n\nPORT = 3000\n";
+    // The session's start snapshot holds the first version; the agent then rewrites it.
+    let version = (ObjectId::of(first), Sha256::of(first), 0o644);
+    let sha = w.sha("README.md");
+    w.ok("write_file", json!({"path": "README.md", "content": "changed\n", "expectedSha256": sha}));
+    let now = w.sha("README.md");
+    let before = w.state();
+    let s = w.repo.session(&w.s.id).expect("session");
+    let refused = |rel: &[u8], expected: Option<&str>, kind: ErrorKind| {
+        let e = w.repo.restore_version(&s, rel, version, expected, "reviewer").expect_err("refused");
+        assert_eq!(e.kind(), kind, "{}: {e}", String::from_utf8_lossy(rel));
+        assert_eq!(w.state(), before, "nothing changed");
+    };
+    refused(b"README.md", Some(&sha), ErrorKind::StaleFile); // the file changed since it was shown
+    refused(b"README.md", None, ErrorKind::StaleFile); // a file is there, and none was named
+    refused(b"gone.txt", Some(&now), ErrorKind::StaleFile); // nothing there, yet a file was named
+    refused(b"../outside", None, ErrorKind::InvalidPath);
+    refused(b"src", Some(&now), ErrorKind::IsDirectory); // a directory is no file
+    let done = w.repo.restore_version(&s, b"./README.md", version, Some(&now), "reviewer").expect("restored");
+    assert_eq!(w.text("README.md"), String::from_utf8_lossy(first));
+    assert_eq!(done.path, "README.md");
+    let kept = w.repo.trash_item(done.trash_id.as_ref().expect("the replaced file's trash item")).expect("item");
+    assert_eq!(kept.reason, "restore_version");
+    assert_eq!(kept.sha256.map(|s| s.to_string()), Some(now));
+    // Nothing at the path: the version is written there.
+    w.repo.restore_version(&s, b"back.md", version, None, "reviewer").expect("restored anew");
+    assert_eq!(w.text("back.md"), String::from_utf8_lossy(first));
+}

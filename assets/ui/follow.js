@@ -1,6 +1,7 @@
 // The audit timeline's live tail, the pages' only script: every 5 s the same page is read
-// again and its list of records put in place of this one (no reload: what the reader selected
-// or scrolled to stays). Without scripts the page still works; it is simply not followed.
+// again and its list of records put in place of this one (no reload: the page keeps its
+// scroll; a record's opened details close again). Without scripts the page still works; it
+// is simply not followed.
 (function () {
   "use strict";
   var list = document.querySelector("ol.timeline");

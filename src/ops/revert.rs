@@ -183,8 +183,8 @@ impl Repo {
     ) -> Result<VersionRestored> {
         let l = self.lock_writable(s)?;
         let scope = s.scope()?;
-        scope.check_write(rel)?;
         let by = Author { workspace: &s.workspace, session: Some(&s.id), actor, scope: &scope };
+        let rel = &by.writable_bytes(rel)?[..];
         let mut drafts = Vec::new();
         let mode = match l.wd.current(rel)? {
             Some(cur) => {

@@ -55,7 +55,8 @@ pub struct AuditFilters {
     pub path: Option<String>,
     /// Records before this seq (the next page back).
     pub before: Option<i64>,
-    /// `1`: the page reloads itself every few seconds (a live tail, without a script).
+    /// `1`: the page follows the log (a live tail: `assets/ui/follow.js` reads it again every
+    /// few seconds and puts the new records in place).
     pub follow: Option<u8>,
 }
 

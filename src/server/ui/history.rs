@@ -8,7 +8,6 @@ use askama::Template;
 use super::trash::{text_preview, OutcomeView};
 use crate::base::error::{Error, Result};
 use crate::base::id::SessionId;
-use crate::fs::workdir::WorkDir;
 use crate::model::history::VersionOrigin;
 use crate::object::ObjectId;
 use crate::repo::Repo;
@@ -79,10 +78,7 @@ impl super::Draw for Shown {
 
 /// The sha256 of the file at `rel` of the session's tree now, read beneath its directory.
 fn current(s: &crate::model::session::Session, rel: &[u8]) -> Result<Option<String>> {
-    if !s.live_dir.is_dir() {
-        return Ok(None);
-    }
-    Ok(WorkDir::open(&s.live_dir)?.current(rel)?.map(|c| c.sha256.to_string()))
+    super::trash::file_now(&s.live_dir, rel)
 }
 
 fn versions(repo: &Repo, s: &crate::model::session::Session, rel: &[u8]) -> Result<Vec<VersionView>> {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use askama::Template;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::TrashId;
 use crate::fs::workdir::WorkDir;
 use crate::model::trash::{BulkRestore, OnConflict, RestoredFilter, TrashFilter, TrashRecord};
@@ -213,6 +213,22 @@ pub fn outcomes(done: BulkRestore) -> Vec<OutcomeView> {
         .collect()
 }
 
+/// The sha256 of the regular file at `rel` beneath `dir` now; None when there is none, or
+/// something else is there (a directory, a symlink, a path through one): what a page shows
+/// as "the file now", read without following a link out of `dir`.
+pub fn file_now(dir: &Path, rel: &[u8]) -> Result<Option<String>> {
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    match WorkDir::open(dir)?.current(rel) {
+        Ok(found) => Ok(found.map(|c| c.sha256.to_string())),
+        Err(e) if matches!(e.kind(), ErrorKind::IsDirectory | ErrorKind::InvalidArgument | ErrorKind::InvalidPath) => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The first bytes of stored content `object` (`size` bytes in all) as text, and a note: how
 /// much it shows, or that it is not text.
 pub fn text_preview(repo: &Repo, object: crate::object::ObjectId, size: u64) -> Result<(Option<String>, String)> {
@@ -242,11 +258,10 @@ pub fn item(repo: &Repo, workspaces: &Path, id: &TrashId, token: String) -> Resu
         download = Some(format!("/ui/content/{}?name={}", object.to_hex(), super::audit::encode(name)));
     }
     let members = item.entries.iter().map(|e| crate::base::path::display(&e.rel).into_owned()).collect();
-    // The file at the item's path now, read beneath the workspace's directory.
-    let current = match crate::ops::session::workspace_dir(workspaces, &item.workspace) {
-        Ok(dir) if dir.is_dir() => WorkDir::open(&dir)?.current(&item.path)?.map(|c| c.sha256.to_string()),
-        _ => None,
-    };
+    // The file at the item's path now, read beneath the workspace's directory (never made
+    // here: a page only reads).
+    crate::model::session::check_workspace_name(&item.workspace)?;
+    let current = file_now(&workspaces.join(&item.workspace), &item.path)?;
     Ok(ItemPage {
         form_token: Some(token.clone()),
         token,
