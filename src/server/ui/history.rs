@@ -67,7 +67,7 @@ pub enum Shown {
     Version(VersionPage),
 }
 
-impl super::Draw for Shown {
+impl super::draw::Draw for Shown {
     fn draw(&self) -> askama::Result<String> {
         match self {
             Shown::History(p) => askama::Template::render(p),

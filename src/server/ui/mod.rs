@@ -9,7 +9,9 @@
 
 mod audit;
 mod diff;
+mod draw;
 mod history;
+mod kept;
 mod logins;
 mod pages;
 mod trash;
@@ -24,16 +26,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 
-use logins::{Login, Logins};
-
-/// What the pages keep between requests.
-#[derive(Default)]
-pub struct UiState {
-    /// The browsers logged in.
-    logins: Logins,
-    /// The last verification of the audit log, reused for a few seconds.
-    verified: audit::Verified,
-}
+use draw::Draw;
+pub use kept::UiState;
+use logins::Login;
 
 use super::error::ApiError;
 use super::state::AppState;
@@ -96,18 +91,6 @@ async fn style() -> Response {
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
     resp
-}
-
-/// What becomes a page: an askama template, or a choice of them.
-pub(super) trait Draw {
-    /// The page's HTML.
-    fn draw(&self) -> askama::Result<String>;
-}
-
-impl<T: askama::Template> Draw for T {
-    fn draw(&self) -> askama::Result<String> {
-        self.render()
-    }
 }
 
 async fn follow_script() -> Response {
