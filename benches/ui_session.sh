@@ -5,7 +5,8 @@
 # rewritten, then ROUNDS loads of `/ui/sessions/{id}` and of `/ui/sessions`, each answer's
 # `Server-Timing` printed and their median; then, with the browser test's Playwright and
 # Chromium installed, the time Chromium takes to load and draw the session's page (navigation
-# start to the load event, ROUNDS loads, the median).
+# start to the load event, ROUNDS loads, the median), and the 1 MB diff's own page: its load,
+# and the time from a click that opens the collapsed diff to the next frame drawn.
 # Usage: benches/ui_session.sh [FILES] [ROUNDS] [WORKDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +50,7 @@ cookie=$(curl -s -i -X POST -d "token=$token" "http://127.0.0.1:$port/ui/login" 
 timing() { # URL -> the server's milliseconds
     curl -s -o /dev/null -D - -b "trove_ui=$cookie" "$1" | sed -n 's/^server-timing: total;dur=\([0-9.]*\).*/\1/p'
 }
-for page in "sessions/$id" "sessions"; do
+for page in "sessions/$id" "sessions/$id?file=big.txt" "sessions"; do
     url="http://127.0.0.1:$port/ui/$page"
     size=$(curl -s -b "trove_ui=$cookie" "$url" | wc -c)
     ms=()
@@ -77,6 +78,23 @@ with sync_playwright() as p:
         ms.append(page.evaluate("() => { const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime; }"))
     print("browser, the session's page loaded and drawn (ms):", " ".join(f"{m:.0f}" for m in ms))
     print(f"  median {statistics.median(ms):.0f} ms")
+    # The 1 MB rewrite's own page: loaded (its diff collapsed), then opened by a click, timed
+    # from the click to the first frame drawn after it (the layout of every row).
+    loads, opens = [], []
+    for _ in range(rounds):
+        page.goto(f"{base}/ui/sessions/{sid}?file=big.txt", wait_until="load")
+        loads.append(page.evaluate("() => { const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime; }"))
+        opens.append(page.evaluate("""() => new Promise(done => {
+            const d = document.querySelector('section.card details');
+            const t0 = performance.now();
+            d.querySelector('summary').click();
+            requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
+        })"""))
+        rows = page.locator("section.card tr.add").count()
+    print(f"browser, the 1 MB diff's page ({rows} added rows) loaded (ms):", " ".join(f"{m:.0f}" for m in loads))
+    print(f"  median {statistics.median(loads):.0f} ms")
+    print("browser, the 1 MB diff opened, click to the next frame (ms):", " ".join(f"{m:.0f}" for m in opens))
+    print(f"  median {statistics.median(opens):.0f} ms")
     b.close()
 PY
 fi

@@ -214,6 +214,9 @@ fn session_changes_name_the_records_and_the_trash_ids_of_each_path() {
     tool(&repo, &s.id, "delete_file", json!({"path": "doomed.txt"}));
     tool(&repo, &s.id, "create_file", json!({"path": "brief.txt", "content": "x\n"}));
     tool(&repo, &s.id, "delete_file", json!({"path": "brief.txt"}));
+    // trove's own temporaries of a change in flight are not the workspace's changes.
+    write(&w, ".trove-op_0123456789ab-0.tmp", b"half a write\n");
+    write(&w, "sub/.trove-op_0123456789ab-1.del", b"on its way out\n");
 
     let check = |c: &trove::SessionChanges| {
         let paths: Vec<(ChangeStatus, &str)> =
@@ -237,6 +240,8 @@ fn session_changes_name_the_records_and_the_trash_ids_of_each_path() {
     assert!(live.active);
     assert_eq!(live.to.kind, trove::EndpointKind::Live);
     check(&live);
+    fs::remove_file(w.join(".trove-op_0123456789ab-0.tmp")).expect("rm");
+    fs::remove_dir_all(w.join("sub")).expect("rm");
 
     // The restore the answer points at works.
     let id = live.entries[0].trash[0].id.clone();

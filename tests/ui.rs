@@ -32,28 +32,19 @@ fn chromium() -> PathBuf {
 const AXE: &str = "4.10.3";
 
 /// axe-core from the npm registry (the accessibility checker the script runs in every page),
-/// installed under `target/` if missing (under a temporary name, renamed into place).
+/// installed under `target/` if missing.
 fn axe() -> PathBuf {
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-    let dir = target.join(format!("axe-core-{AXE}"));
-    let script = dir.join("node_modules/axe-core/axe.min.js");
-    if script.exists() {
-        return script;
-    }
-    let tmp = target.join(format!("axe-core-{AXE}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).expect("axe dir");
-    let ok = Command::new("npm")
-        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&tmp)
-        .arg(format!("axe-core@{AXE}"))
-        .status()
-        .expect("npm install axe-core (Node.js and npm are needed)");
-    assert!(ok.success(), "npm install axe-core@{AXE} failed");
-    if std::fs::rename(&tmp, &dir).is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    script
+    let dir = install_once(&format!("axe-core-{AXE}"), |tmp| {
+        std::fs::create_dir_all(tmp).expect("axe dir");
+        let ok = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(tmp)
+            .arg(format!("axe-core@{AXE}"))
+            .status()
+            .expect("npm install axe-core (Node.js and npm are needed)");
+        assert!(ok.success(), "npm install axe-core@{AXE} failed");
+    });
+    dir.join("node_modules/axe-core/axe.min.js")
 }
 
 fn tool(s: &Server, sid: &str, name: &str, params: serde_json::Value) -> serde_json::Value {
@@ -64,6 +55,11 @@ fn tool(s: &Server, sid: &str, name: &str, params: serde_json::Value) -> serde_j
 fn sha(s: &Server, sid: &str, path: &str) -> String {
     let read = tool(s, sid, "read_file", serde_json::json!({"path": path}));
     read["data"]["sha256"].as_str().expect("sha256").to_string()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// The workspace before the session, and the agent's work in it; the session's id.
@@ -83,7 +79,14 @@ fn an_agents_session(s: &Server) -> String {
     http::write(&ws.join("assets/one.txt"), b"one\n");
     http::write(&ws.join("assets/two.txt"), b"two\n");
     http::write(&ws.join("readme.txt"), b"first readme\n");
+    http::write(&ws.join("src/util.rs"), b"pub fn helper() -> u32 {\n    42\n}\n");
+    http::write(&ws.join("deploy.sh"), b"#!/bin/sh\necho deploying\n");
+    set_mode(&ws.join("deploy.sh"), 0o644);
     let sid = s.session(r#"{"workspace": "app"}"#);
+    // A rename, and a script made executable: both in the card's header.
+    let moved = serde_json::json!({"from": "src/util.rs", "to": "src/helpers.rs"});
+    assert_eq!(tool(s, &sid, "move_file", moved)["ok"], true);
+    set_mode(&ws.join("deploy.sh"), 0o755);
     let auth_sha = sha(s, &sid, "src/auth.rs");
     let edit = serde_json::json!({"path": "src/auth.rs", "expectedSha256": auth_sha,
         "edits": [{"oldText": "token.len() > 8", "newText": "true"}]});
@@ -202,4 +205,203 @@ fn a_reviewer_logs_in_reads_the_diffs_restores_a_file_and_is_protected_from_othe
     let trash = s.get("/v1/trash?workspace=app&prefix=config.toml").json();
     let replaced = &trash["items"][0];
     assert_eq!(replaced["sha256"], sha256_hex(b"port = 4000\n"), "{trash}");
+}
+
+/// A record rewritten behind the log's back: the timeline marks it and every record after it
+/// "failed verification"; those before it under a checkpoint that still verifies stay covered,
+/// and those under the checkpoint the rewrite broke are unproven, not "after the last checkpoint".
+#[test]
+fn the_timeline_marks_a_rewritten_record_and_what_follows_as_failed() {
+    let s = http::start(Some(TOKEN), &[]);
+    s.workspace("app");
+    let checkpoint = |s: &Server| {
+        let o = trove(&s.repo, &["--json", "audit", "checkpoint"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let seqs = s.get("/v1/audit?limit=1").json();
+        seqs["records"][0]["seq"].as_i64().expect("the newest record")
+    };
+    for _ in 0..2 {
+        s.session(r#"{"workspace": "app"}"#);
+    }
+    let first = checkpoint(&s);
+    for _ in 0..4 {
+        s.session(r#"{"workspace": "app"}"#);
+    }
+    let second = checkpoint(&s);
+    let bad = first + 2;
+    assert!(bad < second, "records {first} and {second}");
+    // What someone with write access to the manifest can do: the triggers dropped, a column
+    // edited.
+    let c = rusqlite::Connection::open(s.repo.join("manifest.db")).expect("open the manifest");
+    c.execute_batch("DROP TRIGGER IF EXISTS audit_no_update; DROP TRIGGER IF EXISTS audit_append_only;")
+        .expect("drop triggers");
+    c.execute("UPDATE audit SET actor = 'mallory' WHERE seq = ?1", [bad]).expect("rewrite");
+    drop(c);
+
+    let cookie = logged_in(&s);
+    let page = http::request(s.addr, "GET", "/ui/audit", &[("Cookie", &cookie)], b"");
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    for seq in 1..=second {
+        // Each record's item carries its id and, in its badge, what proves it.
+        let at = html.find(&format!("id=\"seq-{seq}\"")).unwrap_or_else(|| panic!("record {seq} listed"));
+        let item = &html[at..html[at..].find("</li>").map_or(html.len(), |end| at + end)];
+        let want = match seq {
+            _ if seq >= bad => "proof-failed",
+            _ if seq > first => "proof-unproven",
+            _ => "proof-verified",
+        };
+        assert!(item.contains(want), "record {seq} (checkpoints {first}, {second}; rewritten {bad}): {want}: {item}");
+    }
+    assert!(html.contains("failed verification"), "the badge says it in words");
+}
+
+/// A login cookie for the server's operator token, as the login form gets it.
+fn logged_in(s: &Server) -> String {
+    let login = http::request(
+        s.addr,
+        "POST",
+        "/ui/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        format!("token={TOKEN}").as_bytes(),
+    );
+    assert_eq!(login.status, 303, "{}", login.text());
+    login.header("set-cookie").and_then(|c| c.split(';').next()).expect("a login cookie").to_string()
+}
+
+/// The timeline's pages: 100 records a page, and a link to older ones only when there are.
+#[test]
+fn the_timeline_links_to_older_records_only_when_there_are_some() {
+    let s = http::start(Some(TOKEN), &[]);
+    s.workspace("app");
+    let cookie = logged_in(&s);
+    let page = |target: &str| {
+        let r = http::request(s.addr, "GET", target, &[("Cookie", &cookie)], b"");
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        r.text()
+    };
+    for _ in 0..100 {
+        s.session(r#"{"workspace": "app"}"#);
+    }
+    let first = page("/ui/audit?operation=session_create");
+    assert_eq!(first.matches("<li id=\"seq-").count(), 100);
+    assert!(!first.contains("Older records"), "exactly a page: nothing older to open");
+    s.session(r#"{"workspace": "app"}"#);
+    let first = page("/ui/audit?operation=session_create");
+    assert_eq!(first.matches("<li id=\"seq-").count(), 100);
+    let at = first.find("Older records").expect("a link to the older record");
+    let href = first[..at].rsplit("href=\"").next().and_then(|h| h.split('"').next()).expect("the link");
+    let href = href.replace("&#38;", "&").replace("&amp;", "&");
+    assert!(href.contains("operation=session_create") && href.contains("before="), "{href}");
+    let older = page(&href);
+    assert_eq!(older.matches("<li id=\"seq-").count(), 1, "{href}");
+    assert!(!older.contains("Older records"));
+}
+
+/// The value of the first `name="NAME" value="..."` in a page.
+fn field<'a>(html: &'a str, name: &str) -> Option<&'a str> {
+    let at = html.find(&format!("name=\"{name}\" value=\""))? + name.len() + 15;
+    html[at..].split('"').next()
+}
+
+/// A reviewer at the pages for minutes (`TROVE_UI_SOAK_SECS`, 120 by default) while the agent
+/// keeps working: every page answers every time, every file the reviewer restores from a
+/// card comes back whole, the login lasts, the server's memory stays flat, and once the agent
+/// stops the page says what the command line says.
+#[test]
+fn a_reviewer_keeps_at_the_pages_while_the_agent_works() {
+    let secs: u64 = std::env::var("TROVE_UI_SOAK_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    let s = http::start(Some(TOKEN), &[]);
+    let ws = s.workspace("app");
+    for i in 0..400 {
+        http::write(&ws.join(format!("base/f{i:03}.txt")), format!("file {i}\n").repeat(20).as_bytes());
+    }
+    let sid = s.session(r#"{"workspace": "app"}"#);
+    let cookie = logged_in(&s);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let agent = {
+        let (stop, addr, ws, sid) = (stop.clone(), s.addr, ws.clone(), sid.clone());
+        std::thread::spawn(move || {
+            let auth = format!("Bearer {TOKEN}");
+            let tool = |name: &str, body: serde_json::Value| {
+                let target = format!("/v1/sessions/{sid}/tools/{name}");
+                let r = http::request(addr, "POST", &target, &[("Authorization", &auth)], body.to_string().as_bytes());
+                assert_eq!(r.json()["ok"], true, "{name} {body}: {}", r.text());
+            };
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 300 {
+                // Its tools for new files and deletions, its shell for edits.
+                tool(
+                    "create_file",
+                    serde_json::json!({"path": format!("gen/n{i:03}.txt"), "content": format!("new {i}\n")}),
+                );
+                tool("delete_file", serde_json::json!({"path": format!("base/f{i:03}.txt")}));
+                let edited = ws.join(format!("base/f{:03}.txt", 399 - i % 100));
+                let mut text = std::fs::read_to_string(&edited).expect("read");
+                text.push_str(&format!("edit {i}\n"));
+                http::write(&edited, text.as_bytes());
+                i += 1;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            i
+        })
+    };
+    let page = |target: &str| {
+        let r = http::request(s.addr, "GET", target, &[("Cookie", &cookie)], b"");
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        assert!(r.text().contains("Log out"), "{target}: still logged in");
+        r.text()
+    };
+    let started = std::time::Instant::now();
+    let (mut rounds, mut restored) = (0u64, Vec::new());
+    let mut rss = Vec::new();
+    while started.elapsed().as_secs() < secs {
+        page("/ui/sessions");
+        let html = page(&format!("/ui/sessions/{sid}"));
+        // A deleted file back from its card, as the reviewer's click sends it.
+        if let (Some(token), Some(item)) = (field(&html, "formToken"), field(&html, "id")) {
+            let body = format!("formToken={token}&id={item}");
+            let r = http::request(
+                s.addr,
+                "POST",
+                &format!("/ui/sessions/{sid}/restore"),
+                &[("Cookie", &cookie), ("Content-Type", "application/x-www-form-urlencoded")],
+                body.as_bytes(),
+            );
+            assert_eq!(r.status, 200, "restore {item}: {}", r.text());
+            let said = r.text();
+            let path = said
+                .split(&format!("Restored <code>{item}</code> "))
+                .nth(1)
+                .and_then(|p| p.split(':').next())
+                .map(str::to_string);
+            restored.push(path.unwrap_or_else(|| panic!("the outcome names the file: {said}")));
+        }
+        page("/ui/audit?follow=1");
+        page("/ui/trash?prefix=base");
+        page(&format!("/ui/sessions/{sid}/history?path=base%2Ff399.txt"));
+        rounds += 1;
+        rss.push(http::rss_kib(s.pid()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let steps = agent.join().expect("the agent");
+    assert!(rounds >= 10 && steps >= 10, "{rounds} rounds of pages, {steps} steps of the agent");
+    assert!(restored.len() >= 5, "restored {restored:?}");
+    for path in &restored {
+        let i: usize = path.trim_start_matches("base/f").trim_end_matches(".txt").parse().expect(path);
+        let back = std::fs::read_to_string(ws.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(back.starts_with(&format!("file {i}\n").repeat(20)), "{path} came back whole");
+    }
+    // Memory: what the first tenth of the rounds reached, give or take 64 MiB, at the end.
+    let early = rss[..rss.len() / 10 + 1].iter().copied().max().unwrap_or(0);
+    let last = rss.last().copied().unwrap_or(0);
+    assert!(last < early + 64 * 1024, "the server grew from {early} KiB to {last} KiB over {rounds} rounds");
+    // Quiet again: the page and the command line agree on what changed.
+    let agree = http::eventually(20, || {
+        let o = trove(&s.repo, &["--json", "session", "changes", &sid]);
+        let cli: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let html = page(&format!("/ui/sessions/{sid}"));
+        cli["entries"].as_array().is_some_and(|e| e.len() == html.matches("<section class=\"card\"").count())
+    });
+    assert!(agree, "the session's page and `trove session changes` agree once the agent stops");
 }

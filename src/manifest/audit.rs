@@ -473,6 +473,14 @@ pub fn checkpoints_after(conn: &Connection, size: u64) -> Result<Vec<Checkpointe
     rows.map(|r| r.map_err(db("reading checkpoints")).and_then(to_checkpoint)).collect()
 }
 
+/// How many of `session`'s records are refusals (any outcome but `ok`), by the session index.
+pub fn refusals(conn: &Connection, session: &crate::base::id::SessionId) -> Result<u64> {
+    conn.prepare_cached("SELECT count(*) FROM audit WHERE session = ?1 AND outcome != 'ok'")
+        .and_then(|mut st| st.query_row([session.to_string()], |r| r.get::<_, i64>(0)))
+        .map(|n| n.max(0) as u64)
+        .map_err(db("counting a session's refusals"))
+}
+
 /// How many records the log holds.
 pub fn size(conn: &Connection) -> Result<u64> {
     Ok(last(conn)?.map_or(0, |(s, _)| s.max(0) as u64))

@@ -41,30 +41,36 @@ pub fn cache_db(repo: &Path, base: &Path) -> PathBuf {
     base.join(config["id"].as_str().expect("id")).join("cache.db")
 }
 
-/// A virtualenv under `target/NAME` holding `requirement` from PyPI, installed if missing
-/// (under a temporary name, renamed into place, so concurrent test binaries never see half an
-/// install).
-pub fn python_venv(name: &str, requirement: &str) -> PathBuf {
+/// `target/NAME`, made by `install` if missing: into a temporary directory, renamed into place,
+/// so concurrent test binaries never see half an install.
+pub fn install_once(name: &str, install: impl FnOnce(&Path)) -> PathBuf {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-    let venv = target.join(name);
-    if venv.join("bin/python").exists() {
-        return venv;
+    let dir = target.join(name);
+    if dir.exists() {
+        return dir;
     }
     fs::create_dir_all(&target).expect("target dir");
     let tmp = target.join(format!("{name}.tmp-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
-    let ok = Command::new("python3").arg("-m").arg("venv").arg(&tmp).status().expect("python3 -m venv");
-    assert!(ok.success(), "python3 -m venv failed");
-    let ok = Command::new(tmp.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", requirement])
-        .status()
-        .expect("pip install");
-    assert!(ok.success(), "pip install {requirement} failed");
-    if fs::rename(&tmp, &venv).is_err() {
+    install(&tmp);
+    if fs::rename(&tmp, &dir).is_err() {
         // Another test binary installed it first.
         let _ = fs::remove_dir_all(&tmp);
     }
-    venv
+    dir
+}
+
+/// A virtualenv under `target/NAME` holding `requirement` from PyPI, installed if missing.
+pub fn python_venv(name: &str, requirement: &str) -> PathBuf {
+    install_once(name, |tmp| {
+        let ok = Command::new("python3").arg("-m").arg("venv").arg(tmp).status().expect("python3 -m venv");
+        assert!(ok.success(), "python3 -m venv failed");
+        let ok = Command::new(tmp.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", requirement])
+            .status()
+            .expect("pip install");
+        assert!(ok.success(), "pip install {requirement} failed");
+    })
 }
 
 pub fn stdout(o: &Output) -> String {

@@ -181,7 +181,9 @@ def main():
         # The page says what `trove session changes --json` says: the same paths, each with the
         # same status, and the same totals.
         cli = json.loads(os.environ["CHANGES"])
-        want = sorted((e["path"], e["status"]) for e in cli["entries"])
+        want = sorted(
+            ((e["oldPath"] + " → " if e.get("oldPath") else "") + e["path"], e["status"]) for e in cli["entries"]
+        )
         cards = page.locator("section.card")
         got = sorted(
             (c.locator("h2.path").inner_text(), c.locator("header .badge").first.inner_text())
@@ -199,6 +201,13 @@ def main():
             check(path in tree, f"{path} in the tree: {tree}")
         auth = page.locator("section.card", has=page.locator("h2.path", has_text="src/auth.rs"))
         check("modified" in auth.locator("header").inner_text(), "the status in words")
+        # A rename says where from, and a mode change says both modes.
+        moved = page.locator("section.card", has=page.locator("h2.path", has_text="src/helpers.rs"))
+        header = moved.locator("header").inner_text()
+        check("renamed" in header and "src/util.rs → src/helpers.rs" in header, f"the rename: {header}")
+        script = page.locator("section.card", has=page.locator("h2.path", has_text="deploy.sh"))
+        mode = script.locator("span.mode").inner_text()
+        check(mode.startswith("mode ") and "644 → " in mode and mode.endswith("755"), f"the mode change: {mode}")
         # The diff: the changed words marked, line numbers beside the code but not part of it.
         check(auth.locator("tr.add mark").inner_text() == "true", "the new word marked")
         check("8" in auth.locator("tr.del mark").inner_text(), "the old words marked")
@@ -241,6 +250,13 @@ def main():
         details.locator("summary").click()
         check(details.get_attribute("open") is not None, "and opens")
         check(page.locator("section.card tr.add").count() == 30000, "every added line is there once open")
+        shot(page, "file")
+        # A session that does not exist: a page that says so and what to do, not a bare status.
+        missing = page.goto(BASE + "/ui/sessions/no-such-session")
+        check(missing.status == 404, f"an unknown session is a 404: {missing.status}")
+        said = page.locator("main").inner_text()
+        check("no-such-session" in said, f"the error names the id: {said}")
+        shot(page, "error")
         page.goto(BASE + f"/ui/sessions/{SID}")
         # Binary content: sizes and hashes instead of a diff.
         logo = page.locator("section.card", has=page.locator("h2.path", has_text="logo.bin"))
@@ -349,6 +365,8 @@ def main():
         tail = live.new_page()
         tail.goto(BASE + "/ui/audit?follow=1")
         newest = int(tail.locator("ol.timeline li").first.get_attribute("id").split("-")[1])
+        # A record's details, opened by the reader, stay open when the list is swapped.
+        tail.locator(f"#seq-{newest} summary").click()
         made = urllib.request.Request(
             BASE + "/v1/sessions", data=b'{"workspace": "elsewhere"}', headers={"Authorization": "Bearer " + TOKEN}
         )
@@ -356,6 +374,7 @@ def main():
         tail.locator(f"#seq-{newest + 1}").wait_for(timeout=15000)
         check("session_create" in tail.locator(f"#seq-{newest + 1}").inner_text(), "the new record, in place")
         check(tail.evaluate("() => performance.getEntriesByType('navigation').length") == 1, "without a reload")
+        check(tail.locator(f"#seq-{newest} details").get_attribute("open") is not None, "opened details stay open")
         live.close()
         bundle = ctx.request.get(BASE + "/ui/audit/bundle")
         check(bundle.status == 200 and len(bundle.body()) > 100, f"the bundle downloads: {bundle.status}")

@@ -47,6 +47,11 @@ impl Repo {
         manifest::audit::operations(self.manifest.conn())
     }
 
+    /// How many operations of `session` were refused (audited with an outcome other than `ok`).
+    pub fn audit_refusals(&self, session: &SessionId) -> Result<u64> {
+        self.manifest.read(|| manifest::audit::refusals(self.manifest.conn(), session))
+    }
+
     /// How many records the log holds.
     pub fn audit_size(&self) -> Result<u64> {
         manifest::audit::size(self.manifest.conn())

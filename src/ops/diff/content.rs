@@ -46,6 +46,9 @@ enum Text {
     Utf8(String),
     Binary,
     TooLarge,
+    /// A live file gone (or replaced by a directory or a link) between the tree's reading and
+    /// its content's: it changed while the diff was made.
+    Gone,
 }
 
 fn load(repo: &Repo, side: Side<'_>, path: &[u8], e: Option<&Entry>) -> Result<Text> {
@@ -67,8 +70,16 @@ fn load(repo: &Repo, side: Side<'_>, path: &[u8], e: Option<&Entry>) -> Result<T
                         .map_err(|err| from_io(err).context(path::display(path)))?;
                 }
                 Side::Live(root) => {
-                    let f = walk::open_beneath(root, path).map_err(|err| live_error("open", path, err))?;
-                    f.take(MAX_TEXT_BYTES + 1).read_to_end(&mut out).map_err(|err| live_error("read", path, err))?;
+                    let f = match walk::open_beneath(root, path) {
+                        Ok(f) => f,
+                        Err(err) if gone(&err) => return Ok(Text::Gone),
+                        Err(err) => return Err(live_error("open", path, err)),
+                    };
+                    match f.take(MAX_TEXT_BYTES + 1).read_to_end(&mut out) {
+                        Ok(_) => {}
+                        Err(err) if gone(&err) => return Ok(Text::Gone),
+                        Err(err) => return Err(live_error("read", path, err)),
+                    }
                 }
             }
             if out.len() as u64 > MAX_TEXT_BYTES {
@@ -81,6 +92,13 @@ fn load(repo: &Repo, side: Side<'_>, path: &[u8], e: Option<&Entry>) -> Result<T
         return Ok(Text::Binary);
     }
     Ok(String::from_utf8(bytes).map(Text::Utf8).unwrap_or(Text::Binary))
+}
+
+/// Whether opening a live file failed because it is no longer a file there: removed, its
+/// directory removed, or a directory or a symlink in its place (never followed).
+fn gone(err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::NotFound
+        || matches!(err.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP | libc::EISDIR))
 }
 
 fn live_error(verb: &str, path: &[u8], err: std::io::Error) -> Error {
@@ -157,6 +175,11 @@ pub(crate) fn compare(
     let b = load(repo, sides.1, &d.raw_path, new)?;
     let mut out = patch.then(|| header(d, old, new));
     let (a, b) = match (a, b) {
+        (Text::Gone, _) | (_, Text::Gone) => {
+            d.note = Some("changed while the diff was being read: read it again".into());
+            d.patch = out;
+            return Ok(());
+        }
         (Text::TooLarge, _) | (_, Text::TooLarge) => {
             d.note = Some(format!("larger than {} MiB: not compared line by line", MAX_TEXT_BYTES >> 20));
             d.patch = out;

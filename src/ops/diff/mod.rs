@@ -229,6 +229,11 @@ impl Repo {
             changes.push((p, o, n));
             Ok(())
         })?;
+        if old_live.is_some() || new_live.is_some() {
+            // A live tree may hold trove's own temporaries of a change in flight (a tool's
+            // write before its rename): not the workspace's, and gone a moment later.
+            changes.retain(|(p, ..)| !p.split(|b| *b == b'/').any(crate::ops::notices::is_temporary));
+        }
         changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
         let sides = (side_of(&old_live), side_of(&new_live));

@@ -1,6 +1,7 @@
 //! The audit timeline of the review pages: the records newest first under filters the URL
 //! keeps, each with a permalink, its details, and a badge saying what proves it: a signed
-//! checkpoint that verification reached, nothing yet (after the last checkpoint), or a failed
+//! checkpoint that verification reached, a signed checkpoint that does not verify (a later
+//! record it covers was rewritten), nothing yet (after the last checkpoint), or a failed
 //! verification.
 
 use std::sync::Mutex;
@@ -12,6 +13,8 @@ use crate::base::error::Result;
 use crate::base::id::SessionId;
 use crate::model::audit::{AuditQuery, FullRecord, Order, VerifyReport};
 use crate::repo::Repo;
+
+use super::url::{some, with_query};
 
 /// How many records one page shows.
 pub const PAGE: usize = 100;
@@ -71,7 +74,7 @@ pub struct RecordView {
     pub workspace: String,
     pub session: Option<String>,
     pub path: String,
-    /// The badge: `verified`, `unsigned` or `failed`, and its words.
+    /// The badge: `verified`, `unproven`, `unsigned` or `failed`, and its words.
     pub proof: &'static str,
     pub proof_text: String,
     /// The record as JSON, pretty.
@@ -100,22 +103,19 @@ pub struct RecordPage {
     pub r: RecordView,
 }
 
-fn some(s: &Option<String>) -> Option<String> {
-    s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
-}
-
 /// The badge of record `seq` under `report`.
 fn proof(seq: i64, report: &VerifyReport, sizes: &[u64]) -> (&'static str, String) {
     if report.first_bad_seq.is_some_and(|bad| seq >= bad) {
         return ("failed", "failed verification".into());
     }
     let s = seq.max(0) as u64;
-    if s <= report.verified_to {
-        if let Some(size) = sizes.iter().find(|size| **size >= s) {
-            return ("verified", format!("covered by checkpoint {size} (verified)"));
-        }
+    match sizes.iter().find(|size| **size >= s) {
+        Some(size) if s <= report.verified_to => ("verified", format!("covered by checkpoint {size} (verified)")),
+        // Signed, but the checkpoint does not verify (a record it covers, later, was rewritten):
+        // this record may be intact, yet nothing proves it.
+        Some(size) => ("unproven", format!("checkpoint {size} does not verify")),
+        None => ("unsigned", "after the last checkpoint".into()),
     }
-    ("unsigned", "after the last checkpoint".into())
 }
 
 fn view(full: &FullRecord, report: &VerifyReport, sizes: &[u64]) -> RecordView {
@@ -137,8 +137,9 @@ fn view(full: &FullRecord, report: &VerifyReport, sizes: &[u64]) -> RecordView {
     }
 }
 
-/// The query string of `f` (without `before`, with `follow` as given).
-fn query_of(f: &AuditFilters, follow: bool) -> String {
+/// The timeline's link under `f` (without `before`, with `follow` as given), and `before` if
+/// given.
+fn link_of(f: &AuditFilters, follow: bool, before: Option<i64>) -> String {
     let mut pairs: Vec<(&str, String)> = Vec::new();
     for (name, value) in [
         ("session", &f.session),
@@ -155,17 +156,10 @@ fn query_of(f: &AuditFilters, follow: bool) -> String {
     if follow {
         pairs.push(("follow", "1".into()));
     }
-    pairs.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect::<Vec<_>>().join("&")
-}
-
-/// `v` as a URL query value.
-pub(super) fn encode(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    if let Some(seq) = before {
+        pairs.push(("before", seq.to_string()));
+    }
+    with_query("/ui/audit", pairs.iter().map(|(k, v)| (*k, v.as_str())))
 }
 
 /// The timeline under `f`.
@@ -183,17 +177,17 @@ pub fn timeline(repo: &Repo, verified: &Verified, f: AuditFilters, form_token: S
         outcome: some(&f.outcome),
         path,
         order: f.before.map_or(Order::Newest, Order::Before),
-        limit: PAGE,
+        // One more than a page: whether there are older records to link to.
+        limit: PAGE + 1,
         ..Default::default()
     };
     let all = repo.audit_query(&q)?;
     let (report, sizes) = verified.get(repo)?;
-    let records: Vec<RecordView> = all.iter().rev().map(|r| view(r, &report, &sizes)).collect();
-    let older = (records.len() == PAGE)
-        .then(|| records.last().map(|r| format!("/ui/audit?{}&before={}", query_of(&f, false), r.seq)))
-        .flatten();
+    let more = all.len() > PAGE;
+    let records: Vec<RecordView> = all.iter().rev().take(PAGE).map(|r| view(r, &report, &sizes)).collect();
+    let older = more.then(|| records.last().map(|r| link_of(&f, false, Some(r.seq)))).flatten();
     let follow = f.follow == Some(1);
-    let follow_link = format!("/ui/audit?{}", query_of(&f, !follow));
+    let follow_link = link_of(&f, !follow, None);
     Ok(AuditPage {
         form_token: Some(form_token),
         verified_to: report.verified_to,

@@ -6,6 +6,7 @@
 use askama::Template;
 
 use super::trash::{text_preview, OutcomeView};
+use super::url::encode;
 use crate::base::error::{Error, Result};
 use crate::base::id::SessionId;
 use crate::model::history::VersionOrigin;
@@ -129,7 +130,7 @@ pub fn history(repo: &Repo, id: &SessionId, which: &Which, token: String) -> Res
         form_token: Some(token),
         id: id.to_string(),
         path: which.path.clone(),
-        path_query: super::audit::encode(&which.path),
+        path_query: encode(&which.path),
         versions: versions(repo, &s, &rel)?,
         outcome: None,
     })
@@ -151,8 +152,8 @@ pub fn version(repo: &Repo, id: &SessionId, which: &Which, token: String) -> Res
         token,
         id: id.to_string(),
         path: which.path.clone(),
-        path_query: super::audit::encode(&which.path),
-        download: format!("/ui/content/{}?name={}", v.content, super::audit::encode(name)),
+        path_query: encode(&which.path),
+        download: format!("/ui/content/{}?name={}", v.content, encode(name)),
         current: current(&s, &rel)?,
         v,
         preview,

@@ -130,6 +130,12 @@ pub fn form_token_matches(login: &Login, presented: &str) -> bool {
     bool::from(login.form_token.as_bytes().ct_eq(presented.as_bytes()))
 }
 
+/// Whether a state-changing form was posted by this login's own page: from this server's
+/// origin, carrying the login's form token.
+pub fn posted(headers: &HeaderMap, login: &Login, form_token: &str) -> bool {
+    same_origin(headers) && form_token_matches(login, form_token)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ mod kept;
 mod logins;
 mod pages;
 mod trash;
+mod url;
 
 use std::sync::Arc;
 
@@ -59,8 +60,14 @@ pub(super) fn router() -> Router<Arc<AppState>> {
         .route("/ui/audit", get(audit_timeline))
         .route("/ui/audit/bundle", get(audit_bundle))
         .route("/ui/audit/{seq}", get(audit_record))
-        .route("/ui/assets/style.css", get(style))
-        .route("/ui/assets/follow.js", get(follow_script))
+        .route(
+            "/ui/assets/style.css",
+            get(|| async { asset(include_str!("../../../assets/ui/style.css"), "text/css; charset=utf-8") }),
+        )
+        .route(
+            "/ui/assets/follow.js",
+            get(|| async { asset(include_str!("../../../assets/ui/follow.js"), "text/javascript; charset=utf-8") }),
+        )
         .layer(axum::middleware::from_fn(page_headers))
 }
 
@@ -85,19 +92,27 @@ async fn page_headers(req: Request, next: Next) -> Response {
     resp
 }
 
-async fn style() -> Response {
-    let mut resp = include_str!("../../../assets/ui/style.css").into_response();
+/// An embedded asset as `content_type`, which a browser may keep for an hour (it changes only
+/// with the binary).
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
     resp
 }
 
-async fn follow_script() -> Response {
-    let mut resp = include_str!("../../../assets/ui/follow.js").into_response();
+/// `body` as a download saved under `name` (only a file name's safe characters), never drawn by
+/// the browser.
+fn download(body: axum::body::Body, name: &str) -> Response {
+    let name: String =
+        name.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(100).collect();
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
     resp
 }
 
@@ -244,7 +259,7 @@ async fn logout(
         return Redirect::to("/ui/").into_response();
     };
     let sent = form.map(|Form(f)| f.form_token).unwrap_or_default();
-    if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &sent) {
+    if !logins::posted(&headers, &login, &sent) {
         return forbidden(Some(&login));
     }
     st.ui.logins.end(&cookie);
@@ -296,7 +311,7 @@ async fn restore(
 ) -> Response {
     logged_in(&st, &headers, async |login: Login| {
         let Ok(Form(form)) = form else { return forbidden(Some(&login)) };
-        if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &form.form_token) {
+        if !logins::posted(&headers, &login, &form.form_token) {
             return forbidden(Some(&login));
         }
         let (id, item) = match (SessionId::parse(&id), TrashId::parse(&form.id)) {
@@ -364,11 +379,7 @@ async fn audit_record(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(
 async fn audit_bundle(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     logged_in(&st, &headers, async |_: Login| {
         let body = super::stream::body(&st, move |_, repo, out| repo.export_audit_bundle(1, out).map(|_| ()));
-        let mut resp = body.into_response();
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-        h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=\"audit.bundle\""));
-        resp
+        download(body, "audit.bundle")
     })
     .await
 }
@@ -392,16 +403,7 @@ async fn content(
             Ok(id) => id,
             Err(e) => return error_page(e, Some(&login)),
         };
-        // Only the name's safe characters go into the header.
-        let name: String = query
-            .ok()
-            .and_then(|Query(q)| q.name)
-            .unwrap_or_default()
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            .take(100)
-            .collect();
-        let name = if name.is_empty() { id.to_hex() } else { name };
+        let name = query.ok().and_then(|Query(q)| q.name).filter(|n| !n.is_empty()).unwrap_or_else(|| id.to_hex());
         // Found before the answer starts, so a missing id is a 404 page, not a cut body.
         let stored = st.blocking(move |_, repo| repo.content_stored(&id)).await;
         match stored {
@@ -416,13 +418,7 @@ async fn content(
             let mut reader = repo.open_object(id, None)?;
             std::io::copy(&mut reader, out).map(|_| ()).map_err(crate::base::error::from_io)
         });
-        let mut resp = body.into_response();
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
-            h.insert(header::CONTENT_DISPOSITION, v);
-        }
-        resp
+        download(body, &name)
     })
     .await
 }
@@ -496,7 +492,7 @@ async fn restore_version(
 ) -> Response {
     logged_in(&st, &headers, async |login: Login| {
         let Ok(Form(form)) = form else { return forbidden(Some(&login)) };
-        if !logins::same_origin(&headers) || !logins::form_token_matches(&login, &form.form_token) {
+        if !logins::posted(&headers, &login, &form.form_token) {
             return forbidden(Some(&login));
         }
         let actor = login.token.to_string();

@@ -5,8 +5,8 @@
 use askama::Template;
 
 use super::diff::{rows, split, Row, SplitRow};
+use super::url::{encode, with_query};
 use crate::base::error::Result;
-use crate::model::audit::{AuditQuery, Order};
 use crate::model::diff::{ChangedPath, EndpointKind, SessionChanges, Version};
 use crate::model::session::{Session, Status};
 use crate::ops::diff::DiffOptions;
@@ -15,6 +15,8 @@ use crate::repo::Repo;
 /// A patch longer than this is drawn collapsed; one longer than [`DRAWN_MAX`] is not drawn on
 /// the session's page at all (its card says so): the page stays fast to load and to render.
 pub const COLLAPSED_OVER: usize = 400;
+/// Rows of a diff drawn as one table: a large diff's tables off the screen are not laid out.
+pub const ROWS_PER_BLOCK: usize = 200;
 /// See [`COLLAPSED_OVER`].
 pub const DRAWN_MAX: usize = 256 * 1024;
 /// The most sessions one list shows, newest first.
@@ -27,8 +29,6 @@ pub const CHANGES_MAX: usize = 2000;
 /// The most patch bytes one session's page draws in all; the cards past it give sizes and
 /// hashes, so a session that rewrote everything still makes a page a browser can hold.
 pub const PAGE_PATCH_BUDGET: usize = 4 * 1024 * 1024;
-/// The most audit records read to count a session's refusals.
-const RECORDS_COUNTED: usize = 10_000;
 
 #[derive(Template)]
 #[template(path = "ui/login.html")]
@@ -56,7 +56,7 @@ pub struct SessionRow {
     pub lines_added: u64,
     pub lines_removed: u64,
     pub deleted: u64,
-    pub refused: usize,
+    pub refused: u64,
 }
 
 #[derive(Template)]
@@ -81,12 +81,6 @@ pub struct SessionsQuery {
 
 pub(super) fn short(id: &str) -> String {
     id.chars().take(8).collect()
-}
-
-fn refusals(repo: &Repo, s: &Session) -> Result<usize> {
-    let q =
-        AuditQuery { session: Some(s.id.clone()), order: Order::Newest, limit: RECORDS_COUNTED, ..Default::default() };
-    Ok(repo.audit_query(&q)?.iter().filter(|r| r.record.outcome != "ok").count())
 }
 
 /// What a diff for the pages asks: line counts, and the patches when `patch`.
@@ -129,7 +123,7 @@ pub fn sessions(repo: &Repo, q: &SessionsQuery, form_token: String) -> Result<Se
             lines_added: changes.stats.lines_added,
             lines_removed: changes.stats.lines_removed,
             deleted: changes.stats.deleted,
-            refused: refusals(repo, &s)?,
+            refused: repo.audit_refusals(&s.id)?,
         });
     }
     let statuses = vec![("all", "All"), ("running", "Running"), ("ended", "Ended")];
@@ -233,17 +227,8 @@ impl View {
 
     /// The page's link with this view, `split` or not, and `expand`.
     fn link(&self, id: &str, split: bool, expand: Option<&str>) -> String {
-        let mut query = Vec::new();
-        if split {
-            query.push("view=split".to_string());
-        }
-        if let Some(p) = expand {
-            query.push(format!("expand={}", super::audit::encode(p)));
-        }
-        if let Some(p) = &self.file {
-            query.push(format!("file={}", super::audit::encode(p)));
-        }
-        format!("/ui/sessions/{id}{}{}", if query.is_empty() { "" } else { "?" }, query.join("&"))
+        let pairs = [("view", split.then_some("split")), ("expand", expand), ("file", self.file.as_deref())];
+        with_query(&format!("/ui/sessions/{id}"), pairs.into_iter().filter_map(|(k, v)| Some((k, v?))))
     }
 }
 
@@ -311,7 +296,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
                     return None;
                 }
                 let name = e.path.rsplit('/').next().unwrap_or("file");
-                Some((side, format!("/ui/content/{}?name={}", id.to_hex(), super::audit::encode(name))))
+                Some((side, format!("/ui/content/{}?name={}", id.to_hex(), encode(name))))
             })
             .collect()
     };
@@ -339,7 +324,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
         split_rows,
         expand_link,
         alone_link,
-        history_link: format!("/ui/sessions/{id}/history?path={}", super::audit::encode(&e.path)),
+        history_link: format!("/ui/sessions/{id}/history?path={}", encode(&e.path)),
         records: c
             .records
             .iter()

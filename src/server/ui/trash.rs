@@ -16,6 +16,8 @@ use crate::model::tree::EntryKind;
 use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 use crate::repo::Repo;
 
+use super::url::{encode, some};
+
 /// Items one page lists.
 pub const PAGE: usize = 100;
 /// The most of a file one preview shows.
@@ -99,10 +101,6 @@ pub struct ItemPage {
     /// The sha256 of the file at the item's path now, if there is one.
     pub current: Option<String>,
     pub download: Option<String>,
-}
-
-fn some(s: &Option<String>) -> Option<String> {
-    s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 /// The list under `f`.
@@ -255,7 +253,7 @@ pub fn item(repo: &Repo, workspaces: &Path, id: &TrashId, token: String) -> Resu
     if let Some(object) = item.object.filter(|_| item.kind == EntryKind::File) {
         (preview, preview_note) = text_preview(repo, object, item.size)?;
         let name = record.path.rsplit('/').next().unwrap_or("file");
-        download = Some(format!("/ui/content/{}?name={}", object.to_hex(), super::audit::encode(name)));
+        download = Some(format!("/ui/content/{}?name={}", object.to_hex(), encode(name)));
     }
     let members = item.entries.iter().map(|e| crate::base::path::display(&e.rel).into_owned()).collect();
     // The file at the item's path now, read beneath the workspace's directory (never made
