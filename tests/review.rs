@@ -194,6 +194,49 @@ fn tool(repo: &Repo, id: &trove::SessionId, name: &str, p: Value) -> Value {
     trove::tools::run(repo, &repo.session(id).expect("session"), call, "agent").expect(name).to_json()
 }
 
+/// A session's changes asked while a tool's write is staged (its temporary in the tree, its
+/// plan journaled): trove's own temporary is not one of the workspace's changes. With nothing
+/// of trove's in flight, a file or a directory an agent names like one is its own, and listed.
+#[test]
+fn a_live_diff_leaves_out_a_change_in_flight_but_not_an_agents_lookalike() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let at = tmp.path().join("repo");
+    let repo = Repo::init(&at, "t").expect("init");
+    let w = tmp.path().join("w");
+    write(&w, "edit.txt", b"old\n");
+    let r = w.clone();
+    let spec = SessionSpec { workspace: Some("w".into()), ..Default::default() };
+    let s = repo.create_session(&spec, move |_| Ok(r), "t").expect("session");
+    tool(&repo, &s.id, "create_file", json!({"path": "made.txt", "content": "made\n"}));
+
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let (id, got) = (s.id.clone(), seen.clone());
+    trove::testing::set_hook("write_file:staged", move || {
+        let temps = fs::read_dir(&w)
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".trove-op_"))
+            .count();
+        let other = Repo::open(&at).expect("open");
+        let s = other.session(&id).expect("session");
+        let c = other.session_changes(&s, &DiffOptions::default()).expect("changes in flight");
+        *got.borrow_mut() = Some((temps, c.entries.iter().map(|e| e.change.path.clone()).collect::<Vec<_>>()));
+    });
+    let sha = tool(&repo, &s.id, "read_file", json!({"path": "edit.txt"}))["sha256"].as_str().expect("sha").to_string();
+    tool(&repo, &s.id, "write_file", json!({"path": "edit.txt", "content": "new\n", "expectedSha256": sha}));
+    trove::testing::clear_hooks();
+    let (temps, in_flight) = seen.borrow_mut().take().expect("the hook ran");
+    assert_eq!(temps, 1, "the write's temporary was in the tree");
+    assert_eq!(in_flight, ["made.txt"], "and not listed");
+
+    let w = tmp.path().join("w");
+    write(&w, ".trove-op_0123456789ab-0.tmp", b"the agent's\n");
+    write(&w, "sub/.trove-op_0123456789ab-1.del/x", b"the agent's\n");
+    let named = repo.session_changes(&s, &DiffOptions::default()).expect("changes");
+    let paths: Vec<&str> = named.entries.iter().map(|e| e.change.path.as_str()).collect();
+    assert_eq!(paths, [".trove-op_0123456789ab-0.tmp", "edit.txt", "made.txt", "sub/.trove-op_0123456789ab-1.del/x"]);
+}
+
 #[test]
 fn session_changes_name_the_records_and_the_trash_ids_of_each_path() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -214,10 +257,6 @@ fn session_changes_name_the_records_and_the_trash_ids_of_each_path() {
     tool(&repo, &s.id, "delete_file", json!({"path": "doomed.txt"}));
     tool(&repo, &s.id, "create_file", json!({"path": "brief.txt", "content": "x\n"}));
     tool(&repo, &s.id, "delete_file", json!({"path": "brief.txt"}));
-    // trove's own temporaries of a change in flight are not the workspace's changes.
-    write(&w, ".trove-op_0123456789ab-0.tmp", b"half a write\n");
-    write(&w, "sub/.trove-op_0123456789ab-1.del", b"on its way out\n");
-
     let check = |c: &trove::SessionChanges| {
         let paths: Vec<(ChangeStatus, &str)> =
             c.entries.iter().map(|e| (e.change.status, e.change.path.as_str())).collect();
@@ -240,8 +279,6 @@ fn session_changes_name_the_records_and_the_trash_ids_of_each_path() {
     assert!(live.active);
     assert_eq!(live.to.kind, trove::EndpointKind::Live);
     check(&live);
-    fs::remove_file(w.join(".trove-op_0123456789ab-0.tmp")).expect("rm");
-    fs::remove_dir_all(w.join("sub")).expect("rm");
 
     // The restore the answer points at works.
     let id = live.entries[0].trash[0].id.clone();

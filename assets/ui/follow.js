@@ -18,7 +18,7 @@
         var fresh = new DOMParser().parseFromString(html, "text/html").querySelector("ol.timeline");
         if (fresh) {
           list.querySelectorAll("li[id] details[open]").forEach(function (open) {
-            var same = fresh.querySelector("#" + open.closest("li").id + " details");
+            var same = fresh.querySelector("#" + CSS.escape(open.closest("li").id) + " details");
             if (same) {
               same.open = true;
             }

@@ -54,7 +54,8 @@ impl Repo {
             rec.session.clone().ok_or_else(|| Error::invalid_argument(format!("audit record {seq} has no session")))?;
         let s = self.session(&sid)?;
         let result = self.revert_record(&s, &rec, change, seq, actor);
-        if let Err(e) = &result {
+        // A change that reached the tree is no refusal: its own record comes with its recovery.
+        if let Some(e) = result.as_ref().err().filter(|e| !e.made_the_change()) {
             let p = rec.path.as_deref().map(path::display);
             self.audit_refusal(&s.workspace, Some(&s.id), actor, "revert", p.as_deref(), e)?;
         }
@@ -167,7 +168,7 @@ impl Repo {
         actor: &str,
     ) -> Result<VersionRestored> {
         let result = self.restore_version_in(s, rel, content, expected, actor);
-        if let Err(e) = &result {
+        if let Some(e) = result.as_ref().err().filter(|e| !e.made_the_change()) {
             self.audit_refusal(&s.workspace, Some(&s.id), actor, "restore_version", Some(&path::display(rel)), e)?;
         }
         result

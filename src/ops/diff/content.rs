@@ -161,7 +161,8 @@ fn header(d: &DiffEntry, old: Option<&Entry>, new: Option<&Entry>) -> String {
 }
 
 /// Fills `d`'s binary flag, line counts and, when `patch` is set, its patch (with `context`
-/// lines around each hunk).
+/// lines around each hunk). True when a live side was gone by the time it was read (`d` then
+/// has a note instead of line counts).
 pub(crate) fn compare(
     repo: &Repo,
     sides: (Side<'_>, Side<'_>),
@@ -169,21 +170,21 @@ pub(crate) fn compare(
     (old, new): (Option<&Entry>, Option<&Entry>),
     patch: bool,
     context: usize,
-) -> Result<()> {
+) -> Result<bool> {
     let old_path = d.raw_old_path.clone().unwrap_or_else(|| d.raw_path.clone());
     let a = load(repo, sides.0, &old_path, old)?;
     let b = load(repo, sides.1, &d.raw_path, new)?;
     let mut out = patch.then(|| header(d, old, new));
     let (a, b) = match (a, b) {
         (Text::Gone, _) | (_, Text::Gone) => {
-            d.note = Some("changed while the diff was being read: read it again".into());
+            d.note = Some("changed while the diff was being read (not counted in the lines): read it again".into());
             d.patch = out;
-            return Ok(());
+            return Ok(true);
         }
         (Text::TooLarge, _) | (_, Text::TooLarge) => {
             d.note = Some(format!("larger than {} MiB: not compared line by line", MAX_TEXT_BYTES >> 20));
             d.patch = out;
-            return Ok(());
+            return Ok(false);
         }
         (Text::Binary, _) | (_, Text::Binary) => {
             d.binary = true;
@@ -203,7 +204,7 @@ pub(crate) fn compare(
                 }
             }
             d.patch = out;
-            return Ok(());
+            return Ok(false);
         }
         (a, b) => (text_of(a), text_of(b)),
     };
@@ -238,7 +239,7 @@ pub(crate) fn compare(
         );
     }
     d.patch = out;
-    Ok(())
+    Ok(false)
 }
 
 fn text_of(t: Text) -> String {

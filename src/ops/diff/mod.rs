@@ -229,10 +229,12 @@ impl Repo {
             changes.push((p, o, n));
             Ok(())
         })?;
-        if old_live.is_some() || new_live.is_some() {
-            // A live tree may hold trove's own temporaries of a change in flight (a tool's
-            // write before its rename): not the workspace's, and gone a moment later.
-            changes.retain(|(p, ..)| !p.split(|b| *b == b'/').any(crate::ops::notices::is_temporary));
+        let live_dir = [(from, &old_live), (to, &new_live)].into_iter().find_map(|(t, l)| match (t, l) {
+            (DiffTarget::Live { dir, .. }, Some(_)) => Some(dir.as_path()),
+            _ => None,
+        });
+        if let Some(dir) = live_dir {
+            self.leave_out_temporaries(dir, &mut changes)?;
         }
         changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
@@ -249,7 +251,12 @@ impl Repo {
                     o.map(|k| &changes[k].1).and_then(Option::as_ref),
                     n.map(|k| &changes[k].2).and_then(Option::as_ref),
                 );
-                content::compare(self, sides, &mut d, (o, n), opts.patch, opts.context)?;
+                let gone = content::compare(self, sides, &mut d, (o, n), opts.patch, opts.context)?;
+                // A temporary of trove's gone by the time its content was read was a change in
+                // flight the check above missed (it began and ended while the tree was read).
+                if gone && temporary_id(&d.raw_path).is_some() {
+                    continue;
+                }
             }
             stats.add(&d);
             if keep {
@@ -269,6 +276,29 @@ impl Repo {
             renames_skipped,
             warnings,
         })
+    }
+
+    /// Leaves out of `changes` in live tree `dir` trove's own temporaries of a change in flight:
+    /// a file (never a directory) named as a journaled plan's or a restore's temporary whose
+    /// plan or restore is still pending, or an upload's temporary recorded at the root. A file
+    /// an agent gives such a name, with nothing of trove's in flight, is the agent's and stays.
+    fn leave_out_temporaries(&self, dir: &Path, changes: &mut Vec<Change>) -> Result<()> {
+        let named =
+            |p: &[u8]| temporary_id(p).is_some() || (!p.contains(&b'/') && crate::ops::notices::is_temporary(p));
+        if !changes.iter().any(|(p, ..)| named(p)) {
+            return Ok(());
+        }
+        let conn = self.manifest.conn();
+        let mut pending: std::collections::HashSet<String> =
+            crate::manifest::journal::pending(conn)?.into_iter().map(|(id, _)| id).collect();
+        pending.extend(crate::manifest::restores::pending(conn)?.into_iter().map(|r| r.id));
+        let uploads = self.upload_temps(dir)?;
+        changes.retain(|(p, o, n)| {
+            let dir_either = [o, n].into_iter().flatten().any(|e| e.kind == EntryKind::Dir);
+            let in_flight = temporary_id(p).is_some_and(|id| pending.contains(&id)) || uploads.iter().any(|u| u == p);
+            dir_either || !in_flight
+        });
+        Ok(())
     }
 
     /// Turns raw changes into entries, pairing deletions and additions into renames. Each
@@ -370,6 +400,12 @@ impl Repo {
         }
         Ok(read_whole(conn, records, &fd, dir, &walk_opts)?.into_live(fd))
     }
+}
+
+/// The plan or restore whose temporary the last component of `path` is named as, if it is.
+fn temporary_id(path: &[u8]) -> Option<String> {
+    let name = path.rsplit(|b| *b == b'/').next()?;
+    crate::ops::notices::temporary(name).map(|(id, _)| id)
 }
 
 /// The reason recorded on the snapshot a session takes when it is created.

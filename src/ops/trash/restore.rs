@@ -193,9 +193,13 @@ impl Repo {
         }
     }
 
-    /// The audit record of a refused restore; one that cannot be written is logged, and the
-    /// item's outcome still reported.
+    /// The audit record of a refused restore (none for one that changed the tree all the same);
+    /// one that cannot be written is logged, and the item's outcome still reported.
     fn audit_restore_refusal(&self, who: &Restorer<'_>, item: &TrashItem, e: &Error) {
+        // A restore that reached the tree is no refusal: its own record comes with its recovery.
+        if e.made_the_change() {
+            return;
+        }
         let (actor, session) = match who {
             Restorer::Operator { actor, .. } => (*actor, None),
             Restorer::Session { session, actor } => (*actor, Some(&session.id)),

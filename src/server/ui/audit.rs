@@ -111,10 +111,11 @@ fn proof(seq: i64, report: &VerifyReport, sizes: &[u64]) -> (&'static str, Strin
     let s = seq.max(0) as u64;
     match sizes.iter().find(|size| **size >= s) {
         Some(size) if s <= report.verified_to => ("verified", format!("covered by checkpoint {size} (verified)")),
-        // Signed, but the checkpoint does not verify (a record it covers, later, was rewritten):
-        // this record may be intact, yet nothing proves it.
-        Some(size) => ("unproven", format!("checkpoint {size} does not verify")),
-        None => ("unsigned", "after the last checkpoint".into()),
+        // Signed, but the checkpoint does not verify, as a later record it covers was found
+        // rewritten: this record may be intact, yet nothing proves it. (Without a problem found,
+        // a checkpoint past `verified_to` is one signed after the verification read the log.)
+        Some(size) if report.first_bad_seq.is_some() => ("unproven", format!("checkpoint {size} does not verify")),
+        _ => ("unsigned", "after the last checkpoint".into()),
     }
 }
 

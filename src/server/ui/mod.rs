@@ -105,8 +105,12 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
 /// `body` as a download saved under `name` (only a file name's safe characters), never drawn by
 /// the browser.
 fn download(body: axum::body::Body, name: &str) -> Response {
-    let name: String =
+    let mut name: String =
         name.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(100).collect();
+    if name.trim_matches('.').is_empty() {
+        // Nothing safe was left of it (a name in another script): a plain one.
+        name = "download".into();
+    }
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -500,4 +504,20 @@ async fn restore_version(
             .await
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_download_is_named_with_the_safe_characters_only_or_plainly() {
+        let named = |name: &str| {
+            let resp = download(axum::body::Body::empty(), name);
+            resp.headers().get(header::CONTENT_DISPOSITION).and_then(|v| v.to_str().ok()).map(str::to_string)
+        };
+        assert_eq!(named("notes v2/../a\"b.txt").as_deref(), Some("attachment; filename=\"notesv2..ab.txt\""));
+        assert_eq!(named("日本").as_deref(), Some("attachment; filename=\"download\""));
+        assert_eq!(named("..").as_deref(), Some("attachment; filename=\"download\""));
+    }
 }
