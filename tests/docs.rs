@@ -89,6 +89,7 @@ const CHAPTERS_RUN: &[&str] = &[
     "docs/src/getting-started.md",
     "docs/src/cli.md",
     "docs/src/s3.md",
+    "docs/src/fleet.md",
     "docs/src/server.md",
     "docs/src/tools.md",
     "docs/src/http-api.md",

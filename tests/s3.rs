@@ -677,6 +677,17 @@ fn a_session_ends_by_idleness_on_its_own_host_only() {
         r.status == 200 && r.json()["content"] == "idle work" && r.json()["source"] == "snapshot"
     });
     assert!(read, "the review host reads the final snapshot");
+    // And a reviewer there, in a browser's place, finds the session and what it changed, its
+    // own host done with it.
+    let cookie = common::http::ui_login(review.addr, common::http::TOKEN);
+    let page = |target: &str| {
+        let r = common::http::request(review.addr, "GET", target, &[("Cookie", &cookie)], b"");
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        r.text()
+    };
+    assert!(page("/ui/sessions?status=ended").contains(&format!("/ui/sessions/{id}")), "listed as ended");
+    let changes = page(&format!("/ui/sessions/{id}"));
+    assert!(changes.contains("f.txt") && changes.contains("idle work"), "its change, drawn: {changes}");
 }
 
 /// A tool's change on one host whose record is refused after the change reached the tree (a

@@ -253,15 +253,7 @@ fn the_timeline_marks_a_rewritten_record_and_what_follows_as_failed() {
 
 /// A login cookie for the server's operator token, as the login form gets it.
 fn logged_in(s: &Server) -> String {
-    let login = http::request(
-        s.addr,
-        "POST",
-        "/ui/login",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
-        format!("token={TOKEN}").as_bytes(),
-    );
-    assert_eq!(login.status, 303, "{}", login.text());
-    login.header("set-cookie").and_then(|c| c.split(';').next()).expect("a login cookie").to_string()
+    http::ui_login(s.addr, TOKEN)
 }
 
 /// The timeline's pages: 100 records a page, and a link to older ones only when there are.
@@ -411,4 +403,51 @@ fn a_reviewer_keeps_at_the_pages_while_the_agent_works() {
         cli["entries"].as_array().is_some_and(|e| e.len() == html.matches("<section class=\"card\"").count())
     });
     assert!(agree, "the session's page and `trove session changes` agree once the agent stops");
+}
+
+/// The sessions list's totals are the command line's, for a running session and for an ended
+/// one (whose totals the server keeps), at every load.
+#[test]
+fn the_sessions_list_counts_every_path_and_line_running_or_ended() {
+    let s = http::start(Some(TOKEN), &[]);
+    let ws = s.workspace("app");
+    http::write(&ws.join("a.txt"), b"one\ntwo\n");
+    http::write(&ws.join("b.txt"), b"three\n");
+    let sid = s.session(r#"{"workspace": "app"}"#);
+    http::write(&ws.join("a.txt"), b"one\n2\nthree\n");
+    http::write(&ws.join("b.txt"), b"3\n");
+    http::write(&ws.join("c.txt"), b"four\nfive\n");
+    let cookie = logged_in(&s);
+    let row = |status: &str| {
+        let r = http::request(s.addr, "GET", &format!("/ui/sessions?status={status}"), &[("Cookie", &cookie)], b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        let html = r.text();
+        let at = html.find(&format!("href=\"/ui/sessions/{sid}\"")).expect("the session is listed");
+        let end = html[at..].find("</tr>").map_or(html.len(), |e| at + e);
+        html[at..end].to_string()
+    };
+    let cli = || {
+        let o = trove(&s.repo, &["--json", "session", "changes", &sid]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        v["stats"].clone()
+    };
+    let agrees = |row: &str, st: &serde_json::Value| {
+        let cells = [
+            format!("<td>{}</td>", st["changed"]),
+            format!("+{}<", st["linesAdded"]),
+            format!("−{}<", st["linesRemoved"]),
+        ];
+        cells.iter().all(|c| row.contains(c.as_str()))
+    };
+    let running = cli();
+    assert_eq!((running["changed"].as_u64(), running["linesAdded"].as_u64()), (Some(3), Some(5)), "{running}");
+    assert!(http::eventually(10, || agrees(&row("running"), &running)), "{}\n{running}", row("running"));
+    let ended = s.call("DELETE", &format!("/v1/sessions/{sid}"), "");
+    assert!(ended.status < 300, "{}", ended.text());
+    let end = cli();
+    assert_eq!(end, running, "the final snapshot holds what the live tree did");
+    for _ in 0..2 {
+        assert!(agrees(&row("ended"), &end), "{}\n{end}", row("ended"));
+    }
 }

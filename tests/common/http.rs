@@ -159,6 +159,15 @@ impl Server {
     }
 }
 
+/// A review pages' login cookie (`name=value`) for `token`, as the login form gets it.
+pub fn ui_login(addr: SocketAddr, token: &str) -> String {
+    let body = format!("token={token}");
+    let login =
+        request(addr, "POST", "/ui/login", &[("Content-Type", "application/x-www-form-urlencoded")], body.as_bytes());
+    assert_eq!(login.status, 303, "{}", login.text());
+    login.header("set-cookie").and_then(|c| c.split(';').next()).expect("a login cookie").to_string()
+}
+
 /// Sends one request on a new connection and reads the whole response.
 pub fn request(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).expect("connect");

@@ -162,6 +162,10 @@ def main():
         check(row.count() == 1, "the session is listed")
         text = row.inner_text()
         check("1 refused" in text, f"its refusal is counted: {text}")
+        # Its totals are the command line's: every path, every line (not the first file's).
+        listed = json.loads(os.environ["CHANGES"])["stats"]
+        for n in [f"+{listed['linesAdded']}", f"−{listed['linesRemoved']}", str(listed["changed"])]:
+            check(n in text, f"{n} in the list's row: {text}")
         check("ready" in text and "app" in text, f"its status and workspace: {text}")
         shot(page, "sessions")
         # Filters live in the URL.
@@ -205,6 +209,9 @@ def main():
         moved = page.locator("section.card", has=page.locator("h2.path", has_text="src/helpers.rs"))
         header = moved.locator("header").inner_text()
         check("renamed" in header and "src/util.rs → src/helpers.rs" in header, f"the rename: {header}")
+        same = moved.locator("dl.facts").inner_text()
+        check("content is the same" in same and moved.locator("table.diff").count() == 0, f"no empty diff: {same}")
+        check(moved.locator("p.expand").count() == 0, "and nothing to expand")
         script = page.locator("section.card", has=page.locator("h2.path", has_text="deploy.sh"))
         mode = script.locator("span.mode").inner_text()
         check(mode.startswith("mode ") and "644 → " in mode and mode.endswith("755"), f"the mode change: {mode}")

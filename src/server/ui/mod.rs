@@ -277,7 +277,7 @@ async fn sessions(
     query: Result<Query<pages::SessionsQuery>, QueryRejection>,
 ) -> Response {
     let q = filters(query);
-    page(&st, &headers, move |_, repo, token| pages::sessions(repo, &q?, token)).await
+    page(&st, &headers, move |st, repo, token| pages::sessions(repo, &st.ui.ended, &q?, token)).await
 }
 
 /// `GET /ui/sessions/{id}?view=split&expand=PATH`: one session's changes.

@@ -5,9 +5,10 @@
 use askama::Template;
 
 use super::diff::{rows, split, Row, SplitRow};
+use super::kept::EndedTotals;
 use super::url::{encode, with_query};
 use crate::base::error::Result;
-use crate::model::diff::{ChangedPath, EndpointKind, SessionChanges, Version};
+use crate::model::diff::{ChangedPath, DiffStats, EndpointKind, SessionChanges, Version};
 use crate::model::session::{Session, Status};
 use crate::ops::diff::DiffOptions;
 use crate::repo::Repo;
@@ -96,8 +97,22 @@ fn options(s: &Session, patch: bool, limit: usize) -> Result<DiffOptions> {
     })
 }
 
+/// The totals of session `s`'s changes: every changed path, and the lines of every text file
+/// (up to [`CHANGES_MAX`] paths compared), an ended session's from what `ended` keeps.
+fn totals(repo: &Repo, ended: &EndedTotals, s: &Session) -> Result<DiffStats> {
+    let last = if s.status == Status::Ended { Some(repo.session_snapshot(&s.id)?) } else { None };
+    if let Some(stats) = last.as_ref().and_then(|last| ended.get(&s.id, last)) {
+        return Ok(stats);
+    }
+    let stats = repo.session_changes(s, &options(s, false, CHANGES_MAX)?)?.stats;
+    if let Some(last) = last {
+        ended.put(&s.id, last, stats.clone());
+    }
+    Ok(stats)
+}
+
 /// The sessions list under `q`'s filters, newest first.
-pub fn sessions(repo: &Repo, q: &SessionsQuery, form_token: String) -> Result<SessionsPage> {
+pub fn sessions(repo: &Repo, ended: &EndedTotals, q: &SessionsQuery, form_token: String) -> Result<SessionsPage> {
     let status = q.status.clone().unwrap_or_else(|| "all".into());
     let workspace = q.workspace.clone().unwrap_or_default();
     let mut all = repo.sessions(true)?;
@@ -111,18 +126,17 @@ pub fn sessions(repo: &Repo, q: &SessionsQuery, form_token: String) -> Result<Se
     let note = (all.len() > LISTED_MAX).then(|| format!("The newest {LISTED_MAX} of {} sessions.", all.len()));
     let mut rows = Vec::new();
     for s in all.into_iter().take(LISTED_MAX) {
-        // The totals count every change; one entry is enough to get them.
-        let changes = repo.session_changes(&s, &options(&s, false, 1)?)?;
+        let stats = totals(repo, ended, &s)?;
         rows.push(SessionRow {
             id: s.id.to_string(),
             short_id: short(s.id.as_str()),
             status: s.status.as_str(),
             workspace: s.workspace.clone(),
             created: crate::base::time::iso_time(s.created_ns),
-            changed: changes.stats.changed,
-            lines_added: changes.stats.lines_added,
-            lines_removed: changes.stats.lines_removed,
-            deleted: changes.stats.deleted,
+            changed: stats.changed,
+            lines_added: stats.lines_added,
+            lines_removed: stats.lines_removed,
+            deleted: stats.deleted,
             refused: repo.audit_refusals(&s.id)?,
         });
     }
@@ -265,8 +279,12 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
     } else {
         Vec::new()
     };
+    // A rename or a mode change with the same content: nothing to draw but the header.
+    let same_content = drawn && rows.is_empty();
+    let drawn = drawn && !same_content;
     let note = match (&e.note, drawn) {
         (Some(n), _) => Some(n.clone()),
+        (None, false) if same_content => Some("The content is the same on both sides".into()),
         (None, false) if e.binary => Some("Binary content: compared by hash".into()),
         (None, false) if patch.len() > drawn_max => {
             Some(format!("The diff is {} KiB, too long to draw with the others", patch.len() / 1024))
@@ -276,7 +294,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
     };
     let (lines, large) = (rows.len(), rows.len() > COLLAPSED_OVER);
     // A text diff too long for this page opens on a page of its own.
-    let alone_link = (!drawn && !e.binary && !patch.is_empty() && view.file.is_none()).then(|| {
+    let alone_link = (!drawn && !same_content && !e.binary && !patch.is_empty() && view.file.is_none()).then(|| {
         let alone = View { file: Some(e.path.clone()), ..view.clone() };
         alone.link(id, view.split(), None)
     });
