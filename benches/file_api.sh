@@ -5,8 +5,6 @@
 # download with the server's peak RSS. Usage: benches/file_api.sh [WORKDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin trove
-trove=$PWD/target/release/trove
 work=${1:-$(mktemp -d)}
 . benches/server_env.sh
 

@@ -1,5 +1,8 @@
-# Shared by the HTTP benchmark scripts (sourced, after `work` is set): the server's pid and its
-# clean-up on exit, a free loopback port and a random operator token.
+# Shared by the HTTP benchmark scripts (sourced from the checkout's root, after `work` is set):
+# the release `trove` built ($trove), the server's pid and its clean-up on exit, a free loopback
+# port and a random operator token.
+cargo build --release --quiet --bin trove
+trove=$PWD/target/release/trove
 mkdir -p "$work"
 pid=
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }

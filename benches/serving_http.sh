@@ -9,8 +9,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=${1:?usage: serving_http.sh TREE [FILE] [ROUNDS] [WORKDIR]}
-cargo build --release --quiet --bin trove
-trove=$PWD/target/release/trove
 file=${2:-$(cd "$tree" && find . -type f -size -2k -size +500c | sed 's|^\./||' | sort | awk 'NR == 1')}
 rounds=${3:-3}
 work=${4:-$(mktemp -d)}

@@ -13,8 +13,6 @@ cd "$(dirname "$0")/.."
 files=${1:-10000}
 rounds=${2:-21}
 work=${3:-$(mktemp -d)}
-cargo build --release --quiet --bin trove
-trove=$PWD/target/release/trove
 . benches/server_env.sh
 rm -rf "$work/repo" "$work/workspaces"
 ws=$work/workspaces/big

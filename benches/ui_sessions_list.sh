@@ -11,8 +11,6 @@ cd "$(dirname "$0")/.."
 sessions=${1:-100}
 rounds=${2:-11}
 work=${3:-$(mktemp -d)}
-cargo build --release --quiet --bin trove
-trove=$PWD/target/release/trove
 . benches/server_env.sh
 rm -rf "$work/repo" "$work/workspaces"
 "$trove" --repo "$work/repo" init >/dev/null
