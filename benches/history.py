@@ -18,8 +18,12 @@ unsigned requests for buckets and listings, as the tests' moto does): its growth
 the objects under its prefix (sealed packs and log segments), the host's cache directory apart;
 `trove gc` is skipped (a bucket refuses it).
 
+With `--layout log` the repository is a directory keeping its manifest as a record log (`trove
+init --layout log`): its growth is the directory's (config, packs, log segments, signing key),
+and the replica of the log in the host's cache directory is printed apart.
+
 Usage: benches/history.py [--edits N] [--files 20|21] [--snapshot-every N] [--via tool|write]
-[--bucket HOST:PORT] (release build: cargo build --release)
+[--bucket HOST:PORT | --layout sqlite|log] (release build: cargo build --release)
 """
 import argparse
 import hashlib
@@ -95,6 +99,8 @@ def main():
     ap.add_argument("--via", default="tool", choices=["tool", "write"],
                     help="edit through `trove tool edit_file` (default), or write the file directly so that only snapshots store it")
     ap.add_argument("--bucket", help="HOST:PORT of an S3 server: keep the repository in a bucket there")
+    ap.add_argument("--layout", default="sqlite", choices=["sqlite", "log"],
+                    help="how a repository in a directory keeps its manifest (trove init --layout)")
     args = ap.parse_args()
     if not os.access(TROVE, os.X_OK):
         sys.exit("needs %s: cargo build --release" % TROVE)
@@ -117,7 +123,7 @@ def main():
             env.update(TROVE_REPO="s3://%s/repo" % bucket, TROVE_PASSWORD="bench", AWS_ENDPOINT_URL="http://" + args.bucket,
                        AWS_ALLOW_HTTP="true", AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
             size = lambda: bucket_bytes(args.bucket, bucket, "repo")
-        run([TROVE, "init"], env=env)
+        run([TROVE, "init"] + ([] if args.bucket else ["--layout", args.layout]), env=env)
         sid = json.loads(run([TROVE, "--json", "session", "create", "--dir", ws, "--workspace", "hist", "--persistent", "--ttl", "86400"], env=env))["id"]
         genv = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@b", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@b",
                     GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
@@ -160,6 +166,8 @@ def main():
         print("growth before gc: trove %d B, git %d B (loose objects)" % (grow_trove, grow_git))
         print("growth after gc:  trove %d B, git %d B; trove/git %.2f" % (gc_trove, gc_git, gc_trove / max(gc_git, 1)))
         print("whole repository after gc: trove %d B, git %d B" % (size(), total_git))
+        if args.bucket or args.layout == "log":
+            print("this host's replica of the log (cache directory, not in the repository): %d B" % du(os.path.join(tmp, "cache")))
     finally:
         if os.environ.get("KEEP"):
             print("kept in", tmp)

@@ -106,4 +106,4 @@ pub use ops::trash::purge::{PurgeReason, TrashSet};
 pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};
 pub use repo::{read_password_file, BucketAccess};
-pub use repo::{AuditSettings, Config, Repo, Shared, CONFIG_FILE};
+pub use repo::{AuditSettings, Config, Layout, Repo, Shared, CONFIG_FILE};

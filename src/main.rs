@@ -18,8 +18,8 @@ pub struct Cli {
     /// Repository directory [default: $XDG_DATA_HOME/trove/repo or ~/.local/share/trove/repo]
     #[arg(long, global = true, env = "TROVE_REPO", value_name = "PATH")]
     pub repo: Option<PathBuf>,
-    /// This machine's cache of repositories (the directory cache; rebuilt when deleted), one
-    /// directory per repository id [default: $TROVE_CACHE_DIR, else $XDG_CACHE_HOME/trove, else
+    /// This machine's cache of repositories (the directory cache, and the manifest of a bucket or
+    /// of a `--layout log` directory; rebuilt when deleted), one directory per repository id [default: $TROVE_CACHE_DIR, else $XDG_CACHE_HOME/trove, else
     /// ~/.cache/trove]
     // TROVE_CACHE_DIR is read by the library itself (an empty one is as if unset).
     #[arg(long, global = true, value_name = "DIR")]

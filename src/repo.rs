@@ -1,4 +1,5 @@
-//! The repository: one directory holding the config, the manifest and the packs.
+//! The repository: one directory holding the config, the manifest and the packs (or, in the log
+//! layout, the manifest's record log; `ops/log_dir.rs`).
 //!
 //! `Repo::init` and `Repo::open` wire the object store backend, the manifest and the config;
 //! the operations themselves live in their own modules (`snapshot.rs`, `view.rs`, ...).
@@ -21,8 +22,26 @@ use crate::object::{Backend, Chunking, LocalBackend, Location, MemoryBackend, S3
 pub const CONFIG_FILE: &str = "config.json";
 /// The SQLite manifest, in the repository's root.
 pub const MANIFEST_FILE: &str = "manifest.db";
-/// The repository format this build writes and reads.
+/// The repository format of a directory holding its manifest (`manifest.db`) and of a bucket.
 pub const FORMAT: u32 = 1;
+/// The repository format of a directory whose manifest is its record log (`log/`), the SQLite
+/// manifest being a replica of it in the node's cache directory ([`Layout::Log`]). The newest
+/// this build reads: an older trove refuses it ("upgrade trove") instead of taking the missing
+/// `manifest.db` for damage.
+pub const LOG_FORMAT: u32 = 2;
+
+/// How a repository in a directory keeps its manifest (`trove init --layout`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// One SQLite file in the directory, `manifest.db` (format 1): the directory holds all, and
+    /// a new host opens it at once.
+    #[default]
+    Sqlite,
+    /// The record log a bucket keeps, `log/<seq>` (format 2), with the SQLite manifest a replica
+    /// of it in the node's cache directory: an agent's edits take a few hundred compressed bytes
+    /// each where an SQLite row takes a page's share, so long histories stay as small as git's.
+    Log,
+}
 
 /// Settings fixed when the repository is created.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,9 +89,9 @@ impl Config {
     /// Refuses settings this build cannot work with (a newer format) or that would make it
     /// panic or write what it then refuses (a hand-edited config), naming repository `name`.
     pub(crate) fn check(&self, name: &str) -> Result<()> {
-        if self.format > FORMAT {
+        if self.format > LOG_FORMAT {
             return Err(Error::invalid_argument(format!(
-                "repository {name} has format {}, newer than this trove's {FORMAT}: upgrade trove",
+                "repository {name} has format {}, newer than this trove's {LOG_FORMAT}: upgrade trove",
                 self.format
             )));
         }
@@ -157,15 +176,7 @@ impl BucketAccess {
             (_, Some(file)) if !file.is_empty() => Some(read_password_file(Path::new(&file))?),
             _ => None,
         };
-        let copy_every = match std::env::var("TROVE_LOG_COPY_EVERY") {
-            Ok(v) if !v.is_empty() => Some(v.trim().parse::<u64>().map_err(|_| {
-                Error::invalid_argument(format!(
-                    "TROVE_LOG_COPY_EVERY={v:?} is not a number of log segments: give one such as 1000, or 0 for no copies"
-                ))
-            })?),
-            _ => None,
-        };
-        Ok(BucketAccess { password, copy_every, ..Default::default() })
+        Ok(BucketAccess { password, copy_every: copy_every_from_env()?, ..Default::default() })
     }
 
     pub(crate) fn password(&self, what: &str) -> Result<&[u8]> {
@@ -190,6 +201,30 @@ impl BucketAccess {
         };
         Ok(std::path::absolute(&base).unwrap_or(base))
     }
+}
+
+/// `TROVE_LOG_COPY_EVERY`: after how many log segments a host writes a copy of its replica
+/// (None: unset, the repository's default).
+pub(crate) fn copy_every_from_env() -> Result<Option<u64>> {
+    match std::env::var("TROVE_LOG_COPY_EVERY") {
+        Ok(v) if !v.is_empty() => Ok(Some(v.trim().parse::<u64>().map_err(|_| {
+            Error::invalid_argument(format!(
+                "TROVE_LOG_COPY_EVERY={v:?} is not a number of log segments: give one such as 1000, or 0 for no copies"
+            ))
+        })?)),
+        _ => Ok(None),
+    }
+}
+
+/// The directory of the record log's segments in a repository of [`Layout::Log`].
+pub(crate) const LOG_DIR: &str = "log";
+
+/// After how many segments a copy of the replica is written in a directory of [`Layout::Log`]:
+/// never unless `TROVE_LOG_COPY_EVERY` says. A copy spares a new host the reading of every
+/// segment (about 140 us each from a local disk) and costs the repository a compressed copy of
+/// every row: in a directory the size matters more.
+pub(crate) fn dir_copy_every() -> Result<u64> {
+    Ok(copy_every_from_env()?.unwrap_or(0))
 }
 
 /// The first line of a password file, at most 4 KiB.
@@ -254,6 +289,9 @@ pub struct Repo {
     node_cache: NodeCacheSlot,
     /// A bucket's key files and the key that opened it (None for a directory or memory).
     pub(crate) bucket_keys: Option<std::sync::Arc<BucketKeys>>,
+    /// Where the manifest is when it is a replica of a record log (a bucket's, or a directory's
+    /// of [`Layout::Log`]): in the node's directory of the repository.
+    pub(crate) replica: Option<PathBuf>,
 }
 
 /// Where a handle's node-local cache lives (`manifest/node_cache.rs`).
@@ -280,8 +318,16 @@ impl NodeCacheSlot {
         NodeCacheSlot { place, opened: Default::default() }
     }
 
+    /// The directory it names, if any.
+    pub(crate) fn dir(&self) -> Option<PathBuf> {
+        match &self.place {
+            CachePlace::Dir(d) => Some(d.clone()),
+            CachePlace::Memory(_) | CachePlace::Nowhere(_) => None,
+        }
+    }
+
     /// The default place of repository `id`'s cache: under [`node_cache::default_base`].
-    fn default_for(id: &str) -> NodeCacheSlot {
+    pub(crate) fn default_for(id: &str) -> NodeCacheSlot {
         match node_cache::default_base(|k| std::env::var_os(k)) {
             Some(base) => NodeCacheSlot::under(&base, id),
             None => NodeCacheSlot::at(CachePlace::Nowhere(
@@ -334,6 +380,8 @@ pub struct Shared {
     cache_place: CachePlace,
     /// A bucket's keys and settings, which every handle on it holds.
     bucket_keys: Option<std::sync::Arc<BucketKeys>>,
+    /// Where the replica of the log is (`Repo::replica`).
+    replica: Option<PathBuf>,
 }
 
 impl Shared {
@@ -343,10 +391,13 @@ impl Shared {
     pub fn open_handle(&self) -> Result<Repo> {
         let root =
             self.root.as_deref().ok_or_else(|| Error::internal("a repository in memory has no other handles"))?;
-        let mut repo = if let Some(name) = &self.log_name {
-            let every = self.bucket_keys.as_ref().map_or(crate::manifest::log::COPY_EVERY, |k| k.copy_every);
+        let mut repo = if let (Some(name), Some(replica)) = (&self.log_name, &self.replica) {
+            let every = match &self.bucket_keys {
+                Some(k) => k.copy_every,
+                None => dir_copy_every()?,
+            };
             let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone()).copy_every(every);
-            let manifest = crate::manifest::log::open_replica(&root.join(MANIFEST_FILE), log)?;
+            let manifest = crate::manifest::log::open_replica(replica, log)?;
             let node_cache = NodeCacheSlot::at(self.cache_place.clone());
             let mut repo = Repo::assemble(
                 Some(root.to_path_buf()),
@@ -356,9 +407,10 @@ impl Shared {
                 manifest,
             );
             repo.bucket_keys = self.bucket_keys.clone();
+            repo.replica = Some(replica.clone());
             repo
         } else {
-            Repo::open_dir(root)?
+            Repo::open_dir(root, None)?
         };
         repo.set_shared(self.clone());
         Ok(repo)
@@ -403,12 +455,12 @@ fn read_config(root: &Path, cfg: &Path) -> Result<Vec<u8>> {
     let file = match fs::File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(cfg) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if root.join(MANIFEST_FILE).exists() {
+            if root.join(MANIFEST_FILE).exists() || root.join(LOG_DIR).exists() {
                 // A lost config, or an init interrupted before its last step (the config).
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!(
-                        "{} has a manifest.db but no config.json: restore config.json from a backup of the repository, or, if `trove init` was interrupted there, remove the directory and run it again",
+                        "{} has a manifest (manifest.db or log/) but no config.json: restore config.json from a backup of the repository, or, if `trove init` was interrupted there, remove the directory and run it again",
                         root.display()
                     ),
                 ));
@@ -445,8 +497,22 @@ impl Repo {
     /// [`Repo::init`] with the audit log's settings: where its signing key goes (made there,
     /// or used if one is there already), how often it is checkpointed, a witness.
     pub fn init_with(path: &Path, actor: &str, audit: AuditSettings) -> Result<Repo> {
+        Repo::init_layout(path, actor, audit, Layout::Sqlite, None)
+    }
+
+    /// [`Repo::init_with`] choosing how a directory keeps its manifest; one of [`Layout::Log`]
+    /// keeps its replica under `cache_base` (None: the default cache directory). A bucket's
+    /// layout is always the log's.
+    pub fn init_layout(
+        path: &Path,
+        actor: &str,
+        audit: AuditSettings,
+        layout: Layout,
+        cache_base: Option<&Path>,
+    ) -> Result<Repo> {
         if let Location::Bucket { bucket, prefix } = Location::parse(path.as_os_str())? {
-            return Repo::init_bucket(&bucket, &prefix, actor, audit, &BucketAccess::from_env()?);
+            let access = BucketAccess { cache_base: cache_base.map(Path::to_path_buf), ..BucketAccess::from_env()? };
+            return Repo::init_bucket(&bucket, &prefix, actor, audit, &access);
         }
         if path.join(CONFIG_FILE).exists() {
             return Err(Error::new(
@@ -469,10 +535,15 @@ impl Repo {
         let config = Config { audit, ..Config::new(path.as_os_str().as_encoded_bytes()) };
         // The manifest first, the config last: a repository is only recognised (by its config)
         // once everything it needs exists, so an interrupted init is simply not a repository.
-        let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
-        let node_cache = NodeCacheSlot::default_for(&config.id);
-        let backend = std::sync::Arc::new(LocalBackend::new(path));
-        let repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest);
+        let repo = match layout {
+            Layout::Sqlite => {
+                let manifest = Manifest::create(&path.join(MANIFEST_FILE))?;
+                let node_cache = NodeCacheSlot::default_for(&config.id);
+                let backend = std::sync::Arc::new(LocalBackend::new(path));
+                Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest)
+            }
+            Layout::Log => Repo::over_log_dir(path, Config { format: LOG_FORMAT, ..config }, cache_base)?,
+        };
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
             let made = crate::fs::keyfile::create_key(&key, &repo.config.key_origin())?;
@@ -508,7 +579,7 @@ impl Repo {
                 Repo::open_bucket(&bucket, &prefix, &access)
             }
             Location::Local(_) => {
-                let mut repo = Repo::open_dir(path)?;
+                let mut repo = Repo::open_dir(path, cache_dir)?;
                 if let Some(dir) = cache_dir {
                     repo.set_cache_dir(dir);
                 }
@@ -517,13 +588,17 @@ impl Repo {
         }
     }
 
-    /// Opens the repository in directory `path`.
-    fn open_dir(path: &Path) -> Result<Repo> {
+    /// Opens the repository in directory `path`; one of [`Layout::Log`] keeps its replica of
+    /// the log under `cache_base` (None: the default cache directory).
+    fn open_dir(path: &Path, cache_base: Option<&Path>) -> Result<Repo> {
         let cfg_path = path.join(CONFIG_FILE);
         let bytes = read_config(path, &cfg_path)?;
         let config: Config =
             serde_json::from_slice(&bytes).map_err(|e| damaged_config(&cfg_path, &format!("does not parse ({e})")))?;
         config.check(&path.display().to_string())?;
+        if config.format == LOG_FORMAT {
+            return Repo::open_log_dir(path, config, cache_base);
+        }
         let db = path.join(MANIFEST_FILE);
         if !db.exists() {
             return Err(Error::corrupt(format!(
@@ -622,6 +697,7 @@ impl Repo {
             live_feeds: None,
             batch_files: BATCH_FILES,
             bucket_keys: None,
+            replica: None,
         }
     }
 
@@ -685,6 +761,7 @@ impl Repo {
             live_feeds: self.live_feeds.clone(),
             cache_place: self.node_cache.place.clone(),
             bucket_keys: self.bucket_keys.clone(),
+            replica: self.replica.clone(),
         }
     }
 

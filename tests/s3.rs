@@ -383,7 +383,6 @@ fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
 #[test]
 fn a_tool_change_killed_after_its_segment_landed_is_recorded_once() {
     use sha2::Digest;
-    use std::os::unix::process::ExitStatusExt;
     let s3 = server();
     let tmp = tempfile::tempdir().expect("tmp");
     let Edited { repo, a, b, ws, id, .. } = session_in_a_bucket(s3.addr, tmp.path(), "one\ntwo\n");
@@ -394,23 +393,14 @@ fn a_tool_change_killed_after_its_segment_landed_is_recorded_once() {
     })
     .to_string();
     let read = r#"{"path": "notes.txt"}"#;
-    // The failpoint takes the process at the first segment it creates: the session's activity
-    // when a second has passed since the last, else the edit's. Each try comes right after a
-    // call that recorded the activity.
-    let mut landed = false;
-    for _ in 0..5 {
-        ok(trove_on(s3.addr, &repo, &a, &["tool", "read_file", "--session", &id, read]), "read");
-        let out = trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call])
-            .env("TROVE_FAILPOINT", "log:published")
-            .output()
-            .expect("run");
-        assert_eq!(out.status.signal(), Some(6), "killed at the failpoint: {}", common::stderr(&out));
-        if std::fs::read_to_string(ws.join("notes.txt")).expect("read") == "one\nTWO\n" {
-            landed = true;
-            break;
-        }
-    }
-    assert!(landed, "the edit's own segment was never the one the failpoint took");
+    common::kill_edit_after_its_segment(
+        &ws,
+        "one\nTWO\n",
+        || {
+            ok(trove_on(s3.addr, &repo, &a, &["tool", "read_file", "--session", &id, read]), "read");
+        },
+        || trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call]),
+    );
     let edits = |host: &std::path::Path| {
         let log = ok(trove_on(s3.addr, &repo, host, &["--json", "audit", "log"]), "audit log");
         let v: serde_json::Value = serde_json::from_str(&log).expect("json");

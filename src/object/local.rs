@@ -59,8 +59,8 @@ impl LocalBackend {
             return Ok(f.clone());
         }
         let path = self.path(key);
-        let file = File::open(&path).map_err(|e| Error::io("open pack", &path, e))?;
-        let size = file.metadata().map_err(|e| Error::io("stat pack", &path, e))?.len();
+        let file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let size = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
         // A deleted file has no links left: `fstat` through the descriptor says so without a
         // path lookup, so this costs at most `MAX_OPEN` system calls on a miss.
         open.retain(|_, (f, _)| f.metadata().is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 0));
@@ -220,7 +220,9 @@ impl Backend for LocalBackend {
         if offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(Error::new(
                 ErrorKind::Corrupt,
-                format!("pack {key} has {size} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`"),
+                format!(
+                    "{key} has {size} bytes: a read of {len} bytes at {offset} runs past its end; run `trove check`"
+                ),
             ));
         }
         let mut buf = vec![0u8; len as usize];
@@ -230,7 +232,7 @@ impl Backend for LocalBackend {
                 Ok(0) => {
                     return Err(Error::new(
                         ErrorKind::Corrupt,
-                        format!("pack {key} ends before byte {}; run `trove check`", offset + len),
+                        format!("{key} ends before byte {}; run `trove check`", offset + len),
                     ))
                 }
                 Ok(n) => done += n,
@@ -243,12 +245,18 @@ impl Backend for LocalBackend {
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let mut keys = Vec::new();
-        if !self.root.exists() {
+        // From the prefix's directory: listing the packs must not walk a log of a million
+        // segments beside them.
+        let start = match prefix.rfind('/') {
+            Some(i) => self.root.join(&prefix[..i]),
+            None => self.root.clone(),
+        };
+        if !start.exists() {
             return Ok(keys);
         }
-        for entry in walkdir::WalkDir::new(&self.root) {
+        for entry in walkdir::WalkDir::new(&start) {
             let entry =
-                entry.map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", self.root.display())))?;
+                entry.map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", start.display())))?;
             if !entry.file_type().is_file() || entry.path().extension().is_some_and(|x| x == "tmp") {
                 continue;
             }
@@ -267,7 +275,7 @@ impl Backend for LocalBackend {
         match std::fs::symlink_metadata(&path) {
             Ok(m) => Ok(m.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::not_found(format!("pack {key} does not exist")))
+                Err(Error::not_found(format!("{key} does not exist")))
             }
             Err(e) => Err(Error::io("stat", &path, e)),
         }

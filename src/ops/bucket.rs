@@ -282,10 +282,12 @@ impl Repo {
         sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
         let log = Log::new(store.clone(), name).copy_every(keys.copy_every);
-        let manifest = open_replica(&dir.join(MANIFEST_FILE), log)?;
+        let replica = dir.join(MANIFEST_FILE);
+        let manifest = open_replica(&replica, log)?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);
         repo.bucket_keys = Some(Arc::new(keys));
+        repo.replica = Some(replica);
         // The signing key is this node's (never in the bucket): made with its directory.
         if let Some(path) = repo.audit_key_path() {
             if !path.exists() {

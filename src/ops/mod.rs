@@ -14,6 +14,7 @@ pub mod history;
 pub mod journal;
 pub mod lease;
 pub mod live_read;
+pub mod log_dir;
 pub mod notices;
 pub mod repair;
 pub mod restore;

@@ -170,3 +170,21 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Kills `edit` (a tool change of `notes.txt` in `ws` to `expected`, the command built by the
+/// closure, given the read that comes first) at failpoint `log:published`, until the segment the
+/// failpoint took was the edit's own: the first segment a process creates is the session's
+/// activity when a second has passed since the last, else the edit's, so each try comes right
+/// after `read`, a call that recorded the activity. At most five tries.
+pub fn kill_edit_after_its_segment(ws: &Path, expected: &str, read: impl Fn(), edit: impl Fn() -> Command) {
+    use std::os::unix::process::ExitStatusExt;
+    for _ in 0..5 {
+        read();
+        let out = edit().env("TROVE_FAILPOINT", "log:published").output().expect("run");
+        assert_eq!(out.status.signal(), Some(6), "killed at the failpoint: {}", stderr(&out));
+        if fs::read_to_string(ws.join("notes.txt")).expect("read") == expected {
+            return;
+        }
+    }
+    panic!("the edit's own segment was never the one the failpoint took");
+}

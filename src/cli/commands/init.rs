@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trove::{AuditSettings, Repo};
+use trove::{AuditSettings, Layout, Repo};
 
 use crate::cli::output::{actor, print_json, Failure, Out};
 
@@ -17,6 +17,19 @@ pub struct Args {
     /// Write an audit checkpoint every N records
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub checkpoint_every: u64,
+    /// How a repository in a directory keeps its manifest: `sqlite`, one database file in the
+    /// directory; `log`, a compressed record log (as a bucket keeps it), far smaller for long
+    /// histories, read into a database in the cache directory (--cache-dir)
+    #[arg(long, value_enum, default_value_t = LayoutArg::Sqlite)]
+    pub layout: LayoutArg,
+}
+
+/// `--layout`'s values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default)]
+pub enum LayoutArg {
+    #[default]
+    Sqlite,
+    Log,
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
@@ -29,7 +42,13 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
             let access = trove::BucketAccess { cache_base, cache_size, ..trove::BucketAccess::from_env()? };
             Repo::init_bucket(&bucket, &prefix, &actor(), settings, &access)?
         }
-        trove::object::Location::Local(_) => Repo::init_with(repo_path, &actor(), settings)?,
+        trove::object::Location::Local(_) => {
+            let layout = match args.layout {
+                LayoutArg::Sqlite => Layout::Sqlite,
+                LayoutArg::Log => Layout::Log,
+            };
+            Repo::init_layout(repo_path, &actor(), settings, layout, crate::cli::open::cache_dir())?
+        }
     };
     let pubkey = repo.audit_verifier()?.to_string();
     if json {

@@ -1,0 +1,68 @@
+//! A repository in a directory whose manifest is its record log (`trove init --layout log`,
+//! format 2): the durable form a bucket keeps, in a directory.
+//!
+//! The directory holds `config.json`, `packs/…`, `log/<seq>` (the record log's segments, as in a
+//! bucket but not sealed: a directory is guarded by its permissions, as a format-1 directory's
+//! `manifest.db` is), `replica/<seq>` (copies of a replica, only when `TROVE_LOG_COPY_EVERY` asks
+//! for them), the audit signing key and the workspace locks. The SQLite manifest every query runs
+//! on is this node's replica of the log, `<cache>/<repository id>/manifest.db`, rebuilt from the
+//! log when missing: deleting the cache directory loses nothing. What this buys is size: a row
+//! change is a few compressed bytes in a segment where an SQLite page keeps it uncompressed in a
+//! B-tree a quarter free, so an agent's hundreds of edits grow the repository about as much as
+//! they grow a git repository.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::base::error::{Error, Result};
+use crate::manifest::log::{open_replica, Log};
+use crate::object::{Backend, LocalBackend};
+use crate::repo::{dir_copy_every, Config, NodeCacheSlot, Repo, LOG_DIR, MANIFEST_FILE};
+
+impl Repo {
+    /// Opens the repository of [`crate::Layout::Log`] in directory `path` (its `config` read
+    /// already), bringing this node's replica of its manifest up to date and settling what a
+    /// crash interrupted.
+    pub(crate) fn open_log_dir(path: &Path, config: Config, cache_base: Option<&Path>) -> Result<Repo> {
+        if !path.join(LOG_DIR).is_dir() {
+            return Err(Error::corrupt(format!(
+                "{} is missing beside its config.json (the repository's record log): restore it from a backup",
+                path.join(LOG_DIR).display()
+            )));
+        }
+        let repo = Repo::over_log_dir(path, config, cache_base)?;
+        repo.settle_on_open()?;
+        Ok(repo)
+    }
+
+    /// A handle on the directory of [`crate::Layout::Log`] at `path`: its store, and this node's
+    /// replica of its manifest under `cache_base` (None: the default cache directory), caught
+    /// up with the log.
+    pub(crate) fn over_log_dir(path: &Path, config: Config, cache_base: Option<&Path>) -> Result<Repo> {
+        let base = match cache_base {
+            Some(b) => b.to_path_buf(),
+            None => crate::manifest::node_cache::default_base(|k| std::env::var_os(k)).ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "{} keeps its manifest as a record log, read into a cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
+                    path.display()
+                ))
+            })?,
+        };
+        let base = std::path::absolute(&base).unwrap_or(base);
+        let node_cache = NodeCacheSlot::under(&base, &config.id);
+        let dir = node_cache.dir().ok_or_else(|| {
+            Error::corrupt(format!(
+                "the id in {}'s config.json is not 32 hex digits, so it names no cache directory for the manifest: restore config.json from a backup",
+                path.display()
+            ))
+        })?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        let store: Arc<dyn Backend> = Arc::new(LocalBackend::new(path));
+        let log = Log::new(store.clone(), path.display().to_string()).copy_every(dir_copy_every()?);
+        let replica = dir.join(MANIFEST_FILE);
+        let manifest = open_replica(&replica, log)?;
+        let mut repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, store, manifest);
+        repo.replica = Some(replica);
+        Ok(repo)
+    }
+}
