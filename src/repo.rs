@@ -641,7 +641,7 @@ impl Repo {
     /// On a handle open read-only (`why`: the disk is full), the recovery an open does is
     /// left for the next handle that can write, said in the log when there is any: reads of
     /// snapshots and the trash do not depend on it.
-    fn defer_recovery(&self, why: &str) -> Result<()> {
+    pub(crate) fn defer_recovery(&self, why: &str) -> Result<()> {
         let conn = self.manifest.conn();
         let plans = crate::manifest::journal::pending(conn)?.len();
         let restores = crate::manifest::restores::pending(conn)?.len();

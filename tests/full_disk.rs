@@ -231,3 +231,56 @@ fn a_tools_io_failure_over_http_names_its_request() {
     assert_eq!(v["error"]["requestId"], json!(request), "{v}");
     assert!(v["error"]["message"].as_str().is_some_and(|m| m.ends_with(&request)), "{v}");
 }
+
+/// A directory of the log layout whose cache directory (its replica of the manifest) is on a
+/// full disk: its replica opens read-only and reads as of its last catch-up, writes say the disk
+/// is full, and once there is space everything writes and checks clean.
+#[test]
+fn a_log_layout_directory_whose_cache_is_full_reads_and_refuses_writes() {
+    let Some(disk) = Tmpfs::mount("16m") else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (repo, ws) = (tmp.path().join("repo"), tmp.path().join("w"));
+    let cache = disk.path().join("cache");
+    fs::create_dir_all(&ws).expect("mkdir");
+    fs::write(ws.join("a.txt"), "alpha\n").expect("write");
+    let run = |args: &[&str]| {
+        Command::new(common::trove_bin())
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(args)
+            .env_remove("TROVE_REPO")
+            .env_remove("TROVE_LOG")
+            .output()
+            .expect("run trove")
+    };
+    let w = ws.to_str().expect("utf-8");
+    for args in [&["init", "--layout", "log"][..], &["snapshot", w, "--workspace", "w"]] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let filler = disk.fill();
+
+    let out = run(&["--json", "snapshots"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let out = run(&["cat", "latest", "a.txt"]);
+    assert_eq!(stdout(&out), "alpha\n", "{}", stderr(&out));
+    let out = run(&["check"]);
+    assert!(out.status.success() && stdout(&out).contains("no problems found"), "{}{}", stdout(&out), stderr(&out));
+    let segments = fs::read_dir(repo.join("log")).expect("log").count();
+    let out = run(&["snapshot", w, "--workspace", "w"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("disk is full"), "{}", stderr(&out));
+    assert_eq!(fs::read_dir(repo.join("log")).expect("log").count(), segments, "nothing was published");
+
+    fs::remove_file(&filler).expect("free");
+    fs::write(ws.join("b.txt"), "beta\n").expect("write");
+    let out = run(&["snapshot", w, "--workspace", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["check"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("segments of the record log replayed"), "{}", stdout(&out));
+}

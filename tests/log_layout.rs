@@ -59,6 +59,20 @@ fn session(repo: &Path, cache: &Path, ws: &Path, name: &str) -> String {
     v["id"].as_str().expect("id").to_owned()
 }
 
+/// The one replica under cache directory `cache`: `<cache>/<id>/manifest-<hash>.db`.
+fn replica_of(cache: &Path) -> PathBuf {
+    let found: Vec<PathBuf> = walkdir::WalkDir::new(cache)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.into_path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("manifest-") && n.ends_with(".db"))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
 /// `edits` edits of `notes.txt` through `edit_file`, each inserting a line, with a snapshot
 /// every 5: the notes' final text.
 fn edit_many(repo: &Path, cache: &Path, ws: &Path, id: &str, edits: usize) -> String {
@@ -234,8 +248,16 @@ fn a_server_writes_the_log_that_a_host_with_no_cache_reads() {
     let dir = tempfile::tempdir().expect("tmp");
     let (repo, cache) = (dir.path().join("repo"), dir.path().join("cache"));
     ok(trove(&repo, &cache, &["init", "--layout", "log"]), "init");
-    let cache_dir = cache.to_str().expect("utf-8").to_owned();
-    let s = http::start_env(dir, Some(TOKEN), &[], &[("TROVE_CACHE_DIR", &cache_dir)]);
+    // The server's handles open their replicas where --cache-dir says, never in the default.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let (cache_dir, home_dir) = (cache.to_str().expect("utf-8").to_owned(), home.to_str().expect("utf-8").to_owned());
+    let s = http::start_env(
+        dir,
+        Some(TOKEN),
+        &["--cache-dir", &cache_dir],
+        &[("HOME", &home_dir), ("XDG_CACHE_HOME", &home_dir)],
+    );
     let r = s.call("POST", "/v1/sessions", r#"{"workspace": "w", "persistent": true}"#);
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
@@ -264,6 +286,47 @@ fn a_server_writes_the_log_that_a_host_with_no_cache_reads() {
     let records = json_of(&repo, &fresh, &["audit", "log", "--limit", "1000"]);
     assert_eq!(records.as_array().map(Vec::len), Some(count), "{records}");
     assert!(!repo.join("manifest.db").exists());
+    let stray: Vec<_> = walkdir::WalkDir::new(&home).min_depth(1).into_iter().filter_map(|e| e.ok()).collect();
+    assert!(stray.is_empty(), "the default cache directory was used: {stray:?}");
+}
+
+/// A copied directory keeps the repository's id, but not its replica: each copy's writes go
+/// to its own log; and a directory restored from an older backup, whose log lacks what this
+/// host's replica applied, is read again from the log as it is.
+#[test]
+fn a_copied_or_restored_directory_is_read_from_its_own_log() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (repo, cache, ws) = (tmp.path().join("repo"), tmp.path().join("cache"), tmp.path().join("ws"));
+    common::rich_workspace(&ws);
+    let w = ws.to_str().expect("utf-8");
+    ok(trove(&repo, &cache, &["init", "--layout", "log"]), "init");
+    ok(trove(&repo, &cache, &["snapshot", "--workspace", "w", w]), "snapshot");
+    let backup = tmp.path().join("backup");
+    common::copy_tree(&repo, &backup);
+    let copy = tmp.path().join("copy");
+    common::copy_tree(&repo, &copy);
+    let count = |repo: &Path| json_of(repo, &cache, &["snapshots"]).as_array().map_or(0, Vec::len);
+
+    // Each copy written in turn through one cache directory.
+    std::fs::write(ws.join("one.txt"), "1\n").expect("write");
+    ok(trove(&copy, &cache, &["snapshot", "--workspace", "w", w]), "snapshot of the copy");
+    std::fs::write(ws.join("two.txt"), "2\n").expect("write");
+    ok(trove(&repo, &cache, &["snapshot", "--workspace", "w", w]), "snapshot of the original");
+    ok(trove(&repo, &cache, &["snapshot", "--workspace", "w", w]), "and another");
+    assert_eq!((count(&repo), count(&copy)), (3, 2));
+    for dir in [&repo, &copy] {
+        let fresh = tmp.path().join(format!("fresh-{}", dir.file_name().and_then(|n| n.to_str()).expect("name")));
+        assert_eq!(json_of(dir, &fresh, &["snapshots"]), json_of(dir, &cache, &["snapshots"]));
+        ok(trove(dir, &cache, &["check"]), "check");
+    }
+
+    // The original put back as the backup had it: one snapshot, whatever this host applied.
+    std::fs::remove_dir_all(&repo).expect("remove");
+    common::copy_tree(&backup, &repo);
+    assert_eq!(count(&repo), 1);
+    ok(trove(&repo, &cache, &["check"]), "check after the restore");
+    ok(trove(&repo, &cache, &["snapshot", "--workspace", "w", w]), "a write after it");
+    assert_eq!(count(&repo), 2);
 }
 
 /// What opening refuses: a directory whose log is gone, and a format newer than this build's.
@@ -291,4 +354,67 @@ fn a_log_directory_without_its_log_or_of_a_newer_format_is_refused_with_advice()
     assert!(common::stderr(&o).contains("record log"), "{}", common::stderr(&o));
     std::fs::rename(tmp.path().join("log-aside"), repo.join("log")).expect("rename back");
     ok(trove(&repo, &tmp.path().join("new-host"), &["snapshots"]), "opens again");
+}
+
+/// `trove check` replays the whole log beside the replica: a sound one is clean; a damaged
+/// segment or a replica whose rows the log does not hold is damage (exit 3) naming the segment
+/// or table; a replica ahead of its log (a segment gone from its end) is set aside on open.
+#[test]
+fn check_replays_the_log_and_names_a_damaged_or_missing_segment_or_a_diverged_replica() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (repo, cache, ws) = (tmp.path().join("repo"), tmp.path().join("cache"), tmp.path().join("ws"));
+    common::rich_workspace(&ws);
+    ok(trove(&repo, &cache, &["init", "--layout", "log"]), "init");
+    for k in 0..3 {
+        std::fs::write(ws.join(format!("n{k}.txt")), format!("{k}\n")).expect("write");
+        ok(trove(&repo, &cache, &["snapshot", "--workspace", "w", ws.to_str().expect("utf-8")]), "snapshot");
+    }
+    let report = json_of(&repo, &cache, &["check"]);
+    assert_eq!(report["logSegments"], 4, "{report}");
+    assert_eq!(report["problems"].as_array().map(Vec::len), Some(0), "{report}");
+    let problems = |cache: &Path| -> Vec<Value> {
+        let o = trove(&repo, cache, &["--json", "check"]);
+        assert_eq!(o.status.code(), Some(3), "damage found: {}", common::stderr(&o));
+        let v: Value = serde_json::from_str(&common::stdout(&o)).expect("json");
+        v["problems"].as_array().expect("problems").clone()
+    };
+    let segment = |seq: u64| repo.join("log").join(format!("{seq:020}"));
+
+    // A bit flipped in segment 3.
+    let saved = std::fs::read(segment(3)).expect("segment");
+    let mut bad = saved.clone();
+    let last = bad.len() - 3;
+    bad[last] ^= 0x40;
+    std::fs::write(segment(3), &bad).expect("write");
+    let found = problems(&cache);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["kind"], "record_log");
+    assert!(found[0]["message"].as_str().expect("message").contains("00000000000000000003"), "{found:?}");
+    std::fs::write(segment(3), &saved).expect("write back");
+
+    // Segment 4 gone from the log, which this host's replica applied: the replica is set
+    // aside, kept, and the log read as it is.
+    std::fs::rename(segment(4), tmp.path().join("aside")).expect("rename");
+    let replica = replica_of(&cache);
+    let o = trove(&repo, &cache, &["--json", "check"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("the log does not hold"), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_str(&common::stdout(&o)).expect("json");
+    assert_eq!(v["logSegments"], 3, "{v}");
+    let mut aside = replica.into_os_string();
+    aside.push(".ahead-4");
+    assert!(PathBuf::from(aside).exists(), "the old replica is kept");
+    std::fs::rename(tmp.path().join("aside"), segment(4)).expect("rename back");
+    let report = json_of(&repo, &cache, &["check"]);
+    assert_eq!(report["logSegments"], 4, "sound again: {report}");
+
+    // A row changed in the replica behind the log's back.
+    let db = rusqlite::Connection::open(replica_of(&cache)).expect("open the replica");
+    db.execute("UPDATE workspaces SET name = 'renamed'", []).expect("update");
+    drop(db);
+    let found = problems(&cache);
+    let message = found[0]["message"].as_str().expect("message");
+    assert!(message.starts_with("table workspaces: 1 rows"), "{message}");
+    // A host with no cache reads the log as it is: sound.
+    ok(trove(&repo, &tmp.path().join("new-host"), &["check"]), "a new host's check");
 }

@@ -26,7 +26,7 @@ use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::varint;
 use crate::object::Backend;
 
-use super::{db, Manifest, Published, Replication, SCHEMA_VERSION};
+use super::{db, LogCheck, Manifest, Published, Replication, SCHEMA_VERSION};
 
 /// The logged tables, each with the columns that identify a row (its key): what every node's
 /// manifest holds alike. Order matters nowhere; a table's number in a connection's triggers is
@@ -699,7 +699,7 @@ impl Log {
 
     fn damaged(&self, seq: u64, what: &str) -> Error {
         Error::corrupt(format!(
-            "log segment {} in {} {what}: no host can catch up past it; restore the segment from a copy of the bucket",
+            "log segment {} in {} {what}: no host can catch up past it; restore the segment from a backup of the repository",
             key(seq),
             self.name
         ))
@@ -849,6 +849,10 @@ impl Replication for Log {
         self.catch_up_to(tx)
     }
 
+    fn check(&self, conn: &Connection) -> Result<LogCheck> {
+        self.check_against(conn)
+    }
+
     fn committed(&self, conn: &Connection) {
         if !self.copy_due.swap(false, std::sync::atomic::Ordering::Relaxed) {
             return;
@@ -870,6 +874,110 @@ impl Replication for Log {
         *self.fetched.lock().unwrap_or_else(|p| p.into_inner()) = Some((next, stored));
         Ok(true)
     }
+}
+
+impl Log {
+    /// Replays every segment from the first into a scratch manifest beside `replica` (a file in
+    /// its directory, removed after; one a killed check left is removed by a later one once an
+    /// hour old), then compares every logged table's rows with the replica's: a damaged or
+    /// missing segment, or a replica that holds what the log does not (a write its host never
+    /// published) or lacks what it holds, is a problem. Segments published meanwhile are
+    /// applied to both first, a few times at most.
+    fn check_against(&self, replica: &Connection) -> Result<LogCheck> {
+        let path = replica
+            .path()
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+            .ok_or_else(|| Error::internal("a replica in memory has no file to check the log beside"))?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        sweep_leftovers(dir, ".check-replay-");
+        let tmp = tempfile::Builder::new()
+            .prefix(".check-replay-")
+            .tempdir_in(dir)
+            .map_err(|e| Error::io("create a directory in", dir, e))?;
+        let scratch = Manifest::create(&tmp.path().join("manifest.db"))?;
+        let fresh = Log {
+            store: self.store.clone(),
+            name: self.name.clone(),
+            logged: attach(scratch.conn())?,
+            fetched: Default::default(),
+            copy_every: 0,
+            copy_due: Default::default(),
+        };
+        let catch_up = |log: &Log, conn: &Connection| -> Result<u64> {
+            let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+                .map_err(db("starting a transaction"))?;
+            let n = log.catch_up_to(&tx)?;
+            tx.commit().map_err(db("committing"))?;
+            Ok(n)
+        };
+        let mut report = LogCheck::default();
+        for _ in 0..4 {
+            match catch_up(&fresh, scratch.conn()) {
+                Ok(n) => report.segments += n,
+                Err(e) if matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::NotFound | ErrorKind::Io) => {
+                    report.problems.push(e.message().to_owned());
+                    return Ok(report);
+                }
+                Err(e) => return Err(e),
+            }
+            let (log_end, applied) = (position(scratch.conn())?, position(replica)?);
+            if log_end < applied {
+                let missing = match log_end + 1 == applied {
+                    true => format!("segment {} is", key(applied)),
+                    false => format!("segments {} to {} are", key(log_end + 1), key(applied)),
+                };
+                report.problems.push(format!(
+                    "{} ends at segment {log_end}, but this host's replica applied or wrote segments up to {applied}: {missing} missing from the log (restore them from a backup of the repository, or delete the cache directory's manifest.db to read the log as it is)",
+                    self.name,
+                ));
+                return Ok(report);
+            }
+            if log_end == applied {
+                report.problems.extend(compare_rows(scratch.conn(), &path, &self.logged, &self.name)?);
+                return Ok(report);
+            }
+            // Published after this replica caught up: it catches up too, and the log is read
+            // again for what came meanwhile.
+            catch_up(self, replica)?;
+        }
+        tracing::info!(store = %self.name, "the log grew through four rounds of this check: its rows were not compared with the replica's");
+        Ok(report)
+    }
+}
+
+/// The logged tables' rows of the manifest on `conn` against those of the replica at `replica`,
+/// attached for the comparison, by the replica's columns (`logged`): a message per table that
+/// differs.
+fn compare_rows(conn: &Connection, replica: &std::path::Path, logged: &[Logged], name: &str) -> Result<Vec<String>> {
+    let at = replica.to_str().ok_or_else(|| {
+        Error::invalid_argument(format!(
+            "{} is not UTF-8, so SQLite cannot attach it: give --cache-dir a UTF-8 path",
+            replica.display()
+        ))
+    })?;
+    conn.execute("ATTACH DATABASE ?1 AS replica", [at]).map_err(db("attaching the replica to compare"))?;
+    let compared = (|| -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        for ((table, _), l) in DURABLE.iter().zip(logged) {
+            let cols = l.columns.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
+            let count = |a: &str, b: &str| -> Result<i64> {
+                let sql = format!(
+                    "SELECT count(*) FROM (SELECT {cols} FROM {a}.{table} EXCEPT SELECT {cols} FROM {b}.{table})"
+                );
+                conn.query_row(&sql, [], |r| r.get(0)).map_err(db("comparing the log's rows with the replica's"))
+            };
+            let (only_log, only_replica) = (count("main", "replica")?, count("replica", "main")?);
+            if only_log > 0 || only_replica > 0 {
+                problems.push(format!(
+                    "table {table}: {only_log} rows replayed from {name} are not in this host's replica, which holds {only_replica} rows the log does not (delete the cache directory's manifest.db to read the log as it is)"
+                ));
+            }
+        }
+        Ok(problems)
+    })();
+    conn.execute("DETACH DATABASE replica", []).map_err(db("detaching the replica"))?;
+    compared
 }
 
 /// Opens (or creates) the node-local replica at `path` of the manifest whose durable rows are

@@ -60,12 +60,23 @@ pub trait Replication: Send + Sync {
     fn check_fence(&self, conn: &Connection, fence: i64) -> Result<()>;
     /// Applies in `tx` the segments the replica has not seen; how many.
     fn catch_up(&self, tx: &Connection) -> Result<u64>;
+    /// Replays the whole log beside the replica on `conn` and compares their rows.
+    fn check(&self, conn: &Connection) -> Result<LogCheck>;
     /// Called after a write's transaction committed on `conn`: work that follows a publish
     /// without being part of it (a copy of the replica), whose failure is only logged.
     fn committed(&self, conn: &Connection);
     /// Whether the log holds a segment the replica has not seen, asked outside any transaction
     /// (what it fetched to know is kept for the catch-up that follows).
     fn news(&self, conn: &Connection) -> Result<bool>;
+}
+
+/// What replaying a whole log beside a replica found (`trove check`).
+#[derive(Debug, Default)]
+pub struct LogCheck {
+    /// Segments replayed.
+    pub segments: u64,
+    /// Each way the log and the replica disagree, in words naming the segment or table.
+    pub problems: Vec<String>,
 }
 
 /// What publishing a transaction's rows came to.
@@ -580,9 +591,14 @@ impl Manifest {
     }
 
     /// Makes this manifest a replica: its writes go through `log`, which is caught up with now.
+    ///
+    /// A manifest open read-only (its disk is full) cannot apply segments: it reads as of its
+    /// last catch-up, said in the log, and refuses writes as any read-only manifest does.
     pub fn replicate(&mut self, log: std::sync::Arc<dyn Replication>) -> Result<()> {
         if let Some(reason) = &self.read_only {
-            return Err(self.refuse_write(reason));
+            tracing::warn!(store = %log.name(), why = %reason, "this host's replica is open read-only: it reads as of its last catch-up with the log");
+            self.log = Some(log);
+            return Ok(());
         }
         self.log = Some(log);
         self.catch_up()?;
@@ -593,6 +609,9 @@ impl Manifest {
     /// on a manifest without a log.
     pub fn catch_up(&self) -> Result<u64> {
         let Some(log) = &self.log else { return Ok(0) };
+        if self.read_only.is_some() {
+            return Ok(0);
+        }
         // Most catch-ups (a server's, before its requests) find nothing new: asked first,
         // outside a transaction, so that no writer of this replica waits on the store's answer.
         if !log.news(&self.conn)? {
@@ -620,6 +639,15 @@ impl Manifest {
     /// How the store of this replica's log names itself, or None: no log.
     pub fn log_name(&self) -> Option<&str> {
         self.log.as_deref().map(Replication::name)
+    }
+
+    /// For a replica, what replaying its whole log beside it found (`trove check`); None for a
+    /// manifest that is its repository's own.
+    pub fn check_log(&self) -> Result<Option<LogCheck>> {
+        match &self.log {
+            Some(l) => l.check(&self.conn).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Whether this manifest is a replica of a record log.

@@ -124,10 +124,23 @@ fn persist(mut tmp: tempfile::NamedTempFile, path: &Path, key: &str, root: &Path
             sync_dir(dir)
         }
         // A file system without hard links or `RENAME_NOREPLACE`: a rename, after checking
-        // that the key is free, as before (not atomic against another writer).
+        // that the key is free, as before (not atomic against another writer). Only for a
+        // value named by its content (a pack), which two writers write the same: the record
+        // log's segments rest on exactly one writer winning a key.
         Err(e)
             if !path.exists() && matches!(e.error.raw_os_error(), Some(libc::EPERM | libc::ENOTSUP | libc::EINVAL)) =>
         {
+            if content_name(key).is_none() {
+                return Err(Error::with_source(
+                    ErrorKind::Io,
+                    format!(
+                        "cannot create {} only if it is free: the file system under {} has neither RENAME_NOREPLACE nor hard links, which a record log needs; keep the repository on a local file system",
+                        path.display(),
+                        root.display()
+                    ),
+                    e.error,
+                ));
+            }
             e.file.persist(path).map_err(|e| Error::io("rename into place", path, e.error))?;
             sync_dir(dir)
         }

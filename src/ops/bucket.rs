@@ -254,6 +254,13 @@ impl Repo {
             }
         };
         config.check(&name)?;
+        if config.format != crate::repo::FORMAT {
+            return Err(Error::invalid_argument(format!(
+                "repository {name} has format {}, which this trove does not read in a bucket (only {}): upgrade trove",
+                config.format,
+                crate::repo::FORMAT
+            )));
+        }
         let repo = Repo::over_bucket(sealed, (key, key_name), &name, config, access)?;
         repo.settle_on_open()?;
         Ok(repo)

@@ -5,8 +5,9 @@
 //! bucket but not sealed: a directory is guarded by its permissions, as a format-1 directory's
 //! `manifest.db` is), `replica/<seq>` (copies of a replica, only when `TROVE_LOG_COPY_EVERY` asks
 //! for them), the audit signing key and the workspace locks. The SQLite manifest every query runs
-//! on is this node's replica of the log, `<cache>/<repository id>/manifest.db`, rebuilt from the
-//! log when missing: deleting the cache directory loses nothing. What this buys is size: a row
+//! on is this node's replica of the log, `<cache>/<repository id>/manifest-<hash>.db` (by the
+//! directory's canonical path: a copy keeps the id), rebuilt from the log when missing:
+//! deleting the cache directory loses nothing the log holds. What this buys is size: a row
 //! change is a few compressed bytes in a segment where an SQLite page keeps it uncompressed in a
 //! B-tree a quarter free, so an agent's hundreds of edits grow the repository about as much as
 //! they grow a git repository.
@@ -14,10 +15,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::base::error::{Error, Result};
-use crate::manifest::log::{open_replica, Log};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::manifest::log::{key, open_replica, position, Log};
 use crate::object::{Backend, LocalBackend};
-use crate::repo::{dir_copy_every, Config, NodeCacheSlot, Repo, LOG_DIR, MANIFEST_FILE};
+use crate::repo::{dir_copy_every, Config, NodeCacheSlot, Repo, LOG_DIR};
 
 impl Repo {
     /// Opens the repository of [`crate::Layout::Log`] in directory `path` (its `config` read
@@ -31,6 +32,10 @@ impl Repo {
             )));
         }
         let repo = Repo::over_log_dir(path, config, cache_base)?;
+        if let Some(why) = repo.manifest.read_only() {
+            repo.defer_recovery(why)?;
+            return Ok(repo);
+        }
         repo.settle_on_open()?;
         Ok(repo)
     }
@@ -58,11 +63,57 @@ impl Repo {
         })?;
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         let store: Arc<dyn Backend> = Arc::new(LocalBackend::new(path));
-        let log = Log::new(store.clone(), path.display().to_string()).copy_every(dir_copy_every()?);
-        let replica = dir.join(MANIFEST_FILE);
-        let manifest = open_replica(&replica, log)?;
+        let replica = dir.join(replica_name(path));
+        let log =
+            || -> Result<Log> { Ok(Log::new(store.clone(), path.display().to_string()).copy_every(dir_copy_every()?)) };
+        let mut manifest = open_replica(&replica, log()?)?;
+        // A replica that applied a segment the log does not hold is of another log: the
+        // directory was restored from an older backup (or its log lost its end). It is read
+        // again from the log as it is; `check` reports a log that lost what a replica holds.
+        let at = position(manifest.conn())?;
+        if at > 0 && manifest.read_only().is_none() {
+            if let Err(e) = store.size(&key(at)) {
+                if e.kind() != ErrorKind::NotFound {
+                    return Err(e);
+                }
+                drop(manifest);
+                let aside = set_aside(&replica, at)?;
+                tracing::warn!(replica = %aside.display(), position = at, store = %path.display(), "this host's replica applied a segment the log does not hold (the directory was restored from an older backup, or its log lost its end): it is read again from the log, the old replica kept aside");
+                manifest = open_replica(&replica, log()?)?;
+            }
+        }
         let mut repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, store, manifest);
         repo.replica = Some(replica);
         Ok(repo)
     }
+}
+
+/// The replica's file name in the node's directory of the repository: by the directory's
+/// canonical path as well as the repository's id (the cache directory's name), since a copied
+/// directory keeps the id; two copies sharing a replica would each write segments the other's
+/// log lacks.
+fn replica_name(path: &Path) -> String {
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes());
+    format!("manifest-{}.db", &hash.to_hex()[..16])
+}
+
+/// Moves the replica at `path` (with its WAL and shared-memory files) aside, to
+/// `<path>.ahead-<position>`, so that what it holds and the log lost stays readable: the path
+/// it is now at.
+fn set_aside(path: &Path, position: u64) -> Result<std::path::PathBuf> {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".ahead-{position}"));
+    for suffix in ["", "-wal", "-shm"] {
+        let (mut from, mut to) = (path.as_os_str().to_owned(), aside.clone());
+        from.push(suffix);
+        to.push(suffix);
+        match std::fs::rename(&from, &to) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("set aside the replica", Path::new(&from), e))
+            }
+            _ => {}
+        }
+    }
+    Ok(aside.into())
 }

@@ -140,7 +140,10 @@ impl Repo {
                 ProblemKind::ObjectDamaged | ProblemKind::ObjectMissing | ProblemKind::ChunkList | ProblemKind::Row => {
                     lost_objects.insert(id);
                 }
-                ProblemKind::PackMissing | ProblemKind::PackDamaged | ProblemKind::AuditLog => {}
+                ProblemKind::PackMissing
+                | ProblemKind::PackDamaged
+                | ProblemKind::AuditLog
+                | ProblemKind::RecordLog => {}
             }
         }
         // Objects of a missing or truncated pack are lost too, and chunks make their contents so.

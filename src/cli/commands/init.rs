@@ -20,8 +20,9 @@ pub struct Args {
     /// How a repository in a directory keeps its manifest: `sqlite`, one database file in the
     /// directory; `log`, a compressed record log (as a bucket keeps it), far smaller for long
     /// histories, read into a database in the cache directory (--cache-dir)
-    #[arg(long, value_enum, default_value_t = LayoutArg::Sqlite)]
-    pub layout: LayoutArg,
+    /// [default: sqlite; a bucket's is always the log]
+    #[arg(long, value_enum)]
+    pub layout: Option<LayoutArg>,
 }
 
 /// `--layout`'s values.
@@ -37,6 +38,13 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let settings = AuditSettings { key, checkpoint_every: args.checkpoint_every.max(1), witness: None };
     let repo = match trove::object::Location::parse(repo_path.as_os_str())? {
         trove::object::Location::Bucket { bucket, prefix } => {
+            if args.layout.is_some() {
+                return Err(trove::Error::invalid_argument(format!(
+                    "--layout chooses how a directory keeps its manifest; {} is a bucket, which always keeps it as a record log: leave --layout out",
+                    repo_path.display()
+                ))
+                .into());
+            }
             let cache_base = crate::cli::open::cache_dir().map(Path::to_path_buf);
             let cache_size = crate::cli::open::cache_size();
             let access = trove::BucketAccess { cache_base, cache_size, ..trove::BucketAccess::from_env()? };
@@ -44,8 +52,8 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         }
         trove::object::Location::Local(_) => {
             let layout = match args.layout {
-                LayoutArg::Sqlite => Layout::Sqlite,
-                LayoutArg::Log => Layout::Log,
+                None | Some(LayoutArg::Sqlite) => Layout::Sqlite,
+                Some(LayoutArg::Log) => Layout::Log,
             };
             Repo::init_layout(repo_path, &actor(), settings, layout, crate::cli::open::cache_dir())?
         }

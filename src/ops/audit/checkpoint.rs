@@ -81,6 +81,9 @@ impl Repo {
         let key = self.signer()?;
         // One signer at a time, across processes, from reading the state to writing it.
         let _lock = self.audit_key_path().map(|p| lock_key(&p)).transpose()?;
+        // A replica behind the log would take records another process (sharing this key, as
+        // in a directory of the log layout) signed for removed ones.
+        self.manifest.catch_up()?;
         let remembered = self.signed_state()?;
         if let Some(r) = remembered.as_ref().filter(|r| r.origin != key.name()) {
             return Err(Error::corrupt(format!(

@@ -3,8 +3,10 @@
 //! every loose object's header agrees with its id; every chunk list is contiguous and names
 //! stored chunks; every tree decodes and verifies, and every reference (trees' files and
 //! subtrees, snapshots' roots, trash items, audit pre-images within their retention, journaled
-//! plans) names something stored; and the audit log verifies. With `--read-data` (or a subset
-//! of the packs) objects are decompressed and hashed, and chunk lists reassembled.
+//! plans) names something stored; the audit log verifies; and, where the manifest is a replica
+//! of a record log (a bucket, a directory of the log layout), the whole log replays to the rows
+//! the replica holds. With `--read-data` (or a subset of the packs) objects are decompressed and
+//! hashed, and chunk lists reassembled.
 //!
 //! Problems are collected, not returned as errors, so one damaged pack or row does not hide
 //! another; each names its object and pack, and the snapshots and paths it affects.
@@ -98,6 +100,9 @@ pub enum ProblemKind {
     Row,
     /// The audit log does not verify.
     AuditLog,
+    /// The record log (a bucket's, or a directory's of the log layout) does not replay to this
+    /// host's replica of the manifest: a segment damaged or missing, or rows that differ.
+    RecordLog,
 }
 
 /// One thing wrong.
@@ -164,6 +169,9 @@ pub struct CheckReport {
     pub packs_read: u64,
     /// Audit records verified.
     pub audit_records: u64,
+    /// Segments of the record log replayed and compared with this host's replica (0 for a
+    /// manifest that is no replica).
+    pub log_segments: u64,
     /// Why the audit log's checkpoints could not be verified, when they could not (its key
     /// kept elsewhere): not a problem.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,6 +243,26 @@ impl Checking<'_> {
     }
 }
 
+impl Checking<'_> {
+    /// A replica's record log: every segment replayed beside the replica and the rows compared.
+    fn check_record_log(&mut self) -> Result<()> {
+        if let Some(why) = self.repo.read_only() {
+            // The replay needs a scratch database beside the replica, which a full disk refuses.
+            if self.repo.manifest.is_replica() {
+                tracing::warn!(why, "the record log was not replayed: this host's replica is open read-only");
+            }
+            return Ok(());
+        }
+        if let Some(log) = self.repo.manifest.check_log()? {
+            self.report.log_segments = log.segments;
+            for p in log.problems {
+                self.problem(Problem::new(ProblemKind::RecordLog, p));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Repo {
     /// Verifies everything and reads every object: `check_with` with `ReadData::All`.
     pub fn check(&self) -> Result<CheckReport> {
@@ -258,6 +286,7 @@ impl Repo {
             c.read_data(&packs, opts.read_data)?;
         }
         c.check_audit()?;
+        c.check_record_log()?;
         if !c.report.problems.is_empty() {
             self.manifest.read(|| c.affected())?;
         }
