@@ -75,6 +75,9 @@ pub trait Replication: Send + Sync {
 pub struct LogCheck {
     /// Segments replayed.
     pub segments: u64,
+    /// Whether the replayed rows were compared with the replica's (not when the log kept
+    /// growing through every try, or a segment was damaged).
+    pub compared: bool,
     /// Each way the log and the replica disagree, in words naming the segment or table.
     pub problems: Vec<String>,
 }

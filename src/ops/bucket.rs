@@ -262,6 +262,10 @@ impl Repo {
             )));
         }
         let repo = Repo::over_bucket(sealed, (key, key_name), &name, config, access)?;
+        if let Some(why) = repo.manifest.read_only() {
+            repo.defer_recovery(why)?;
+            return Ok(repo);
+        }
         repo.settle_on_open()?;
         Ok(repo)
     }

@@ -66,6 +66,19 @@ impl Repo {
         let replica = dir.join(replica_name(path));
         let log =
             || -> Result<Log> { Ok(Log::new(store.clone(), path.display().to_string()).copy_every(dir_copy_every()?)) };
+        // One process at a time opens this host's replica of the directory and, if need be,
+        // sets it aside: two doing it at once would set aside the fresh one the other opened.
+        let mut lock_path = replica.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_path = std::path::PathBuf::from(lock_path);
+        let lock = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io("open", &lock_path, e))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| Error::io("lock", &lock_path, e.into()))?;
         let mut manifest = open_replica(&replica, log()?)?;
         // A replica that applied a segment the log does not hold is of another log: the
         // directory was restored from an older backup (or its log lost its end). It is read
@@ -80,8 +93,16 @@ impl Repo {
                 let aside = set_aside(&replica, at)?;
                 tracing::warn!(replica = %aside.display(), position = at, store = %path.display(), "this host's replica applied a segment the log does not hold (the directory was restored from an older backup, or its log lost its end): it is read again from the log, the old replica kept aside");
                 manifest = open_replica(&replica, log()?)?;
+                let again = position(manifest.conn())?;
+                if again > 0 && store.size(&key(again)).is_err() {
+                    return Err(Error::corrupt(format!(
+                        "this host's replica of {} applied segment {again} again after it was read anew, and the log does not hold it: check the directory's log/ for damage",
+                        path.display()
+                    )));
+                }
             }
         }
+        drop(lock);
         let mut repo = Repo::assemble(Some(path.to_path_buf()), node_cache, config, store, manifest);
         repo.replica = Some(replica);
         Ok(repo)
@@ -99,11 +120,11 @@ fn replica_name(path: &Path) -> String {
 }
 
 /// Moves the replica at `path` (with its WAL and shared-memory files) aside, to
-/// `<path>.ahead-<position>`, so that what it holds and the log lost stays readable: the path
+/// `<path>.ahead-<position>-<ns>`, so that what it holds and the log lost stays readable: the path
 /// it is now at.
 fn set_aside(path: &Path, position: u64) -> Result<std::path::PathBuf> {
     let mut aside = path.as_os_str().to_owned();
-    aside.push(format!(".ahead-{position}"));
+    aside.push(format!(".ahead-{position}-{}", crate::base::time::now_ns()));
     for suffix in ["", "-wal", "-shm"] {
         let (mut from, mut to) = (path.as_os_str().to_owned(), aside.clone());
         from.push(suffix);

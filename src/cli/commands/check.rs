@@ -82,7 +82,9 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
             "checked {} packs, {} packed and {} loose objects, {} chunk lists, {} trees, {} snapshots, {} audit records; {read}: {verdict}",
             report.packs, report.objects, report.loose, report.chunked, report.trees, report.snapshots, report.audit_records
         )?;
-        if report.log_segments > 0 {
+        if let Some(note) = &report.log_note {
+            writeln!(out, "note: {note}")?;
+        } else if report.log_segments > 0 {
             writeln!(
                 out,
                 "{} segments of the record log replayed and compared with this host's replica",

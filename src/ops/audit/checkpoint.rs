@@ -78,6 +78,11 @@ impl Repo {
     /// kept) checks the whole log once against the checkpoints it signed, and remembers from
     /// then on.
     pub fn checkpoint(&self) -> Result<Checkpointed> {
+        // A checkpoint is a write: refused at once on a read-only handle, before a replica
+        // that cannot catch up compares the signer's state with a log it has not all seen.
+        if self.read_only().is_some() {
+            return self.manifest.write(|_| Err(Error::internal("a read-only manifest ran a write")));
+        }
         let key = self.signer()?;
         // One signer at a time, across processes, from reading the state to writing it.
         let _lock = self.audit_key_path().map(|p| lock_key(&p)).transpose()?;

@@ -172,6 +172,10 @@ pub struct CheckReport {
     /// Segments of the record log replayed and compared with this host's replica (0 for a
     /// manifest that is no replica).
     pub log_segments: u64,
+    /// Why the record log was not compared with this host's replica, when it was not (a
+    /// read-only replica, a log that kept growing): not a problem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_note: Option<String>,
     /// Why the audit log's checkpoints could not be verified, when they could not (its key
     /// kept elsewhere): not a problem.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -246,15 +250,23 @@ impl Checking<'_> {
 impl Checking<'_> {
     /// A replica's record log: every segment replayed beside the replica and the rows compared.
     fn check_record_log(&mut self) -> Result<()> {
+        if !self.repo.manifest.is_replica() {
+            return Ok(());
+        }
         if let Some(why) = self.repo.read_only() {
             // The replay needs a scratch database beside the replica, which a full disk refuses.
-            if self.repo.manifest.is_replica() {
-                tracing::warn!(why, "the record log was not replayed: this host's replica is open read-only");
-            }
+            self.report.log_note =
+                Some(format!("the record log was not replayed: this host's replica is open read-only ({why})"));
             return Ok(());
         }
         if let Some(log) = self.repo.manifest.check_log()? {
             self.report.log_segments = log.segments;
+            if !log.compared {
+                self.report.log_note = Some(match log.problems.is_empty() {
+                    true => "the record log grew through every try: its rows were not compared with this host's replica; run check again",
+                    false => "the record log's rows were not compared with this host's replica: see the problem found replaying it",
+                }.to_owned());
+            }
             for p in log.problems {
                 self.problem(Problem::new(ProblemKind::RecordLog, p));
             }
