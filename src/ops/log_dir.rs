@@ -89,6 +89,12 @@ impl Repo {
                 if e.kind() != ErrorKind::NotFound {
                     return Err(e);
                 }
+                // Its WAL folded into the file first, so that a kill while it is moved aside
+                // leaves no WAL of the old replica beside the new one.
+                manifest
+                    .conn()
+                    .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .map_err(|e| Error::db("folding the replica's WAL in before setting it aside", e))?;
                 drop(manifest);
                 let aside = set_aside(&replica, at)?;
                 tracing::warn!(replica = %aside.display(), position = at, store = %path.display(), "this host's replica applied a segment the log does not hold (the directory was restored from an older backup, or its log lost its end): it is read again from the log, the old replica kept aside");
