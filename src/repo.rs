@@ -191,16 +191,24 @@ impl BucketAccess {
 
     /// The base of this node's caches, made absolute.
     pub(crate) fn cache_base(&self) -> Result<PathBuf> {
-        let base = match &self.cache_base {
-            Some(b) => b.clone(),
-            None => node_cache::default_base(|k| std::env::var_os(k)).ok_or_else(|| {
-                Error::invalid_argument(
-                    "a repository in a bucket keeps its manifest in a cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
-                )
-            })?,
-        };
-        Ok(std::path::absolute(&base).unwrap_or(base))
+        cache_base_or(self.cache_base.as_deref(), || "a repository in a bucket keeps".to_owned())
     }
+}
+
+/// The base of this node's caches, made absolute: `explicit` (`--cache-dir`), else the default
+/// ([`node_cache::default_base`]); with neither, an error saying who (`keeps`: "... keeps")
+/// needs one for its manifest and what to set.
+pub(crate) fn cache_base_or(explicit: Option<&Path>, keeps: impl FnOnce() -> String) -> Result<PathBuf> {
+    let base = match explicit {
+        Some(b) => b.to_path_buf(),
+        None => node_cache::default_base(|k| std::env::var_os(k)).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "{} its manifest in a cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
+                keeps()
+            ))
+        })?,
+    };
+    Ok(std::path::absolute(&base).unwrap_or(base))
 }
 
 /// `TROVE_LOG_COPY_EVERY`: after how many log segments a host writes a copy of its replica

@@ -217,20 +217,12 @@ fn a_change_killed_between_its_segment_and_its_commit_is_recorded_once() {
     std::fs::write(ws.join("notes.txt"), "one\ntwo\n").expect("write");
     ok(trove(&repo, &cache, &["init", "--layout", "log"]), "init");
     let id = session(&repo, &cache, &ws, "w");
-    let call = json!({
-        "path": "notes.txt",
-        "expectedSha256": sha(b"one\ntwo\n"),
-        "edits": [{"oldText": "two", "newText": "TWO"}],
-    })
-    .to_string();
-    let read = r#"{"path": "notes.txt"}"#;
     common::kill_edit_after_its_segment(
         &ws,
-        "one\nTWO\n",
-        || {
+        |read| {
             ok(trove(&repo, &cache, &["tool", "read_file", "--session", &id, read]), "read");
         },
-        || trove_cmd(&repo, &cache, &["tool", "edit_file", "--session", &id, &call]),
+        |call| trove_cmd(&repo, &cache, &["tool", "edit_file", "--session", &id, call]),
     );
     let edits = |host: &Path| {
         let log = json_of(&repo, host, &["audit", "log"]);

@@ -382,24 +382,15 @@ fn an_edit_through_the_tools_is_one_segment_and_another_host_reverts_it() {
 /// without recording it a second time.
 #[test]
 fn a_tool_change_killed_after_its_segment_landed_is_recorded_once() {
-    use sha2::Digest;
     let s3 = server();
     let tmp = tempfile::tempdir().expect("tmp");
     let Edited { repo, a, b, ws, id, .. } = session_in_a_bucket(s3.addr, tmp.path(), "one\ntwo\n");
-    let call = serde_json::json!({
-        "path": "notes.txt",
-        "expectedSha256": hex::encode(sha2::Sha256::digest(b"one\ntwo\n")),
-        "edits": [{"oldText": "two", "newText": "TWO"}],
-    })
-    .to_string();
-    let read = r#"{"path": "notes.txt"}"#;
     common::kill_edit_after_its_segment(
         &ws,
-        "one\nTWO\n",
-        || {
+        |read| {
             ok(trove_on(s3.addr, &repo, &a, &["tool", "read_file", "--session", &id, read]), "read");
         },
-        || trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, &call]),
+        |call| trove_cmd(s3.addr, &repo, &a, &["tool", "edit_file", "--session", &id, call]),
     );
     let edits = |host: &std::path::Path| {
         let log = ok(trove_on(s3.addr, &repo, host, &["--json", "audit", "log"]), "audit log");

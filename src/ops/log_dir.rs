@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::manifest::log::{key, open_replica, position, Log};
 use crate::object::{Backend, LocalBackend};
-use crate::repo::{dir_copy_every, Config, NodeCacheSlot, Repo, LOG_DIR};
+use crate::repo::{cache_base_or, dir_copy_every, Config, NodeCacheSlot, Repo, LOG_DIR};
 
 impl Repo {
     /// Opens the repository of [`crate::Layout::Log`] in directory `path` (its `config` read
@@ -44,16 +44,7 @@ impl Repo {
     /// replica of its manifest under `cache_base` (None: the default cache directory), caught
     /// up with the log.
     pub(crate) fn over_log_dir(path: &Path, config: Config, cache_base: Option<&Path>) -> Result<Repo> {
-        let base = match cache_base {
-            Some(b) => b.to_path_buf(),
-            None => crate::manifest::node_cache::default_base(|k| std::env::var_os(k)).ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "{} keeps its manifest as a record log, read into a cache directory: set TROVE_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass --cache-dir",
-                    path.display()
-                ))
-            })?,
-        };
-        let base = std::path::absolute(&base).unwrap_or(base);
+        let base = cache_base_or(cache_base, || format!("{}, a directory of the log layout, keeps", path.display()))?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let dir = node_cache.dir().ok_or_else(|| {
             Error::corrupt(format!(

@@ -171,18 +171,26 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Kills `edit` (a tool change of `notes.txt` in `ws` to `expected`, the command built by the
-/// closure, given the read that comes first) at failpoint `log:published`, until the segment the
+/// Kills an `edit_file` of `notes.txt` in `ws` (from "one\ntwo\n" to "one\nTWO\n"; `edit` builds
+/// the command from the call's parameters) at failpoint `log:published`, until the segment the
 /// failpoint took was the edit's own: the first segment a process creates is the session's
 /// activity when a second has passed since the last, else the edit's, so each try comes right
-/// after `read`, a call that recorded the activity. At most five tries.
-pub fn kill_edit_after_its_segment(ws: &Path, expected: &str, read: impl Fn(), edit: impl Fn() -> Command) {
+/// after `read` (given a `read_file` call's parameters), a call that recorded the activity. At
+/// most five tries.
+pub fn kill_edit_after_its_segment(ws: &Path, read: impl Fn(&str), edit: impl Fn(&str) -> Command) {
+    use sha2::Digest;
     use std::os::unix::process::ExitStatusExt;
+    let call = serde_json::json!({
+        "path": "notes.txt",
+        "expectedSha256": hex::encode(sha2::Sha256::digest(b"one\ntwo\n")),
+        "edits": [{"oldText": "two", "newText": "TWO"}],
+    })
+    .to_string();
     for _ in 0..5 {
-        read();
-        let out = edit().env("TROVE_FAILPOINT", "log:published").output().expect("run");
+        read(r#"{"path": "notes.txt"}"#);
+        let out = edit(&call).env("TROVE_FAILPOINT", "log:published").output().expect("run");
         assert_eq!(out.status.signal(), Some(6), "killed at the failpoint: {}", stderr(&out));
-        if fs::read_to_string(ws.join("notes.txt")).expect("read") == expected {
+        if fs::read_to_string(ws.join("notes.txt")).expect("read") == "one\nTWO\n" {
             return;
         }
     }
