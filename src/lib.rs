@@ -57,7 +57,7 @@ pub use base::descriptors::{
     raise_limit as raise_open_file_limit, reserve as reserve_descriptors, RESERVED as RESERVED_DESCRIPTORS,
 };
 pub use base::error::{from_io, Error, ErrorKind, Result};
-pub use base::id::{PlanId, SessionId, SnapshotId, TokenId, TrashId};
+pub use base::id::{NodeName, PlanId, SessionId, SnapshotId, TokenId, TrashId};
 pub use base::path;
 pub use base::pattern;
 pub use base::progress::{NoProgress, Progress};
@@ -89,6 +89,7 @@ pub use ops::audit::bundle::{verify_bundle, BundleSummary};
 pub use ops::bucket::KeyInfo;
 pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
+pub use ops::fleet::NodeView;
 pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
 pub use ops::gc::{
     GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_RECOMPRESS, DEFAULT_REPACK_THRESHOLD,

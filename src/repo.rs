@@ -29,6 +29,10 @@ pub const FORMAT: u32 = 1;
 /// this build reads: an older trove refuses it ("upgrade trove") instead of taking the missing
 /// `manifest.db` for damage.
 pub const LOG_FORMAT: u32 = 2;
+/// The repository format of a bucket whose every node writes a log of its own
+/// (`nodes/<node>/log/`, [`Layout::Nodes`]): the newest this build reads. An older trove,
+/// which would write the shared `log/` no node reads, refuses it ("upgrade trove").
+pub const NODES_FORMAT: u32 = 3;
 
 /// How a repository in a directory keeps its manifest (`trove init --layout`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,6 +45,11 @@ pub enum Layout {
     /// of it in the node's cache directory: an agent's edits take a few hundred compressed bytes
     /// each where an SQLite row takes a page's share, so long histories stay as small as git's.
     Log,
+    /// A bucket's only: every node writes a record log of its own, `nodes/<node>/log/<seq>`
+    /// (format 3), so no two nodes ever create the same key and a fleet's nodes never wait on
+    /// each other; each node reads the others' logs into replicas of their own to see the
+    /// whole fleet. A node changes only its own records.
+    Nodes,
 }
 
 /// Settings fixed when the repository is created.
@@ -89,9 +98,9 @@ impl Config {
     /// Refuses settings this build cannot work with (a newer format) or that would make it
     /// panic or write what it then refuses (a hand-edited config), naming repository `name`.
     pub(crate) fn check(&self, name: &str) -> Result<()> {
-        if self.format > LOG_FORMAT {
+        if self.format > NODES_FORMAT {
             return Err(Error::invalid_argument(format!(
-                "repository {name} has format {}, newer than this trove's {LOG_FORMAT}: upgrade trove",
+                "repository {name} has format {}, newer than this trove's {NODES_FORMAT}: upgrade trove",
                 self.format
             )));
         }
@@ -156,6 +165,9 @@ pub struct BucketAccess {
     /// After how many log segments a host writes a copy of its replica for new hosts to start
     /// from (`TROVE_LOG_COPY_EVERY`); None: every 1,000; 0: never.
     pub copy_every: Option<u64>,
+    /// This node's name in a bucket of [`Layout::Nodes`] (`--node`, `TROVE_NODE`); None: the
+    /// host name.
+    pub node: Option<crate::base::id::NodeName>,
 }
 
 impl std::fmt::Debug for BucketAccess {
@@ -176,7 +188,28 @@ impl BucketAccess {
             (_, Some(file)) if !file.is_empty() => Some(read_password_file(Path::new(&file))?),
             _ => None,
         };
-        Ok(BucketAccess { password, copy_every: copy_every_from_env()?, ..Default::default() })
+        let node = match std::env::var("TROVE_NODE") {
+            Ok(n) if !n.is_empty() => Some(crate::base::id::NodeName::parse(&n)?),
+            _ => None,
+        };
+        Ok(BucketAccess { password, copy_every: copy_every_from_env()?, node, ..Default::default() })
+    }
+
+    /// This node's name: the one given, else the host name's (its first label if the whole
+    /// is not a valid name).
+    pub(crate) fn node_name(&self) -> Result<crate::base::id::NodeName> {
+        if let Some(n) = &self.node {
+            return Ok(n.clone());
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
+        crate::base::id::NodeName::parse(host)
+            .or_else(|_| crate::base::id::NodeName::parse(host.split('.').next().unwrap_or_default()))
+            .map_err(|_| {
+                Error::invalid_argument(format!(
+                    "this host's name {host:?} does not make a node name: name this node with --node or TROVE_NODE"
+                ))
+            })
     }
 
     pub(crate) fn password(&self, what: &str) -> Result<&[u8]> {
@@ -254,8 +287,12 @@ pub(crate) struct BucketKeys {
     /// After how many segments a copy of the replica is written ([`BucketAccess::copy_every`]).
     pub(crate) copy_every: u64,
     /// This host's id, once read or made (`Repo::host_id`): every handle on the bucket shares
-    /// it, so a server's reaper does not read it from disk at each tick.
+    /// it, so a server's reaper does not read it from disk at each tick. A node's name in a
+    /// bucket of [`Layout::Nodes`].
     pub(crate) host: std::sync::OnceLock<String>,
+    /// Who writes the log this handle's replica follows: the repository's shared one, or this
+    /// node's own.
+    pub(crate) owner: crate::manifest::log::Owner,
 }
 
 /// How a repository in a bucket is read and written: sealed, over the node's pack cache, over
@@ -400,11 +437,12 @@ impl Shared {
         let root =
             self.root.as_deref().ok_or_else(|| Error::internal("a repository in memory has no other handles"))?;
         let mut repo = if let (Some(name), Some(replica)) = (&self.log_name, &self.replica) {
-            let every = match &self.bucket_keys {
-                Some(k) => k.copy_every,
-                None => dir_copy_every()?,
+            let (every, owner) = match &self.bucket_keys {
+                Some(k) => (k.copy_every, k.owner.clone()),
+                None => (dir_copy_every()?, crate::manifest::log::Owner::Shared),
             };
-            let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone()).copy_every(every);
+            let log =
+                crate::manifest::log::Log::new(self.backend.clone(), name.clone()).copy_every(every).of_node(owner);
             let manifest = crate::manifest::log::open_replica(replica, log)?;
             let node_cache = NodeCacheSlot::at(self.cache_place.clone());
             let mut repo = Repo::assemble(
@@ -520,7 +558,13 @@ impl Repo {
     ) -> Result<Repo> {
         if let Location::Bucket { bucket, prefix } = Location::parse(path.as_os_str())? {
             let access = BucketAccess { cache_base: cache_base.map(Path::to_path_buf), ..BucketAccess::from_env()? };
-            return Repo::init_bucket(&bucket, &prefix, actor, audit, &access);
+            return Repo::init_bucket(&bucket, &prefix, actor, audit, layout, &access);
+        }
+        if layout == Layout::Nodes {
+            return Err(Error::invalid_argument(format!(
+                "a log per node is a bucket's layout, for many hosts writing one repository; {} is a directory, one host's: use --layout log or sqlite",
+                path.display()
+            )));
         }
         if path.join(CONFIG_FILE).exists() {
             return Err(Error::new(
@@ -550,7 +594,9 @@ impl Repo {
                 let backend = std::sync::Arc::new(LocalBackend::new(path));
                 Repo::assemble(Some(path.to_path_buf()), node_cache, config, backend, manifest)
             }
-            Layout::Log => Repo::over_log_dir(path, Config { format: LOG_FORMAT, ..config }, cache_base)?,
+            Layout::Log | Layout::Nodes => {
+                Repo::over_log_dir(path, Config { format: LOG_FORMAT, ..config }, cache_base)?
+            }
         };
         // The signing key before anything is recorded: the first checkpoint needs it.
         if let Some(key) = repo.audit_key_path() {
@@ -577,12 +623,25 @@ impl Repo {
     /// holds a bucket's manifest replica and its pack cache, bounded by `cache_size` bytes
     /// (`--cache-size`; None: 2 GiB).
     pub fn open_with(path: &Path, cache_dir: Option<&Path>, cache_size: Option<u64>) -> Result<Repo> {
+        Repo::open_as(path, cache_dir, cache_size, None)
+    }
+
+    /// [`Repo::open_with`] as node `node` of a bucket of a log per node (None: `TROVE_NODE`,
+    /// else the host name).
+    pub fn open_as(
+        path: &Path,
+        cache_dir: Option<&Path>,
+        cache_size: Option<u64>,
+        node: Option<crate::base::id::NodeName>,
+    ) -> Result<Repo> {
         match Location::parse(path.as_os_str())? {
             Location::Bucket { bucket, prefix } => {
+                let env = BucketAccess::from_env()?;
                 let access = BucketAccess {
                     cache_base: cache_dir.map(Path::to_path_buf),
                     cache_size,
-                    ..BucketAccess::from_env()?
+                    node: node.or(env.node.clone()),
+                    ..env
                 };
                 Repo::open_bucket(&bucket, &prefix, &access)
             }
@@ -606,6 +665,12 @@ impl Repo {
         config.check(&path.display().to_string())?;
         if config.format == LOG_FORMAT {
             return Repo::open_log_dir(path, config, cache_base);
+        }
+        if config.format == NODES_FORMAT {
+            return Err(damaged_config(
+                &cfg_path,
+                "names format 3, a log per node, which only a bucket has (a copy of a bucket's config?)",
+            ));
         }
         let db = path.join(MANIFEST_FILE);
         if !db.exists() {
@@ -788,6 +853,11 @@ impl Repo {
     /// `~/.cache/trove`): `--cache-dir`.
     pub fn set_cache_dir(&mut self, base: &Path) {
         self.node_cache = NodeCacheSlot::under(base, &self.config.id);
+    }
+
+    /// Where this handle's node-local cache is (a fleet's other nodes read with it).
+    pub(crate) fn node_cache_place(&self) -> CachePlace {
+        self.node_cache.place.clone()
     }
 
     /// The directory of this machine's cache of the repository; None for one in memory or when

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::s3::{fresh_bucket, proxy, server, settings, Action};
+use common::s3::{fresh_bucket, ok, proxy, server, settings, trove_cmd, trove_on, Action};
 use trove::object::backend::contract;
 use trove::object::{Backend, LocalBackend, MemoryBackend, S3Backend, SealedBackend};
 use trove::ErrorKind;
@@ -137,27 +137,6 @@ fn sealed_values_in_the_bucket_hold_no_plaintext_and_a_flipped_bit_is_corrupt() 
 
 /// `trove` with the environment that reaches the test's S3 server, the passphrase, and this
 /// node's cache directory.
-fn trove_on(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
-    trove_cmd(s3, repo, cache, args).output().expect("run trove")
-}
-
-fn trove_cmd(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(common::trove_bin());
-    c.args(["--repo", repo])
-        .args(args)
-        .env_remove("TROVE_REPO")
-        .env_remove("TROVE_LOG")
-        .env_remove("TROVE_PASSWORD_FILE")
-        .env("TROVE_PASSWORD", "correct horse battery staple")
-        .env("TROVE_CACHE_DIR", cache)
-        .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1");
-    c
-}
-
 /// `trove serve` of the bucket repository `repo` on a host of its own (a temporary directory,
 /// its cache directory in it), with `extra` arguments.
 fn serve_on(s3: std::net::SocketAddr, repo: &str, extra: &[&str]) -> common::http::Server {
@@ -186,11 +165,6 @@ fn open_host(s3: std::net::SocketAddr, bucket: &str, prefix: &str, cache: &std::
         ..Default::default()
     };
     trove::Repo::open_bucket(bucket, prefix, &access).expect("open a host")
-}
-
-fn ok(o: std::process::Output, what: &str) -> String {
-    assert!(o.status.success(), "{what}: {}\n{}", common::stderr(&o), common::stdout(&o));
-    common::stdout(&o)
 }
 
 /// The bucket is the repository: made by `trove init`, written by one host, read byte for byte

@@ -31,7 +31,15 @@ fn gc_in_a_bucket_in_a_loop_costs_other_hosts_no_snapshot_tool_write_or_trash_re
         stretch: Some(trove::object::Stretch { memory_kib: 1024, iterations: 1, parallelism: 1 }),
         ..Default::default()
     };
-    trove::Repo::init_bucket(&bucket, "stress", "t", trove::AuditSettings::default(), &access("init")).expect("init");
+    trove::Repo::init_bucket(
+        &bucket,
+        "stress",
+        "t",
+        trove::AuditSettings::default(),
+        trove::Layout::Log,
+        &access("init"),
+    )
+    .expect("init");
     let open = move |host: &str| trove::Repo::open_bucket(&bucket, "stress", &access(host)).expect("open");
     let how = common::stress::Stress {
         grace: Duration::from_secs(10),

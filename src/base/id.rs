@@ -29,6 +29,19 @@ fn check_text(kind: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
+/// A node's name: a host name's letters, digits, `.`, `_` and `-`, 1 to 63 bytes, not starting
+/// with `.` (it names a directory of keys in a bucket, `nodes/<name>/`).
+fn check_node(kind: &str, s: &str) -> Result<()> {
+    let ok_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-');
+    if s.is_empty() || s.len() > 63 || s.starts_with('.') || !s.bytes().all(ok_char) {
+        return Err(Error::invalid_argument(format!(
+            "'{}' is not a {kind} name: a node is named by 1 to 63 letters, digits, '.', '_' or '-', not starting with '.' (--node, TROVE_NODE)",
+            s.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
 fn check_hex64(kind: &str, s: &str) -> Result<()> {
     if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
         return Err(Error::invalid_argument(format!(
@@ -175,6 +188,15 @@ typed_id!(
     "plan",
     check_text,
     "^[A-Za-z0-9_-]{1,64}$"
+);
+
+typed_id!(
+    /// A node of a fleet writing one bucket (`--node`, `TROVE_NODE`; the host name unless set):
+    /// it writes its own log, `nodes/<name>/log/`.
+    NodeName,
+    "node",
+    check_node,
+    "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}$"
 );
 
 impl SnapshotId {

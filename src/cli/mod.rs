@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     open::set_cache_dir(cli.cache_dir.clone());
     open::set_cache_size(cli.cache_size);
     open::set_batch_files(cli.batch_files);
+    open::set_node(cli.node.clone());
     let repo_path = match (&cli.repo, &cli.command) {
         (Some(p), _) => p.clone(),
         // The CLI describing itself needs no repository, nor a home to find one in.

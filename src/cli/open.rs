@@ -8,6 +8,17 @@ use std::sync::OnceLock;
 static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
 static BATCH_FILES: OnceLock<Option<u64>> = OnceLock::new();
 static CACHE_SIZE: OnceLock<Option<u64>> = OnceLock::new();
+static NODE: OnceLock<Option<trove::NodeName>> = OnceLock::new();
+
+/// Keeps `--node` for the commands' opens; the first call wins.
+pub(crate) fn set_node(node: Option<trove::NodeName>) {
+    let _ = NODE.set(node);
+}
+
+/// `--node` (or `TROVE_NODE`), if given.
+pub(crate) fn node() -> Option<trove::NodeName> {
+    NODE.get().cloned().flatten()
+}
 
 /// Keeps `--cache-size` for the commands' opens; the first call wins.
 pub(crate) fn set_cache_size(bytes: Option<u64>) {
@@ -41,7 +52,7 @@ pub(crate) fn cache_dir() -> Option<&'static Path> {
 
 /// Opens the repository at `path` with the command line's cache directory.
 pub(crate) fn open_repo(path: &Path) -> trove::Result<trove::Repo> {
-    let mut repo = trove::Repo::open_with(path, cache_dir(), cache_size())?;
+    let mut repo = trove::Repo::open_as(path, cache_dir(), cache_size(), node())?;
     if let Some(files) = batch_files() {
         repo.set_batch_files(files);
     }

@@ -93,8 +93,14 @@ const MAGIC: &[u8; 7] = b"trvLOG\0";
 /// The format segments are written in: 2, the body compressed with a dictionary. (Version 1,
 /// read still, had no dictionary.)
 const VERSION: u8 = 2;
+/// The format of a node's own log's segments ([`Owner::Node`]): 2 with the writer's id after
+/// the header, so a create refused because the key is taken tells this writer's own earlier
+/// segment (a commit that failed after it) from another process writing as the same node.
+const VERSION_WRITER: u8 = 3;
 /// Magic and version, sequence number (u64 LE), schema version (u32 LE), dictionary (u32 LE).
 const HEADER: usize = 24;
+/// The writer's id in a segment of format 3, after the header.
+const WRITER_LEN: usize = 16;
 /// Dictionary 1, which segments are compressed with (a raw zstd content dictionary): the JSON
 /// that recurs in audit details and session options, then a body's entry for every logged
 /// table with all its columns as of manifest schema 18 (as [`take_changes`] writes one, so a
@@ -241,9 +247,24 @@ fn put_entry<'a>(out: &mut Vec<u8>, table: &str, count: usize, columns: impl Ite
     }
 }
 
-/// The key of segment `seq`: zero-padded, so keys sort in log order.
+/// The key of segment `seq` of the repository's shared log: zero-padded, so keys sort in log
+/// order.
 pub fn key(seq: u64) -> String {
     format!("log/{seq:020}")
+}
+
+/// Who writes a log, and so what a create refused because its key is taken means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Every host: the repository's one log (a bucket's or a directory's). Another writer took
+    /// the segment; this write runs again on its state.
+    Shared,
+    /// One node, whose processes sharing one cache directory write under `writer` (their id,
+    /// kept there): a segment of another writer is another process writing as this node, and
+    /// this one's writes are refused from then on.
+    Node { node: String, writer: [u8; WRITER_LEN] },
+    /// Another node: its log is read, never written here.
+    Foreign { node: String },
 }
 
 /// One change: a row of a logged table as inserted or updated (its new values) or deleted (its
@@ -433,13 +454,22 @@ pub fn forget_changes(conn: &Connection) -> Result<()> {
 }
 
 /// Segment `seq` as stored: header, then the body compressed with dictionary 1.
+#[cfg(test)]
 pub fn encode(seq: u64, schema: i64, body: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(HEADER + body.len() / 3);
+    encode_by(seq, schema, body, None)
+}
+
+/// [`encode`], in format 3 naming `writer` when there is one.
+fn encode_by(seq: u64, schema: i64, body: &[u8], writer: Option<&[u8; WRITER_LEN]>) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(HEADER + WRITER_LEN + body.len() / 3);
     out.extend_from_slice(MAGIC);
-    out.push(VERSION);
+    out.push(if writer.is_some() { VERSION_WRITER } else { VERSION });
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(&(schema as u32).to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes());
+    if let Some(w) = writer {
+        out.extend_from_slice(w);
+    }
     let packed = zstd::bulk::Compressor::with_dictionary(3, dictionary_1())
         .and_then(|mut c| c.compress(body))
         .map_err(|e| Error::internal(format!("compressing a log segment: {e}")))?;
@@ -461,6 +491,12 @@ pub struct Log {
     copy_every: u64,
     /// Set by a publish whose segment makes a copy due; taken after its commit.
     copy_due: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Where its keys are: "" for the repository's log, `nodes/<node>/` for a node's.
+    prefix: String,
+    /// Who writes it.
+    owner: Owner,
+    /// Set once another process was found writing as this node: every write is refused after.
+    usurped: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 /// A segment's number and stored bytes.
@@ -470,6 +506,11 @@ type Fetched = (u64, Vec<u8>);
 const COPIES: &str = "replica/";
 /// After how many segments a host writes a copy of its replica, by default.
 pub const COPY_EVERY: u64 = 1000;
+/// Where the nodes' own logs are in a repository whose every node keeps one: `nodes/<node>/`.
+pub const NODES: &str = "nodes/";
+/// Where those nodes name themselves, `fleet/<node>`, before their first segment: a reader
+/// finds every node with one listing, not a listing of every node's segments.
+pub const FLEET: &str = "fleet/";
 /// The most compressed bytes a copy may be.
 const MAX_COPY: u64 = 1 << 40;
 
@@ -539,7 +580,71 @@ impl Log {
             fetched: Default::default(),
             copy_every: COPY_EVERY,
             copy_due: Default::default(),
+            prefix: String::new(),
+            owner: Owner::Shared,
+            usurped: Default::default(),
         }
+    }
+
+    /// This log as the log of node `owner` names (its own or another's), under `nodes/<node>/`.
+    pub fn of_node(self, owner: Owner) -> Log {
+        let prefix = match &owner {
+            Owner::Shared => String::new(),
+            Owner::Node { node, .. } | Owner::Foreign { node } => format!("{NODES}{node}/"),
+        };
+        Log { prefix, owner, ..self }
+    }
+
+    /// The key of segment `seq` of this log.
+    fn key(&self, seq: u64) -> String {
+        format!("{}{}", self.prefix, key(seq))
+    }
+
+    /// Where this log's copies of a replica are.
+    fn copies(&self) -> String {
+        format!("{}{COPIES}", self.prefix)
+    }
+
+    /// The key of this log's copy of a replica at position `seq`.
+    fn copy_key(&self, seq: u64) -> String {
+        format!("{}{}", self.prefix, copy_key(seq))
+    }
+
+    /// The position a key of this log's copies names, or None.
+    fn copy_seq(&self, key: &str) -> Option<u64> {
+        copy_seq(key.strip_prefix(self.prefix.as_str())?)
+    }
+
+    /// The writer a stored segment of format 3 names, None for another format.
+    fn writer_of(stored: &[u8]) -> Option<[u8; WRITER_LEN]> {
+        (stored.len() >= HEADER + WRITER_LEN && &stored[..7] == MAGIC && stored[7] == VERSION_WRITER)
+            .then(|| stored[HEADER..HEADER + WRITER_LEN].try_into().ok())
+            .flatten()
+    }
+
+    /// Names `node` under `fleet/` (JSON: `node`, `named` RFC 3339 UTC), unless it is named.
+    fn name_node(&self, node: &str) -> Result<()> {
+        let entry =
+            serde_json::json!({ "node": node, "named": crate::base::time::iso_time(crate::base::time::now_ns()) });
+        match self.store.put(&format!("{FLEET}{node}"), entry.to_string().as_bytes()) {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+    }
+
+    /// The error of a write refused because another process writes as this log's node.
+    fn usurped_error(&self, why: &str) -> Error {
+        let node = match &self.owner {
+            Owner::Node { node, .. } | Owner::Foreign { node } => node.as_str(),
+            Owner::Shared => "",
+        };
+        Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "another process is writing as node {node} of {} ({why}): two processes with other cache directories must not write as one node, so this one writes nothing more; give each host its own --node (TROVE_NODE), or stop the other and run this again",
+                self.name
+            ),
+        )
     }
 
     /// This log with a copy of the replica written after every `n`th segment (0: never).
@@ -584,14 +689,15 @@ impl Log {
             seq as u64
         };
         let mut file = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
-        let mut staged = StagedWriter(self.store.stage(COPIES.trim_end_matches('/'))?);
+        let mut staged = StagedWriter(self.store.stage(self.copies().trim_end_matches('/'))?);
         let mut encoder =
             zstd::stream::write::Encoder::new(&mut staged, 3).map_err(|e| Error::io("compress", &path, e))?;
         std::io::copy(&mut file, &mut encoder).map_err(|e| Error::io("compress", &path, e))?;
         encoder.finish().map_err(|e| Error::io("compress", &path, e))?;
-        staged.0.commit(&copy_key(seq))?;
+        staged.0.commit(&self.copy_key(seq))?;
         // The older copies serve no host that lists the copies from now on.
-        let mut older: Vec<String> = self.store.list(COPIES)?.into_iter().filter(|k| copy_seq(k).is_some()).collect();
+        let mut older: Vec<String> =
+            self.store.list(&self.copies())?.into_iter().filter(|k| self.copy_seq(k).is_some()).collect();
         older.sort();
         let keep = older.len().saturating_sub(COPIES_KEPT);
         for k in &older[..keep] {
@@ -605,12 +711,12 @@ impl Log {
     /// Makes `path` (absent) the newest copy of the replica in the store, or does nothing:
     /// there is none, or another process made `path` meanwhile. The copy's position, or None.
     fn fetch_copy(&self, path: &std::path::Path) -> Result<Option<u64>> {
-        let newest = self.store.list(COPIES)?.iter().filter_map(|k| copy_seq(k)).max();
+        let newest = self.store.list(&self.copies())?.iter().filter_map(|k| self.copy_seq(k)).max();
         let Some(seq) = newest else { return Ok(None) };
         // A copy past the log's end (a backup that took `replica/` after `log/`, a log that lost
         // its end) would have this host write past a gap.
         if !self.holds(seq)? {
-            tracing::warn!(key = %copy_key(seq), store = %self.name, "a copy of a replica is past the log's end: not used");
+            tracing::warn!(key = %self.copy_key(seq), store = %self.name, "a copy of a replica is past the log's end: not used");
             return Ok(None);
         }
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
@@ -624,7 +730,7 @@ impl Log {
         {
             let mut out = zstd::stream::write::Decoder::new(std::io::BufWriter::new(part.as_file()))
                 .map_err(|e| Error::io("decompress into", part.path(), e))?;
-            self.store.copy_to(&copy_key(seq), MAX_COPY, &mut out)?;
+            self.store.copy_to(&self.copy_key(seq), MAX_COPY, &mut out)?;
             std::io::Write::flush(&mut out).map_err(|e| Error::io("decompress into", part.path(), e))?;
         }
         part.as_file().sync_all().map_err(|e| Error::io("sync", part.path(), e))?;
@@ -635,7 +741,7 @@ impl Log {
         if at != seq {
             return Err(Error::corrupt(format!(
                 "{} of {} is at log position {at}, not {seq}",
-                copy_key(seq),
+                self.copy_key(seq),
                 self.name
             )));
         }
@@ -648,7 +754,7 @@ impl Log {
 
     /// Whether the log holds segment `seq` (its length asked, nothing read).
     fn holds(&self, seq: u64) -> Result<bool> {
-        match self.store.size(&key(seq)) {
+        match self.store.size(&self.key(seq)) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
@@ -684,7 +790,7 @@ impl Log {
                 Ok(Some(stored)) => got.push(stored),
                 Ok(None) => return Ok((got, WindowEnd::Absent)),
                 Err(e) => {
-                    tracing::debug!(segment = %key(from + 1 + i as u64), error = %e, "a segment read ahead was not read: read again by itself");
+                    tracing::debug!(segment = %self.key(from + 1 + i as u64), error = %e, "a segment read ahead was not read: read again by itself");
                     return Ok((got, WindowEnd::Cut));
                 }
             }
@@ -695,7 +801,7 @@ impl Log {
     /// Segment `seq` read ahead of the catch-up: None when absent; longer than
     /// `CATCH_UP_WINDOW_BYTES`, an error.
     fn fetch_ahead(&self, seq: u64) -> Result<Option<Vec<u8>>> {
-        match self.store.get_whole(&key(seq), CATCH_UP_WINDOW_BYTES as u64) {
+        match self.store.get_whole(&self.key(seq), CATCH_UP_WINDOW_BYTES as u64) {
             Ok(stored) => Ok(Some(stored)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -710,7 +816,7 @@ impl Log {
             _ => {}
         }
         drop(kept);
-        match self.store.get_whole(&key(seq), MAX_SEGMENT) {
+        match self.store.get_whole(&self.key(seq), MAX_SEGMENT) {
             Ok(stored) => Ok(Some(stored)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -720,7 +826,7 @@ impl Log {
     fn damaged(&self, seq: u64, what: &str) -> Error {
         Error::corrupt(format!(
             "log segment {} in {} {what}: no host can catch up past it; restore the segment from a backup of the repository",
-            key(seq),
+            self.key(seq),
             self.name
         ))
     }
@@ -774,10 +880,10 @@ impl Log {
             return Err(self.damaged(seq, "does not begin as a segment does"));
         }
         let version = stored[7];
-        if version > VERSION {
+        if version > VERSION_WRITER {
             return Err(Error::invalid_argument(format!(
-                "log segment {} in {} is in format {version}, newer than this trove's {VERSION}: upgrade trove",
-                key(seq),
+                "log segment {} in {} is in format {version}, newer than this trove's {VERSION_WRITER}: upgrade trove",
+                self.key(seq),
                 self.name
             )));
         }
@@ -793,18 +899,22 @@ impl Log {
         if made_by > SCHEMA_VERSION {
             return Err(Error::invalid_argument(format!(
                 "log segment {} in {} was written by a trove with manifest schema {made_by}, newer than this one's {SCHEMA_VERSION}: upgrade trove",
-                key(seq),
+                self.key(seq),
                 self.name
             )));
         }
         let dictionary: &[u8] = match (version, field(20, 4)) {
-            (1, 0) | (2, 0) => &[],
-            (2, 1) => dictionary_1(),
+            (1, 0) | (2, 0) | (3, 0) => &[],
+            (2, 1) | (3, 1) => dictionary_1(),
             (0, _) => return Err(self.damaged(seq, "is in format 0, which no trove writes")),
             (_, d) => return Err(self.damaged(seq, &format!("names dictionary {d}, which no trove has"))),
         };
         let mut body = Vec::new();
-        let decoder = zstd::stream::read::Decoder::with_dictionary(&stored[HEADER..], dictionary)
+        let header = if version == VERSION_WRITER { HEADER + WRITER_LEN } else { HEADER };
+        if stored.len() < header {
+            return Err(self.damaged(seq, "ends inside its header"));
+        }
+        let decoder = zstd::stream::read::Decoder::with_dictionary(&stored[header..], dictionary)
             .map_err(|e| self.damaged(seq, &format!("cannot be decompressed ({e})")))?;
         decoder
             .take(MAX_SEGMENT + 1)
@@ -815,7 +925,7 @@ impl Log {
         }
         replay(conn, &self.logged, &body).map_err(|e| match e {
             Replay::Damaged(what) => self.damaged(seq, &what),
-            Replay::Failed(e) => e.context(format!("applying log segment {} of {}", key(seq), self.name)),
+            Replay::Failed(e) => e.context(format!("applying log segment {} of {}", self.key(seq), self.name)),
         })
     }
 }
@@ -827,6 +937,19 @@ impl Replication for Log {
 
     fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published> {
         let Some(body) = take_changes(tx, &self.logged)? else { return Ok(Published::Nothing) };
+        let writer = match &self.owner {
+            Owner::Shared => None,
+            Owner::Node { writer, .. } => Some(writer),
+            Owner::Foreign { node } => {
+                return Err(Error::invalid_argument(format!(
+                    "what this would change is node {node}'s, in {}: only node {node} writes its records; run it there (or as --node {node} once that node is gone)",
+                    self.name
+                )))
+            }
+        };
+        if let Some(why) = self.usurped.get() {
+            return Err(self.usurped_error(why));
+        }
         if let Some(fence) = fence {
             self.check_fence(tx, fence)?;
         }
@@ -836,14 +959,19 @@ impl Replication for Log {
                 ErrorKind::TooLarge,
                 format!(
                     "this change would make log segment {} of {} {} bytes, more than a segment may hold ({MAX_SEGMENT}): nothing was written; snapshot the tree in parts (smaller workspaces)",
-                    key(seq),
+                    self.key(seq),
                     self.name,
                     body.len()
                 ),
             ));
         }
+        if seq == 1 {
+            if let Owner::Node { node, .. } = &self.owner {
+                self.name_node(node)?;
+            }
+        }
         crate::base::failpoint::failpoint("log:publishing");
-        match self.store.put(&key(seq), &encode(seq, SCHEMA_VERSION, &body)?) {
+        match self.store.put(&self.key(seq), &encode_by(seq, SCHEMA_VERSION, &body, writer)?) {
             Ok(()) => {
                 crate::base::failpoint::failpoint("log:published");
                 set_position(tx, seq)?;
@@ -852,7 +980,26 @@ impl Replication for Log {
                 }
                 Ok(Published::Won)
             }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(Published::Lost),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => match writer {
+                None => Ok(Published::Lost),
+                // This cache's own segment (a commit that failed after its create) is caught
+                // up with; another writer's is another process writing as this node.
+                Some(mine) => match self
+                    .store
+                    .get_range(&self.key(seq), 0, (HEADER + WRITER_LEN) as u64)
+                    .ok()
+                    .as_deref()
+                    .and_then(Log::writer_of)
+                {
+                    Some(theirs) if theirs == *mine => Ok(Published::Lost),
+                    _ => {
+                        let why = format!("it created segment {} first", self.key(seq));
+                        tracing::error!(store = %self.name, segment = %self.key(seq), "another process writes as this node: this one's writes are refused");
+                        let _ = self.usurped.set(why.clone());
+                        Err(self.usurped_error(&why))
+                    }
+                },
+            },
             Err(e) => Err(e),
         }
     }
@@ -880,7 +1027,7 @@ impl Replication for Log {
         let Some(path) = conn.path().filter(|p| !p.is_empty()) else { return };
         match self.write_copy(std::path::Path::new(path)) {
             Ok(seq) => {
-                tracing::info!(key = %copy_key(seq), store = %self.name, "a copy of the replica was written, for new hosts to start from")
+                tracing::info!(key = %self.copy_key(seq), store = %self.name, "a copy of the replica was written, for new hosts to start from")
             }
             Err(e) => {
                 tracing::warn!(store = %self.name, error = %e, "a copy of the replica was not written: new hosts replay more of the log until the next one")
@@ -918,12 +1065,11 @@ impl Log {
             .map_err(|e| Error::io("create a directory in", dir, e))?;
         let scratch = Manifest::create(&tmp.path().join("manifest.db"))?;
         let fresh = Log {
-            store: self.store.clone(),
-            name: self.name.clone(),
             logged: attach(scratch.conn())?,
             fetched: Default::default(),
             copy_every: 0,
             copy_due: Default::default(),
+            ..self.clone()
         };
         let catch_up = |log: &Log, conn: &Connection| -> Result<u64> {
             let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
@@ -957,8 +1103,8 @@ impl Log {
                     continue;
                 }
                 let missing = match log_end + 1 == applied {
-                    true => format!("segment {} is", key(applied)),
-                    false => format!("segments {} to {} are", key(log_end + 1), key(applied)),
+                    true => format!("segment {} is", self.key(applied)),
+                    false => format!("segments {} to {} are", self.key(log_end + 1), self.key(applied)),
                 };
                 report.problems.push(format!(
                     "{} ends at segment {log_end}, but this host's replica {} applied or wrote segments up to {applied}: {missing} missing from the log (restore them from a backup of the repository, or move the replica aside to read the log as it is)",

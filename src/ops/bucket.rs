@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::time::now_ns;
-use crate::manifest::log::{open_replica, Log, COPY_EVERY};
+use crate::manifest::log::{open_replica, Log, Owner, COPY_EVERY};
 use crate::model::audit::AuditRecord;
 use crate::object::keyfile::{self, KeyFile, MAX_KEY_FILE};
 use crate::object::pack_cache::{Warmed, DEFAULT_CACHE_SIZE};
 use crate::object::{probe, Backend, PackCache, S3Backend, SealedBackend, Stretch};
 use crate::repo::{
-    AuditSettings, BucketAccess, BucketKeys, BucketStore, Config, NodeCacheSlot, Repo, CONFIG_LIMIT, MANIFEST_FILE,
+    AuditSettings, BucketAccess, BucketKeys, BucketStore, Config, Layout, NodeCacheSlot, Repo, CONFIG_LIMIT,
+    MANIFEST_FILE, NODES_FORMAT,
 };
 
 /// The config's key in the bucket.
@@ -190,10 +191,20 @@ impl Repo {
         prefix: &str,
         actor: &str,
         audit: AuditSettings,
+        layout: Layout,
         access: &BucketAccess,
     ) -> Result<Repo> {
         let store = S3Backend::open(bucket, prefix, &access.settings)?;
         let name = store.describe();
+        let format = match layout {
+            Layout::Log => crate::repo::FORMAT,
+            Layout::Nodes => NODES_FORMAT,
+            Layout::Sqlite => {
+                return Err(Error::invalid_argument(format!(
+                    "{name} is a bucket, whose manifest is a record log, never one SQLite file: use --layout log (one log all hosts write) or nodes (a log per node)"
+                )))
+            }
+        };
         let passphrase = access.password(&format!("creating a repository in {name}"))?.to_vec();
         if !store.list("")?.is_empty() {
             return Err(Error::new(
@@ -217,6 +228,7 @@ impl Repo {
         let config = Config {
             capabilities: Some(capabilities),
             audit,
+            format,
             ..Config::new(format!("{name} {}", now_ns()).as_bytes())
         };
         let repo = Repo::over_bucket(sealed.clone(), (key, key_name.clone()), &name, config.clone(), access)?;
@@ -254,9 +266,9 @@ impl Repo {
             }
         };
         config.check(&name)?;
-        if config.format != crate::repo::FORMAT {
+        if config.format != crate::repo::FORMAT && config.format != NODES_FORMAT {
             return Err(Error::invalid_argument(format!(
-                "repository {name} has format {}, which this trove does not read in a bucket (only {}): upgrade trove",
+                "repository {name} has format {}, which this trove does not read in a bucket (only {} and {NODES_FORMAT}): upgrade trove",
                 config.format,
                 crate::repo::FORMAT
             )));
@@ -279,21 +291,31 @@ impl Repo {
         config: Config,
         access: &BucketAccess,
     ) -> Result<Repo> {
+        let base = access.cache_base()?;
+        let dir = base.join(&config.id);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        // In a bucket of a log per node, this node's replica follows its own log; the host id
+        // sessions and checkpoint keys are recorded with is the node's name.
+        let (owner, replica, host) = if config.format == NODES_FORMAT {
+            let node = access.node_name()?;
+            let writer = crate::ops::fleet::writer_id(&dir, &node)?;
+            let owner = Owner::Node { node: node.to_string(), writer };
+            (owner, crate::ops::fleet::replica_path(&dir, &node), std::sync::OnceLock::from(node.to_string()))
+        } else {
+            (Owner::Shared, dir.join(MANIFEST_FILE), Default::default())
+        };
         let keys = BucketKeys {
             store: sealed.clone(),
             key: key.0,
             opened_with: key.1,
             stretch: access.stretch.unwrap_or(Stretch::DEFAULT),
             copy_every: access.copy_every.unwrap_or(COPY_EVERY),
-            host: Default::default(),
+            host,
+            owner: owner.clone(),
         };
-        let base = access.cache_base()?;
-        let dir = base.join(&config.id);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
         sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
-        let log = Log::new(store.clone(), name).copy_every(keys.copy_every);
-        let replica = dir.join(MANIFEST_FILE);
+        let log = Log::new(store.clone(), name).copy_every(keys.copy_every).of_node(owner.clone());
         let manifest = open_replica(&replica, log)?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);

@@ -8,6 +8,7 @@ pub mod bucket;
 pub mod check;
 pub mod diff;
 pub mod export;
+pub mod fleet;
 pub mod forget;
 pub mod gc;
 pub mod history;

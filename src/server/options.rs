@@ -21,6 +21,9 @@ pub struct ServeOptions {
     pub cache_size: Option<u64>,
     /// Entries a cold snapshot reads per batch (`Repo::set_batch_files`); None: the default.
     pub batch_files: Option<u64>,
+    /// This node's name in a bucket of a log per node (`--node`); None: `TROVE_NODE`, else
+    /// the host name.
+    pub node: Option<crate::base::id::NodeName>,
     /// Tokens accepted besides the manifest's (read live): SHA-256 hash and id, e.g. the hash
     /// of `TROVE_API_TOKEN` with the id `env`.
     pub token_hashes: Vec<([u8; 32], crate::base::id::TokenId)>,
@@ -87,6 +90,7 @@ impl ServeOptions {
             cache_dir: None,
             cache_size: None,
             batch_files: None,
+            node: None,
             token_hashes,
             idle_timeout: IDLE_TIMEOUT,
             reap_interval: Duration::from_secs(5),

@@ -186,7 +186,7 @@ impl AppState {
         // Opening one handle up front turns a bad --repo into an error before binding.
         let budget = crate::base::budget::Budget::new(opts.memory_budget);
         let opts_refusal_interval = opts.refusal_interval;
-        let mut first = Repo::open_with(&opts.repo, opts.cache_dir.as_deref(), opts.cache_size)?;
+        let mut first = Repo::open_as(&opts.repo, opts.cache_dir.as_deref(), opts.cache_size, opts.node.clone())?;
         if let Some(files) = opts.batch_files {
             first.set_batch_files(files);
         }

@@ -197,3 +197,38 @@ fn serve(
     }
     let _ = client.write_all(&answer);
 }
+
+/// `trove` with `args` on the bucket repository `repo` (the S3 server at `s3`), as the host
+/// whose cache directory is `cache`, with the passphrase the tests use.
+pub fn trove_on(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
+    trove_cmd(s3, repo, cache, args).output().expect("run trove")
+}
+
+/// The command [`trove_on`] runs.
+pub fn trove_cmd(
+    s3: std::net::SocketAddr,
+    repo: &str,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut c = std::process::Command::new(super::trove_bin());
+    c.args(["--repo", repo])
+        .args(args)
+        .env_remove("TROVE_REPO")
+        .env_remove("TROVE_LOG")
+        .env_remove("TROVE_PASSWORD_FILE")
+        .env("TROVE_PASSWORD", "correct horse battery staple")
+        .env("TROVE_CACHE_DIR", cache)
+        .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    c
+}
+
+/// The standard output of `o`, which must have succeeded (`what` names it otherwise).
+pub fn ok(o: std::process::Output, what: &str) -> String {
+    assert!(o.status.success(), "{what}: {}\n{}", super::stderr(&o), super::stdout(&o));
+    super::stdout(&o)
+}

@@ -17,10 +17,10 @@ pub struct Args {
     /// Write an audit checkpoint every N records
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub checkpoint_every: u64,
-    /// How a repository in a directory keeps its manifest: `sqlite`, one database file in the
-    /// directory; `log`, a compressed record log (as a bucket keeps it), far smaller for long
-    /// histories, read into a database in the cache directory (--cache-dir)
-    /// [default: sqlite; a bucket's is always the log]
+    /// How the repository keeps its manifest: `sqlite`, one database file in the directory;
+    /// `log`, a compressed record log, far smaller for long histories, read into a database in
+    /// the cache directory (--cache-dir); `nodes`, a bucket's only, a log per node (--node),
+    /// for a fleet of hosts writing at once [default: sqlite in a directory, log in a bucket]
     #[arg(long, value_enum)]
     pub layout: Option<LayoutArg>,
 }
@@ -31,6 +31,7 @@ pub enum LayoutArg {
     #[default]
     Sqlite,
     Log,
+    Nodes,
 }
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
@@ -38,22 +39,23 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let settings = AuditSettings { key, checkpoint_every: args.checkpoint_every.max(1), witness: None };
     let repo = match trove::object::Location::parse(repo_path.as_os_str())? {
         trove::object::Location::Bucket { bucket, prefix } => {
-            if args.layout.is_some() {
-                return Err(trove::Error::invalid_argument(format!(
-                    "--layout chooses how a directory keeps its manifest; {} is a bucket, which always keeps it as a record log: leave --layout out",
-                    repo_path.display()
-                ))
-                .into());
-            }
+            let layout = match args.layout {
+                None | Some(LayoutArg::Log) => Layout::Log,
+                Some(LayoutArg::Nodes) => Layout::Nodes,
+                Some(LayoutArg::Sqlite) => Layout::Sqlite,
+            };
             let cache_base = crate::cli::open::cache_dir().map(Path::to_path_buf);
             let cache_size = crate::cli::open::cache_size();
-            let access = trove::BucketAccess { cache_base, cache_size, ..trove::BucketAccess::from_env()? };
-            Repo::init_bucket(&bucket, &prefix, &actor(), settings, &access)?
+            let env = trove::BucketAccess::from_env()?;
+            let node = crate::cli::open::node().or(env.node.clone());
+            let access = trove::BucketAccess { cache_base, cache_size, node, ..env };
+            Repo::init_bucket(&bucket, &prefix, &actor(), settings, layout, &access)?
         }
         trove::object::Location::Local(_) => {
             let layout = match args.layout {
                 None | Some(LayoutArg::Sqlite) => Layout::Sqlite,
                 Some(LayoutArg::Log) => Layout::Log,
+                Some(LayoutArg::Nodes) => Layout::Nodes,
             };
             Repo::init_layout(repo_path, &actor(), settings, layout, crate::cli::open::cache_dir())?
         }

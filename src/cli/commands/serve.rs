@@ -149,6 +149,7 @@ pub fn run(out: &mut Out, repo_path: &Path, opts: Args) -> Result<(), Failure> {
     options.cache_dir = crate::cli::open::cache_dir().map(std::path::Path::to_path_buf);
     options.cache_size = crate::cli::open::cache_size();
     options.batch_files = crate::cli::open::batch_files();
+    options.node = crate::cli::open::node();
     options.idle_timeout = opts.idle_timeout;
     options.reap_interval = opts.reap_interval;
     options.request_timeout = opts.request_timeout;

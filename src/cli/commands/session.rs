@@ -113,11 +113,25 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
             show(out, &s, json)
         }
         Command::List { all } => {
-            let list = repo.sessions(all)?;
-            if json {
-                return print_json(out, &list.iter().map(|s| s.record(false)).collect::<Vec<_>>());
+            let others = repo.fleet()?;
+            let mut list = Vec::new();
+            for (node, r) in crate::cli::output::with_fleet(repo, &others) {
+                list.extend(r.sessions(all)?.into_iter().map(|s| (node, s)));
             }
-            list.iter().try_for_each(|s| show(out, s, false))
+            list.sort_by_key(|(_, s)| s.created_ns);
+            if json {
+                let records: Vec<_> = list
+                    .iter()
+                    .map(|(node, s)| crate::cli::output::OnNode { node: *node, record: s.record(false) })
+                    .collect();
+                return print_json(out, &records);
+            }
+            list.iter().try_for_each(|(node, s)| {
+                if let (Some(node), false) = (node, others.is_empty()) {
+                    write!(out, "{node}  ")?;
+                }
+                show(out, s, false)
+            })
         }
         Command::Show { id } => show(out, &repo.session(&id)?, json),
         Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),

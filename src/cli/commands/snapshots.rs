@@ -6,7 +6,7 @@ use std::path::Path;
 use trove::SnapshotInfo;
 
 use crate::cli::format;
-use crate::cli::output::{print_json, Failure, Out};
+use crate::cli::output::{print_json, with_fleet, Failure, OnNode, Out};
 
 /// The arguments of `trove snapshots`.
 #[derive(clap::Args, Debug)]
@@ -18,13 +18,46 @@ pub struct Args {
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { workspace } = args;
     let repo = crate::cli::open::open_repo(repo_path)?;
-    let list = repo.snapshots(workspace.as_deref())?;
+    let others = repo.fleet()?;
+    // Every node's, in a fleet: oldest first across them.
+    let mut list = Vec::new();
+    for (node, r) in with_fleet(&repo, &others) {
+        list.extend(r.snapshots(workspace.as_deref())?.into_iter().map(|s| (node, s)));
+    }
+    list.sort_by_key(|(_, s)| s.created_ns);
     if json {
-        print_json(out, &list.iter().map(trove::SnapshotInfo::record).collect::<Vec<_>>())?;
+        let records: Vec<_> = list.iter().map(|(node, s)| OnNode { node: *node, record: s.record() }).collect();
+        print_json(out, &records)?;
+    } else if others.is_empty() {
+        snapshot_table(out, &list.into_iter().map(|(_, s)| s).collect::<Vec<_>>())?;
     } else {
-        snapshot_table(out, &list)?;
+        fleet_table(out, &list)?;
     }
     Ok(0)
+}
+
+/// The snapshots of a fleet's nodes, each with its node.
+fn fleet_table(out: &mut Out, list: &[(Option<&str>, SnapshotInfo)]) -> Result<(), Failure> {
+    writeln!(
+        out,
+        "{:<16}  {:<8}  {:<20}  {:<16}  {:<12}  {:>8}  {:>10}",
+        "NODE", "ID", "TIME", "WORKSPACE", "REASON", "FILES", "SIZE"
+    )?;
+    for (node, s) in list {
+        writeln!(
+            out,
+            "{:<16}  {:<8}  {:<20}  {:<16}  {:<12}  {:>8}  {:>10}",
+            node.unwrap_or("-"),
+            trove::short_id(&s.id),
+            format::time(s.created_ns),
+            s.workspace,
+            s.reason,
+            s.counts.files,
+            format::size(s.counts.bytes)
+        )?;
+    }
+    writeln!(out, "{} snapshots", list.len())?;
+    Ok(())
 }
 
 pub(crate) fn snapshot_table(out: &mut Out, list: &[SnapshotInfo]) -> Result<(), Failure> {

@@ -195,11 +195,66 @@ impl Filter {
 
 /// `trove trash ls`: a table, or the page as JSON.
 fn ls(out: &mut Out, repo: &Repo, filter: &TrashFilter, json: bool) -> Result<(), Failure> {
+    let others = repo.fleet()?;
+    if !others.is_empty() {
+        return ls_fleet(out, repo, &others, filter, json);
+    }
     let page = repo.trash_page(filter, |_| true)?;
     if json {
         return print_json(out, &page);
     }
     for t in &page.items {
+        item_line(out, t)?;
+    }
+    match &page.next_cursor {
+        Some(c) => writeln!(out, "next: --cursor {c}")?,
+        None if page.items.is_empty() => writeln!(out, "the trash holds nothing that matches")?,
+        None => {}
+    }
+    Ok(())
+}
+
+/// `trove trash ls` in a fleet: every node's items, newest first, up to the limit. A cursor
+/// is one node's row, so it pages no listing across nodes: refused here.
+fn ls_fleet(
+    out: &mut Out,
+    repo: &Repo,
+    others: &[trove::NodeView],
+    filter: &TrashFilter,
+    json: bool,
+) -> Result<(), Failure> {
+    if filter.after.is_some() {
+        return Err(Error::invalid_argument(
+            "--cursor pages one node's trash; in a fleet the listing is every node's: narrow it with --workspace, --session, --since or a path prefix instead",
+        )
+        .into());
+    }
+    let mut items = Vec::new();
+    for (node, r) in crate::cli::output::with_fleet(repo, others) {
+        items.extend(r.trash_page(filter, |_| true)?.items.into_iter().map(|t| (node, t)));
+    }
+    items.sort_by(|(_, a), (_, b)| b.deleted_at.cmp(&a.deleted_at));
+    if filter.limit != 0 {
+        items.truncate(filter.limit);
+    }
+    if json {
+        let records: Vec<_> =
+            items.iter().map(|(node, t)| crate::cli::output::OnNode { node: *node, record: t }).collect();
+        return print_json(out, &serde_json::json!({ "items": records, "nextCursor": null }));
+    }
+    for (node, t) in &items {
+        write!(out, "{}  ", node.unwrap_or("-"))?;
+        item_line(out, t)?;
+    }
+    if items.is_empty() {
+        writeln!(out, "the trash holds nothing that matches")?;
+    }
+    Ok(())
+}
+
+/// One line of `trove trash ls`.
+fn item_line(out: &mut Out, t: &trove::TrashRecord) -> Result<(), Failure> {
+    {
         let size = match t.files {
             Some(n) => format!("{} in {n} files", format::size(t.size)),
             None => format::size(t.size),
@@ -216,11 +271,6 @@ fn ls(out: &mut Out, repo: &Repo, filter: &TrashFilter, json: bool) -> Result<()
             t.deleted_by,
             t.reason
         )?;
-    }
-    match &page.next_cursor {
-        Some(c) => writeln!(out, "next: --cursor {c}")?,
-        None if page.items.is_empty() => writeln!(out, "the trash holds nothing that matches")?,
-        None => {}
     }
     Ok(())
 }

@@ -1,0 +1,172 @@
+//! A fleet on one bucket (`init --layout nodes`), against a real S3 server (moto's, started by
+//! the test): nodes writing at once each into their own log and never the same key, a review
+//! host with an empty cache seeing every node's snapshots, sessions and trash, a second process
+//! claiming a node refused on its next create, and a node that lost its disk resuming its log.
+
+mod common;
+
+use common::s3::{fresh_bucket, ok, server, settings, trove_on};
+use serde_json::Value;
+use trove::object::{Backend, S3Backend};
+
+/// `trove` as node `node` (its cache directory `cache`).
+fn as_node(
+    s3: std::net::SocketAddr,
+    repo: &str,
+    node: &str,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut all = vec!["--node", node];
+    all.extend_from_slice(args);
+    trove_on(s3, repo, cache, &all)
+}
+
+fn json(out: String) -> Value {
+    serde_json::from_str(&out).expect("json")
+}
+
+/// What one node does: two snapshots of its own workspace, and a session whose agent deletes a
+/// file through the tools (a trash item).
+fn work(s3: std::net::SocketAddr, repo: &str, node: &str, cache: &std::path::Path, dir: &std::path::Path) -> String {
+    let d = dir.to_str().expect("utf-8");
+    common::rich_workspace(dir);
+    std::fs::write(dir.join("gone.txt"), format!("deleted on {node}")).expect("write");
+    ok(as_node(s3, repo, node, cache, &["snapshot", d, "--workspace", node]), "snapshot");
+    let made = ok(
+        as_node(s3, repo, node, cache, &["--json", "session", "create", "--dir", d, "--workspace", node]),
+        "session",
+    );
+    let id = json(made)["id"].as_str().expect("id").to_owned();
+    let call = serde_json::json!({ "path": "gone.txt" }).to_string();
+    let out = ok(as_node(s3, repo, node, cache, &["tool", "delete_file", "--session", &id, &call]), "delete_file");
+    assert!(out.contains("\"ok\": true"), "{out}");
+    std::fs::write(dir.join("new.txt"), node).expect("write");
+    ok(as_node(s3, repo, node, cache, &["snapshot", d, "--workspace", node]), "snapshot again");
+    id
+}
+
+/// Two nodes write one bucket at the same time, each only under `nodes/<its name>/`; a review
+/// host that never opened the repository lists every node's snapshots, sessions and trash
+/// items, each with its node.
+#[test]
+fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/fleet");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cache = |n: &str| tmp.path().join(format!("cache-{n}"));
+    ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["init", "--layout", "nodes"]), "init");
+
+    let workers: Vec<_> = ["node-a", "node-b"]
+        .into_iter()
+        .map(|node| {
+            let (repo, cache, dir) = (repo.clone(), cache(node), tmp.path().join(format!("ws-{node}")));
+            std::thread::spawn(move || (node, work(s3.addr, &repo, node, &cache, &dir)))
+        })
+        .collect();
+    let sessions: Vec<(&str, String)> = workers.into_iter().map(|w| w.join().expect("a node")).collect();
+
+    // No two nodes wrote one key: every segment is under its node's own prefix.
+    let raw = S3Backend::open(&bucket, "fleet", &settings(s3.addr)).expect("open");
+    let keys = raw.list("").expect("list");
+    assert!(!keys.iter().any(|k| k.starts_with("log/")), "no shared log: {keys:?}");
+    for node in ["node-a", "node-b"] {
+        let own = keys.iter().filter(|k| k.starts_with(&format!("nodes/{node}/log/"))).count();
+        assert!(own >= 4, "{node} wrote {own} segments: {keys:?}");
+        assert!(keys.contains(&format!("fleet/{node}")), "{node} is named: {keys:?}");
+    }
+
+    // A review host with an empty cache sees both nodes.
+    let review = cache("review");
+    let snaps = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "snapshots"]), "snapshots"));
+    let snaps = snaps.as_array().expect("list");
+    for node in ["node-a", "node-b"] {
+        let theirs: Vec<_> = snaps.iter().filter(|s| s["node"] == node).collect();
+        assert_eq!(theirs.len(), 3, "{node}'s snapshots (the session's start is one): {snaps:?}");
+        assert!(theirs.iter().all(|s| s["workspace"] == node), "{theirs:?}");
+    }
+    let listed =
+        json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "session", "list", "--all"]), "sessions"));
+    for (node, id) in &sessions {
+        let found = listed.as_array().expect("list").iter().find(|s| s["id"] == id.as_str()).expect("listed");
+        assert_eq!(found["node"], *node, "{found}");
+    }
+    let trash = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "trash", "ls"]), "trash ls"));
+    let items = trash["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2, "{trash}");
+    for node in ["node-a", "node-b"] {
+        assert!(items.iter().any(|t| t["node"] == node && t["path"] == "gone.txt"), "{node}: {trash}");
+    }
+    // A host that only read is no node of the fleet.
+    assert!(!raw.list("").expect("list").iter().any(|k| k.contains("review")), "the review host wrote nothing");
+    // Each node still sees its own and the other's; the text table names the node.
+    let table = ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["snapshots"]), "snapshots on a");
+    assert!(table.contains("node-b") && table.contains("NODE"), "{table}");
+}
+
+/// A second process writing as a node from another cache directory is refused on its next
+/// create, loudly and for good, and replaces nothing; the node's own process goes on, and a
+/// node whose cache directory is lost resumes its log from the bucket.
+#[test]
+fn a_second_process_writing_as_a_node_is_refused_and_a_node_that_lost_its_disk_resumes() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/fleet");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (home, elsewhere) = (tmp.path().join("cache-home"), tmp.path().join("cache-elsewhere"));
+    let ws = tmp.path().join("ws");
+    common::rich_workspace(&ws);
+    let w = ws.to_str().expect("utf-8");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["init", "--layout", "nodes"]), "init");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["snapshot", w, "--workspace", "w"]), "snapshot");
+
+    // A process of another cache directory claims n1, and opens (caught up with n1's log).
+    let access = trove::BucketAccess {
+        password: Some("correct horse battery staple".into()),
+        cache_base: Some(elsewhere.clone()),
+        settings: settings(s3.addr),
+        node: Some(trove::NodeName::parse("n1").expect("name")),
+        ..Default::default()
+    };
+    let intruder = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open as n1 elsewhere");
+    // n1 writes on; the intruder's next create finds the key taken by another writer.
+    std::fs::write(ws.join("more.txt"), "more").expect("write");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["snapshot", w, "--workspace", "w"]), "snapshot on n1");
+    let raw = S3Backend::open(&bucket, "fleet", &settings(s3.addr)).expect("open");
+    let segments = || raw.list("nodes/n1/log/").expect("list");
+    let before: Vec<(String, Vec<u8>)> = segments()
+        .into_iter()
+        .map(|k| (k.clone(), raw.get_range(&k, 0, raw.size(&k).expect("size")).expect("get")))
+        .collect();
+    let opts = trove::SnapshotOptions { workspace: Some("w".into()), ..Default::default() };
+    let refused = intruder.snapshot(&ws, &opts).expect_err("refused");
+    assert_eq!(refused.kind(), trove::ErrorKind::Conflict, "{refused}");
+    assert!(refused.message().contains("another process is writing as node n1"), "{refused}");
+    // For good: a write that would now find the next key free is refused all the same.
+    let again = intruder.snapshot(&ws, &opts).expect_err("refused again");
+    assert_eq!(again.kind(), trove::ErrorKind::Conflict, "{again}");
+    drop(intruder);
+    let after: Vec<(String, Vec<u8>)> = segments()
+        .into_iter()
+        .map(|k| (k.clone(), raw.get_range(&k, 0, raw.size(&k).expect("size")).expect("get")))
+        .collect();
+    assert_eq!(after, before, "the intruder created or replaced no segment");
+
+    // n1 goes on; then loses its cache directory and resumes its own log from the bucket.
+    std::fs::write(ws.join("third.txt"), "third").expect("write");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["snapshot", w, "--workspace", "w"]), "snapshot on n1 again");
+    std::fs::remove_dir_all(&home).expect("the disk is lost");
+    std::fs::write(ws.join("fourth.txt"), "fourth").expect("write");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["snapshot", w, "--workspace", "w"]), "snapshot after the loss");
+    let listed = json(ok(as_node(s3.addr, &repo, "n1", &home, &["--json", "snapshots"]), "snapshots"));
+    assert_eq!(listed.as_array().expect("list").len(), 4, "{listed}");
+    let n = segments().len();
+    let numbers: Vec<u64> =
+        segments().iter().map(|k| k.rsplit('/').next().expect("seq").parse().expect("number")).collect();
+    assert_eq!(numbers, (1..=n as u64).collect::<Vec<_>>(), "one log, no gap");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["check", "--read-data"]), "check");
+    let out = tmp.path().join("restored");
+    ok(as_node(s3.addr, &repo, "n1", &home, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore");
+    assert_eq!(common::tree_state(&out), common::tree_state(&ws));
+}
