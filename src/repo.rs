@@ -337,6 +337,9 @@ pub struct Repo {
     /// Where the manifest is when it is a replica of a record log (a bucket's, or a directory's
     /// of [`Layout::Log`]): in the node's directory of the repository.
     pub(crate) replica: Option<PathBuf>,
+    /// On a handle over another node's replica (`Repo::foreign`), the node acting on its data:
+    /// what it does there is recorded in the acting node's own log.
+    pub(crate) acting: Option<Shared>,
 }
 
 /// Where a handle's node-local cache lives (`manifest/node_cache.rs`).
@@ -771,6 +774,7 @@ impl Repo {
             batch_files: BATCH_FILES,
             bucket_keys: None,
             replica: None,
+            acting: None,
         }
     }
 

@@ -48,7 +48,8 @@ fn work(s3: std::net::SocketAddr, repo: &str, node: &str, cache: &std::path::Pat
 
 /// Two nodes write one bucket at the same time, each only under `nodes/<its name>/`; a review
 /// host that never opened the repository lists every node's snapshots, sessions and trash
-/// items, each with its node.
+/// items, each with its node, reads them by id, and restores another node's snapshot byte for
+/// byte, recorded in its own log.
 #[test]
 fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     let s3 = server();
@@ -100,6 +101,35 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     }
     // A host that only read is no node of the fleet.
     assert!(!raw.list("").expect("list").iter().any(|k| k.contains("review")), "the review host wrote nothing");
+    // The review host reads any node's snapshot, session and trash item by its id, and
+    // restores another node's snapshot byte for byte: an act recorded in its own log (it is
+    // a node from then on), naming the node it read.
+    let b_snaps: Vec<&Value> = snaps.iter().filter(|s| s["node"] == "node-b").collect();
+    let (b_first, b_last) = (b_snaps[0]["id"].as_str().expect("id"), b_snaps[2]["id"].as_str().expect("id"));
+    let shown = ok(as_node(s3.addr, &repo, "review", &review, &["cat", b_last, "new.txt"]), "cat");
+    assert_eq!(shown, "node-b");
+    let diff = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "diff", b_first, b_last]), "diff"));
+    let changed: Vec<&str> =
+        diff["entries"].as_array().expect("entries").iter().map(|e| e["path"].as_str().expect("path")).collect();
+    assert!(changed.contains(&"new.txt") && changed.contains(&"gone.txt"), "{diff}");
+    let (a_node, a_session) = sessions.iter().find(|(n, _)| *n == "node-a").expect("a's session");
+    let changes =
+        ok(as_node(s3.addr, &repo, "review", &review, &["--json", "session", "changes", a_session]), "changes");
+    assert!(changes.contains("gone.txt"), "{a_node}'s session: {changes}");
+    let item = items.iter().find(|t| t["node"] == "node-b").expect("b's item")["id"].as_str().expect("id").to_owned();
+    let shown = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "trash", "show", &item]), "trash show"));
+    assert_eq!(shown["path"], "gone.txt", "{shown}");
+    let out = tmp.path().join("restored-b");
+    ok(
+        as_node(s3.addr, &repo, "review", &review, &["restore", b_last, "--to", out.to_str().expect("utf-8")]),
+        "restore",
+    );
+    assert_eq!(common::tree_state(&out), common::tree_state(&tmp.path().join("ws-node-b")));
+    let log = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "audit", "log"]), "audit log"));
+    let restore = log.as_array().expect("records").iter().find(|r| r["operation"] == "restore").expect("recorded");
+    assert_eq!(restore["details"]["node"], "node-b", "{restore}");
+    assert_eq!(restore["details"]["snapshot"], b_last, "{restore}");
+    assert!(raw.list("fleet/").expect("list").contains(&"fleet/review".to_owned()), "the review host acted: a node");
     // Each node still sees its own and the other's; the text table names the node.
     let table = ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["snapshots"]), "snapshots on a");
     assert!(table.contains("node-b") && table.contains("NODE"), "{table}");

@@ -147,6 +147,54 @@ impl Repo {
         repo.bucket_keys = Some(Arc::new(keys));
         repo.replica = Some(replica);
         repo.budget = self.budget.clone();
+        repo.acting = Some(self.shared());
         Ok(repo)
+    }
+
+    /// Appends `record` to the audit log of the node that acts: this handle's own, or, on a
+    /// handle over another node's replica, the acting node's, naming in its details the node
+    /// whose data it read (`node`). Its seq in the log it went to.
+    pub(crate) fn audit_acting(&self, mut record: crate::model::audit::AuditRecord) -> Result<i64> {
+        let Some(acting) = &self.acting else { return self.audit(record) };
+        if let (Some(node), serde_json::Value::Object(details)) =
+            (self.bucket_keys.as_deref().map(|k| &k.owner), &mut record.details)
+        {
+            if let Owner::Foreign { node } = node {
+                details.insert("node".into(), node.clone().into());
+            }
+        }
+        acting.open_handle()?.audit(record)
+    }
+}
+
+impl Repo {
+    /// What `find` finds on this node, else on the fleet's other nodes, with the node's handle
+    /// when it was another's (None: this one). Among other nodes' matches the one with the
+    /// greatest `newest` is taken (a full id matches on one node; `latest` is the fleet's
+    /// newest). An error other than `not_found` is returned at once; found nowhere, this
+    /// node's `not_found`.
+    pub fn find_in_fleet<T>(
+        &self,
+        find: impl Fn(&Repo) -> Result<T>,
+        newest: impl Fn(&T) -> i64,
+    ) -> Result<(Option<NodeView>, T)> {
+        let missing = match find(self) {
+            Ok(t) => return Ok((None, t)),
+            Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => e,
+            Err(e) => return Err(e),
+        };
+        let mut best: Option<(NodeView, T)> = None;
+        for view in self.fleet()? {
+            match find(&view.repo) {
+                Ok(t) if best.as_ref().is_none_or(|(_, b)| newest(&t) > newest(b)) => best = Some((view, t)),
+                Ok(_) => {}
+                Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.context(format!("reading node {}", view.node))),
+            }
+        }
+        match best {
+            Some((view, t)) => Ok((Some(view), t)),
+            None => Err(missing),
+        }
     }
 }

@@ -361,10 +361,16 @@ impl Repo {
             }
             return Ok(report);
         };
-        let seq = self.manifest.write(|tx| {
-            restores::remove(tx, &id)?;
-            crate::manifest::audit::append(tx, &record)
-        })?;
+        let seq = if self.acting.is_some() {
+            // Another node's snapshot: the restore is this node's act, in its own log.
+            self.manifest.write(|tx| restores::remove(tx, &id))?;
+            self.audit_acting(record)?
+        } else {
+            self.manifest.write(|tx| {
+                restores::remove(tx, &id)?;
+                crate::manifest::audit::append(tx, &record)
+            })?
+        };
         crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })]);
         drop(lock);
         Ok(report)

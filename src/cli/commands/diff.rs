@@ -80,7 +80,9 @@ pub struct Args {
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let repo = crate::cli::open::open_repo(repo_path)?;
     let (ws, dir) = (args.workspace.as_deref(), args.dir.as_deref());
-    let from = repo.diff_target(&args.from, ws, dir)?;
+    // In a fleet, the node holding the first snapshot (both are read from it).
+    let (there, from) = repo.find_in_fleet(|r| r.diff_target(&args.from, ws, dir), |_| 0)?;
+    let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let to = repo.diff_target(args.to.as_deref().unwrap_or("live"), ws, dir)?;
     let report = repo.diff(&from, &to, &args.shape.options(Scope::whole())?)?;
     if json {

@@ -277,7 +277,7 @@ fn item_line(out: &mut Out, t: &trove::TrashRecord) -> Result<(), Failure> {
 
 /// `trove trash show ID`: the item and, for a directory, every member.
 fn show(out: &mut Out, repo: &Repo, id: &TrashId, json: bool) -> Result<(), Failure> {
-    let item = repo.trash_item(id)?;
+    let (_, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns)?;
     let members: Vec<_> = item.entries.iter().map(trove::TrashEntry::record).collect();
     let record = item.record();
     if json {
