@@ -72,7 +72,9 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     let raw = S3Backend::open(&bucket, "fleet", &settings(s3.addr)).expect("open");
     let keys = raw.list("").expect("list");
     assert!(!keys.iter().any(|k| k.starts_with("log/")), "no shared log: {keys:?}");
+    assert!(!keys.iter().any(|k| k.starts_with("packs/")), "every pack is a node's own: {keys:?}");
     for node in ["node-a", "node-b"] {
+        assert!(keys.iter().any(|k| k.starts_with(&format!("nodes/{node}/packs/"))), "{node}'s packs: {keys:?}");
         let own = keys.iter().filter(|k| k.starts_with(&format!("nodes/{node}/log/"))).count();
         assert!(own >= 4, "{node} wrote {own} segments: {keys:?}");
         assert!(keys.contains(&format!("fleet/{node}")), "{node} is named: {keys:?}");
@@ -130,6 +132,24 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     assert_eq!(restore["details"]["node"], "node-b", "{restore}");
     assert_eq!(restore["details"]["snapshot"], b_last, "{restore}");
     assert!(raw.list("fleet/").expect("list").contains(&"fleet/review".to_owned()), "the review host acted: a node");
+    // A collection on one node deletes nothing another node's records name: b's snapshots
+    // all still restore, and its check reads every byte clean.
+    for _ in 0..2 {
+        ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["gc", "--grace", "0s"]), "gc on a");
+    }
+    ok(as_node(s3.addr, &repo, "node-b", &cache("node-b"), &["check", "--read-data"]), "check on b");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["check", "--read-data"]), "check on a");
+    let again = tmp.path().join("restored-b-again");
+    ok(
+        as_node(
+            s3.addr,
+            &repo,
+            "node-b",
+            &cache("node-b"),
+            &["restore", b_first, "--to", again.to_str().expect("utf-8")],
+        ),
+        "restore on b",
+    );
     // Each node still sees its own and the other's; the text table names the node.
     let table = ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["snapshots"]), "snapshots on a");
     assert!(table.contains("node-b") && table.contains("NODE"), "{table}");

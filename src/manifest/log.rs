@@ -1429,6 +1429,65 @@ mod tests {
         .expect("a write");
     }
 
+    /// A replica at `dir/name` of node `node`'s log, written under `writer` (None: read as
+    /// another node's).
+    fn node_replica(
+        dir: &std::path::Path,
+        name: &str,
+        store: &Arc<MemoryBackend>,
+        node: &str,
+        writer: Option<u8>,
+    ) -> Manifest {
+        let owner = match writer {
+            Some(w) => Owner::Node { node: node.into(), writer: [w; WRITER_LEN] },
+            None => Owner::Foreign { node: node.into() },
+        };
+        let log = Log::new(store.clone() as Arc<dyn Backend>, "memory").of_node(owner);
+        open_replica(&dir.join(name), log).expect("a replica opens")
+    }
+
+    #[test]
+    fn a_node_writes_only_its_own_log_and_another_writer_of_it_is_refused_for_good() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = node_replica(dir.path(), "a.db", &store, "a", Some(1));
+        record(&a, "first");
+        let b = node_replica(dir.path(), "b.db", &store, "b", Some(2));
+        record(&b, "of b");
+        let keys = store.list("").expect("list");
+        assert_eq!(
+            keys,
+            ["fleet/a", "fleet/b", "nodes/a/log/00000000000000000001", "nodes/b/log/00000000000000000001"]
+        );
+        let stored = store.get_whole("nodes/a/log/00000000000000000001", MAX_SEGMENT).expect("segment");
+        assert_eq!((stored[7], Log::writer_of(&stored)), (VERSION_WRITER, Some([1; WRITER_LEN])));
+
+        // The same writer (another process of one cache directory, here a stale replica)
+        // catches up with its own segment and writes after it.
+        let again = node_replica(dir.path(), "a-again.db", &store, "a", Some(1));
+        record(&a, "second");
+        record(&again, "third");
+        assert_eq!(store.list("nodes/a/log/").expect("list").len(), 3);
+        // Another writer of node a, behind: refused on its create, and after it too.
+        let other = node_replica(dir.path(), "a-other.db", &store, "a", Some(9));
+        record(&a, "fourth");
+        for _ in 0..2 {
+            let e = other
+                .write(|tx| crate::manifest::audit::append(tx, &AuditRecord::ok(1, "t", "intrude")))
+                .expect_err("refused");
+            assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+            assert!(e.message().contains("another process is writing as node a"), "{e}");
+        }
+        assert_eq!(store.list("nodes/a/log/").expect("list").len(), 4, "nothing created or replaced");
+        // Another node's replica reads a's log and writes none of it.
+        let read = node_replica(dir.path(), "a-read.db", &store, "a", None);
+        assert_eq!(rows(&read), rows(&a));
+        let e =
+            read.write(|tx| crate::manifest::audit::append(tx, &AuditRecord::ok(1, "t", "x"))).expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().contains("only node a writes its records"), "{e}");
+    }
+
     #[test]
     fn a_new_host_starts_from_the_newest_copy_of_a_replica_and_replays_only_what_follows() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -1684,7 +1743,7 @@ mod tests {
         let b = replica(tmp.path(), "b.db", &old);
         assert_eq!(rows(&a), rows(&b));
         // A dictionary no trove has is damage; a newer format asks for an upgrade.
-        for (version, dictionary, kind) in [(2u8, 7u32, ErrorKind::Corrupt), (3, 1, ErrorKind::InvalidArgument)] {
+        for (version, dictionary, kind) in [(2u8, 7u32, ErrorKind::Corrupt), (4, 1, ErrorKind::InvalidArgument)] {
             let mut bad = v1.clone();
             bad[7] = version;
             bad[20..24].copy_from_slice(&dictionary.to_le_bytes());

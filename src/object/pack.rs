@@ -81,6 +81,7 @@ impl Open {
 /// Hashes and writes pieces as they come; hands each sealed pack to the syncing thread.
 fn write_pieces<'a>(
     backend: &'a dyn Backend,
+    dir: &'a str,
     pieces: Receiver<Piece>,
     spare: &Spare,
     done: SyncSender<Staging<'a>>,
@@ -93,6 +94,7 @@ fn write_pieces<'a>(
                     Some(s) => s,
                     None => staging.insert(Staging {
                         value: backend.stage(STAGING_DIR)?,
+                        dir,
                         hasher: backend.content_hasher(),
                         size: 0,
                         objects: Vec::new(),
@@ -115,9 +117,14 @@ fn write_pieces<'a>(
     Ok(())
 }
 
+/// Where a repository's packs are: `packs/<2 hex>/<name>.pack`.
+pub const PACKS: &str = "packs/";
+
 /// A pack written whole but not yet durable under its name.
 struct Staging<'a> {
     value: Box<dyn Staged + 'a>,
+    /// Where it goes: `packs/`, or a node's `nodes/<node>/packs/`.
+    dir: &'a str,
     hasher: blake3::Hasher,
     size: u64,
     objects: Vec<PackedObject>,
@@ -126,7 +133,7 @@ struct Staging<'a> {
 impl Staging<'_> {
     fn commit(self) -> Result<SealedPack> {
         let hex = self.hasher.finalize().to_hex();
-        let key = format!("packs/{}/{}.pack", &hex[..2], hex);
+        let key = format!("{}{}/{}.pack", self.dir, &hex[..2], hex);
         self.value.commit(&key)?;
         Ok(SealedPack { key, size: self.size, objects: self.objects })
     }
@@ -175,6 +182,17 @@ impl PackWriter {
         target_size: usize,
         work: impl FnOnce(&PackWriter) -> Result<T>,
     ) -> Result<(T, Vec<SealedPack>)> {
+        PackWriter::run_in(backend, PACKS, target_size, work)
+    }
+
+    /// [`PackWriter::run`] writing the packs under `dir` (`packs/`, or a node's of a fleet,
+    /// `nodes/<node>/packs/`).
+    pub fn run_in<T>(
+        backend: &dyn Backend,
+        dir: &str,
+        target_size: usize,
+        work: impl FnOnce(&PackWriter) -> Result<T>,
+    ) -> Result<(T, Vec<SealedPack>)> {
         std::thread::scope(|scope| {
             let (pieces, to_write) = sync_channel::<Piece>(QUEUED_PIECES);
             // One sealed pack may wait while the next is written: the pipeline never stops for
@@ -182,7 +200,7 @@ impl PackWriter {
             let (sealed_tx, to_sync) = sync_channel::<Staging<'_>>(1);
             let spare = Arc::new(Spare::default());
             let writer_spare = spare.clone();
-            let writing = scope.spawn(move || write_pieces(backend, to_write, &writer_spare, sealed_tx));
+            let writing = scope.spawn(move || write_pieces(backend, dir, to_write, &writer_spare, sealed_tx));
             let syncing = scope.spawn(move || -> Result<Vec<SealedPack>> {
                 let mut sealed = Vec::new();
                 for staging in to_sync {

@@ -93,10 +93,15 @@ pub struct Warmed {
 /// The cache file of `key`, when it is one the cache keeps: a pack, named by the last segment
 /// of its key (pack names are unique), which must be a plain name.
 fn cached_name(key: &str) -> Option<&str> {
-    let rest = key.strip_prefix("packs/")?;
     let plain = |s: &str| {
         !s.is_empty() && !s.starts_with('.') && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     };
+    // A fleet's node keeps its packs under `nodes/<node>/packs/`.
+    let node_packs = || {
+        let (node, rest) = key.strip_prefix("nodes/")?.split_once('/')?;
+        plain(node).then(|| rest.strip_prefix("packs/")).flatten()
+    };
+    let rest = key.strip_prefix("packs/").or_else(node_packs)?;
     rest.split('/').all(plain).then(|| rest.rsplit('/').next()).flatten()
 }
 
@@ -521,6 +526,9 @@ mod tests {
         assert_eq!(cache.warm(&[("log/1".to_string(), 7)]).skipped, 1);
         assert_eq!(cached_name("packs/../x"), None);
         assert_eq!(cached_name("packs/aa/.x"), None);
+        assert_eq!(cached_name("nodes/n-1/packs/aa/bb.pack"), Some("bb.pack"));
+        assert_eq!(cached_name("nodes/../packs/aa/bb.pack"), None);
+        assert_eq!(cached_name("nodes/n/log/1"), None);
     }
 
     #[test]

@@ -78,6 +78,18 @@ pub(crate) fn writer_id(dir: &Path, node: &NodeName) -> Result<[u8; 16]> {
 }
 
 impl Repo {
+    /// Where this handle's packs are: `packs/`, or in a fleet its node's own,
+    /// `nodes/<node>/packs/`, so that each node's collection, check and repair see only the
+    /// packs its own records name (another node's are not its orphans).
+    pub(crate) fn packs_dir(&self) -> String {
+        match self.bucket_keys.as_deref().map(|k| &k.owner) {
+            Some(Owner::Node { node, .. } | Owner::Foreign { node }) => {
+                format!("{}{node}/{}", crate::manifest::log::NODES, crate::object::pack::PACKS)
+            }
+            _ => crate::object::pack::PACKS.to_owned(),
+        }
+    }
+
     /// This handle's node in a bucket of a log per node; None in any other repository.
     pub fn node(&self) -> Option<&str> {
         match &self.bucket_keys.as_deref()?.owner {

@@ -62,7 +62,7 @@ impl Repo {
             ..Default::default()
         };
         let mut sealed = Vec::new();
-        for key in self.backend.list("packs/")? {
+        for key in self.backend.list(&self.packs_dir())? {
             if !key.ends_with(".pack") || retired.contains(&key) {
                 continue;
             }
@@ -207,12 +207,13 @@ impl Repo {
             markers.extend(std::mem::take(&mut r.markers));
         }
         let level = self.config.zstd_level;
-        let ((), packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |w| {
-            for (id, raw) in &markers {
-                w.add(*id, raw.len() as u64, &crate::object::blob::encode(id, raw, level)?)?;
-            }
-            Ok(())
-        })?;
+        let ((), packs) =
+            PackWriter::run_in(self.backend.as_ref(), &self.packs_dir(), self.config.pack_target as usize, |w| {
+                for (id, raw) in &markers {
+                    w.add(*id, raw.len() as u64, &crate::object::blob::encode(id, raw, level)?)?;
+                }
+                Ok(())
+            })?;
         self.manifest.write(|tx| {
             self.record_packs(tx, &packs, now_ns())?;
             // A directory record may name a lost content or tree, which the next snapshot would

@@ -133,7 +133,8 @@ impl Checking<'_> {
         }
         let known: BTreeSet<&String> = packs.keys().collect();
         self.report.orphan_packs =
-            backend.list("packs/")?.iter().filter(|k| k.ends_with(".pack") && !known.contains(k)).count() as u64;
+            backend.list(&self.repo.packs_dir())?.iter().filter(|k| k.ends_with(".pack") && !known.contains(k)).count()
+                as u64;
         Ok(packs)
     }
 

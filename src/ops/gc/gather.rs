@@ -35,9 +35,12 @@ impl Repo {
             let run = self.manifest.read(|| loose::live_run(conn, &after, GATHER_RUN))?;
             let Some((last, ..)) = run.last() else { break };
             after = last.as_bytes().to_vec();
-            let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
-                run.iter().try_for_each(|(id, raw_len, encoded)| writer.add(*id, *raw_len, encoded))
-            })?;
+            let ((), sealed) = PackWriter::run_in(
+                self.backend.as_ref(),
+                &self.packs_dir(),
+                self.config.pack_target as usize,
+                |writer| run.iter().try_for_each(|(id, raw_len, encoded)| writer.add(*id, *raw_len, encoded)),
+            )?;
             failpoint("gc:gathered-written");
             let moved = self.manifest.write(|tx| {
                 self.record_packs(tx, &sealed, now_ns())?;

@@ -109,80 +109,81 @@ impl Repo {
         // Each rebuilt bundle: (old pack, old offset, its members' ids); their rows move one by
         // one (each member's offset in the bundle changed).
         let mut rebuilt: Vec<(i64, u64, Vec<ObjectId>)> = Vec::new();
-        let ((), sealed) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |writer| {
-            // Blobs are read a batch at a time, encoded again on every core, and added in order.
-            let mut batch: Vec<Rewrite<'_>> = Vec::new();
-            let mut batch_bytes = 0u64;
-            let all = blobs.iter().flat_map(|(pack, list)| list.iter().map(move |b| (*pack, b)));
-            let mut all = all.peekable();
-            while let Some((pack, (offset, stored_len, members))) = all.next() {
-                self.check_deadline("rewriting packs")?;
-                let &(name, level, own_level) =
-                    sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
-                let read = match self.backend.get_range(name, *offset, *stored_len) {
-                    Ok(read) => read,
-                    // Left where it is (its pack stays in use): `check` reports it, `repair`
-                    // mends it, and the rest of the collection goes on.
-                    Err(e) => {
-                        tracing::warn!(pack = name, offset, error = %e, "a blob cannot be read; left in its pack");
-                        report.blobs_left += 1;
-                        continue;
-                    }
-                };
-                batch_bytes += read.len() as u64;
-                let rebuild = has_dead_members(&read, members);
-                batch.push(Rewrite {
-                    pack,
-                    name,
-                    offset: *offset,
-                    members,
-                    read,
-                    level,
-                    own_level,
-                    rebuild,
-                    encoded: None,
-                    rebuilt: None,
-                    damaged: false,
-                });
-                if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
-                    continue;
-                }
-                reencode_batch(&mut batch)?;
-                for c in batch.drain(..) {
-                    if c.damaged {
-                        // Not copied beside healthy blobs, where it would make the new pack
-                        // unscannable: left in its pack, which stays in use.
-                        report.blobs_left += 1;
-                        continue;
-                    }
-                    if let Some(new) = &c.rebuilt {
-                        match new.members.as_slice() {
-                            [(id, raw_len, _)] => writer.add(*id, *raw_len, &new.encoded)?,
-                            rows => writer.add_bundle(rows, &new.encoded)?,
+        let ((), sealed) =
+            PackWriter::run_in(self.backend.as_ref(), &self.packs_dir(), self.config.pack_target as usize, |writer| {
+                // Blobs are read a batch at a time, encoded again on every core, and added in order.
+                let mut batch: Vec<Rewrite<'_>> = Vec::new();
+                let mut batch_bytes = 0u64;
+                let all = blobs.iter().flat_map(|(pack, list)| list.iter().map(move |b| (*pack, b)));
+                let mut all = all.peekable();
+                while let Some((pack, (offset, stored_len, members))) = all.next() {
+                    self.check_deadline("rewriting packs")?;
+                    let &(name, level, own_level) =
+                        sources.get(&pack).ok_or_else(|| Error::internal("a pack to rewrite vanished"))?;
+                    let read = match self.backend.get_range(name, *offset, *stored_len) {
+                        Ok(read) => read,
+                        // Left where it is (its pack stays in use): `check` reports it, `repair`
+                        // mends it, and the rest of the collection goes on.
+                        Err(e) => {
+                            tracing::warn!(pack = name, offset, error = %e, "a blob cannot be read; left in its pack");
+                            report.blobs_left += 1;
+                            continue;
                         }
-                        report.bundles_rebuilt += 1;
-                        rebuilt.push((c.pack, c.offset, new.members.iter().map(|m| m.0).collect()));
+                    };
+                    batch_bytes += read.len() as u64;
+                    let rebuild = has_dead_members(&read, members);
+                    batch.push(Rewrite {
+                        pack,
+                        name,
+                        offset: *offset,
+                        members,
+                        read,
+                        level,
+                        own_level,
+                        rebuild,
+                        encoded: None,
+                        rebuilt: None,
+                        damaged: false,
+                    });
+                    if batch_bytes < REENCODE_BATCH && all.peek().is_some() {
                         continue;
                     }
-                    // Verbatim, or encoded again from its verified raw bytes: either way the
-                    // blob's header names its id and lengths, checked on every read.
-                    let bytes = c.encoded.as_deref().unwrap_or(&c.read);
-                    match c.members.as_slice() {
-                        [(id, raw_len, None)] => writer.add(*id, *raw_len, bytes)?,
-                        _ => {
-                            let rows: Vec<(ObjectId, u64, u64)> =
-                                c.members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
-                            writer.add_bundle(&rows, bytes)?;
+                    reencode_batch(&mut batch)?;
+                    for c in batch.drain(..) {
+                        if c.damaged {
+                            // Not copied beside healthy blobs, where it would make the new pack
+                            // unscannable: left in its pack, which stays in use.
+                            report.blobs_left += 1;
+                            continue;
+                        }
+                        if let Some(new) = &c.rebuilt {
+                            match new.members.as_slice() {
+                                [(id, raw_len, _)] => writer.add(*id, *raw_len, &new.encoded)?,
+                                rows => writer.add_bundle(rows, &new.encoded)?,
+                            }
+                            report.bundles_rebuilt += 1;
+                            rebuilt.push((c.pack, c.offset, new.members.iter().map(|m| m.0).collect()));
+                            continue;
+                        }
+                        // Verbatim, or encoded again from its verified raw bytes: either way the
+                        // blob's header names its id and lengths, checked on every read.
+                        let bytes = c.encoded.as_deref().unwrap_or(&c.read);
+                        match c.members.as_slice() {
+                            [(id, raw_len, None)] => writer.add(*id, *raw_len, bytes)?,
+                            _ => {
+                                let rows: Vec<(ObjectId, u64, u64)> =
+                                    c.members.iter().map(|&(id, len, inner)| (id, len, inner.unwrap_or(0))).collect();
+                                writer.add_bundle(&rows, bytes)?;
+                            }
+                        }
+                        if let Some(first) = c.members.first() {
+                            moved.push((c.pack, c.offset, first.0));
                         }
                     }
-                    if let Some(first) = c.members.first() {
-                        moved.push((c.pack, c.offset, first.0));
-                    }
+                    batch_bytes = 0;
                 }
-                batch_bytes = 0;
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
         failpoint("gc:repack-written");
         let new_bytes: u64 = sealed.iter().map(|p| p.size).sum();
         // What the new packs' blobs are compressed at, at least: the level they were encoded
@@ -255,7 +256,7 @@ impl Repo {
     /// horizon: their writer (a snapshot or a rewrite) either committed since, or is gone.
     fn delete_orphans(&self, opts: &GcOptions, report: &mut GcReport) -> Result<()> {
         let conn = self.manifest.conn();
-        let files = self.backend.list("packs/")?;
+        let files = self.backend.list(&self.packs_dir())?;
         let known = gc::pack_names(conn)?;
         let orphans: Vec<&String> = files.iter().filter(|f| f.ends_with(".pack") && !known.contains(*f)).collect();
         let seen: BTreeMap<String, i64> = gc::orphans(conn)?.into_iter().collect();

@@ -838,36 +838,37 @@ impl Repo {
         }
         let reader = self.manifest.pinned_reader()?;
         let loose_too = manifest::loose::any(&reader)?;
-        let read = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |packs| {
-            let writer = Writer {
-                zstd_level: self.config.zstd_level,
-                chunking: self.config.chunking,
-                seen: Mutex::new(RandomKeySet::default()),
-                sink: Sink::Packs { packs, reader: Mutex::new(reader), loose_too, staged },
-                warnings: Mutex::new(walk_warnings),
-            };
-            let deadline = self.deadline();
-            jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                    return Err(Error::timeout("reading files for a snapshot", false));
-                }
-                let mut bundle =
-                    BUNDLE.with(|cell| cell.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default());
-                for job in run {
-                    let size = job.file.stat.size;
-                    writer.read_into(root_fd, job, scan_start, racy, &mut bundle)?;
-                    opts.progress.advance(size);
-                }
-                writer.seal_bundle(&mut bundle)?;
-                BUNDLE.with(|cell| {
-                    if let Ok(mut b) = cell.try_borrow_mut() {
-                        *b = bundle;
+        let read =
+            PackWriter::run_in(self.backend.as_ref(), &self.packs_dir(), self.config.pack_target as usize, |packs| {
+                let writer = Writer {
+                    zstd_level: self.config.zstd_level,
+                    chunking: self.config.chunking,
+                    seen: Mutex::new(RandomKeySet::default()),
+                    sink: Sink::Packs { packs, reader: Mutex::new(reader), loose_too, staged },
+                    warnings: Mutex::new(walk_warnings),
+                };
+                let deadline = self.deadline();
+                jobs.par_chunks_mut(FILES_PER_RUN).try_for_each(|run| -> Result<()> {
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return Err(Error::timeout("reading files for a snapshot", false));
                     }
-                });
-                Ok(())
+                    let mut bundle = BUNDLE
+                        .with(|cell| cell.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default());
+                    for job in run {
+                        let size = job.file.stat.size;
+                        writer.read_into(root_fd, job, scan_start, racy, &mut bundle)?;
+                        opts.progress.advance(size);
+                    }
+                    writer.seal_bundle(&mut bundle)?;
+                    BUNDLE.with(|cell| {
+                        if let Ok(mut b) = cell.try_borrow_mut() {
+                            *b = bundle;
+                        }
+                    });
+                    Ok(())
+                })?;
+                writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
             })?;
-            writer.warnings.into_inner().map_err(|_| Error::internal("warnings poisoned"))
-        })?;
         release_buffers();
         opts.progress.finish();
         let (warnings, packs) = read;
@@ -902,9 +903,10 @@ impl Repo {
             kept.deltas.push(delta);
         }
         if !big.is_empty() {
-            let ((), packs) = PackWriter::run(self.backend.as_ref(), self.config.pack_target as usize, |w| {
-                big.iter().try_for_each(|(id, raw_len, encoded)| w.add(*id, *raw_len, encoded))
-            })?;
+            let ((), packs) =
+                PackWriter::run_in(self.backend.as_ref(), &self.packs_dir(), self.config.pack_target as usize, |w| {
+                    big.iter().try_for_each(|(id, raw_len, encoded)| w.add(*id, *raw_len, encoded))
+                })?;
             kept.packs = packs;
         }
         Ok(kept)
