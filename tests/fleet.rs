@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::s3::{fresh_bucket, ok, server, settings, trove_on};
+use common::s3::{fresh_bucket, ok, serve_on, server, settings, trove_on};
 use serde_json::Value;
 use trove::object::{Backend, S3Backend};
 
@@ -219,4 +219,99 @@ fn a_second_process_writing_as_a_node_is_refused_and_a_node_that_lost_its_disk_r
     let out = tmp.path().join("restored");
     ok(as_node(s3.addr, &repo, "n1", &home, &["restore", "latest", "--to", out.to_str().expect("utf-8")]), "restore");
     assert_eq!(common::tree_state(&out), common::tree_state(&ws));
+}
+
+/// A review host's server (`trove serve` with an empty cache) answers every node's snapshots,
+/// sessions and trash, each with its `node`; what a node writes, and a node that writes for
+/// the first time, shows there within 5 s; a snapshot, a session's changes and a trash item
+/// of another node are read by their ids.
+#[test]
+fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/fleet");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cache = |n: &str| tmp.path().join(format!("cache-{n}"));
+    let ws = tmp.path().join("ws-a");
+    let w = ws.to_str().expect("utf-8");
+    common::rich_workspace(&ws);
+    std::fs::write(ws.join("gone.txt"), "to be deleted").expect("write");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["init", "--layout", "nodes"]), "init");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["snapshot", w, "--workspace", "a"]), "snapshot");
+
+    let review = serve_on(s3.addr, &repo, &["--node", "review"]);
+    let listed = |target: &str| -> Vec<Value> {
+        let r = review.get(target);
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        let v = r.json();
+        v.as_array().or_else(|| v["items"].as_array()).cloned().expect("a list")
+    };
+    let first = listed("/v1/snapshots");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["node"], "node-a");
+
+    // A node that never wrote before, and a known one writing again: both within 5 s.
+    let wc = tmp.path().join("ws-c");
+    common::rich_workspace(&wc);
+    ok(
+        as_node(s3.addr, &repo, "node-c", &cache("c"), &["snapshot", wc.to_str().expect("utf-8"), "--workspace", "c"]),
+        "c",
+    );
+    assert!(
+        common::http::eventually(5, || listed("/v1/snapshots").iter().any(|s| s["node"] == "node-c")),
+        "a new node's snapshot shows within 5 s"
+    );
+    std::fs::write(ws.join("more.txt"), "more").expect("write");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["snapshot", w, "--workspace", "a"]), "snapshot again");
+    assert!(
+        common::http::eventually(5, || listed("/v1/snapshots").iter().filter(|s| s["node"] == "node-a").count() == 2),
+        "a known node's new snapshot shows within 5 s"
+    );
+
+    // By id, on the node that holds it.
+    let snaps = listed("/v1/snapshots");
+    let c_id = snaps.iter().find(|s| s["node"] == "node-c").expect("c's")["id"].as_str().expect("id").to_owned();
+    let shown = review.get(&format!("/v1/snapshots/{c_id}"));
+    assert_eq!((shown.status, shown.json()["node"].clone()), (200, Value::from("node-c")), "{}", shown.text());
+    let files = review.get(&format!("/v1/snapshots/{c_id}/files"));
+    assert_eq!(files.status, 200, "{}", files.text());
+    let a: Vec<&str> = snaps.iter().filter(|s| s["node"] == "node-a").map(|s| s["id"].as_str().expect("id")).collect();
+    let diff = review.get(&format!("/v1/snapshots/{}/diff/{}", a[0], a[1]));
+    assert_eq!(diff.status, 200, "{}", diff.text());
+    assert!(diff.text().contains("more.txt"), "{}", diff.text());
+
+    // A session of node-a whose agent deletes a file: its changes and its trash, by id.
+    let made = ok(
+        as_node(
+            s3.addr,
+            &repo,
+            "node-a",
+            &cache("a"),
+            &["--json", "session", "create", "--dir", w, "--workspace", "a"],
+        ),
+        "session",
+    );
+    let id = json(made)["id"].as_str().expect("id").to_owned();
+    let call = serde_json::json!({ "path": "gone.txt" }).to_string();
+    ok(
+        as_node(s3.addr, &repo, "node-a", &cache("a"), &["tool", "delete_file", "--session", &id, &call]),
+        "delete_file",
+    );
+    assert!(
+        common::http::eventually(5, || listed("/v1/trash")
+            .iter()
+            .any(|t| t["node"] == "node-a" && t["path"] == "gone.txt")),
+        "the trash item shows within 5 s"
+    );
+    let sessions = listed("/v1/sessions");
+    assert!(sessions.iter().any(|s| s["id"] == id.as_str() && s["node"] == "node-a"), "{sessions:?}");
+    let changes = review.get(&format!("/v1/sessions/{id}/changes"));
+    assert_eq!(changes.status, 200, "{}", changes.text());
+    assert!(changes.text().contains("gone.txt"), "{}", changes.text());
+    let item = listed("/v1/trash").into_iter().find(|t| t["path"] == "gone.txt").expect("item");
+    let shown = review.get(&format!("/v1/trash/{}", item["id"].as_str().expect("id")));
+    assert_eq!((shown.status, shown.json()["node"].clone()), (200, Value::from("node-a")), "{}", shown.text());
+    // A cursor pages one node's trash: refused in a fleet, saying what to do.
+    let paged = review.get("/v1/trash?cursor=1.1");
+    assert_eq!(paged.status, 400, "{}", paged.text());
 }

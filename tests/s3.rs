@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::s3::{fresh_bucket, ok, proxy, server, settings, trove_cmd, trove_on, Action};
+use common::s3::{fresh_bucket, ok, proxy, serve_on, server, settings, trove_cmd, trove_on, Action};
 use trove::object::backend::contract;
 use trove::object::{Backend, LocalBackend, MemoryBackend, S3Backend, SealedBackend};
 use trove::ErrorKind;
@@ -137,24 +137,6 @@ fn sealed_values_in_the_bucket_hold_no_plaintext_and_a_flipped_bit_is_corrupt() 
 
 /// `trove` with the environment that reaches the test's S3 server, the passphrase, and this
 /// node's cache directory.
-/// `trove serve` of the bucket repository `repo` on a host of its own (a temporary directory,
-/// its cache directory in it), with `extra` arguments.
-fn serve_on(s3: std::net::SocketAddr, repo: &str, extra: &[&str]) -> common::http::Server {
-    let host = tempfile::tempdir().expect("host");
-    let cache = host.path().join("cache");
-    let endpoint = format!("http://{s3}");
-    let env = [
-        ("TROVE_PASSWORD", "correct horse battery staple"),
-        ("TROVE_CACHE_DIR", cache.to_str().expect("utf-8")),
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-    ];
-    common::http::start_at(host, repo, Some(common::http::TOKEN), extra, &env)
-}
-
 /// Repository `prefix` of `bucket` opened in this process as the host whose cache is `cache`,
 /// with the passphrase `trove_on` gives.
 fn open_host(s3: std::net::SocketAddr, bucket: &str, prefix: &str, cache: &std::path::Path) -> trove::Repo {

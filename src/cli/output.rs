@@ -71,16 +71,6 @@ pub fn print_json<T: serde::Serialize + ?Sized>(out: &mut Out, v: &T) -> Result<
     Ok(())
 }
 
-/// A record of one node of a fleet, in JSON: the record's own fields and `node` (left out when
-/// the repository is not a fleet's).
-#[derive(serde::Serialize)]
-pub(crate) struct OnNode<'n, T: serde::Serialize> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<&'n str>,
-    #[serde(flatten)]
-    pub record: T,
-}
-
 /// `repo` and, in a bucket of a log per node, every other node's handle: each with its node's
 /// name (None outside a fleet).
 pub(crate) fn with_fleet<'r>(

@@ -225,6 +225,9 @@ pub struct SessionRecord {
     /// How it ended, present only once it has.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
+    /// In a fleet (a bucket of a log per node), the node whose record it is; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The end of a session, as its record shows it.
@@ -257,6 +260,7 @@ impl Session {
     /// request is working on it now.
     pub fn record(&self, busy: bool) -> SessionRecord {
         SessionRecord {
+            node: None,
             id: self.id.clone(),
             created_at: secs(self.created_ns),
             last_activity: secs(self.last_activity_ns),

@@ -83,12 +83,16 @@ pub struct SnapshotRecord<'a> {
     pub counts: &'a Counts,
     /// What it could not keep exactly.
     pub warnings: &'a [Warning],
+    /// In a fleet (a bucket of a log per node), the node whose record it is; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 impl SnapshotInfo {
     /// The snapshot as it is shown.
     pub fn record(&self) -> SnapshotRecord<'_> {
         SnapshotRecord {
+            node: None,
             id: &self.id,
             workspace: &self.workspace,
             session: self.session.as_ref(),

@@ -171,6 +171,7 @@ impl TrashItem {
         let (path, path_base64) = crate::base::path::for_json(&self.path);
         let files = (self.kind == EntryKind::Dir).then_some(self.files);
         TrashRecord {
+            node: None,
             id: self.id.clone(),
             workspace: self.workspace.clone(),
             path,
@@ -230,6 +231,9 @@ pub struct TrashRecord {
     pub restored: bool,
     /// When it was last restored.
     pub restored_at: Option<String>,
+    /// In a fleet (a bucket of a log per node), the node whose record it is; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// One member of a deleted directory as `trove trash show` lists it.

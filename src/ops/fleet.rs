@@ -90,11 +90,19 @@ impl Repo {
         }
     }
 
-    /// This handle's node in a bucket of a log per node; None in any other repository.
+    /// Whether this handle may read a session's live tree at the path its record names: not a
+    /// handle over another node's replica, whose directories are that node's host's (a path
+    /// here of the same name is another tree).
+    pub(crate) fn reads_live_trees(&self) -> bool {
+        self.acting.is_none()
+    }
+
+    /// The node whose records this handle reads in a bucket of a log per node (its own, or
+    /// another's for a handle [`Repo::foreign`] opened); None in any other repository.
     pub fn node(&self) -> Option<&str> {
         match &self.bucket_keys.as_deref()?.owner {
-            Owner::Node { node, .. } => Some(node),
-            Owner::Shared | Owner::Foreign { .. } => None,
+            Owner::Node { node, .. } | Owner::Foreign { node } => Some(node),
+            Owner::Shared => None,
         }
     }
 
@@ -209,4 +217,31 @@ impl Repo {
             None => Err(missing),
         }
     }
+}
+
+/// The trash items `filter` selects on every node of `views` (each with its node's name),
+/// newest first, up to the filter's limit, each with its `node`: one page, whole, since a
+/// cursor is one node's row (one given is refused).
+pub fn fleet_trash_page(
+    views: &[(Option<&str>, &Repo)],
+    filter: &crate::model::trash::TrashFilter,
+) -> Result<crate::model::trash::TrashPage> {
+    if filter.after.is_some() {
+        return Err(Error::invalid_argument(
+            "a cursor pages one node's trash; in a fleet the listing is every node's: narrow it by workspace, session, time or path prefix instead",
+        ));
+    }
+    let mut items = Vec::new();
+    for (node, repo) in views {
+        let page = repo.trash_page(filter, |_| true)?;
+        items.extend(
+            page.items.into_iter().map(|t| crate::model::trash::TrashRecord { node: node.map(str::to_owned), ..t }),
+        );
+    }
+    // RFC 3339 UTC with a fixed number of digits sorts as time does.
+    items.sort_by(|a, b| b.deleted_at.cmp(&a.deleted_at));
+    if filter.limit != 0 {
+        items.truncate(filter.limit);
+    }
+    Ok(crate::model::trash::TrashPage { items, next_cursor: None })
 }

@@ -128,7 +128,7 @@ fn whose(view: &WorkspaceView<'_>) -> String {
 impl Repo {
     /// The snapshot to serve from, or `None` for the live tree.
     pub(crate) fn choose_source(&self, view: &WorkspaceView<'_>, want: &Source) -> Result<Option<SnapshotInfo>> {
-        let live = view.live_dir.filter(|d| d.is_dir());
+        let live = view.live_dir.filter(|d| self.reads_live_trees() && d.is_dir());
         // Asked for by name, a source that is not there says so and what to ask for instead;
         // the automatic choice answers as the seed does.
         let no_snapshot = || {

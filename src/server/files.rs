@@ -140,10 +140,15 @@ pub(super) fn read_response(read: LiveRead, origin: &Origin) -> Response {
 
 /// The session behind a Files API call; ended sessions stay readable from their snapshots.
 pub(super) fn session_of(repo: &Repo, id: &SessionId) -> Result<Session, ApiError> {
-    repo.session(id).map_err(|e| match e.kind() {
+    repo.session(id).map_err(session_missing)
+}
+
+/// A failure to find a session as the seed answers it: "Session not found".
+pub(super) fn session_missing(e: Error) -> ApiError {
+    match e.kind() {
         ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
         _ => e.into(),
-    })
+    }
 }
 
 /// A read or listing failure, with the seed's `error` strings: a source asked for by name that

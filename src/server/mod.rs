@@ -15,6 +15,7 @@ mod error;
 mod extract;
 mod fileapi;
 mod files;
+mod fleet;
 mod guard;
 mod held;
 mod mcp;

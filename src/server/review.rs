@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::extract::{P, Q};
-use super::files::session_of;
+use super::files::session_missing;
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, Result};
@@ -143,11 +143,18 @@ pub(super) async fn snapshots(
 ) -> Result<Response, ApiError> {
     let opts = q.options(Scope::whole())?;
     let report = st
-        .blocking(move |_, repo| {
-            let from = repo.resolve_snapshot(&snap, None)?;
-            let to = repo.resolve_snapshot(&other, Some(&from.workspace))?;
-            repo.diff(&DiffTarget::Snapshot(Box::new(from)), &DiffTarget::Snapshot(Box::new(to)), &opts)
-        })
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
+            |s| s.created_ns,
+            move |_, repo, from| {
+                let to = repo.resolve_snapshot(&other, Some(&from.workspace))?;
+                Ok::<_, ApiError>(repo.diff(
+                    &DiffTarget::Snapshot(Box::new(from)),
+                    &DiffTarget::Snapshot(Box::new(to)),
+                    &opts,
+                )?)
+            },
+        )
         .await?;
     Ok(axum::Json(report).into_response())
 }
@@ -159,22 +166,27 @@ pub(super) async fn session(
     Q(q): Q<SessionDiffQuery>,
 ) -> Result<Response, ApiError> {
     let report = st
-        .blocking(move |_, repo| {
-            let s = session_of(repo, &id)?;
-            let opts = q.options(s.scope()?)?;
-            let side = |r: Option<&str>, default_now: bool| -> Result<DiffTarget> {
-                match r {
-                    Some("start") => repo.session_start(&s),
-                    Some("") => Err(Error::invalid_argument("from and to, when given, name a side")),
-                    Some("now") => repo.session_now(&s),
-                    None if default_now => repo.session_now(&s),
-                    None => repo.session_start(&s),
-                    Some(snap) => Ok(DiffTarget::Snapshot(Box::new(repo.resolve_snapshot(snap, Some(&s.workspace))?))),
-                }
-            };
-            let (from, to) = (side(q.from.as_deref(), false)?, side(q.to.as_deref(), true)?);
-            Ok::<_, ApiError>(repo.diff(&from, &to, &opts)?)
-        })
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.session(&id), session_missing),
+            |s| s.created_ns,
+            move |_, repo, s| {
+                let opts = q.options(s.scope()?)?;
+                let side = |r: Option<&str>, default_now: bool| -> Result<DiffTarget> {
+                    match r {
+                        Some("start") => repo.session_start(&s),
+                        Some("") => Err(Error::invalid_argument("from and to, when given, name a side")),
+                        Some("now") => repo.session_now(&s),
+                        None if default_now => repo.session_now(&s),
+                        None => repo.session_start(&s),
+                        Some(snap) => {
+                            Ok(DiffTarget::Snapshot(Box::new(repo.resolve_snapshot(snap, Some(&s.workspace))?)))
+                        }
+                    }
+                };
+                let (from, to) = (side(q.from.as_deref(), false)?, side(q.to.as_deref(), true)?);
+                Ok::<_, ApiError>(repo.diff(&from, &to, &opts)?)
+            },
+        )
         .await?;
     Ok(axum::Json(report).into_response())
 }
@@ -186,11 +198,14 @@ pub(super) async fn changes(
     Q(q): Q<DiffQuery>,
 ) -> Result<Response, ApiError> {
     let report = st
-        .blocking(move |_, repo| {
-            let s = session_of(repo, &id)?;
-            let opts = q.options(s.scope()?)?;
-            Ok::<_, ApiError>(repo.session_changes(&s, &opts)?)
-        })
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.session(&id), session_missing),
+            |s| s.created_ns,
+            move |_, repo, s| {
+                let opts = q.options(s.scope()?)?;
+                Ok::<_, ApiError>(repo.session_changes(&s, &opts)?)
+            },
+        )
         .await?;
     Ok(axum::Json(report).into_response())
 }

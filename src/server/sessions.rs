@@ -16,7 +16,7 @@ use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::id::SessionId;
 use crate::base::time::now_ns;
-use crate::model::session::{parse_age, EndReason, SessionSpec};
+use crate::model::session::{parse_age, EndReason, SessionRecord, SessionSpec};
 use crate::ops::session::workspace_dir;
 
 /// `POST /v1/sessions`: every field optional, an empty body included.
@@ -54,8 +54,17 @@ pub(super) struct ListQuery {
 /// `GET /v1/sessions`
 pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) -> Result<Response, ApiError> {
     let all = q.include_ended.unwrap_or(false);
+    // In a fleet, every node's, each with its `node`.
     let records = st
-        .blocking(move |st, repo| Ok::<_, Error>(repo.sessions(all)?.iter().map(|s| st.record(s)).collect::<Vec<_>>()))
+        .blocking_fleet(move |st, views| {
+            let mut records = Vec::new();
+            for (node, repo) in views {
+                let node = node.map(str::to_owned);
+                records
+                    .extend(repo.sessions(all)?.iter().map(|s| SessionRecord { node: node.clone(), ..st.record(s) }));
+            }
+            Ok::<_, Error>(records)
+        })
         .await?;
     Ok(axum::Json(records).into_response())
 }

@@ -62,15 +62,33 @@ pub(super) struct ListQuery {
 }
 
 /// `GET /v1/snapshots?workspace=NAME`
+/// In a fleet, every node's, oldest first, each with its `node`.
 pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) -> Result<Response, ApiError> {
-    let list = st.blocking(move |_, repo| repo.snapshots(q.workspace.as_deref())).await?;
-    Ok(axum::Json(records(&list)).into_response())
+    let list = st
+        .blocking_fleet(move |_, views| {
+            let mut all = Vec::new();
+            for (node, repo) in views {
+                all.extend(repo.snapshots(q.workspace.as_deref())?.into_iter().map(|s| (node.map(str::to_owned), s)));
+            }
+            all.sort_by_key(|(_, s)| s.created_ns);
+            Ok::<_, Error>(all)
+        })
+        .await?;
+    let records: Vec<_> = list.iter().map(|(node, s)| SnapshotRecord { node: node.clone(), ..s.record() }).collect();
+    Ok(axum::Json(records).into_response())
 }
 
 /// `GET /v1/snapshots/{snap}` (an id, a unique prefix, or `latest`).
+/// In a fleet, found on any node.
 pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) -> Result<Response, ApiError> {
-    let info = st.blocking(move |_, repo| repo.resolve_snapshot(&snap, None)).await?;
-    Ok(axum::Json(info.record()).into_response())
+    let (node, info) = st
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
+            |s| s.created_ns,
+            |_, repo, info| Ok::<_, ApiError>((repo.node().map(str::to_owned), info)),
+        )
+        .await?;
+    Ok(axum::Json(SnapshotRecord { node, ..info.record() }).into_response())
 }
 
 /// The query of `GET /v1/snapshots/{snap}/files`.
@@ -90,16 +108,19 @@ pub(super) async fn files(
     Q(q): Q<FilesQuery>,
 ) -> Result<Response, ApiError> {
     let (files, origin) = st
-        .blocking(move |st, repo| {
-            let info = repo.resolve_snapshot(&snap, None)?;
-            let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
-            let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.to_string()))?;
-            let prefix = q.prefix.as_deref().map(crate::base::path::from_text).transpose()?;
-            if let Some(p) = prefix.filter(|p| !p.is_empty()) {
-                files.retain(|f| f.path.starts_with(&p) && f.path.get(p.len()).is_none_or(|&c| c == b'/'));
-            }
-            Ok::<_, Error>((files, origin))
-        })
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
+            |s| s.created_ns,
+            move |st, repo, info| {
+                let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
+                let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.to_string()))?;
+                let prefix = q.prefix.as_deref().map(crate::base::path::from_text).transpose()?;
+                if let Some(p) = prefix.filter(|p| !p.is_empty()) {
+                    files.retain(|f| f.path.starts_with(&p) && f.path.get(p.len()).is_none_or(|&c| c == b'/'));
+                }
+                Ok::<_, ApiError>((files, origin))
+            },
+        )
         .await?;
     Ok(listing(&files, &origin))
 }

@@ -62,6 +62,8 @@ pub(crate) struct AppState {
     pub refusals: super::refusals::Refusals,
     /// The review pages' own state: the browsers logged in, the last verification of the log.
     pub ui: super::ui::UiState,
+    /// In a fleet, the handles on the other nodes' replicas.
+    pub(crate) fleet: super::fleet::FleetPool,
 }
 
 /// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
@@ -218,6 +220,7 @@ impl AppState {
             mcp: Default::default(),
             refusals: super::refusals::Refusals::new(opts_refusal_interval),
             ui: Default::default(),
+            fleet: Default::default(),
         })
     }
 

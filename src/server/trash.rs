@@ -136,7 +136,14 @@ pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<TrashQuery>) -
         cursor: q.cursor,
     };
     let filter = TrashFilter { workspace, session, ..common.filter()? };
-    let page = st.blocking(move |_, repo| repo.trash_page(&filter, |_| true)).await?;
+    let page = st
+        .blocking_fleet(move |_, views| {
+            if views.len() == 1 {
+                return views[0].1.trash_page(&filter, |_| true);
+            }
+            crate::ops::fleet::fleet_trash_page(views, &filter)
+        })
+        .await?;
     Ok(axum::Json(page).into_response())
 }
 
@@ -169,9 +176,15 @@ pub(super) struct ShownItem {
 
 /// `GET /v1/trash/{trash}`: one item, with a directory's members.
 pub(super) async fn show(State(st): State<Arc<AppState>>, P(id): P<TrashId>) -> Result<Response, ApiError> {
-    let item = st.blocking(move |_, repo| repo.trash_item(&id)).await?;
+    let (node, item) = st
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.trash_item(&id), ApiError::from),
+            |t| t.deleted_ns,
+            |_, repo, item| Ok::<_, ApiError>((repo.node().map(str::to_owned), item)),
+        )
+        .await?;
     let members = item.entries.iter().map(|e| e.record()).collect();
-    Ok(axum::Json(ShownItem { item: item.record(), members }).into_response())
+    Ok(axum::Json(ShownItem { item: TrashRecord { node, ..item.record() }, members }).into_response())
 }
 
 /// The body of a restore: the items (ids, a path or a prefix), where to, and the conflict

@@ -232,3 +232,21 @@ pub fn ok(o: std::process::Output, what: &str) -> String {
     assert!(o.status.success(), "{what}: {}\n{}", super::stderr(&o), super::stdout(&o));
     super::stdout(&o)
 }
+
+/// `trove serve` of the bucket repository `repo` on a host of its own (a temporary directory,
+/// its cache directory in it), with `extra` arguments.
+pub fn serve_on(s3: std::net::SocketAddr, repo: &str, extra: &[&str]) -> super::http::Server {
+    let host = tempfile::tempdir().expect("host");
+    let cache = host.path().join("cache");
+    let endpoint = format!("http://{s3}");
+    let env = [
+        ("TROVE_PASSWORD", "correct horse battery staple"),
+        ("TROVE_CACHE_DIR", cache.to_str().expect("utf-8")),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    super::http::start_at(host, repo, Some(super::http::TOKEN), extra, &env)
+}

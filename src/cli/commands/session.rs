@@ -122,7 +122,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
             if json {
                 let records: Vec<_> = list
                     .iter()
-                    .map(|(node, s)| crate::cli::output::OnNode { node: *node, record: s.record(false) })
+                    .map(|(node, s)| trove::SessionRecord { node: node.map(str::to_owned), ..s.record(false) })
                     .collect();
                 return print_json(out, &records);
             }

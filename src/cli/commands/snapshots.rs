@@ -6,7 +6,7 @@ use std::path::Path;
 use trove::SnapshotInfo;
 
 use crate::cli::format;
-use crate::cli::output::{print_json, with_fleet, Failure, OnNode, Out};
+use crate::cli::output::{print_json, with_fleet, Failure, Out};
 
 /// The arguments of `trove snapshots`.
 #[derive(clap::Args, Debug)]
@@ -26,7 +26,10 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     }
     list.sort_by_key(|(_, s)| s.created_ns);
     if json {
-        let records: Vec<_> = list.iter().map(|(node, s)| OnNode { node: *node, record: s.record() }).collect();
+        let records: Vec<_> = list
+            .iter()
+            .map(|(node, s)| trove::SnapshotRecord { node: node.map(str::to_owned), ..s.record() })
+            .collect();
         print_json(out, &records)?;
     } else if others.is_empty() {
         snapshot_table(out, &list.into_iter().map(|(_, s)| s).collect::<Vec<_>>())?;

@@ -214,8 +214,7 @@ fn ls(out: &mut Out, repo: &Repo, filter: &TrashFilter, json: bool) -> Result<()
     Ok(())
 }
 
-/// `trove trash ls` in a fleet: every node's items, newest first, up to the limit. A cursor
-/// is one node's row, so it pages no listing across nodes: refused here.
+/// `trove trash ls` in a fleet: every node's items, newest first, up to the limit.
 fn ls_fleet(
     out: &mut Out,
     repo: &Repo,
@@ -223,30 +222,15 @@ fn ls_fleet(
     filter: &TrashFilter,
     json: bool,
 ) -> Result<(), Failure> {
-    if filter.after.is_some() {
-        return Err(Error::invalid_argument(
-            "--cursor pages one node's trash; in a fleet the listing is every node's: narrow it with --workspace, --session, --since or a path prefix instead",
-        )
-        .into());
-    }
-    let mut items = Vec::new();
-    for (node, r) in crate::cli::output::with_fleet(repo, others) {
-        items.extend(r.trash_page(filter, |_| true)?.items.into_iter().map(|t| (node, t)));
-    }
-    items.sort_by(|(_, a), (_, b)| b.deleted_at.cmp(&a.deleted_at));
-    if filter.limit != 0 {
-        items.truncate(filter.limit);
-    }
+    let page = trove::fleet_trash_page(&crate::cli::output::with_fleet(repo, others), filter)?;
     if json {
-        let records: Vec<_> =
-            items.iter().map(|(node, t)| crate::cli::output::OnNode { node: *node, record: t }).collect();
-        return print_json(out, &serde_json::json!({ "items": records, "nextCursor": null }));
+        return print_json(out, &page);
     }
-    for (node, t) in &items {
-        write!(out, "{}  ", node.unwrap_or("-"))?;
+    for t in &page.items {
+        write!(out, "{}  ", t.node.as_deref().unwrap_or("-"))?;
         item_line(out, t)?;
     }
-    if items.is_empty() {
+    if page.items.is_empty() {
         writeln!(out, "the trash holds nothing that matches")?;
     }
     Ok(())

@@ -146,6 +146,12 @@ impl Repo {
         };
         let dir = match (dir, ws.as_ref().and_then(|w| w.root.clone())) {
             (Some(d), _) => d.to_path_buf(),
+            (None, Some(_)) if !self.reads_live_trees() => {
+                return Err(Error::invalid_argument(format!(
+                    "workspace '{}' is another node's: its live tree is on that node's host; compare with one of its snapshots, or pass --dir DIR",
+                    workspace.unwrap_or_default()
+                )))
+            }
             (None, Some(root)) => {
                 PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(root))
             }
@@ -167,7 +173,7 @@ impl Repo {
     /// A session's state now: its live tree while it runs, else its last snapshot (else what
     /// it started from).
     pub fn session_now(&self, s: &Session) -> Result<DiffTarget> {
-        if s.status != Status::Ended && s.live_dir.is_dir() {
+        if s.status != Status::Ended && self.reads_live_trees() && s.live_dir.is_dir() {
             return Ok(DiffTarget::Live { dir: s.live_dir.clone(), workspace: s.workspace.clone() });
         }
         match crate::manifest::sessions::latest_snapshot(self.manifest.conn(), &s.id)? {
