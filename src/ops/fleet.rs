@@ -176,12 +176,8 @@ impl Repo {
     /// whose data it read (`node`). Its seq in the log it went to.
     pub(crate) fn audit_acting(&self, mut record: crate::model::audit::AuditRecord) -> Result<i64> {
         let Some(acting) = &self.acting else { return self.audit(record) };
-        if let (Some(node), serde_json::Value::Object(details)) =
-            (self.bucket_keys.as_deref().map(|k| &k.owner), &mut record.details)
-        {
-            if let Owner::Foreign { node } = node {
-                details.insert("node".into(), node.clone().into());
-            }
+        if let (Some(node), serde_json::Value::Object(details)) = (self.node(), &mut record.details) {
+            details.insert("node".into(), node.into());
         }
         acting.open_handle()?.audit(record)
     }
