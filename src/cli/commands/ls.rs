@@ -32,7 +32,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         repo.find_in_fleet(|r| r.resolve_snapshot(&snapshot, workspace.as_deref()), |s| s.created_ns)?;
     let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let path = path.map(|p| p.into_vec()).unwrap_or_default();
-    list(out, &repo, &snap, &path, recursive, json)?;
+    list(out, repo, &snap, &path, recursive, json)?;
     Ok(0)
 }
 
