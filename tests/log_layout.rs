@@ -331,13 +331,19 @@ fn a_log_directory_without_its_log_or_of_a_newer_format_is_refused_with_advice()
         serde_json::from_slice(&std::fs::read(repo.join("config.json")).expect("config")).expect("json");
     assert_eq!(config["format"], 2);
 
-    let mut newer = config.clone();
-    newer["format"] = json!(3);
     let saved = std::fs::read(repo.join("config.json")).expect("config");
+    let mut newer = config.clone();
+    newer["format"] = json!(4);
     std::fs::write(repo.join("config.json"), newer.to_string()).expect("write");
     let o = trove(&repo, &cache, &["snapshots"]);
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
     assert!(common::stderr(&o).contains("upgrade trove"), "{}", common::stderr(&o));
+    // Format 3 is a bucket's (a log per node): in a directory, damage.
+    newer["format"] = json!(3);
+    std::fs::write(repo.join("config.json"), newer.to_string()).expect("write");
+    let o = trove(&repo, &cache, &["snapshots"]);
+    assert_eq!(o.status.code(), Some(3), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("only a bucket has"), "{}", common::stderr(&o));
     std::fs::write(repo.join("config.json"), &saved).expect("write");
 
     std::fs::rename(repo.join("log"), tmp.path().join("log-aside")).expect("rename");

@@ -543,3 +543,69 @@ pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Rec
         }
     }
 }
+
+/// This node's handle and every other node's, each with its name (None outside a fleet).
+pub(crate) type Views<'r> = [(Option<&'r str>, &'r Repo)];
+
+impl AppState {
+    /// [`AppState::blocking`] with every node's handle: this node's first, then the others'.
+    pub async fn blocking_fleet<T, E, F>(self: &Arc<Self>, f: F) -> std::result::Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&AppState, &Views<'_>) -> std::result::Result<T, E> + Send + 'static,
+    {
+        self.blocking(move |st, repo| {
+            let mut taken = Vec::new();
+            let out = (|| {
+                for node in st.fleet.others(repo)? {
+                    let h = st.fleet.take(repo, &node)?;
+                    taken.push((node, h));
+                }
+                let mut views: Vec<(Option<&str>, &Repo)> = vec![(repo.node(), repo)];
+                views.extend(taken.iter().map(|(n, h)| (Some(n.as_str()), h)));
+                f(st, &views)
+            })();
+            st.fleet.give_back(taken);
+            out
+        })
+        .await
+    }
+
+    /// [`AppState::blocking`] on the node whose handle `find` finds something on: this one
+    /// first, then the others (the one with the greatest `newest` among theirs). Found nowhere,
+    /// this node's `not_found`, made the answer's error by `missing`.
+    pub async fn blocking_found<T, U: 'static, E, F, G>(
+        self: &Arc<Self>,
+        (find, missing_as): (F, fn(Error) -> E),
+        newest: fn(&U) -> i64,
+        f: G,
+    ) -> std::result::Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: Fn(&Repo) -> Result<U> + Send + 'static,
+        G: FnOnce(&AppState, &Repo, U) -> std::result::Result<T, E> + Send + 'static,
+    {
+        self.blocking_fleet(move |st, views| {
+            let mut missing = None;
+            let mut best: Option<(&Repo, U)> = None;
+            for (i, (_, repo)) in views.iter().enumerate() {
+                match find(repo) {
+                    Ok(u) if i == 0 => return f(st, repo, u),
+                    Ok(u) if best.as_ref().is_none_or(|(_, b)| newest(&u) > newest(b)) => best = Some((repo, u)),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {
+                        missing.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match best {
+                Some((repo, u)) => f(st, repo, u),
+                None => Err(missing_as(missing.unwrap_or_else(|| Error::not_found("not found on any node")))),
+            }
+        })
+        .await
+    }
+}
