@@ -275,6 +275,26 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     assert_eq!((shown.status, shown.json()["node"].clone()), (200, Value::from("node-c")), "{}", shown.text());
     let files = review.get(&format!("/v1/snapshots/{c_id}/files"));
     assert_eq!(files.status, 200, "{}", files.text());
+    // Another node's file, as JSON and as bytes, and its snapshot as a tar stream.
+    std::fs::write(wc.join("c.txt"), "only on node-c").expect("write");
+    ok(
+        as_node(s3.addr, &repo, "node-c", &cache("c"), &["snapshot", wc.to_str().expect("utf-8"), "--workspace", "c"]),
+        "c again",
+    );
+    let latest_c = || {
+        let snaps = listed("/v1/snapshots");
+        let c: Vec<&Value> = snaps.iter().filter(|s| s["node"] == "node-c").collect();
+        (c.len() == 2).then(|| c[1]["id"].as_str().expect("id").to_owned())
+    };
+    assert!(common::http::eventually(5, || latest_c().is_some()), "c's second snapshot within 5 s");
+    let c2 = latest_c().expect("c's second");
+    let read = review.get(&format!("/v1/snapshots/{c2}/files/c.txt"));
+    assert_eq!((read.status, read.json()["content"].clone()), (200, Value::from("only on node-c")), "{}", read.text());
+    let raw_read = review.get(&format!("/v1/snapshots/{c2}/files/c.txt?download=1"));
+    assert_eq!((raw_read.status, raw_read.text()), (200, "only on node-c".to_owned()));
+    let tar = review.get(&format!("/v1/snapshots/{c2}/export?path=c.txt"));
+    assert_eq!(tar.status, 200, "{}", tar.text());
+    assert!(tar.text().contains("only on node-c"), "the archive holds the file");
     let a: Vec<&str> = snaps.iter().filter(|s| s["node"] == "node-a").map(|s| s["id"].as_str().expect("id")).collect();
     let diff = review.get(&format!("/v1/snapshots/{}/diff/{}", a[0], a[1]));
     assert_eq!(diff.status, 200, "{}", diff.text());

@@ -141,20 +141,26 @@ pub(super) async fn read(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let download = wants_download(q.download, &headers);
+    // In a fleet, read on the node holding the snapshot.
+    let node = st.snapshot_node(snap.clone()).await?;
     if download {
         let open = super::stream::opener(move |st, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
             let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
             repo.open_file_from(&view, &Source::Snapshot(info.id.to_string()), &path).map_err(ApiError::from)
         });
-        return super::stream::download(&st, open, ChangePolicy::Retry, &headers).await;
+        return super::stream::download_on(&st, node, open, ChangePolicy::Retry, &headers).await;
     }
-    let (read, origin) = st.inline(move |st, repo| {
+    let read_json = move |st: &AppState, repo: &crate::repo::Repo| {
         let info = repo.resolve_snapshot(&snap, None)?;
         let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
         repo.read_file_from(&view, &Source::Snapshot(info.id.to_string()), &path, READ_LIMIT, ChangePolicy::Retry)
             .map_err(ApiError::from)
-    })?;
+    };
+    let (read, origin) = match node {
+        Some(node) => st.blocking_on(Some(node), read_json).await?,
+        None => st.inline(read_json)?,
+    };
     Ok(read_response(read, &origin))
 }
 
@@ -193,8 +199,9 @@ pub(super) async fn export(
         Some(ExportFormat::TarZst) => Some(3),
     };
     let rel = crate::base::path::from_text(q.path.as_deref().unwrap_or_default())?;
+    let node = st.snapshot_node(snap.clone()).await?;
     let (info, rel) = st
-        .blocking(move |_, repo| {
+        .blocking_on(node.clone(), move |_, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
             if !rel.is_empty() {
                 repo.lookup(&info, &rel)?;
@@ -205,8 +212,9 @@ pub(super) async fn export(
     let safe: String =
         info.workspace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let name = format!("{safe}-{}.{}", &info.id.as_str()[..12], if zstd.is_some() { "tar.zst" } else { "tar" });
-    let body =
-        super::stream::body(&st, move |_, repo, out| repo.export(&info, &rel, out, zstd, &NoProgress).map(|_| ()));
+    let body = super::stream::body_on(&st, node, move |_, repo, out| {
+        repo.export(&info, &rel, out, zstd, &NoProgress).map(|_| ())
+    });
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     let media = if zstd.is_some() { "application/zstd" } else { "application/x-tar" };

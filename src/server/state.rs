@@ -64,6 +64,8 @@ pub(crate) struct AppState {
     pub ui: super::ui::UiState,
     /// In a fleet, the handles on the other nodes' replicas.
     pub(crate) fleet: super::fleet::FleetPool,
+    /// Whether the repository is a fleet's (a bucket of a log per node).
+    pub(crate) in_fleet: bool,
 }
 
 /// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
@@ -199,6 +201,7 @@ impl AppState {
         let live_feeds = Arc::new(crate::ops::live_read::LiveFeeds::within(quota.clone()));
         first.set_live_feeds(live_feeds);
         let shared = first.shared();
+        let in_fleet = first.node().is_some();
         let tokens = crate::ops::tokens::Tokens::new(&first, opts.token_hashes.clone())?;
         let audit = crate::ops::audit::appender::AuditAppender::over(shared.open_handle()?)?;
         std::fs::create_dir_all(&opts.workspaces)
@@ -221,6 +224,7 @@ impl AppState {
             refusals: super::refusals::Refusals::new(opts_refusal_interval),
             ui: Default::default(),
             fleet: Default::default(),
+            in_fleet,
         })
     }
 
@@ -548,6 +552,45 @@ pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Rec
 pub(crate) type Views<'r> = [(Option<&'r str>, &'r Repo)];
 
 impl AppState {
+    /// [`AppState::blocking`] on node `node`'s handle (None, or this node's name: this node's).
+    pub async fn blocking_on<T, E, F>(
+        self: &Arc<Self>,
+        node: Option<crate::base::id::NodeName>,
+        f: F,
+    ) -> std::result::Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&AppState, &Repo) -> std::result::Result<T, E> + Send + 'static,
+    {
+        self.blocking(move |st, repo| match node {
+            Some(node) if repo.node() != Some(node.as_str()) => {
+                let handle = st.fleet.take(repo, &node)?;
+                let out = f(st, &handle);
+                st.fleet.give_back(vec![(node, handle)]);
+                out
+            }
+            _ => f(st, repo),
+        })
+        .await
+    }
+
+    /// In a fleet, the node holding snapshot `snap` (None outside one, or for this node's).
+    pub async fn snapshot_node(
+        self: &Arc<Self>,
+        snap: String,
+    ) -> std::result::Result<Option<crate::base::id::NodeName>, super::ApiError> {
+        if !self.in_fleet {
+            return Ok(None);
+        }
+        self.blocking_found(
+            (move |repo: &Repo| repo.resolve_snapshot(&snap, None), super::ApiError::from),
+            |s| s.created_ns,
+            |_, repo, _| Ok(repo.node().map(crate::base::id::NodeName::parse).transpose()?),
+        )
+        .await
+    }
+
     /// [`AppState::blocking`] with every node's handle: this node's first, then the others'.
     pub async fn blocking_fleet<T, E, F>(self: &Arc<Self>, f: F) -> std::result::Result<T, E>
     where

@@ -3,6 +3,7 @@
 //! without its final chunk, so a client cannot take a cut body for a whole one. Exports and
 //! downloads use it.
 
+use crate::base::id::NodeName;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -53,12 +54,20 @@ pub(super) fn body<F>(st: &Arc<AppState>, work: F) -> Body
 where
     F: FnOnce(&AppState, &Repo, &mut ChannelWriter) -> Result<(), Error> + Send + 'static,
 {
+    body_on(st, None, work)
+}
+
+/// [`body`] written on node `node`'s handle (None: this node's), in a fleet.
+pub(super) fn body_on<F>(st: &Arc<AppState>, node: Option<NodeName>, work: F) -> Body
+where
+    F: FnOnce(&AppState, &Repo, &mut ChannelWriter) -> Result<(), Error> + Send + 'static,
+{
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let state = st.clone();
     tokio::spawn(async move {
         let failed = tx.clone();
         let done: Result<(), Error> = state
-            .blocking(move |st, repo| {
+            .blocking_on(node, move |st, repo| {
                 let mut out = ChannelWriter { tx, buf: Vec::with_capacity(PIECE) };
                 work(st, repo, &mut out)?;
                 out.flush().map_err(crate::base::error::from_io)
@@ -160,14 +169,28 @@ pub(super) async fn download<F>(
 where
     F: for<'r> Fn(&AppState, &'r Repo) -> Result<(Opened<'r>, Origin), ApiError> + Clone + Send + Sync + 'static,
 {
+    download_on(st, None, open, policy, headers).await
+}
+
+/// [`download`] from node `node`'s handle (None: this node's), in a fleet.
+pub(super) async fn download_on<F>(
+    st: &Arc<AppState>,
+    node: Option<NodeName>,
+    open: F,
+    policy: ChangePolicy,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError>
+where
+    F: for<'r> Fn(&AppState, &'r Repo) -> Result<(Opened<'r>, Origin), ApiError> + Clone + Send + Sync + 'static,
+{
     let first = open.clone();
-    let found = st.blocking(move |st, repo| first_pass(st, repo, &first, policy)).await?;
+    let found = st.blocking_on(node.clone(), move |st, repo| first_pass(st, repo, &first, policy)).await?;
     let tag = format!("\"{}\"", hex::encode(found.sha256));
     let mut resp = if matches(headers, &tag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         let (expected, size) = (found.sha256, found.size);
-        let body = body(st, move |st, repo, out| {
+        let body = body_on(st, node, move |st, repo, out| {
             let (mut opened, _) = open(st, repo).map_err(|e| Error::new(e.kind(), e.message()))?;
             send_verified(&mut opened, size, expected, out)
         });
