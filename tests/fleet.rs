@@ -121,6 +121,20 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     let item = items.iter().find(|t| t["node"] == "node-b").expect("b's item")["id"].as_str().expect("id").to_owned();
     let shown = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "trash", "show", &item]), "trash show"));
     assert_eq!(shown["path"], "gone.txt", "{shown}");
+    // Another node's deleted file, got back from the review host as an archive.
+    let tar = tmp.path().join("b-trash.tar");
+    ok(
+        as_node(
+            s3.addr,
+            &repo,
+            "review",
+            &review,
+            &["trash", "export", &item, "--output", tar.to_str().expect("utf-8")],
+        ),
+        "trash export",
+    );
+    let archive = std::fs::read(&tar).expect("the archive");
+    assert!(archive.windows(14).any(|w| w == b"deleted on nod"), "the archive holds b's deleted file");
     let out = tmp.path().join("restored-b");
     ok(
         as_node(s3.addr, &repo, "review", &review, &["restore", b_last, "--to", out.to_str().expect("utf-8")]),

@@ -410,6 +410,12 @@ fn export(
     zstd: bool,
     json: bool,
 ) -> Result<(), Failure> {
+    // In a fleet, items named by id are read on the node holding the first.
+    let there = match set {
+        TrashSet::Ids(ids) if !ids.is_empty() => repo.find_in_fleet(|r| r.trash_item(&ids[0]), |t| t.deleted_ns)?.0,
+        _ => None,
+    };
+    let repo = there.as_ref().map_or(repo, |v| &v.repo);
     let items = repo.trash_set(set)?;
     let level = wants_zstd(zstd, output.as_deref()).then_some(3);
     let bar = crate::cli::bar::Bar::new();
