@@ -35,8 +35,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "TROVE_BATCH_FILES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_files: Option<u64>,
     /// This node's name in a bucket where every node writes a log of its own (`init --layout
-    /// nodes`): letters, digits, '.', '_' or '-' [default: the host name]
-    #[arg(long, global = true, env = "TROVE_NODE", value_name = "NAME")]
+    /// nodes`): lowercase letters, digits, '.', '_' or '-' [default: $TROVE_NODE, else the host
+    /// name]
+    // TROVE_NODE is read by the library itself, and only by an open that needs a node's name.
+    #[arg(long, global = true, value_name = "NAME")]
     pub node: Option<trove::NodeName>,
     /// Print one JSON document instead of a table
     #[arg(long, global = true)]

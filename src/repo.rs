@@ -165,9 +165,12 @@ pub struct BucketAccess {
     /// After how many log segments a host writes a copy of its replica for new hosts to start
     /// from (`TROVE_LOG_COPY_EVERY`); None: every 1,000; 0: never.
     pub copy_every: Option<u64>,
-    /// This node's name in a bucket of [`Layout::Nodes`] (`--node`, `TROVE_NODE`); None: the
+    /// This node's name in a bucket of [`Layout::Nodes`] (`--node`); None: `node_env`, else the
     /// host name.
     pub node: Option<crate::base::id::NodeName>,
+    /// `TROVE_NODE` as set, parsed only by an open that needs a node's name (a bad one then
+    /// refuses that open, not every open of a bucket).
+    pub node_env: Option<String>,
 }
 
 impl std::fmt::Debug for BucketAccess {
@@ -188,11 +191,8 @@ impl BucketAccess {
             (_, Some(file)) if !file.is_empty() => Some(read_password_file(Path::new(&file))?),
             _ => None,
         };
-        let node = match std::env::var("TROVE_NODE") {
-            Ok(n) if !n.is_empty() => Some(crate::base::id::NodeName::parse(&n)?),
-            _ => None,
-        };
-        Ok(BucketAccess { password, copy_every: copy_every_from_env()?, node, ..Default::default() })
+        let node_env = std::env::var("TROVE_NODE").ok().filter(|n| !n.is_empty());
+        Ok(BucketAccess { password, copy_every: copy_every_from_env()?, node_env, ..Default::default() })
     }
 
     /// This node's name: the one given, else the host name's (its first label if the whole
@@ -201,8 +201,12 @@ impl BucketAccess {
         if let Some(n) = &self.node {
             return Ok(n.clone());
         }
+        if let Some(n) = &self.node_env {
+            return crate::base::id::NodeName::parse(n).map_err(|e| e.context("TROVE_NODE"));
+        }
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let host = host.trim();
+        let host = host.trim().to_ascii_lowercase();
+        let host = host.as_str();
         crate::base::id::NodeName::parse(host)
             .or_else(|_| crate::base::id::NodeName::parse(host.split('.').next().unwrap_or_default()))
             .map_err(|_| {
@@ -293,6 +297,8 @@ pub(crate) struct BucketKeys {
     /// Who writes the log this handle's replica follows: the repository's shared one, or this
     /// node's own.
     pub(crate) owner: crate::manifest::log::Owner,
+    /// This process's writing as its node, shared by every handle (one refused, all are).
+    pub(crate) writers: std::sync::Arc<crate::manifest::log::Writers>,
 }
 
 /// How a repository in a bucket is read and written: sealed, over the node's pack cache, over
@@ -440,12 +446,14 @@ impl Shared {
         let root =
             self.root.as_deref().ok_or_else(|| Error::internal("a repository in memory has no other handles"))?;
         let mut repo = if let (Some(name), Some(replica)) = (&self.log_name, &self.replica) {
-            let (every, owner) = match &self.bucket_keys {
-                Some(k) => (k.copy_every, k.owner.clone()),
-                None => (dir_copy_every()?, crate::manifest::log::Owner::Shared),
+            let (every, owner, writers) = match &self.bucket_keys {
+                Some(k) => (k.copy_every, k.owner.clone(), k.writers.clone()),
+                None => (dir_copy_every()?, crate::manifest::log::Owner::Shared, Default::default()),
             };
-            let log =
-                crate::manifest::log::Log::new(self.backend.clone(), name.clone()).copy_every(every).of_node(owner);
+            let log = crate::manifest::log::Log::new(self.backend.clone(), name.clone())
+                .copy_every(every)
+                .of_node(owner)
+                .sharing(writers);
             let manifest = crate::manifest::log::open_replica(replica, log)?;
             let node_cache = NodeCacheSlot::at(self.cache_place.clone());
             let mut repo = Repo::assemble(
@@ -640,12 +648,7 @@ impl Repo {
         match Location::parse(path.as_os_str())? {
             Location::Bucket { bucket, prefix } => {
                 let env = BucketAccess::from_env()?;
-                let access = BucketAccess {
-                    cache_base: cache_dir.map(Path::to_path_buf),
-                    cache_size,
-                    node: node.or(env.node.clone()),
-                    ..env
-                };
+                let access = BucketAccess { cache_base: cache_dir.map(Path::to_path_buf), cache_size, node, ..env };
                 Repo::open_bucket(&bucket, &prefix, &access)
             }
             Location::Local(_) => {

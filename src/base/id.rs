@@ -29,13 +29,14 @@ fn check_text(kind: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
-/// A node's name: a host name's letters, digits, `.`, `_` and `-`, 1 to 63 bytes, not starting
-/// with `.` (it names a directory of keys in a bucket, `nodes/<name>/`).
+/// A node's name: a host name's lowercase letters, digits, `.`, `_` and `-`, 1 to 63 bytes, not
+/// starting with `.` (it names a directory of keys in a bucket, `nodes/<name>/`, and files of a
+/// cache directory, which may not tell case apart).
 fn check_node(kind: &str, s: &str) -> Result<()> {
-    let ok_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-');
+    let ok_char = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-');
     if s.is_empty() || s.len() > 63 || s.starts_with('.') || !s.bytes().all(ok_char) {
         return Err(Error::invalid_argument(format!(
-            "'{}' is not a {kind} name: a node is named by 1 to 63 letters, digits, '.', '_' or '-', not starting with '.' (--node, TROVE_NODE)",
+            "'{}' is not a {kind} name: a node is named by 1 to 63 lowercase letters, digits, '.', '_' or '-', not starting with '.' (--node, TROVE_NODE)",
             s.escape_debug()
         )));
     }
@@ -196,7 +197,7 @@ typed_id!(
     NodeName,
     "node",
     check_node,
-    "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}$"
+    "^[a-z0-9_-][a-z0-9._-]{0,62}$"
 );
 
 impl SnapshotId {

@@ -495,8 +495,21 @@ pub struct Log {
     prefix: String,
     /// Who writes it.
     owner: Owner,
-    /// Set once another process was found writing as this node: every write is refused after.
-    usurped: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// What this process knows of its writing as this log's node, shared by its handles.
+    writers: std::sync::Arc<Writers>,
+}
+
+/// A process's writing as one node ([`Owner::Node`]), shared by all its handles on the node's
+/// log.
+#[derive(Default, Debug)]
+pub struct Writers {
+    /// Set once another process was found writing as this node (why): every write of this
+    /// process is refused after.
+    usurped: std::sync::OnceLock<String>,
+    /// Whether this process has published a segment: another writer's segment found after
+    /// that is another process writing as this node (before it, a node's earlier life, whose
+    /// cache directory was lost).
+    wrote: std::sync::atomic::AtomicBool,
 }
 
 /// A segment's number and stored bytes.
@@ -582,8 +595,22 @@ impl Log {
             copy_due: Default::default(),
             prefix: String::new(),
             owner: Owner::Shared,
-            usurped: Default::default(),
+            writers: Default::default(),
         }
+    }
+
+    /// This log with what `writers` knows of this process's writing as its node (every handle
+    /// of a process on the node's log shares one).
+    pub fn sharing(self, writers: std::sync::Arc<Writers>) -> Log {
+        Log { writers, ..self }
+    }
+
+    /// Marks this process's writing as its node refused from now on (`why`, logged), and the
+    /// error saying so.
+    fn usurped_by(&self, why: String) -> Error {
+        tracing::error!(store = %self.name, why = %why, "another process writes as this node: this one's writes are refused");
+        let _ = self.writers.usurped.set(why.clone());
+        self.usurped_error(&why)
     }
 
     /// This log as the log of node `owner` names (its own or another's), under `nodes/<node>/`.
@@ -850,6 +877,15 @@ impl Log {
             let (segments, end) = self.fetch_window(seq + 1, window)?;
             for stored in segments {
                 seq += 1;
+                // A segment of another writer after this process wrote: another process writes
+                // as this node. Applied all the same (it is in the log); no more writes here.
+                if let Owner::Node { writer, .. } = &self.owner {
+                    let after_ours = self.writers.wrote.load(std::sync::atomic::Ordering::Relaxed);
+                    if after_ours && self.writers.usurped.get().is_none() && Log::writer_of(&stored) != Some(*writer) {
+                        let _ =
+                            self.usurped_by(format!("it created segment {} after this process wrote", self.key(seq)));
+                    }
+                }
                 self.apply(conn, seq, &stored)?;
                 set_position(conn, seq)?;
                 // The replayed rows came from the log: they are not this host's to publish.
@@ -947,7 +983,7 @@ impl Replication for Log {
                 )))
             }
         };
-        if let Some(why) = self.usurped.get() {
+        if let Some(why) = self.writers.usurped.get() {
             return Err(self.usurped_error(why));
         }
         if let Some(fence) = fence {
@@ -974,6 +1010,7 @@ impl Replication for Log {
         match self.store.put(&self.key(seq), &encode_by(seq, SCHEMA_VERSION, &body, writer)?) {
             Ok(()) => {
                 crate::base::failpoint::failpoint("log:published");
+                self.writers.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
                 set_position(tx, seq)?;
                 if self.copy_every > 0 && seq % self.copy_every == 0 {
                     self.copy_due.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -984,19 +1021,16 @@ impl Replication for Log {
                 None => Ok(Published::Lost),
                 // This cache's own segment (a commit that failed after its create) is caught
                 // up with; another writer's is another process writing as this node.
-                Some(mine) => match self
-                    .store
-                    .get_range(&self.key(seq), 0, (HEADER + WRITER_LEN) as u64)
-                    .ok()
-                    .as_deref()
-                    .and_then(Log::writer_of)
-                {
-                    Some(theirs) if theirs == *mine => Ok(Published::Lost),
-                    _ => {
+                Some(mine) => match self.store.get_range(&self.key(seq), 0, (HEADER + WRITER_LEN) as u64) {
+                    // Listed as taken but not read back yet (a store that lags): caught up with
+                    // and tried again, as any lost race.
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(Published::Lost),
+                    // The store failing is not another writer: this write fails, nothing marked.
+                    Err(e) => Err(e.context(format!("reading who created {}", self.key(seq)))),
+                    Ok(head) if Log::writer_of(&head) == Some(*mine) => Ok(Published::Lost),
+                    Ok(_) => {
                         let why = format!("it created segment {} first", self.key(seq));
-                        tracing::error!(store = %self.name, segment = %self.key(seq), "another process writes as this node: this one's writes are refused");
-                        let _ = self.usurped.set(why.clone());
-                        Err(self.usurped_error(&why))
+                        Err(self.usurped_by(why))
                     }
                 },
             },
@@ -1479,6 +1513,14 @@ mod tests {
             assert!(e.message().contains("another process is writing as node a"), "{e}");
         }
         assert_eq!(store.list("nodes/a/log/").expect("list").len(), 4, "nothing created or replaced");
+        // One that caught up before writing is no collision: the node's process, which wrote
+        // before, finds that writer's segment when it catches up, and writes no more.
+        let late = node_replica(dir.path(), "a-late.db", &store, "a", Some(7));
+        record(&late, "fifth");
+        a.catch_up().expect("a catches up");
+        let e =
+            a.write(|tx| crate::manifest::audit::append(tx, &AuditRecord::ok(1, "t", "after"))).expect_err("refused");
+        assert!(e.message().contains("after this process wrote"), "{e}");
         // Another node's replica reads a's log and writes none of it.
         let read = node_replica(dir.path(), "a-read.db", &store, "a", None);
         assert_eq!(rows(&read), rows(&a));

@@ -312,10 +312,14 @@ impl Repo {
             copy_every: access.copy_every.unwrap_or(COPY_EVERY),
             host,
             owner: owner.clone(),
+            writers: Default::default(),
         };
         sealed.inner().attach(&dir.join(PACK_CACHE), access.cache_size.unwrap_or(DEFAULT_CACHE_SIZE))?;
         let store: Arc<dyn Backend> = sealed;
-        let log = Log::new(store.clone(), name).copy_every(keys.copy_every).of_node(owner.clone());
+        let log = Log::new(store.clone(), name)
+            .copy_every(keys.copy_every)
+            .of_node(owner.clone())
+            .sharing(keys.writers.clone());
         let manifest = open_replica(&replica, log)?;
         let node_cache = NodeCacheSlot::under(&base, &config.id);
         let mut repo = Repo::assemble(Some(dir), node_cache, config, store, manifest);

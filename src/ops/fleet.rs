@@ -23,6 +23,8 @@ use crate::base::id::NodeName;
 use crate::manifest::log::{open_replica, Log, Owner, FLEET};
 use crate::repo::{BucketKeys, NodeCacheSlot, Repo};
 
+/// How many other nodes' replicas are opened (and caught up) at once.
+const OPEN_AT_ONCE: usize = 16;
 /// The directory of the node replicas and writer ids in the node's directory of the repository.
 const NODES_DIR: &str = "nodes";
 
@@ -90,6 +92,17 @@ impl Repo {
         }
     }
 
+    /// Refuses, before anything is written (a pack, a deletion), work that changes a node's
+    /// store on a handle over another node's replica: its packs and records are that node's.
+    pub(crate) fn refuse_foreign(&self, what: &str) -> Result<()> {
+        match (&self.acting, self.node()) {
+            (Some(_), Some(node)) => Err(Error::invalid_argument(format!(
+                "cannot {what} on node {node}'s records from another node: only node {node} changes them"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether this handle may read a session's live tree at the path its record names: not a
     /// handle over another node's replica, whose directories are that node's host's (a path
     /// here of the same name is another tree).
@@ -132,43 +145,47 @@ impl Repo {
             Some(n) => n.to_owned(),
             None => return Ok(Vec::new()),
         };
-        let mut views = Vec::new();
-        for node in self.fleet_nodes()? {
-            if node.as_str() == mine {
-                continue;
+        let others: Vec<NodeName> = self.fleet_nodes()?.into_iter().filter(|n| n.as_str() != mine).collect();
+        // Each opening asks the store for its log's next segment: all at once, a few at a
+        // time, so a fleet of many nodes costs a few round trips, not one a node.
+        let mut views = Vec::with_capacity(others.len());
+        let opener = self.opener()?;
+        for batch in others.chunks(OPEN_AT_ONCE) {
+            let opened: Vec<Result<Repo>> = std::thread::scope(|s| {
+                let handles: Vec<_> = batch.iter().map(|n| s.spawn(|| opener.open(n))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::internal("opening a node's replica panicked"))))
+                    .collect()
+            });
+            for (node, repo) in batch.iter().zip(opened) {
+                views.push(NodeView { repo: repo?, node: node.clone() });
             }
-            views.push(NodeView { repo: self.foreign(&node)?, node });
         }
         Ok(views)
     }
 
     /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.
     pub fn foreign(&self, node: &NodeName) -> Result<Repo> {
-        let (Some(keys), Some(dir)) = (self.bucket_keys.as_deref(), self.root()) else {
+        self.opener()?.open(node)
+    }
+
+    /// What opening another node's handles takes from this one, to be used from other threads.
+    fn opener(&self) -> Result<Opener> {
+        let (Some(keys), Some(dir)) = (self.bucket_keys.clone(), self.root()) else {
             return Err(Error::invalid_argument("only a bucket of a log per node has other nodes"));
         };
-        let name = self.manifest.log_name().unwrap_or_default().to_owned();
-        let owner = Owner::Foreign { node: node.to_string() };
-        let log = Log::new(self.backend.clone(), name).copy_every(0).of_node(owner.clone());
-        let replica = replica_path(dir, node);
-        let manifest = open_replica(&replica, log)?;
-        let keys = BucketKeys {
-            store: keys.store.clone(),
-            key: keys.key.clone(),
-            opened_with: keys.opened_with.clone(),
-            stretch: keys.stretch,
-            copy_every: 0,
-            host: std::sync::OnceLock::from(node.to_string()),
-            owner,
-        };
-        let node_cache = NodeCacheSlot::at(self.node_cache_place());
-        let mut repo =
-            Repo::assemble(Some(dir.to_path_buf()), node_cache, self.config.clone(), self.backend.clone(), manifest);
-        repo.bucket_keys = Some(Arc::new(keys));
-        repo.replica = Some(replica);
-        repo.budget = self.budget.clone();
-        repo.acting = Some(self.shared());
-        Ok(repo)
+        Ok(Opener {
+            keys,
+            dir: dir.to_path_buf(),
+            name: self.manifest.log_name().unwrap_or_default().to_owned(),
+            backend: self.backend.clone(),
+            config: self.config.clone(),
+            place: self.node_cache_place(),
+            caches: self.caches.clone(),
+            budget: self.budget.clone(),
+            acting: self.shared(),
+        })
     }
 
     /// Appends `record` to the audit log of the node that acts: this handle's own, or, on a
@@ -186,33 +203,74 @@ impl Repo {
 impl Repo {
     /// What `find` finds on this node, else on the fleet's other nodes, with the node's handle
     /// when it was another's (None: this one). Among other nodes' matches the one with the
-    /// greatest `newest` is taken (a full id matches on one node; `latest` is the fleet's
-    /// newest). An error other than `not_found` is returned at once; found nowhere, this
+    /// greatest `newest` is taken (`latest` is the fleet's newest). With `unique` (a snapshot
+    /// named by a prefix), every node is asked, and matches of two ids are refused as
+    /// ambiguous. An error other than `not_found` is returned at once; found nowhere, this
     /// node's `not_found`.
     pub fn find_in_fleet<T>(
         &self,
         find: impl Fn(&Repo) -> Result<T>,
         newest: impl Fn(&T) -> i64,
+        unique: Option<fn(&T) -> String>,
     ) -> Result<(Option<NodeView>, T)> {
         let missing = match find(self) {
-            Ok(t) => return Ok((None, t)),
-            Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => e,
+            Ok(t) if unique.is_none() => return Ok((None, t)),
+            Ok(t) => Ok(t),
+            Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => Err(e),
             Err(e) => return Err(e),
         };
-        let mut best: Option<(NodeView, T)> = None;
+        let mut found: Vec<(Option<NodeView>, T)> = Vec::new();
+        let missing = match missing {
+            Ok(t) => {
+                found.push((None, t));
+                None
+            }
+            Err(e) => Some(e),
+        };
         for view in self.fleet()? {
             match find(&view.repo) {
-                Ok(t) if best.as_ref().is_none_or(|(_, b)| newest(&t) > newest(b)) => best = Some((view, t)),
-                Ok(_) => {}
+                Ok(t) => found.push((Some(view), t)),
                 Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.context(format!("reading node {}", view.node))),
             }
         }
-        match best {
-            Some((view, t)) => Ok((Some(view), t)),
-            None => Err(missing),
+        if let Some(id) = unique {
+            let mut ids: Vec<String> = found.iter().map(|(_, t)| id(t)).collect();
+            ids.sort();
+            ids.dedup();
+            if ids.len() > 1 {
+                let nodes: Vec<&str> = found
+                    .iter()
+                    .map(|(v, _)| v.as_ref().map_or(self.node().unwrap_or("this node"), |v| v.node.as_str()))
+                    .collect();
+                return Err(ambiguous(&nodes));
+            }
+        }
+        // This node's first, else the newest of the others'.
+        let pick = found
+            .iter()
+            .position(|(v, _)| v.is_none())
+            .or_else(|| found.iter().enumerate().max_by_key(|(_, (_, t))| newest(t)).map(|(k, _)| k));
+        match pick {
+            Some(k) => Ok(found.swap_remove(k)),
+            None => Err(missing.unwrap_or_else(|| Error::not_found("found on no node"))),
         }
     }
+}
+
+/// Whether a snapshot reference must name one snapshot across a fleet's nodes: a prefix (a
+/// full id names one anywhere; `latest` is the fleet's newest). The id of a match, when so.
+pub fn unique_snapshot(reference: &str) -> Option<fn(&crate::model::snapshot::SnapshotInfo) -> String> {
+    let whole = reference == "latest" || reference.len() == 64;
+    (!whole).then_some(|s: &crate::model::snapshot::SnapshotInfo| s.id.to_string())
+}
+
+/// The error of a prefix that names snapshots of more than one node.
+pub fn ambiguous(nodes: &[&str]) -> Error {
+    Error::invalid_argument(format!(
+        "that prefix names snapshots on more than one node ({}): give more of the id's digits",
+        nodes.join(", ")
+    ))
 }
 
 /// The trash items `filter` selects on every node of `views` (each with its node's name),
@@ -240,4 +298,49 @@ pub fn fleet_trash_page(
         items.truncate(filter.limit);
     }
     Ok(crate::model::trash::TrashPage { items, next_cursor: None })
+}
+
+/// What opening a handle over another node's replica takes (`Repo::foreign`): a node's handle's
+/// parts, which other threads may use.
+struct Opener {
+    keys: Arc<BucketKeys>,
+    dir: PathBuf,
+    name: String,
+    backend: Arc<dyn crate::object::Backend>,
+    config: crate::repo::Config,
+    place: crate::repo::CachePlace,
+    caches: crate::repo::Caches,
+    budget: Arc<crate::base::budget::Budget>,
+    acting: crate::repo::Shared,
+}
+
+impl Opener {
+    /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.
+    fn open(&self, node: &NodeName) -> Result<Repo> {
+        let owner = Owner::Foreign { node: node.to_string() };
+        let log = Log::new(self.backend.clone(), self.name.clone()).copy_every(0).of_node(owner.clone());
+        let replica = replica_path(&self.dir, node);
+        let manifest = open_replica(&replica, log)?;
+        let keys = BucketKeys {
+            store: self.keys.store.clone(),
+            key: self.keys.key.clone(),
+            opened_with: self.keys.opened_with.clone(),
+            stretch: self.keys.stretch,
+            copy_every: 0,
+            host: std::sync::OnceLock::from(node.to_string()),
+            owner,
+            writers: Default::default(),
+        };
+        let node_cache = NodeCacheSlot::at(self.place.clone());
+        let mut repo =
+            Repo::assemble(Some(self.dir.clone()), node_cache, self.config.clone(), self.backend.clone(), manifest);
+        repo.bucket_keys = Some(Arc::new(keys));
+        repo.replica = Some(replica);
+        repo.budget = self.budget.clone();
+        // Safe to share: decoded bundles are kept by their pack's whole key (under the node's
+        // prefix), trees by their content id.
+        repo.caches = self.caches.clone();
+        repo.acting = Some(self.acting.clone());
+        Ok(repo)
+    }
 }

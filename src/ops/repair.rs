@@ -52,6 +52,7 @@ impl Repo {
     /// Rebuilds the object index from the pack files (see the module docs). Packs the index
     /// retired are left out: their objects live in the packs that replaced them.
     pub fn repair_index(&self, actor: &str) -> Result<RepairIndexReport> {
+        self.refuse_foreign("repair the index")?;
         let _lock = self.gc_lock()?;
         let conn = self.manifest.conn();
         let retired: BTreeSet<String> = gc::retired_packs(conn)?.into_iter().map(|p| p.1).collect();
@@ -128,6 +129,7 @@ impl Repo {
     /// holding a marker; the snapshot keeps its id, gets a warning, and is audited. This
     /// machine's directory cache is emptied, so no snapshot reuses what was lost.
     pub fn repair_snapshots(&self, read_data: ReadData, actor: &str) -> Result<RepairReport> {
+        self.refuse_foreign("repair snapshots")?;
         let check = self.check_with(&CheckOptions { read_data })?;
         let mut lost_objects = BTreeSet::new();
         let mut lost_trees = BTreeSet::new();

@@ -46,13 +46,19 @@ impl FleetPool {
         Ok(all.into_iter().filter(|n| n.as_str() != me).collect())
     }
 
-    /// A handle on node `node`'s replica, caught up: an idle one, else opened over `repo`.
-    pub(crate) fn take(&self, repo: &Repo, node: &NodeName) -> Result<Repo> {
+    /// A handle on node `node`'s replica, caught up, under `repo`'s deadline: an idle one,
+    /// else opened over `repo` (its connection's page cache `cache_kib`, as pooled handles').
+    pub(crate) fn take(&self, repo: &Repo, node: &NodeName, cache_kib: u32) -> Result<Repo> {
         let idle = lock(&self.idle).get_mut(node).and_then(Vec::pop);
         let handle = match idle {
             Some(h) => h,
-            None => repo.foreign(node)?,
+            None => {
+                let h = repo.foreign(node)?;
+                h.manifest().one_of_many(cache_kib)?;
+                h
+            }
         };
+        handle.set_deadline(repo.deadline());
         handle.manifest().refresh(REFRESH)?;
         Ok(handle)
     }
@@ -60,6 +66,7 @@ impl FleetPool {
     pub(crate) fn give_back(&self, handles: Vec<(NodeName, Repo)>) {
         let mut idle = lock(&self.idle);
         for (node, h) in handles {
+            h.set_deadline(None);
             let kept = idle.entry(node).or_default();
             if kept.len() < KEEP_PER_NODE {
                 kept.push(h);

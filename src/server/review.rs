@@ -142,10 +142,11 @@ pub(super) async fn snapshots(
     Q(q): Q<DiffQuery>,
 ) -> Result<Response, ApiError> {
     let opts = q.options(Scope::whole())?;
+    let unique = crate::ops::fleet::unique_snapshot(&snap);
     let report = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
-            |s| s.created_ns,
+            (|s| s.created_ns, unique),
             move |_, repo, from| {
                 let to = repo.resolve_snapshot(&other, Some(&from.workspace))?;
                 Ok::<_, ApiError>(repo.diff(
@@ -168,7 +169,7 @@ pub(super) async fn session(
     let report = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.session(&id), session_missing),
-            |s| s.created_ns,
+            (|s| s.created_ns, None),
             move |_, repo, s| {
                 let opts = q.options(s.scope()?)?;
                 let side = |r: Option<&str>, default_now: bool| -> Result<DiffTarget> {
@@ -200,7 +201,7 @@ pub(super) async fn changes(
     let report = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.session(&id), session_missing),
-            |s| s.created_ns,
+            (|s| s.created_ns, None),
             move |_, repo, s| {
                 let opts = q.options(s.scope()?)?;
                 Ok::<_, ApiError>(repo.session_changes(&s, &opts)?)

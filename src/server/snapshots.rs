@@ -81,10 +81,11 @@ pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) ->
 /// `GET /v1/snapshots/{snap}` (an id, a unique prefix, or `latest`).
 /// In a fleet, found on any node.
 pub(super) async fn show(State(st): State<Arc<AppState>>, P(snap): P<String>) -> Result<Response, ApiError> {
+    let unique = crate::ops::fleet::unique_snapshot(&snap);
     let (node, info) = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
-            |s| s.created_ns,
+            (|s| s.created_ns, unique),
             |_, repo, info| Ok::<_, ApiError>((repo.node().map(str::to_owned), info)),
         )
         .await?;
@@ -107,10 +108,11 @@ pub(super) async fn files(
     P(snap): P<String>,
     Q(q): Q<FilesQuery>,
 ) -> Result<Response, ApiError> {
+    let unique = crate::ops::fleet::unique_snapshot(&snap);
     let (files, origin) = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.resolve_snapshot(&snap, None), ApiError::from),
-            |s| s.created_ns,
+            (|s| s.created_ns, unique),
             move |st, repo, info| {
                 let view = WorkspaceView::of_snapshot(&info, &st.unused_excludes);
                 let (mut files, origin) = repo.list_files(&view, &Source::Snapshot(info.id.to_string()))?;

@@ -565,7 +565,7 @@ impl AppState {
     {
         self.blocking(move |st, repo| match node {
             Some(node) if repo.node() != Some(node.as_str()) => {
-                let handle = st.fleet.take(repo, &node)?;
+                let handle = st.fleet.take(repo, &node, POOLED_CACHE_KIB)?;
                 let out = f(st, &handle);
                 st.fleet.give_back(vec![(node, handle)]);
                 out
@@ -583,15 +583,18 @@ impl AppState {
         if !self.in_fleet {
             return Ok(None);
         }
+        let unique = crate::ops::fleet::unique_snapshot(&snap);
         self.blocking_found(
             (move |repo: &Repo| repo.resolve_snapshot(&snap, None), super::ApiError::from),
-            |s| s.created_ns,
+            (|s| s.created_ns, unique),
             |_, repo, _| Ok(repo.node().map(crate::base::id::NodeName::parse).transpose()?),
         )
         .await
     }
 
-    /// [`AppState::blocking`] with every node's handle: this node's first, then the others'.
+    /// [`AppState::blocking`] with every node's handle: this node's first, then the others'. A
+    /// node whose replica cannot be read now (its log damaged, the store failing) is left out,
+    /// logged: one node does not take the fleet's view down.
     pub async fn blocking_fleet<T, E, F>(self: &Arc<Self>, f: F) -> std::result::Result<T, E>
     where
         T: Send + 'static,
@@ -599,29 +602,46 @@ impl AppState {
         F: FnOnce(&AppState, &Views<'_>) -> std::result::Result<T, E> + Send + 'static,
     {
         self.blocking(move |st, repo| {
-            let mut taken = Vec::new();
-            let out = (|| {
-                for node in st.fleet.others(repo)? {
-                    let h = st.fleet.take(repo, &node)?;
-                    taken.push((node, h));
-                }
-                let mut views: Vec<(Option<&str>, &Repo)> = vec![(repo.node(), repo)];
-                views.extend(taken.iter().map(|(n, h)| (Some(n.as_str()), h)));
-                f(st, &views)
-            })();
+            let taken = st.other_handles(repo);
+            let mut views: Vec<(Option<&str>, &Repo)> = vec![(repo.node(), repo)];
+            views.extend(taken.iter().map(|(n, h)| (Some(n.as_str()), h)));
+            let out = f(st, &views);
+            drop(views);
             st.fleet.give_back(taken);
             out
         })
         .await
     }
 
+    /// A caught-up handle on every other node of the fleet that can be read now; the others
+    /// are logged and left out.
+    fn other_handles(&self, repo: &Repo) -> Vec<(crate::base::id::NodeName, Repo)> {
+        let nodes = match self.fleet.others(repo) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "the fleet's nodes could not be listed: this node's records only");
+                return Vec::new();
+            }
+        };
+        let mut taken = Vec::new();
+        for node in nodes {
+            match self.fleet.take(repo, &node, POOLED_CACHE_KIB) {
+                Ok(h) => taken.push((node, h)),
+                Err(e) => tracing::warn!(node = %node, error = %e, "a node of the fleet could not be read: left out"),
+            }
+        }
+        taken
+    }
+
     /// [`AppState::blocking`] on the node whose handle `find` finds something on: this one
-    /// first, then the others (the one with the greatest `newest` among theirs). Found nowhere,
-    /// this node's `not_found`, made the answer's error by `missing`.
+    /// first (the fleet not asked), then the others (the one with the greatest `newest` among
+    /// theirs). With a `unique` id (a snapshot named by a prefix), every node is asked, and
+    /// matches of two ids are refused as ambiguous. Found nowhere, this node's `not_found`,
+    /// made the answer's error by `missing_as`.
     pub async fn blocking_found<T, U: 'static, E, F, G>(
         self: &Arc<Self>,
         (find, missing_as): (F, fn(Error) -> E),
-        newest: fn(&U) -> i64,
+        (newest, unique): (fn(&U) -> i64, Option<fn(&U) -> String>),
         f: G,
     ) -> std::result::Result<T, E>
     where
@@ -630,24 +650,53 @@ impl AppState {
         F: Fn(&Repo) -> Result<U> + Send + 'static,
         G: FnOnce(&AppState, &Repo, U) -> std::result::Result<T, E> + Send + 'static,
     {
-        self.blocking_fleet(move |st, views| {
+        let in_fleet = self.in_fleet;
+        self.blocking(move |st, repo| {
             let mut missing = None;
-            let mut best: Option<(&Repo, U)> = None;
-            for (i, (_, repo)) in views.iter().enumerate() {
-                match find(repo) {
-                    Ok(u) if i == 0 => return f(st, repo, u),
-                    Ok(u) if best.as_ref().is_none_or(|(_, b)| newest(&u) > newest(b)) => best = Some((repo, u)),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {
-                        missing.get_or_insert(e);
+            let mut found: Vec<(Option<usize>, U)> = Vec::new();
+            match find(repo) {
+                Ok(u) if unique.is_none() || !in_fleet => return f(st, repo, u),
+                Ok(u) => found.push((None, u)),
+                Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => missing = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+            let taken = if in_fleet { st.other_handles(repo) } else { Vec::new() };
+            let out = (|| {
+                for (i, (_, h)) in taken.iter().enumerate() {
+                    match find(h) {
+                        Ok(u) => found.push((Some(i), u)),
+                        Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => {}
+                        Err(e) => return Err(E::from(e)),
                     }
-                    Err(e) => return Err(e.into()),
                 }
-            }
-            match best {
-                Some((repo, u)) => f(st, repo, u),
-                None => Err(missing_as(missing.unwrap_or_else(|| Error::not_found("not found on any node")))),
-            }
+                if let Some(id) = unique {
+                    let mut ids: Vec<String> = found.iter().map(|(_, u)| id(u)).collect();
+                    ids.sort();
+                    ids.dedup();
+                    if ids.len() > 1 {
+                        let name = |i: &Option<usize>| match i {
+                            Some(i) => taken[*i].0.to_string(),
+                            None => repo.node().unwrap_or_default().to_owned(),
+                        };
+                        let nodes: Vec<String> = found.iter().map(|(i, _)| name(i)).collect();
+                        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                        return Err(E::from(crate::ops::fleet::ambiguous(&nodes)));
+                    }
+                }
+                let pick = found
+                    .iter()
+                    .position(|(i, _)| i.is_none())
+                    .or_else(|| found.iter().enumerate().max_by_key(|(_, (_, u))| newest(u)).map(|(k, _)| k));
+                match pick {
+                    Some(k) => {
+                        let (i, u) = found.swap_remove(k);
+                        f(st, i.map_or(repo, |i| &taken[i].1), u)
+                    }
+                    None => Err(missing_as(missing.unwrap_or_else(|| Error::not_found("found on no node")))),
+                }
+            })();
+            st.fleet.give_back(taken);
+            out
         })
         .await
     }

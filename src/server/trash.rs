@@ -179,7 +179,7 @@ pub(super) async fn show(State(st): State<Arc<AppState>>, P(id): P<TrashId>) -> 
     let (node, item) = st
         .blocking_found(
             (move |repo: &crate::repo::Repo| repo.trash_item(&id), ApiError::from),
-            |t| t.deleted_ns,
+            (|t| t.deleted_ns, None),
             |_, repo, item| Ok::<_, ApiError>((repo.node().map(str::to_owned), item)),
         )
         .await?;

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use trove::{ChangeStatus, DiffEntry, DiffOptions, DiffStats, Scope, DEFAULT_RENAME_THRESHOLD};
+use trove::{ChangeStatus, DiffEntry, DiffOptions, DiffStats, DiffTarget, Scope, DEFAULT_RENAME_THRESHOLD};
 
 use crate::cli::output::{print_json, Failure, Out};
 
@@ -81,7 +81,8 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
     let repo = crate::cli::open::open_repo(repo_path)?;
     let (ws, dir) = (args.workspace.as_deref(), args.dir.as_deref());
     // In a fleet, the node holding the first snapshot (both are read from it).
-    let (there, from) = repo.find_in_fleet(|r| r.diff_target(&args.from, ws, dir), |_| 0)?;
+    let unique = trove::unique_snapshot(&args.from).map(|_| target_id as fn(&DiffTarget) -> String);
+    let (there, from) = repo.find_in_fleet(|r| r.diff_target(&args.from, ws, dir), target_time, unique)?;
     let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let to = repo.diff_target(args.to.as_deref().unwrap_or("live"), ws, dir)?;
     let report = repo.diff(&from, &to, &args.shape.options(Scope::whole())?)?;
@@ -94,6 +95,23 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
         }
     }
     Ok(0)
+}
+
+/// When a side of a diff was taken (0 for one that is not a snapshot): the newest wins across
+/// a fleet's nodes.
+fn target_time(t: &DiffTarget) -> i64 {
+    match t {
+        DiffTarget::Snapshot(s) => s.created_ns,
+        _ => 0,
+    }
+}
+
+/// What names a side of a diff, for telling two nodes' matches of a prefix apart.
+fn target_id(t: &DiffTarget) -> String {
+    match t {
+        DiffTarget::Snapshot(s) => s.id.to_string(),
+        other => format!("{other:?}"),
+    }
 }
 
 fn lines_of(e: &DiffEntry) -> String {

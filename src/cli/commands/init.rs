@@ -47,8 +47,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8
             let cache_base = crate::cli::open::cache_dir().map(Path::to_path_buf);
             let cache_size = crate::cli::open::cache_size();
             let env = trove::BucketAccess::from_env()?;
-            let node = crate::cli::open::node().or(env.node.clone());
-            let access = trove::BucketAccess { cache_base, cache_size, node, ..env };
+            let access = trove::BucketAccess { cache_base, cache_size, node: crate::cli::open::node(), ..env };
             Repo::init_bucket(&bucket, &prefix, &actor(), settings, layout, &access)?
         }
         trove::object::Location::Local(_) => {

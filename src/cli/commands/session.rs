@@ -133,20 +133,20 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
                 show(out, s, false)
             })
         }
-        Command::Show { id } => show(out, &repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns)?.1, json),
+        Command::Show { id } => show(out, &repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?.1, json),
         Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),
         Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
         Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
         Command::Files { id, source } => {
-            let there = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns)?.0;
+            let there = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?.0;
             files(out, there.as_ref().map_or(repo, |v| &v.repo), &id, source.as_deref(), json)
         }
         Command::Changes { id, shape } => {
-            let there = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns)?.0;
+            let there = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?.0;
             changes(out, there.as_ref().map_or(repo, |v| &v.repo), &id, &shape, json)
         }
         Command::Cat { id, path, source } => {
-            let (there, s) = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns)?;
+            let (there, s) = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?;
             let repo = there.as_ref().map_or(repo, |v| &v.repo);
             let scope = s.scope()?;
             let ex = repo.effective_excludes(&s.workspace, &trove::SnapshotOptions::default())?;

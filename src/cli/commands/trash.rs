@@ -261,7 +261,7 @@ fn item_line(out: &mut Out, t: &trove::TrashRecord) -> Result<(), Failure> {
 
 /// `trove trash show ID`: the item and, for a directory, every member.
 fn show(out: &mut Out, repo: &Repo, id: &TrashId, json: bool) -> Result<(), Failure> {
-    let (_, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns)?;
+    let (_, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
     let members: Vec<_> = item.entries.iter().map(trove::TrashEntry::record).collect();
     let record = item.record();
     if json {
@@ -412,7 +412,9 @@ fn export(
 ) -> Result<(), Failure> {
     // In a fleet, items named by id are read on the node holding the first.
     let there = match set {
-        TrashSet::Ids(ids) if !ids.is_empty() => repo.find_in_fleet(|r| r.trash_item(&ids[0]), |t| t.deleted_ns)?.0,
+        TrashSet::Ids(ids) if !ids.is_empty() => {
+            repo.find_in_fleet(|r| r.trash_item(&ids[0]), |t| t.deleted_ns, None)?.0
+        }
         _ => None,
     };
     let repo = there.as_ref().map_or(repo, |v| &v.repo);

@@ -9,7 +9,7 @@ pub mod tree;
 
 use std::path::{Path, PathBuf};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::SessionId;
 use crate::base::time::{iso_time, now_ns};
 use crate::fs::walk::{self, WalkOptions};
@@ -128,12 +128,20 @@ impl Repo {
             "live" => self.live_target(workspace, dir),
             "empty" => Ok(DiffTarget::Empty),
             r => {
-                if let Ok(id) = SessionId::parse(r) {
-                    if let Some(s) = crate::manifest::sessions::get(self.manifest.conn(), &id)? {
+                let session = SessionId::parse(r).ok();
+                if let Some(id) = &session {
+                    if let Some(s) = crate::manifest::sessions::get(self.manifest.conn(), id)? {
                         return self.session_now(&s);
                     }
                 }
-                Ok(DiffTarget::Snapshot(Box::new(self.resolve_snapshot(r, workspace)?)))
+                match self.resolve_snapshot(r, workspace) {
+                    Ok(snap) => Ok(DiffTarget::Snapshot(Box::new(snap))),
+                    // A session id that names no session here (another node's, in a fleet).
+                    Err(e) if session.is_some() && e.kind() == ErrorKind::InvalidArgument => {
+                        Err(Error::not_found(format!("no session or snapshot '{r}' here")))
+                    }
+                    Err(e) => Err(e),
+                }
             }
         }
     }

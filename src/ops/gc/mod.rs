@@ -244,6 +244,7 @@ impl Repo {
     /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
     /// once what the first condemned.
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
+        self.refuse_foreign("collect garbage")?;
         if let Some(level) = opts.recompress {
             if !(1..=MAX_RECOMPRESS).contains(&level) {
                 return Err(Error::invalid_argument(format!(

@@ -593,6 +593,7 @@ impl Repo {
 
     /// Snapshots the directory `dir`.
     pub fn snapshot(&self, dir: &Path, opts: &SnapshotOptions<'_>) -> Result<SnapshotInfo> {
+        self.refuse_foreign("take a snapshot")?;
         let scan_start = now_ns();
         // From before the first lookup to the commit: garbage collection keeps what this
         // snapshot may rely on (a directory record, a copy found in the store).
