@@ -548,6 +548,10 @@ pub(crate) async fn reap(state: Arc<AppState>, mut stop: tokio::sync::watch::Rec
     }
 }
 
+/// How matches on several nodes are told apart: which is newest, and, when a name must be
+/// unique across nodes (a snapshot prefix), the id of each.
+pub(crate) type Ranking<U> = (fn(&U) -> i64, Option<fn(&U) -> String>);
+
 /// This node's handle and every other node's, each with its name (None outside a fleet).
 pub(crate) type Views<'r> = [(Option<&'r str>, &'r Repo)];
 
@@ -641,7 +645,7 @@ impl AppState {
     pub async fn blocking_found<T, U: 'static, E, F, G>(
         self: &Arc<Self>,
         (find, missing_as): (F, fn(Error) -> E),
-        (newest, unique): (fn(&U) -> i64, Option<fn(&U) -> String>),
+        (newest, unique): Ranking<U>,
         f: G,
     ) -> std::result::Result<T, E>
     where
