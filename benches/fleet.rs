@@ -14,6 +14,7 @@ fn var(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+#[allow(clippy::print_stdout, clippy::print_stderr)] // what it did, for the script's log
 fn main() {
     let Ok(repo) = std::env::var("TROVE_REPO") else {
         eprintln!("fleet: TROVE_REPO is not set; run benches/fleet_open.sh");
