@@ -4,7 +4,9 @@
 # `cargo bench --bench fleet`); then `trove session list --all` on a review host, ROUNDS times
 # with an empty cache directory (a new review host: every node's replica from its newest copy
 # and the log after it) and ROUNDS times with the cache it left (a warm one), each time as its
-# own process. Prints the medians and ranges.
+# own process; then a review server (`trove serve`, empty cache) asked `GET /v1/sessions` first
+# (opening the fleet) and ROUNDS times after (warm). Prints the medians and ranges. A command's
+# process unwraps the key file (Argon2id) at every open; a server does once.
 #
 # Usage: benches/fleet_open.sh [NODES] [SESSIONS] [SNAPSHOTS] [ROUNDS]   (needs: cargo build --release)
 set -euo pipefail
@@ -40,5 +42,20 @@ for i in $(seq 1 "$ROUNDS"); do
   echo "round $i: new review host ${cold[-1]} s, warm ${warm[-1]} s"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)] " s (" a[1] "-" a[NR] ")"}'; }
-echo "new review host: $(median "${cold[@]}")"
-echo "warm review host: $(median "${warm[@]}")"
+echo "new review host, a command: $(median "${cold[@]}")"
+echo "warm review host, a command: $(median "${warm[@]}")"
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/served"
+TROVE_API_TOKEN=fleet-bench-token TROVE_CACHE_DIR=$WORK/review-server "$TROVE" --node review serve \
+  --listen "127.0.0.1:$port" --workspaces "$WORK/served" > "$WORK/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/healthz" > /dev/null && break; sleep 0.05; done
+get() { curl -sf -o "$WORK/sessions.json" -w '%{time_total}' -H "Authorization: Bearer fleet-bench-token" "http://127.0.0.1:$port/v1/sessions?include_ended=true"; }
+first=$(get)
+echo "review server, first GET /v1/sessions (opening the fleet): $first s, $(python3 -c "import json; print(len(json.load(open('$WORK/sessions.json'))))") sessions"
+due=() fresh=()
+for i in $(seq 1 "$ROUNDS"); do sleep 1.1; due+=("$(get)"); fresh+=("$(get)"); done
+echo "review server, warm GET /v1/sessions, every node's catch-up due (one GET each): $(median "${due[@]}")"
+echo "review server, warm GET /v1/sessions, within a second of the last: $(median "${fresh[@]}")"
+kill "$server"

@@ -171,7 +171,7 @@ impl Repo {
     }
 
     /// What opening another node's handles takes from this one, to be used from other threads.
-    fn opener(&self) -> Result<Opener> {
+    pub(crate) fn opener(&self) -> Result<Opener> {
         let (Some(keys), Some(dir)) = (self.bucket_keys.clone(), self.root()) else {
             return Err(Error::invalid_argument("only a bucket of a log per node has other nodes"));
         };
@@ -302,7 +302,7 @@ pub fn fleet_trash_page(
 
 /// What opening a handle over another node's replica takes (`Repo::foreign`): a node's handle's
 /// parts, which other threads may use.
-struct Opener {
+pub(crate) struct Opener {
     keys: Arc<BucketKeys>,
     dir: PathBuf,
     name: String,
@@ -316,7 +316,7 @@ struct Opener {
 
 impl Opener {
     /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.
-    fn open(&self, node: &NodeName) -> Result<Repo> {
+    pub(crate) fn open(&self, node: &NodeName) -> Result<Repo> {
         let owner = Owner::Foreign { node: node.to_string() };
         let log = Log::new(self.backend.clone(), self.name.clone()).copy_every(0).of_node(owner.clone());
         let replica = replica_path(&self.dir, node);

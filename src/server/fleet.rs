@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::id::NodeName;
 use crate::repo::Repo;
 
@@ -21,6 +21,8 @@ const NODES_EVERY: Duration = Duration::from_secs(3);
 const KEEP_PER_NODE: usize = 4;
 /// How often a handle catches up with its node's log before a request (as the server's own).
 const REFRESH: Duration = Duration::from_secs(1);
+/// How many nodes' handles are caught up at once.
+const AT_ONCE: usize = 16;
 
 /// The other nodes' handles, and the fleet's nodes as last listed.
 #[derive(Default)]
@@ -61,6 +63,68 @@ impl FleetPool {
         handle.set_deadline(repo.deadline());
         handle.manifest().refresh(REFRESH)?;
         Ok(handle)
+    }
+
+    /// A caught-up handle on each of `nodes`, each taken as [`FleetPool::take`] does, all at
+    /// once (a few at a time): one round trip to the store for the fleet, not one a node. A
+    /// node that cannot be read now comes back as its error.
+    pub(crate) fn take_all(&self, repo: &Repo, nodes: Vec<NodeName>, cache_kib: u32) -> Vec<(NodeName, Result<Repo>)> {
+        let opener = match repo.opener() {
+            Ok(o) => o,
+            Err(e) => return nodes.into_iter().map(|n| (n, Err(Error::new(e.kind(), e.message())))).collect(),
+        };
+        let wanted: Vec<(NodeName, Option<Repo>)> = {
+            let mut idle = lock(&self.idle);
+            nodes
+                .into_iter()
+                .map(|n| {
+                    let h = idle.get_mut(&n).and_then(Vec::pop);
+                    (n, h)
+                })
+                .collect()
+        };
+        let mut out = Vec::with_capacity(wanted.len());
+        let mut wanted = wanted.into_iter().peekable();
+        while wanted.peek().is_some() {
+            let batch: Vec<(NodeName, Option<Repo>)> = wanted.by_ref().take(AT_ONCE).collect();
+            let done: Vec<(NodeName, Result<Repo>)> = std::thread::scope(|s| {
+                let running: Vec<_> = batch
+                    .into_iter()
+                    .map(|(node, idle)| {
+                        let opener = &opener;
+                        let name = node.clone();
+                        let h = s.spawn(move || -> Result<Repo> {
+                            let handle = match idle {
+                                Some(h) => h,
+                                None => {
+                                    let h = opener.open(&name)?;
+                                    h.manifest().one_of_many(cache_kib)?;
+                                    h
+                                }
+                            };
+                            handle.manifest().refresh(REFRESH)?;
+                            Ok(handle)
+                        });
+                        (node, h)
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|(node, h)| {
+                        let r =
+                            h.join().unwrap_or_else(|_| Err(Error::internal("catching up a node's replica panicked")));
+                        (node, r)
+                    })
+                    .collect()
+            });
+            out.extend(done);
+        }
+        for (_, h) in &out {
+            if let Ok(h) = h {
+                h.set_deadline(repo.deadline());
+            }
+        }
+        out
     }
 
     pub(crate) fn give_back(&self, handles: Vec<(NodeName, Repo)>) {

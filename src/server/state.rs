@@ -628,8 +628,8 @@ impl AppState {
             }
         };
         let mut taken = Vec::new();
-        for node in nodes {
-            match self.fleet.take(repo, &node, POOLED_CACHE_KIB) {
+        for (node, h) in self.fleet.take_all(repo, nodes, POOLED_CACHE_KIB) {
+            match h {
                 Ok(h) => taken.push((node, h)),
                 Err(e) => tracing::warn!(node = %node, error = %e, "a node of the fleet could not be read: left out"),
             }
