@@ -3,6 +3,7 @@
 //! a quota of watches), the workspace lock, sample workspaces, the audit log's key file and what
 //! that key signed last. It imports `base`, `tlog` and `model`, never the repository.
 
+pub(crate) mod idfile;
 pub mod inotify;
 pub mod keyfile;
 pub mod live;

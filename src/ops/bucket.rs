@@ -374,36 +374,18 @@ impl Repo {
 
     /// The id in `root`'s host file, made there first if it has none.
     fn read_or_make_host_id(&self, root: &Path) -> Result<String> {
-        let path = root.join(HOST_FILE);
         let valid = |id: &str| id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit());
-        let read = |path: &Path| -> Result<Option<String>> {
-            match std::fs::read_to_string(path) {
-                Ok(s) if valid(s.trim()) => Ok(Some(s.trim().to_owned())),
-                Ok(_) => Err(Error::corrupt(format!(
-                    "{} does not hold a host id (24 hex digits): delete it, and this host takes a new one",
-                    path.display()
-                ))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::io("read", path, e)),
-            }
+        let make = || -> Result<String> {
+            let mut bytes = [0u8; 12];
+            crate::base::random::fill_random(&mut bytes)?;
+            Ok(hex::encode(bytes))
         };
-        if let Some(id) = read(&path)? {
-            return Ok(id);
-        }
-        let mut bytes = [0u8; 12];
-        crate::base::random::fill_random(&mut bytes)?;
-        let id = hex::encode(bytes);
-        // Written whole beside it, then put in place unless another process got there first.
-        let mut tmp = tempfile::NamedTempFile::new_in(root).map_err(|e| Error::io("create a file in", root, e))?;
-        std::io::Write::write_all(&mut tmp, id.as_bytes()).map_err(|e| Error::io("write", tmp.path(), e))?;
-        tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
-        match tmp.persist_noclobber(&path) {
-            Ok(_) => Ok(id),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                read(&path)?.ok_or_else(|| Error::internal(format!("{} vanished as it was made", path.display())))
-            }
-            Err(e) => Err(Error::io("create", &path, e.error)),
-        }
+        crate::fs::idfile::read_or_make(
+            &root.join(HOST_FILE),
+            valid,
+            make,
+            "a host id is 24 hex digits; delete the file, and this host takes a new one",
+        )
     }
 
     /// For a repository in a bucket, a guard under which reads of packs go to the bucket,

@@ -47,36 +47,18 @@ pub(crate) fn replica_path(dir: &Path, node: &NodeName) -> PathBuf {
 pub(crate) fn writer_id(dir: &Path, node: &NodeName) -> Result<[u8; 16]> {
     let nodes = dir.join(NODES_DIR);
     std::fs::create_dir_all(&nodes).map_err(|e| Error::io("create", &nodes, e))?;
-    let path = nodes.join(format!("{node}.writer"));
-    let parse = |text: &str| -> Option<[u8; 16]> { hex::decode(text.trim()).ok()?.try_into().ok() };
-    let read = |path: &Path| -> Result<Option<[u8; 16]>> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => parse(&text).map(Some).ok_or_else(|| {
-                Error::corrupt(format!(
-                    "{} does not hold a writer id (32 hex digits): delete it, and this cache directory writes as node {node} under a new one",
-                    path.display()
-                ))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io("read", path, e)),
-        }
+    let parse = |text: &str| -> Option<[u8; 16]> { hex::decode(text).ok()?.try_into().ok() };
+    let make = || -> Result<String> {
+        let mut id = [0u8; 16];
+        crate::base::random::fill_random(&mut id)?;
+        Ok(hex::encode(id))
     };
-    if let Some(id) = read(&path)? {
-        return Ok(id);
-    }
-    let mut id = [0u8; 16];
-    crate::base::random::fill_random(&mut id)?;
-    // Written whole beside it, then put in place unless another process got there first.
-    let mut tmp = tempfile::NamedTempFile::new_in(&nodes).map_err(|e| Error::io("create a file in", &nodes, e))?;
-    std::io::Write::write_all(&mut tmp, hex::encode(id).as_bytes()).map_err(|e| Error::io("write", tmp.path(), e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io("sync", tmp.path(), e))?;
-    match tmp.persist_noclobber(&path) {
-        Ok(_) => Ok(id),
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            read(&path)?.ok_or_else(|| Error::internal(format!("{} vanished as it was made", path.display())))
-        }
-        Err(e) => Err(Error::io("create", &path, e.error)),
-    }
+    let path = nodes.join(format!("{node}.writer"));
+    let advice = format!(
+        "a writer id is 32 hex digits; delete the file, and this cache directory writes as node {node} under a new one"
+    );
+    let id = crate::fs::idfile::read_or_make(&path, |t| parse(t).is_some(), make, &advice)?;
+    parse(&id).ok_or_else(|| Error::internal(format!("{} holds no writer id after its check", path.display())))
 }
 
 impl Repo {
@@ -163,6 +145,17 @@ impl Repo {
             }
         }
         Ok(views)
+    }
+
+    /// The snapshot `reference` names (in `workspace`), on this node or another of the fleet
+    /// (a prefix must name one across them all), with the other node's handle when it is
+    /// another's.
+    pub fn snapshot_in_fleet(
+        &self,
+        reference: &str,
+        workspace: Option<&str>,
+    ) -> Result<(Option<NodeView>, crate::model::snapshot::SnapshotInfo)> {
+        self.find_in_fleet(|r| r.resolve_snapshot(reference, workspace), |s| s.created_ns, unique_snapshot(reference))
     }
 
     /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.

@@ -29,11 +29,7 @@ pub struct Args {
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, path, output, zstd, workspace } = args;
     let repo = crate::cli::open::open_repo(repo_path)?;
-    let (there, snap) = repo.find_in_fleet(
-        |r| r.resolve_snapshot(&snapshot, workspace.as_deref()),
-        |s| s.created_ns,
-        trove::unique_snapshot(&snapshot),
-    )?;
+    let (there, snap) = repo.snapshot_in_fleet(&snapshot, workspace.as_deref())?;
     let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let path = path.map(|p| p.into_vec()).unwrap_or_default();
     let zstd = wants_zstd(zstd, output.as_deref());

@@ -45,11 +45,7 @@ pub struct Args {
 
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let repo = crate::cli::open::open_repo(repo_path)?;
-    let (there, snap) = repo.find_in_fleet(
-        |r| r.resolve_snapshot(&args.snapshot, args.workspace.as_deref()),
-        |s| s.created_ns,
-        trove::unique_snapshot(&args.snapshot),
-    )?;
+    let (there, snap) = repo.snapshot_in_fleet(&args.snapshot, args.workspace.as_deref())?;
     let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let mode = match (args.glob, args.fixed_strings) {
         (true, _) => SearchMode::Glob,

@@ -30,11 +30,7 @@ pub struct Args {
 pub fn run(out: &mut Out, repo_path: &Path, json: bool, args: Args) -> Result<u8, Failure> {
     let Args { snapshot, to, paths, overwrite, workspace } = args;
     let repo = crate::cli::open::open_repo(repo_path)?;
-    let (there, snap) = repo.find_in_fleet(
-        |r| r.resolve_snapshot(&snapshot, workspace.as_deref()),
-        |s| s.created_ns,
-        trove::unique_snapshot(&snapshot),
-    )?;
+    let (there, snap) = repo.snapshot_in_fleet(&snapshot, workspace.as_deref())?;
     let repo = there.as_ref().map_or(&repo, |v| &v.repo);
     let mut norm = Vec::new();
     for p in paths {
