@@ -339,6 +339,8 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     );
     let sessions = listed("/v1/sessions");
     assert!(sessions.iter().any(|s| s["id"] == id.as_str() && s["node"] == "node-a"), "{sessions:?}");
+    let one = review.get(&format!("/v1/sessions/{id}"));
+    assert_eq!((one.status, one.json()["node"].clone()), (200, Value::from("node-a")), "{}", one.text());
     let changes = review.get(&format!("/v1/sessions/{id}/changes"));
     assert_eq!(changes.status, 200, "{}", changes.text());
     assert!(changes.text().contains("gone.txt"), "{}", changes.text());

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::base::error::{Error, Result};
 use crate::base::id::NodeName;
 use crate::manifest::log::{open_replica, Log, Owner, FLEET};
-use crate::repo::{BucketKeys, NodeCacheSlot, Repo};
+use crate::repo::{BucketKeys, NodeCacheSlot, Repo, Shared};
 
 /// How many other nodes' replicas are opened (and caught up) at once.
 const OPEN_AT_ONCE: usize = 16;
@@ -181,15 +181,20 @@ impl Repo {
         })
     }
 
-    /// Appends `record` to the audit log of the node that acts: this handle's own, or, on a
-    /// handle over another node's replica, the acting node's, naming in its details the node
-    /// whose data it read (`node`). Its seq in the log it went to.
-    pub(crate) fn audit_acting(&self, mut record: crate::model::audit::AuditRecord) -> Result<i64> {
-        let Some(acting) = &self.acting else { return self.audit(record) };
-        if let (Some(node), serde_json::Value::Object(details)) = (self.node(), &mut record.details) {
+    /// `record` with, on a handle over another node's replica, that node in its details.
+    pub(crate) fn naming_node(&self, mut record: crate::model::audit::AuditRecord) -> crate::model::audit::AuditRecord {
+        if let (Some(_), Some(node), serde_json::Value::Object(details)) =
+            (&self.acting, self.node(), &mut record.details)
+        {
             details.insert("node".into(), node.into());
         }
-        acting.open_handle()?.audit(record)
+        record
+    }
+
+    /// The handle that records what this one does: a new handle of the acting node for a
+    /// handle over another node's replica (None: this one records its own).
+    pub(crate) fn recorder(&self) -> Result<Option<Repo>> {
+        self.acting.as_ref().map(Shared::open_handle).transpose()
     }
 }
 

@@ -332,7 +332,11 @@ impl Repo {
         let id = new_restore_id()?;
         let prefix = format!(".trove-rst-{id}-").into_bytes();
         let pending = Pending { id: id.clone(), target: abs.as_os_str().as_bytes().to_vec(), staging: prefix.clone() };
-        let lock = self.record_restore(&pending, &abs, fresh)?;
+        // Another node's snapshot: the restore is this node's, recorded in its own replica (whose
+        // next open clears what a kill left) and its own log.
+        let acting = self.recorder()?;
+        let recorder = acting.as_ref().unwrap_or(self);
+        let lock = recorder.record_restore(&pending, &abs, fresh)?;
         let result = self.restore_planned(&target, &prefix, &plan, opts, fresh);
         let report = match result {
             Ok(r) => r,
@@ -341,17 +345,17 @@ impl Repo {
                 // a directory may have moved meanwhile), files already renamed into place are
                 // whole. If even that fails, recovery tries again on the next open.
                 if remove_temporaries(&target.fd, &prefix).is_ok() && lock.is_some() {
-                    self.manifest.write(|tx| restores::remove(tx, &id))?;
+                    recorder.manifest.write(|tx| restores::remove(tx, &id))?;
                 }
                 return Err(e);
             }
         };
         failpoint("restore:renamed");
 
-        let record = restore_record(snap, &abs, opts, &report);
+        let record = self.naming_node(restore_record(snap, &abs, opts, &report));
         let Some(lock) = lock else {
             // Unrecorded (the repository's disk is full): the audit record too may not fit.
-            match self.manifest.write(|tx| crate::manifest::audit::append(tx, &record)) {
+            match recorder.manifest.write(|tx| crate::manifest::audit::append(tx, &record)) {
                 Ok(seq) => {
                     crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })])
                 }
@@ -361,16 +365,10 @@ impl Repo {
             }
             return Ok(report);
         };
-        let seq = if self.acting.is_some() {
-            // Another node's snapshot: the restore is this node's act, in its own log.
-            self.manifest.write(|tx| restores::remove(tx, &id))?;
-            self.audit_acting(record)?
-        } else {
-            self.manifest.write(|tx| {
-                restores::remove(tx, &id)?;
-                crate::manifest::audit::append(tx, &record)
-            })?
-        };
+        let seq = recorder.manifest.write(|tx| {
+            restores::remove(tx, &id)?;
+            crate::manifest::audit::append(tx, &record)
+        })?;
         crate::ops::notices::publish(&id, [(0, crate::ops::notices::Published { seq, created: false })]);
         drop(lock);
         Ok(report)

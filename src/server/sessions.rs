@@ -71,7 +71,14 @@ pub(super) async fn list(State(st): State<Arc<AppState>>, Q(q): Q<ListQuery>) ->
 
 /// `GET /v1/sessions/{id}`: 404 once the session has ended.
 pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
-    let record = st.blocking(move |st, repo| Ok::<_, Error>(st.record(&repo.active_session(&id)?))).await?;
+    // In a fleet, found on any node.
+    let record = st
+        .blocking_found(
+            (move |repo: &crate::repo::Repo| repo.active_session(&id), super::files::session_missing),
+            (|s| s.created_ns, None),
+            |st, repo, s| Ok::<_, ApiError>(SessionRecord { node: repo.node().map(str::to_owned), ..st.record(&s) }),
+        )
+        .await?;
     Ok(axum::Json(record).into_response())
 }
 
