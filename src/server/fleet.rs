@@ -48,24 +48,17 @@ impl FleetPool {
         Ok(all.into_iter().filter(|n| n.as_str() != me).collect())
     }
 
-    /// A handle on node `node`'s replica, caught up, under `repo`'s deadline: an idle one,
-    /// else opened over `repo` (its connection's page cache `cache_kib`, as pooled handles').
+    /// A handle on node `node`'s replica, caught up, under `repo`'s deadline: as
+    /// [`FleetPool::take_all`] takes one.
     pub(crate) fn take(&self, repo: &Repo, node: &NodeName, cache_kib: u32) -> Result<Repo> {
-        let idle = lock(&self.idle).get_mut(node).and_then(Vec::pop);
-        let handle = match idle {
-            Some(h) => h,
-            None => {
-                let h = repo.foreign(node)?;
-                h.manifest().one_of_many(cache_kib)?;
-                h
-            }
-        };
-        handle.set_deadline(repo.deadline());
-        handle.manifest().refresh(REFRESH)?;
-        Ok(handle)
+        match self.take_all(repo, vec![node.clone()], cache_kib).pop() {
+            Some((_, handle)) => handle,
+            None => Err(Error::internal(format!("no handle came back for node {node}"))),
+        }
     }
 
-    /// A caught-up handle on each of `nodes`, each taken as [`FleetPool::take`] does, all at
+    /// A caught-up handle on each of `nodes` (an idle one, else one opened over `repo`, its
+    /// connection's page cache `cache_kib` as pooled handles'), under `repo`'s deadline, all at
     /// once (a few at a time): one round trip to the store for the fleet, not one a node. A
     /// node that cannot be read now comes back as its error.
     pub(crate) fn take_all(&self, repo: &Repo, nodes: Vec<NodeName>, cache_kib: u32) -> Vec<(NodeName, Result<Repo>)> {
