@@ -86,6 +86,7 @@ pub use model::tree::{Entry, EntryKind};
 pub use model::workspace::{Workspace, DEFAULT_TRASH_AGE_S};
 pub use ops::audit::appender::AuditAppender;
 pub use ops::audit::bundle::{verify_bundle, BundleSummary};
+pub use ops::audit::tiles::verify_published;
 pub use ops::bucket::KeyInfo;
 pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};

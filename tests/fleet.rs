@@ -351,3 +351,115 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let paged = review.get("/v1/trash?cursor=1.1");
     assert_eq!(paged.status, 400, "{}", paged.text());
 }
+
+/// A node's audit log is published in the bucket as C2SP tiles at each checkpoint: a reader
+/// written from the specifications alone (`tests/tlog_tiles_reader.py`) verifies them, and so
+/// does `trove audit verify --node --pubkey` with nothing but the bucket (no passphrase, an
+/// empty cache); a changed entry, or another node's key, is refused; a record whose details
+/// would not fit an entry keeps their length and hash.
+#[test]
+fn a_nodes_audit_log_is_published_as_tiles_that_any_reader_verifies_from_the_bucket() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/fleet");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cache = tmp.path().join("cache-t1");
+    ok(as_node(s3.addr, &repo, "t1", &cache, &["init", "--layout", "nodes"]), "init");
+    ok(as_node(s3.addr, &repo, "t2", &tmp.path().join("cache-t2"), &["audit", "checkpoint"]), "t2 signs");
+    let access = trove::BucketAccess {
+        password: Some("correct horse battery staple".into()),
+        cache_base: Some(cache.clone()),
+        settings: settings(s3.addr),
+        node: Some(trove::NodeName::parse("t1").expect("name")),
+        ..Default::default()
+    };
+    let t1 = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open as t1");
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_nanos() as i64;
+    for i in 0..300 {
+        t1.audit(trove::AuditRecord::ok(now(), "test", &format!("note-{i}"))).expect("audit");
+    }
+    let first = t1.checkpoint().expect("checkpoint");
+    let raw = S3Backend::open(&bucket, "fleet", &settings(s3.addr)).expect("open");
+    let published = raw.list("nodes/t1/tlog/").expect("list");
+    for key in ["checkpoint", "tile/0/000", "tile/entries/000", "tile/1/000.p/1"] {
+        assert!(published.contains(&format!("nodes/t1/tlog/{key}")), "{key} in {published:?}");
+    }
+    let partial = (first.size % 256) as usize;
+    assert!(published.contains(&format!("nodes/t1/tlog/tile/0/001.p/{partial}")), "{published:?}");
+
+    // More records, one whose details are longer than an entry holds; the next checkpoint
+    // publishes what the first did not.
+    let mut long = trove::AuditRecord::ok(now(), "test", "long");
+    long.details = serde_json::json!({ "blob": "x".repeat(100_000) });
+    let seq = t1.audit(long).expect("a long record");
+    let kept = t1.audit_record(seq).expect("read").expect("there");
+    assert_eq!(kept.record.details["truncated"]["bytes"], 100_000 + 11, "{}", kept.record.details);
+    for i in 0..300 {
+        t1.audit(trove::AuditRecord::ok(now(), "test", &format!("more-{i}"))).expect("audit");
+    }
+    let second = t1.checkpoint().expect("checkpoint");
+    assert!(second.size > first.size + 300);
+    // The tile that filled since replaced its partial ones.
+    let published = raw.list("nodes/t1/tlog/").expect("list");
+    assert!(published.contains(&"nodes/t1/tlog/tile/entries/001".to_owned()), "{published:?}");
+    assert!(!published.iter().any(|k| k.contains("/001.p/")), "{published:?}");
+    let vkey = t1.audit_verifier().expect("key").to_string();
+    assert!(vkey.contains("/t1+"), "the key names the node's log: {vkey}");
+    drop(t1);
+
+    // An independent reader of the format.
+    let reader = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tlog_tiles_reader.py");
+    let read = |key: &str| {
+        std::process::Command::new(common::s3::python())
+            .arg(&reader)
+            .args([&format!("http://{}", s3.addr), &bucket, "fleet/nodes/t1/tlog", key])
+            .output()
+            .expect("run the reader")
+    };
+    let seen = json(ok(read(&vkey), "the independent reader"));
+    assert_eq!(seen["size"], second.size, "{seen}");
+    assert_eq!(seen["root"], base64_of(&second.root), "{seen}");
+
+    // trove itself, from a host with nothing but the bucket and the public key.
+    let bare = tmp.path().join("bare-host");
+    let verify = |key: &str| {
+        common::s3::trove_cmd(s3.addr, &repo, &bare, &["--node", "t1", "--json", "audit", "verify", "--pubkey", key])
+            .env_remove("TROVE_PASSWORD")
+            .output()
+            .expect("run trove")
+    };
+    let report = json(ok(verify(&vkey), "audit verify --node"));
+    assert_eq!(report["records"], second.size, "{report}");
+    assert_eq!(report["verifiedTo"], second.size, "{report}");
+    assert_eq!(report["problems"].as_array().map(Vec::len), Some(0), "{report}");
+    assert!(!bare.exists(), "verifying made no cache");
+
+    // Another node's key is refused.
+    let t2_key = ok(as_node(s3.addr, &repo, "t2", &tmp.path().join("cache-t2"), &["audit", "pubkey"]), "t2's key");
+    let other = verify(t2_key.trim());
+    assert_eq!(other.status.code(), Some(3), "{}", common::stderr(&other));
+
+    // A changed entry: the bundle no longer gives the tile's hashes nor the signed root.
+    let at = "nodes/t1/tlog/tile/entries/000";
+    let good = raw.get_whole(at, 1 << 24).expect("bundle");
+    let mut bad = good.clone();
+    let i = bad.windows(6).position(|w| w == b"note-7").expect("an entry") + 5;
+    bad[i] = b'8';
+    raw.replace(at, &bad).expect("tamper");
+    let tampered = verify(&vkey);
+    assert_eq!(tampered.status.code(), Some(3), "{}", common::stdout(&tampered));
+    assert!(
+        common::stdout(&tampered).contains("tile/0/000 holds another hash for record"),
+        "{}",
+        common::stdout(&tampered)
+    );
+    let refused = read(&vkey);
+    assert!(!refused.status.success(), "the independent reader refuses it too");
+    raw.replace(at, &good).expect("put back");
+    ok(verify(&vkey), "verifies again");
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

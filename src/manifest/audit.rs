@@ -10,6 +10,7 @@ use crate::base::error::{Error, Result};
 use crate::model::audit::{AuditQuery, AuditRecord, Checkpointed, FullRecord, Order};
 use crate::object::Sha256;
 use crate::tlog::merkle::{self, Hash, Nodes};
+use crate::tlog::tiles::MAX_ENTRY;
 
 /// The perfect subtrees of the log's Merkle tree as the manifest holds them.
 pub struct StoredNodes<'c>(pub &'c Connection);
@@ -140,13 +141,28 @@ pub fn append_all(conn: &Connection, records: &[AuditRecord]) -> Result<Vec<i64>
         // Schema 17: the row keeps an empty encoding, which readers compute from its columns.
         // The leaf is the hash of the record as they will read it back: its details parsed
         // from the very text stored (a float need not survive a text round trip bit for bit).
-        let details = record.details.to_string();
-        let as_read = AuditRecord {
+        let mut details = record.details.to_string();
+        let mut as_read = AuditRecord {
             details: serde_json::from_str(&details)
                 .map_err(|e| Error::internal(format!("audit record {seq}'s details do not parse back: {e}")))?,
             ..record.clone()
         };
-        let encoded = as_read.encode(seq);
+        let mut encoded = as_read.encode(seq);
+        // A record is one entry of the log's tiles (`tlog/tiles.rs`), at most 64 KiB: details
+        // longer than that are kept as their length and hash.
+        if encoded.len() > MAX_ENTRY {
+            as_read.details = AuditRecord::truncated_details(&details);
+            details = as_read.details.to_string();
+            encoded = as_read.encode(seq);
+            if encoded.len() > MAX_ENTRY {
+                return Err(Error::invalid_argument(format!(
+                    "the audit record of {} by {} would take {} bytes, more than a record may ({MAX_ENTRY}): its paths are too long",
+                    record.operation,
+                    record.actor,
+                    encoded.len()
+                )));
+            }
+        }
         insert
             .execute(params![
                 seq,
@@ -387,15 +403,25 @@ pub fn each_from(conn: &Connection, from: i64, mut f: impl FnMut(FullRecord, Vec
 pub fn each_checked(
     conn: &Connection,
     from: i64,
+    f: impl FnMut(FullRecord, Option<Vec<u8>>, Option<Vec<u8>>) -> Result<()>,
+) -> Result<()> {
+    each_checked_to(conn, from, i64::MAX, f)
+}
+
+/// [`each_checked`] of the records `from` to `to` (both included).
+pub fn each_checked_to(
+    conn: &Connection,
+    from: i64,
+    to: i64,
     mut f: impl FnMut(FullRecord, Option<Vec<u8>>, Option<Vec<u8>>) -> Result<()>,
 ) -> Result<()> {
     let sql = "SELECT a.seq, a.time_ns, a.actor, a.operation, a.workspace, a.session, a.path, a.dest_path,
                       a.before_sha256, a.after_sha256, a.before_object, a.after_object, a.outcome, a.details,
                       a.encoded, t.hash
                FROM audit a LEFT JOIN audit_tree t ON t.level = 0 AND t.idx = a.seq - 1
-               WHERE a.seq >= ?1 ORDER BY a.seq";
+               WHERE a.seq >= ?1 AND a.seq <= ?2 ORDER BY a.seq";
     let mut st = conn.prepare_cached(sql).map_err(db("reading the audit log"))?;
-    let mut rows = st.query([from]).map_err(db("reading the audit log"))?;
+    let mut rows = st.query([from, to]).map_err(db("reading the audit log"))?;
     while let Some(r) = rows.next().map_err(db("reading the audit log"))? {
         let raw = full_row(r).map_err(db("reading the audit log"))?;
         let encoded: Vec<u8> = r.get(14).map_err(db("reading the audit log"))?;

@@ -62,6 +62,14 @@ impl AuditRecord {
         }
     }
 
+    /// What a record keeps of details (as JSON text) too long for a record:
+    /// `{"truncated":{"bytes":N,"sha256":"<hex>"}}`.
+    pub fn truncated_details(text: &str) -> serde_json::Value {
+        use sha2::Digest;
+        let hash = Sha256(sha2::Sha256::digest(text.as_bytes()).into());
+        serde_json::json!({ "truncated": { "bytes": text.len(), "sha256": hash.to_hex() } })
+    }
+
     /// The canonical encoding of the record as entry `seq` (see the module's documentation).
     pub fn encode(&self, seq: i64) -> Vec<u8> {
         fn field(out: &mut Vec<u8>, v: Option<&[u8]>) {

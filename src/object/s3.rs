@@ -189,6 +189,17 @@ impl S3Backend {
         format!("{} {}", self.endpoint, self.describe())
     }
 
+    /// Writes `bytes` under `key` whether a value is there or not: only for the one kind of
+    /// value meant to change in place (a log's published checkpoint, which C2SP readers find at
+    /// a fixed path), never for content, which [`Backend::put`] creates once.
+    pub fn replace(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let payload = object_store::PutPayload::from(bytes.to_vec());
+        let (client, path) = (self.client.clone(), self.path(key));
+        self.run(async move { client.put_opts(&path, payload, PutOptions::default()).await })
+            .map(|_| ())
+            .map_err(|e| self.error("write", key, e))
+    }
+
     /// Runs `work` on the store's runtime and waits for it.
     fn run<T: Send + 'static>(
         &self,

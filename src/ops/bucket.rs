@@ -328,7 +328,7 @@ impl Repo {
         // The signing key is this node's (never in the bucket): made with its directory.
         if let Some(path) = repo.audit_key_path() {
             if !path.exists() {
-                let made = crate::fs::keyfile::create_key(&path, &repo.config.key_origin())?;
+                let made = crate::fs::keyfile::create_key(&path, &repo.log_origin())?;
                 let _ = repo.audit_key.set(made);
             }
         }

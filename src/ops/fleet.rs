@@ -42,6 +42,11 @@ pub(crate) fn replica_path(dir: &Path, node: &NodeName) -> PathBuf {
     dir.join(NODES_DIR).join(format!("{node}.db"))
 }
 
+/// Where this cache directory keeps `node`'s audit signing key: `<dir>/nodes/<node>.key`.
+pub(crate) fn key_path(dir: &Path, node: &str) -> PathBuf {
+    dir.join(NODES_DIR).join(format!("{node}.key"))
+}
+
 /// The writer id of this cache directory's processes writing as `node`: read from
 /// `<dir>/nodes/<node>.writer`, made there first (16 random bytes, hex) if it has none.
 pub(crate) fn writer_id(dir: &Path, node: &NodeName) -> Result<[u8; 16]> {

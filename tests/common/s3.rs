@@ -21,6 +21,11 @@ pub struct S3Server {
     _child: Mutex<(Child, ChildStdin)>,
 }
 
+/// The Python of the virtualenv holding moto (and boto3, which the tests' own S3 readers use).
+pub fn python() -> PathBuf {
+    venv().join("bin/python")
+}
+
 /// The virtualenv holding moto, installed under `target/` if missing.
 fn venv() -> PathBuf {
     super::python_venv(&format!("moto-{MOTO}"), &format!("moto[server]=={MOTO}"))

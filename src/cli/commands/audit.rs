@@ -30,7 +30,9 @@ pub enum Command {
     },
     /// Check the log: every record re-encoded, the Merkle tree recomputed, every checkpoint's
     /// signature and root; exit 3 if anything was rewritten. Records no signed checkpoint
-    /// covers are named (`unsigned: FIRST-LAST`), never counted as verified
+    /// covers are named (`unsigned: FIRST-LAST`), never counted as verified. With --node NAME
+    /// and --pubkey in a fleet's bucket: that node's log as published there (C2SP tiles),
+    /// read with nothing but the bucket (no passphrase, no cache)
     Verify {
         /// A public key checkpoints verify with (`trove audit pubkey` prints a host's), as text
         /// or a file holding it; repeat it for a bucket whose hosts sign with keys of their own
@@ -133,6 +135,14 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
         let f = std::fs::File::open(file).map_err(|e| Error::io("open the bundle", file, e))?;
         let report = trove::verify_bundle(BufReader::new(f), &keys)?;
         return print_report(out, &report, json, *require_checkpoint);
+    }
+    if let (Command::Verify { pubkey, bundle: None, require_checkpoint }, Some(node)) = (&cmd, crate::cli::open::node())
+    {
+        if !pubkey.is_empty() {
+            let keys = pubkey.iter().map(|k| read_pubkey(k)).collect::<Result<Vec<_>, _>>()?;
+            let report = trove::verify_published(repo_path, &node, &keys)?;
+            return print_report(out, &report, json, *require_checkpoint);
+        }
     }
     let repo = crate::cli::open::open_repo(repo_path)?;
     match cmd {

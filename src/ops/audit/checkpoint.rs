@@ -31,8 +31,23 @@ impl Repo {
         Some(match &self.config.audit.key {
             Some(p) if p.is_absolute() => p.clone(),
             Some(p) => root.join(p),
-            None => root.join(KEY_FILE),
+            // Each node of a fleet signs its own log with its own key, which a host acting as
+            // another node (one retired) must not take for that node's.
+            None => match self.node() {
+                Some(node) => crate::ops::fleet::key_path(root, node),
+                None => root.join(KEY_FILE),
+            },
         })
+    }
+
+    /// The name of the log this handle's checkpoints sign (the key's name, C2SP's origin):
+    /// `trove/<repository id>`, and a node's own `trove/<repository id>/<node>` in a bucket of
+    /// a log per node.
+    pub fn log_origin(&self) -> String {
+        match self.node() {
+            Some(node) => format!("{}/{node}", self.config.key_origin()),
+            None => self.config.key_origin(),
+        }
     }
 
     /// The signing key: read from its file, made there (a repository from before keys) or, in
@@ -41,7 +56,7 @@ impl Repo {
         if let Some(k) = self.audit_key.get() {
             return Ok(k);
         }
-        let origin = self.config.key_origin();
+        let origin = self.log_origin();
         let key = match self.audit_key_path() {
             Some(p) if p.exists() => read_key(&p)?,
             Some(p) => {
@@ -84,8 +99,24 @@ impl Repo {
             return self.manifest.write(|_| Err(Error::internal("a read-only manifest ran a write")));
         }
         let key = self.signer()?;
-        // One signer at a time, across processes, from reading the state to writing it.
+        // One signer at a time, across processes, from reading the state to writing it (and,
+        // in a fleet, to publishing it: tiles are written in the order checkpoints are).
         let _lock = self.audit_key_path().map(|p| lock_key(&p)).transpose()?;
+        let c = self.sign_checkpoint(key)?;
+        // The checkpoint is stored whether or not its tiles get published: the next one
+        // publishes what this one could not.
+        self.publish_tiles(&c).map_err(|e| {
+            e.context(format!(
+                "checkpoint {} of {} is stored, but its tiles were not published",
+                c.size,
+                self.log_name()
+            ))
+        })?;
+        Ok(c)
+    }
+
+    /// [`Repo::checkpoint`] once the signer's lock is held.
+    fn sign_checkpoint(&self, key: &SignerKey) -> Result<Checkpointed> {
         // A replica behind the log would take records another process (sharing this key, as
         // in a directory of the log layout) signed for removed ones.
         self.manifest.catch_up()?;

@@ -1,13 +1,15 @@
 //! The audit log of a repository (DESIGN.md, "Audit log"): appending records (one at a time
 //! here, many threads' at once through `appender.rs`), reading and querying them, proofs
 //! (`proof.rs`), checkpoints (`checkpoint.rs`), verification and bundles (`verify.rs`,
-//! `bundle.rs`) and a path's history (`history.rs`).
+//! `bundle.rs`), a fleet node's log published as C2SP tiles (`tiles.rs`) and a path's history
+//! (`history.rs`).
 
 pub mod appender;
 pub mod bundle;
 pub mod checkpoint;
 pub mod history;
 pub mod proof;
+pub mod tiles;
 pub mod verify;
 
 use serde_json::{json, Value};

@@ -86,7 +86,8 @@ impl Checker {
         self.problem(Some(seq), format!("record {seq} was edited in the bundle: {what}"));
     }
 
-    fn problem(&mut self, seq: Option<i64>, what: String) {
+    /// Counts `what` as a problem, found at record `seq` (if at one).
+    pub(crate) fn problem(&mut self, seq: Option<i64>, what: String) {
         if self.report.first_bad_seq.is_none() {
             self.report.first_bad_seq = seq;
         }
@@ -229,7 +230,7 @@ impl Repo {
         if !self.manifest.is_replica() {
             return Ok(keys);
         }
-        let origin = self.config.key_origin();
+        let origin = self.log_origin();
         for (text, ..) in self.manifest.read(|| manifest::audit::keys(self.manifest.conn()))? {
             match VerifierKey::parse(&text) {
                 Ok(k) if k.name() != origin => {
