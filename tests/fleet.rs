@@ -5,22 +5,9 @@
 
 mod common;
 
-use common::s3::{fresh_bucket, ok, serve_on, server, settings, trove_on};
+use common::s3::{as_node, fresh_bucket, ok, serve_on, server, settings};
 use serde_json::Value;
 use trove::object::{Backend, S3Backend};
-
-/// `trove` as node `node` (its cache directory `cache`).
-fn as_node(
-    s3: std::net::SocketAddr,
-    repo: &str,
-    node: &str,
-    cache: &std::path::Path,
-    args: &[&str],
-) -> std::process::Output {
-    let mut all = vec!["--node", node];
-    all.extend_from_slice(args);
-    trove_on(s3, repo, cache, &all)
-}
 
 fn json(out: String) -> Value {
     serde_json::from_str(&out).expect("json")

@@ -150,7 +150,8 @@ def main():
     leaves = []
     for n in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
         width = min(TILE_WIDTH, size - n * TILE_WIDTH)
-        bundle = get(bundle_path(n, width), lambda: get(bundle_path(n, TILE_WIDTH)))
+        full = []
+        bundle = get(bundle_path(n, width), lambda: full.append(True) or get(bundle_path(n, TILE_WIDTH)))
         entries, at = [], 0
         while at < len(bundle):
             if at + 2 > len(bundle):
@@ -161,8 +162,8 @@ def main():
                 fail(f"bundle {n} ends inside an entry")
             entries.append(entry)
             at += 2 + length
-        if width < TILE_WIDTH:
-            entries = entries[:width] if len(entries) == TILE_WIDTH else entries
+        if full:
+            entries = entries[:width]  # the full bundle read for a partial one that is gone
         if len(entries) != width:
             fail(f"bundle {n} holds {len(entries)} entries, not {width}")
         for i, entry in enumerate(entries):

@@ -76,6 +76,13 @@ impl Tile {
     }
 }
 
+/// The tiles of level `level` of a tree of `size` leaves, left to right, made as they are
+/// asked for (a size read from a store may be any number).
+pub fn level_tiles(size: u64, level: u32) -> impl Iterator<Item = Tile> {
+    let nodes = if level < 64 / HEIGHT { size >> (level * HEIGHT) } else { 0 };
+    (0..nodes.div_ceil(WIDTH)).map(move |index| Tile { level, index, width: (nodes - index * WIDTH).min(WIDTH) })
+}
+
 /// The tiles a reader of a tree of `size` leaves needs that a reader of `old` leaves did not
 /// have: at each level, from the tile holding the first new node to the last (partial or
 /// full), with the width it has at `size`. `tiles(0, size)` is the whole tree's.
@@ -174,6 +181,11 @@ mod tests {
         assert_eq!(tiles(255, 257), vec![t(0, 0, 256), t(0, 1, 1), t(1, 0, 1)]);
         assert_eq!(tiles(300, 310), vec![t(0, 1, 54)]);
         assert!(tiles(9, 9).is_empty() && tiles(9, 5).is_empty());
+        // Level by level, the same tiles.
+        let by_level: Vec<Tile> = (0..8).flat_map(|l| level_tiles(70_000, l)).collect();
+        assert_eq!(by_level, tiles(0, 70_000));
+        assert_eq!(level_tiles(u64::MAX, 7).count(), 1);
+        assert_eq!(level_tiles(u64::MAX, 8).count(), 0);
     }
 
     #[test]

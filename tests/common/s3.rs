@@ -105,6 +105,9 @@ pub enum Action {
     LoseAnswer,
     /// Waits, then passes it on.
     Delay(Duration),
+    /// Passes a listing on and leaves out of its answer every key this proxy saw created less
+    /// than this long ago: a listing that lags behind writes.
+    Lag(Duration),
 }
 
 /// The policy: from the request's number (from 0), method and path, what to do.
@@ -122,14 +125,57 @@ pub fn proxy(upstream: SocketAddr, policy: Policy) -> (SocketAddr, Seen) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let seen = log.clone();
     let count = Arc::new(AtomicUsize::new(0));
+    let created = Created::default();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            let (policy, seen, count) = (policy.clone(), seen.clone(), count.clone());
-            std::thread::spawn(move || serve(conn, upstream, &*policy, &seen, &count));
+            let (policy, seen, count, created) = (policy.clone(), seen.clone(), count.clone(), created.clone());
+            std::thread::spawn(move || serve(conn, upstream, &*policy, &seen, &count, &created));
         }
     });
     (addr, log)
+}
+
+/// When the proxy saw each key created (a `PUT` answered 200), by key within its bucket.
+type Created = Arc<Mutex<std::collections::HashMap<String, std::time::Instant>>>;
+
+/// A listing's answer without the `<Contents>` of keys created within `lag`, its
+/// `Content-Length` made to match.
+fn lagging(answer: Vec<u8>, created: &Created, lag: Duration) -> Vec<u8> {
+    let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n") else { return answer };
+    let (head, body) = (String::from_utf8_lossy(&answer[..split]).to_string(), &answer[split + 4..]);
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        panic!("a chunked listing: the lagging proxy reads only a listing with a Content-Length");
+    }
+    let body = String::from_utf8_lossy(body).to_string();
+    let created = created.lock().expect("created");
+    let mut out = String::new();
+    let mut rest = body.as_str();
+    while let Some(start) = rest.find("<Contents>") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("</Contents>").map_or(rest.len(), |e| start + e + "</Contents>".len());
+        let entry = &rest[start..end];
+        let key = entry.split("<Key>").nth(1).and_then(|k| k.split("</Key>").next()).unwrap_or_default();
+        if created.get(key).is_none_or(|at| at.elapsed() >= lag) {
+            out.push_str(entry);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    let head: Vec<String> = head
+        .split("\r\n")
+        .map(|l| {
+            if l.to_ascii_lowercase().starts_with("content-length:") {
+                format!("Content-Length: {}", out.len())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    let mut bytes = head.join("\r\n").into_bytes();
+    bytes.extend_from_slice(b"\r\n\r\n");
+    bytes.extend_from_slice(out.as_bytes());
+    bytes
 }
 
 fn serve(
@@ -138,6 +184,7 @@ fn serve(
     policy: &(dyn Fn(usize, &str, &str) -> Action + Send + Sync),
     seen: &Mutex<Vec<(String, String, Action)>>,
     count: &AtomicUsize,
+    created: &Created,
 ) {
     let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
     // The request: its head up to the blank line, then Content-Length bytes of body.
@@ -164,6 +211,9 @@ fn serve(
     let mut words = head.split_whitespace();
     let (method, path) = (words.next().unwrap_or("").to_owned(), words.next().unwrap_or("").to_owned());
     let action = policy(count.fetch_add(1, Ordering::SeqCst), &method, &path);
+    let key = path.split('?').next().unwrap_or_default().trim_start_matches('/');
+    let key = key.split_once('/').map(|(_bucket, key)| key.to_owned()).unwrap_or_default();
+    let creates = method == "PUT" && !key.is_empty();
     seen.lock().expect("log").push((method, path, action));
     match action {
         Action::Unavailable => {
@@ -176,7 +226,7 @@ fn serve(
             return;
         }
         Action::Delay(d) => std::thread::sleep(d),
-        Action::Forward | Action::LoseAnswer => {}
+        Action::Forward | Action::LoseAnswer | Action::Lag(_) => {}
     }
     let Ok(mut up) = TcpStream::connect(upstream) else { return };
     // One request per connection upstream too, so its answer ends where the connection does.
@@ -188,6 +238,12 @@ fn serve(
     }
     let mut answer = Vec::new();
     let _ = up.read_to_end(&mut answer);
+    if creates && answer.starts_with(b"HTTP/1.1 200") {
+        created.lock().expect("created").insert(key, std::time::Instant::now());
+    }
+    if let Action::Lag(lag) = action {
+        answer = lagging(answer, created, lag);
+    }
     if action == Action::LoseAnswer {
         return; // dropped: the client sees its connection close with no answer
     }
@@ -207,6 +263,19 @@ fn serve(
 /// whose cache directory is `cache`, with the passphrase the tests use.
 pub fn trove_on(s3: std::net::SocketAddr, repo: &str, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
     trove_cmd(s3, repo, cache, args).output().expect("run trove")
+}
+
+/// `trove` as node `node` of a fleet's bucket (its cache directory `cache`).
+pub fn as_node(
+    s3: std::net::SocketAddr,
+    repo: &str,
+    node: &str,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut all = vec!["--node", node];
+    all.extend_from_slice(args);
+    trove_on(s3, repo, cache, &all)
 }
 
 /// The command [`trove_on`] runs.

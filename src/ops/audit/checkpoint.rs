@@ -65,6 +65,16 @@ impl Repo {
             }
             None => SignerKey::generate(&origin)?,
         };
+        // A fleet node's checkpoints name its own log: a key of another name (one the config
+        // names for every node, or the repository's from before) would sign notes no verifier
+        // of this node's log takes.
+        if self.node().is_some() && key.name() != origin {
+            return Err(Error::invalid_argument(format!(
+                "the audit key{} is named '{}', but this node's log is '{origin}': each node of a fleet signs with a key of its own (remove `audit.key` from the config, or give this node a key of that name)",
+                self.audit_key_path().map_or(String::new(), |p| format!(" at {}", p.display())),
+                key.name()
+            )));
+        }
         Ok(self.audit_key.get_or_init(|| key))
     }
 

@@ -19,7 +19,7 @@ use crate::model::audit::{AuditRecord, Checkpointed, VerifyReport};
 use crate::object::{Backend, Location, S3Backend, S3Settings};
 use crate::repo::Repo;
 use crate::tlog::merkle::{self, Frontier, Hash, Nodes};
-use crate::tlog::note::{Checkpoint, VerifierKey};
+use crate::tlog::note::VerifierKey;
 use crate::tlog::tiles::{self, Tile, CHECKPOINT, HEIGHT, MAX_CHECKPOINT, MAX_ENTRY};
 
 use super::verify::{open_checkpoint, Checker, Opened};
@@ -39,7 +39,7 @@ impl Repo {
         let store = keys.store.inner().inner();
         let prefix = published_prefix(node);
         let at = format!("{prefix}{CHECKPOINT}");
-        let published = published_size(store, &at)?;
+        let published = published_size(store, &at, &self.signer()?.verifier(), c.size)?;
         if published >= c.size {
             return Ok(());
         }
@@ -85,20 +85,30 @@ fn remove_partials(store: &S3Backend, under: &str) {
     }
 }
 
-/// The size of the checkpoint published at `at`: 0 when there is none, or when it does not
-/// parse (logged; every tile is then written again, which changes none that is right).
-fn published_size(store: &S3Backend, at: &str) -> Result<u64> {
+/// The size of the checkpoint published at `at`: 0 when there is none, or when it is not one
+/// `key` signed of a log no larger than `size`, what this node stores (logged: someone wrote
+/// it who is not this node; every tile is then written again, which changes none that is
+/// right, and the checkpoint replaced).
+fn published_size(store: &S3Backend, at: &str, key: &VerifierKey, size: u64) -> Result<u64> {
     let bytes = match store.get_whole(at, MAX_CHECKPOINT) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
     let text = String::from_utf8_lossy(&bytes);
-    let body = text.split_once("\n\n").map_or(&*text, |(body, _)| body);
-    match Checkpoint::parse(&format!("{body}\n")) {
-        Ok(c) => Ok(c.size),
+    match open_checkpoint(std::slice::from_ref(key), &text) {
+        Ok(c) if c.size <= size => Ok(c.size),
+        Ok(c) => {
+            tracing::warn!(
+                key = at,
+                published = c.size,
+                stored = size,
+                "the published checkpoint signs more records than this node stores; publishing every tile again"
+            );
+            Ok(0)
+        }
         Err(e) => {
-            tracing::warn!(key = at, error = %e, "the published checkpoint does not parse; publishing every tile again");
+            tracing::warn!(key = at, error = %e, "the published checkpoint is not this node's; publishing every tile again");
             Ok(0)
         }
     }
@@ -173,8 +183,10 @@ pub(crate) fn verify_in(store: &dyn Backend, node: &NodeName, keys: &[VerifierKe
     // tiles above level 0 must hold (about 1/256 of the entries' count, 40 bytes each).
     let mut made: HashMap<(u32, u64), Hash> = HashMap::new();
     let mut tree = Frontier::new();
-    let all = tiles::tiles(0, c.size);
-    'entries: for tile in all.iter().filter(|t| t.level == 0) {
+    // Tile by tile as they are read: the size is the signer's word, which a dishonest node can
+    // make any number, so nothing is sized by it.
+    'entries: for tile in tiles::level_tiles(c.size, 0) {
+        let tile = &tile;
         let bundle_at = format!("{prefix}{}", tile.entries_path());
         let hashes_at = format!("{prefix}{}", tile.path());
         let fetched = read_tile(store, &prefix, *tile, true)
@@ -212,17 +224,20 @@ pub(crate) fn verify_in(store: &dyn Backend, node: &NodeName, keys: &[VerifierKe
                 check.problem(Some(seq), format!("{hashes_at} holds another hash for record {seq} than its entry's"));
             }
             for (level, i, h) in tree.push(leaf) {
-                if level % HEIGHT == 0 {
+                // The leaves themselves are checked above, against the level-0 tile.
+                if level > 0 && level % HEIGHT == 0 {
                     made.insert((level / HEIGHT, i), h);
                 }
             }
-            if !check.record(seq, entry, None, None, record.time_ns) {
+            // The entry must be the record's canonical encoding, as the signer's log keeps it.
+            if !check.record(seq, entry, Some(&record.encode(seq)), None, record.time_ns) {
                 break 'entries;
             }
         }
     }
     if tree.size() == c.size {
-        for tile in all.iter().filter(|t| t.level > 0) {
+        for tile in (1..64 / HEIGHT).flat_map(|level| tiles::level_tiles(c.size, level)) {
+            let tile = &tile;
             let at = format!("{prefix}{}", tile.path());
             let hashes = read_tile(store, &prefix, *tile, false).and_then(|h| tiles::split_hashes(&at, &h, tile.width));
             match hashes {
