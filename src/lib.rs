@@ -90,7 +90,7 @@ pub use ops::audit::tiles::verify_published;
 pub use ops::bucket::KeyInfo;
 pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
-pub use ops::fleet::{fleet_trash_page, unique_snapshot, NodeView};
+pub use ops::fleet::{fleet_audit, fleet_trash_page, unique_snapshot, NodeView};
 pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
 pub use ops::gc::{
     GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_RECOMPRESS, DEFAULT_REPACK_THRESHOLD,

@@ -128,11 +128,33 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
         "restore",
     );
     assert_eq!(common::tree_state(&out), common::tree_state(&tmp.path().join("ws-node-b")));
-    let log = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "audit", "log"]), "audit log"));
+    let log = json(ok(
+        as_node(s3.addr, &repo, "review", &review, &["--json", "audit", "log", "--limit", "1000"]),
+        "audit log",
+    ));
     let restore = log.as_array().expect("records").iter().find(|r| r["operation"] == "restore").expect("recorded");
     assert_eq!(restore["details"]["node"], "node-b", "{restore}");
     assert_eq!(restore["details"]["snapshot"], b_last, "{restore}");
     assert!(raw.list("fleet/").expect("list").contains(&"fleet/review".to_owned()), "the review host acted: a node");
+    // Audit queries span the fleet: every node's records, each naming its node, merged by time;
+    // one node's alone with --of; a seq cursor is one node's, so it needs --of.
+    let records = log.as_array().expect("records");
+    for node in ["node-a", "node-b", "review"] {
+        assert!(records.iter().any(|r| r["node"] == node), "{node}'s records: {log}");
+    }
+    let deletes: Vec<&Value> = records.iter().filter(|r| r["operation"] == "delete_file").collect();
+    assert_eq!(deletes.len(), 2, "each node's agent deleted one file: {deletes:?}");
+    let times: Vec<&str> = records.iter().map(|r| r["time"].as_str().expect("time")).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "merged oldest first: {times:?}");
+    let of_b =
+        json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "audit", "log", "--of", "node-b"]), "--of"));
+    let of_b = of_b.as_array().expect("records");
+    assert!(!of_b.is_empty() && of_b.iter().all(|r| r["node"] == "node-b"), "{of_b:?}");
+    let table = ok(as_node(s3.addr, &repo, "review", &review, &["audit", "log", "--of", "node-b"]), "table");
+    assert!(table.contains("node-b/1 "), "a seq shown with its node: {table}");
+    let cursor = as_node(s3.addr, &repo, "review", &review, &["audit", "log", "--after", "1"]);
+    assert_eq!(cursor.status.code(), Some(2), "{}", common::stderr(&cursor));
+    assert!(common::stderr(&cursor).contains("--of NODE"), "{}", common::stderr(&cursor));
     // A collection on one node deletes nothing another node's records name: b's snapshots
     // all still restore, and its check reads every byte clean.
     for _ in 0..2 {
@@ -330,6 +352,23 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     assert_eq!((one.status, one.json()["node"].clone()), (200, Value::from("node-a")), "{}", one.text());
     let changes = review.get(&format!("/v1/sessions/{id}/changes"));
     assert_eq!(changes.status, 200, "{}", changes.text());
+    // The audit records of every node, each naming its node; one node's with node=.
+    let audit = |target: &str| -> Vec<Value> {
+        let r = review.get(target);
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        r.json()["records"].as_array().cloned().expect("records")
+    };
+    assert!(
+        common::http::eventually(5, || audit("/v1/audit?limit=1000")
+            .iter()
+            .any(|r| r["node"] == "node-a" && r["operation"] == "delete_file")),
+        "node-a's delete shows in the fleet's audit records"
+    );
+    let merged = audit("/v1/audit?limit=1000");
+    assert!(merged.iter().any(|r| r["node"] == "node-c"), "{merged:?}");
+    let only_c = audit("/v1/audit?node=node-c&after=0");
+    assert!(!only_c.is_empty() && only_c.iter().all(|r| r["node"] == "node-c"), "{only_c:?}");
+    assert_eq!(review.get("/v1/audit?after=0").status, 400, "a seq cursor needs one node");
     assert!(changes.text().contains("gone.txt"), "{}", changes.text());
     let item = listed("/v1/trash").into_iter().find(|t| t["path"] == "gone.txt").expect("item");
     let shown = review.get(&format!("/v1/trash/{}", item["id"].as_str().expect("id")));

@@ -239,6 +239,7 @@ impl FullRecord {
             outcome: r.outcome.clone(),
             details: r.details.clone(),
             proof: None,
+            node: None,
         }
     }
 
@@ -288,6 +289,9 @@ pub struct AuditEntry {
     /// Its inclusion proof, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof: Option<InclusionProof>,
+    /// The node whose log holds it, in a fleet's bucket (its `seq` is in that node's log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Proof that record `seq` is in the log of `tree_size` records whose root a checkpoint signs.

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::base::error::{Error, Result};
 use crate::base::id::NodeName;
 use crate::manifest::log::{open_replica, Log, Owner, FLEET};
+use crate::model::audit::{AuditEntry, AuditQuery, Order};
 use crate::repo::{BucketKeys, NodeCacheSlot, Repo, Shared};
 
 /// How many other nodes' replicas are opened (and caught up) at once.
@@ -346,4 +347,33 @@ impl Opener {
         repo.acting = Some(self.acting.clone());
         Ok(repo)
     }
+}
+
+/// The audit records `q` selects in several nodes' logs (`views`: a node's name, if any, and a
+/// handle over its log) as one list: each entry naming its node, oldest first by time (then
+/// node, then seq), cut to the newest `q.limit`. A seq is one node's, so a cursor by seq
+/// (`after`, `before`) is refused when more than one log is read: ask that node's log alone.
+pub fn fleet_audit(views: &[(Option<&str>, &Repo)], q: &AuditQuery) -> Result<Vec<AuditEntry>> {
+    let one = |node: Option<&str>, repo: &Repo| -> Result<Vec<(i64, AuditEntry)>> {
+        let records = repo.audit_query(q)?;
+        Ok(records
+            .iter()
+            .map(|r| (r.record.time_ns, AuditEntry { node: node.map(str::to_owned), ..r.entry() }))
+            .collect())
+    };
+    if let [(node, repo)] = views {
+        return Ok(one(*node, repo)?.into_iter().map(|(_, e)| e).collect());
+    }
+    if !matches!(q.order, Order::Newest) {
+        return Err(Error::invalid_argument(
+            "a seq is a position in one node's log: in a fleet, read that node's log alone (`trove audit log --of NODE`, `GET /v1/audit?node=NODE`)",
+        ));
+    }
+    let mut all = Vec::new();
+    for (node, repo) in views {
+        all.extend(one(*node, repo)?);
+    }
+    all.sort_by(|(ta, a), (tb, b)| ta.cmp(tb).then_with(|| a.node.cmp(&b.node)).then(a.seq.cmp(&b.seq)));
+    let skip = all.len().saturating_sub(q.limit);
+    Ok(all.into_iter().skip(skip).map(|(_, e)| e).collect())
 }

@@ -79,6 +79,9 @@ pub(super) struct AuditParams {
     limit: Option<u64>,
     /// `true`: each record with its inclusion proof against the latest checkpoint.
     proof: Option<bool>,
+    /// In a fleet's bucket: only this node's log. By default every node's, merged by time (one
+    /// page, no `nextAfter`: `after` and `proof` need one node's log).
+    node: Option<String>,
 }
 
 impl AuditParams {
@@ -125,7 +128,8 @@ impl AuditParams {
 pub(super) struct AuditPage {
     /// The records, oldest first.
     records: Vec<AuditEntry>,
-    /// Pass as `after` to read on (the last record's seq); absent when there were none.
+    /// Pass as `after` to read on (the last record's seq); absent when there were none, and
+    /// from a fleet's merged page (a seq is one node's).
     next_after: Option<i64>,
 }
 
@@ -133,9 +137,22 @@ pub(super) struct AuditPage {
 pub(super) async fn query(State(st): State<Arc<AppState>>, Q(q): Q<AuditParams>) -> Result<Response, ApiError> {
     let query = q.query()?;
     let proof = q.proof.unwrap_or(false);
+    let node = q.node.as_deref().map(crate::base::id::NodeName::parse).transpose()?;
+    if st.in_fleet && node.is_none() {
+        if proof {
+            return Err(Error::invalid_argument("proof needs one node's log: in a fleet, add node=NODE").into());
+        }
+        let records = st.blocking_fleet(move |_, views| crate::ops::fleet::fleet_audit(views, &query)).await?;
+        return Ok(axum::Json(AuditPage { records, next_after: None }).into_response());
+    }
+    if node.is_some() && !st.in_fleet {
+        return Err(
+            Error::invalid_argument("node names a node of a fleet's bucket, which this repository is not").into()
+        );
+    }
     let records = st
-        .blocking(move |_, repo| {
-            let mut records: Vec<AuditEntry> = repo.audit_query(&query)?.iter().map(|r| r.entry()).collect();
+        .blocking_on(node, move |_, repo| {
+            let mut records = crate::ops::fleet::fleet_audit(&[(repo.node(), repo)], &query)?;
             if proof {
                 let size = repo.latest_checkpoint()?.map_or(0, |c| c.size);
                 for r in records.iter_mut().filter(|r| r.seq as u64 <= size) {

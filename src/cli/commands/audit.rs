@@ -16,7 +16,7 @@ use crate::cli::output::{print_json, Failure, Out};
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Records, oldest first: the newest --limit, or those after --after SEQ
-    Log(LogArgs),
+    Log(Box<LogArgs>),
     /// Every recorded change to a path of a workspace, newest first, renames followed
     History {
         /// The workspace
@@ -83,6 +83,10 @@ pub struct LogArgs {
     /// Only records before T: RFC 3339 or an age
     #[arg(long, value_name = "T")]
     until: Option<String>,
+    /// In a fleet's bucket: only this node's log (every node's by default, merged by time; a
+    /// seq cursor, --follow and --proof need one node's)
+    #[arg(long, value_name = "NODE")]
+    of: Option<trove::NodeName>,
     /// Only this actor's (`tok_…`, `cli:<user>`, ...)
     #[arg(long)]
     actor: Option<String>,
@@ -146,7 +150,7 @@ pub fn run(out: &mut Out, repo_path: &Path, json: bool, cmd: Command) -> Result<
     }
     let repo = crate::cli::open::open_repo(repo_path)?;
     match cmd {
-        Command::Log(args) => log(out, &repo, args, json).map(|()| 0),
+        Command::Log(args) => log(out, &repo, *args, json).map(|()| 0),
         Command::History { workspace, path, limit } => {
             let rel = trove::path::from_text(&path)?;
             let entries = repo.path_history(&workspace, &rel, limit)?;
@@ -346,15 +350,35 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
     if format == LogFormat::Csv {
         writeln!(out, "seq,time,actor,operation,workspace,session,path,destPath,beforeSha256,afterSha256,outcome")?;
     }
+    // In a fleet, every node's log (merged), or the one --of names; elsewhere the one log.
+    let (others, of) = match (&args.of, repo.node()) {
+        (Some(node), Some(mine)) if node.as_str() != mine => (Vec::new(), Some(repo.foreign(node)?)),
+        (Some(_), Some(_)) => (Vec::new(), None),
+        (Some(node), None) => {
+            return Err(Error::invalid_argument(format!("--of {node}: this repository is not a fleet's")).into())
+        }
+        (None, Some(_)) if args.follow || args.proof => {
+            return Err(Error::invalid_argument(
+                "--follow and --proof read one node's log: in a fleet, name it with --of NODE",
+            )
+            .into())
+        }
+        (None, Some(_)) => (repo.fleet()?, None),
+        (None, None) => (Vec::new(), None),
+    };
+    let views: Vec<(Option<&str>, &Repo)> = match &of {
+        Some(handle) => vec![(handle.node(), handle)],
+        None => crate::cli::output::with_fleet(repo, &others),
+    };
+    let log_repo = views.first().map_or(repo, |(_, r)| *r);
     let mut first = true;
     loop {
-        let records = repo.audit_query(&q)?;
-        if first && records.is_empty() {
-            unknown_operation(repo, q.operation.as_deref())?;
+        let mut entries = trove::fleet_audit(&views, &q)?;
+        if first && entries.is_empty() {
+            unknown_operation(log_repo, q.operation.as_deref())?;
         }
-        let mut entries: Vec<AuditEntry> = records.iter().map(|r| r.entry()).collect();
         if args.proof && !entries.is_empty() {
-            add_proofs(repo, &mut entries)?;
+            add_proofs(log_repo, &mut entries)?;
         }
         if format == LogFormat::Json && !args.follow {
             return print_json(out, &entries);
@@ -369,7 +393,7 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
         if let Some(last) = entries.last() {
             q.order = Order::After(last.seq);
         } else if first {
-            q.order = Order::After(repo.audit_size()? as i64);
+            q.order = Order::After(log_repo.audit_size()? as i64);
         }
         first = false;
         std::thread::sleep(std::time::Duration::from_millis(250));
@@ -417,10 +441,12 @@ fn print_entry(out: &mut Out, e: &AuditEntry, format: LogFormat) -> Result<(), F
         LogFormat::Table => {
             let dest = e.dest_path.as_deref().map(|d| format!(" -> {d}")).unwrap_or_default();
             let time = trove::parse_rfc3339(&e.time).map(format::time).unwrap_or_else(|| e.time.clone());
+            // In a fleet a seq is one node's: shown as `node/seq`.
+            let seq = e.node.as_ref().map_or_else(|| e.seq.to_string(), |n| format!("{n}/{}", e.seq));
             writeln!(
                 out,
                 "{:>6}  {}  {:<14} {:<16} {:<12} {}{dest}",
-                e.seq,
+                seq,
                 time,
                 e.actor,
                 e.operation,
