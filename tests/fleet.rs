@@ -369,6 +369,22 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let only_c = audit("/v1/audit?node=node-c&after=0");
     assert!(!only_c.is_empty() && only_c.iter().all(|r| r["node"] == "node-c"), "{only_c:?}");
     assert_eq!(review.get("/v1/audit?after=0").status, 400, "a seq cursor needs one node");
+    // And a reviewer in a browser's place: every node's sessions listed with their node, and
+    // another node's session drawn with its change.
+    let cookie = common::http::ui_login(review.addr, common::http::TOKEN);
+    let page = |target: &str| {
+        let r = common::http::request(review.addr, "GET", target, &[("Cookie", &cookie)], b"");
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        r.text()
+    };
+    let listed_page = page("/ui/sessions");
+    assert!(listed_page.contains(&format!("/ui/sessions/{id}")) && listed_page.contains("node-a"), "{listed_page}");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["session", "end", &id]), "end");
+    assert!(
+        common::http::eventually(5, || page(&format!("/ui/sessions/{id}")).contains("gone.txt")),
+        "another node's session, drawn with its deletion once it ended: {}",
+        page(&format!("/ui/sessions/{id}"))
+    );
     assert!(changes.text().contains("gone.txt"), "{}", changes.text());
     let item = listed("/v1/trash").into_iter().find(|t| t["path"] == "gone.txt").expect("item");
     let shown = review.get(&format!("/v1/trash/{}", item["id"].as_str().expect("id")));

@@ -277,7 +277,16 @@ async fn sessions(
     query: Result<Query<pages::SessionsQuery>, QueryRejection>,
 ) -> Response {
     let q = filters(query);
-    page(&st, &headers, move |st, repo, token| pages::sessions(repo, &st.ui.ended, &q?, token)).await
+    // In a fleet, every node's sessions.
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        let built = st.blocking_fleet(move |st, views| pages::sessions(views, &st.ui.ended, &q?, token)).await;
+        match built {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
+    })
+    .await
 }
 
 /// `GET /ui/sessions/{id}?view=split&expand=PATH`: one session's changes.
@@ -288,11 +297,27 @@ async fn session(
     query: Result<Query<pages::View>, QueryRejection>,
 ) -> Response {
     let view = filters(query);
-    page(&st, &headers, move |_, repo, token| {
-        let view = view?;
-        let s = repo.session(&SessionId::parse(&id)?)?;
-        let changes = pages::changes_of(repo, &s, view.expand.as_deref())?;
-        Ok(pages::session(repo, &s, changes, token, &view))
+    // In a fleet, the session of whichever node holds it.
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        let built = match (view, SessionId::parse(&id)) {
+            (Ok(view), Ok(id)) => {
+                st.blocking_found(
+                    (move |repo: &crate::repo::Repo| repo.session(&id), std::convert::identity),
+                    (|s: &crate::model::session::Session| s.created_ns, None),
+                    move |_, repo, s| {
+                        let changes = pages::changes_of(repo, &s, view.expand.as_deref())?;
+                        Ok::<_, Error>(pages::session(repo, &s, changes, token, &view))
+                    },
+                )
+                .await
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        match built {
+            Ok(page) => html(StatusCode::OK, &page),
+            Err(e) => error_page(e, Some(&login)),
+        }
     })
     .await
 }

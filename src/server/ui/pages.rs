@@ -51,6 +51,8 @@ pub struct SessionRow {
     pub id: String,
     pub short_id: String,
     pub status: &'static str,
+    /// The node whose log holds it, in a fleet (empty elsewhere).
+    pub node: String,
     pub workspace: String,
     pub created: String,
     pub changed: u64,
@@ -69,6 +71,8 @@ pub struct SessionsPage {
     pub workspace: String,
     pub rows: Vec<SessionRow>,
     pub note: Option<String>,
+    /// Sessions of a fleet's nodes: a node column.
+    pub fleet: bool,
 }
 
 /// The sessions list's filters, as the URL carries them.
@@ -112,25 +116,35 @@ fn totals(repo: &Repo, ended: &EndedTotals, s: &Session) -> Result<DiffStats> {
 }
 
 /// The sessions list under `q`'s filters, newest first.
-pub fn sessions(repo: &Repo, ended: &EndedTotals, q: &SessionsQuery, form_token: String) -> Result<SessionsPage> {
+pub fn sessions(
+    views: &[(Option<&str>, &Repo)],
+    ended: &EndedTotals,
+    q: &SessionsQuery,
+    form_token: String,
+) -> Result<SessionsPage> {
     let status = q.status.clone().unwrap_or_else(|| "all".into());
     let workspace = q.workspace.clone().unwrap_or_default();
-    let mut all = repo.sessions(true)?;
-    all.retain(|s| match status.as_str() {
+    // Every node's sessions in a fleet, each with the handle over its node's log.
+    let mut all = Vec::new();
+    for (node, repo) in views {
+        all.extend(repo.sessions(true)?.into_iter().map(|s| (*node, *repo, s)));
+    }
+    all.retain(|(_, _, s)| match status.as_str() {
         "running" => s.status != Status::Ended,
         "ended" => s.status == Status::Ended,
         _ => true,
     });
-    all.retain(|s| workspace.is_empty() || s.workspace == workspace);
-    all.sort_by_key(|s| std::cmp::Reverse(s.created_ns));
+    all.retain(|(_, _, s)| workspace.is_empty() || s.workspace == workspace);
+    all.sort_by_key(|(_, _, s)| std::cmp::Reverse(s.created_ns));
     let note = (all.len() > LISTED_MAX).then(|| format!("The newest {LISTED_MAX} of {} sessions.", all.len()));
     let mut rows = Vec::new();
-    for s in all.into_iter().take(LISTED_MAX) {
+    for (node, repo, s) in all.into_iter().take(LISTED_MAX) {
         let stats = totals(repo, ended, &s)?;
         rows.push(SessionRow {
             id: s.id.to_string(),
             short_id: short(s.id.as_str()),
             status: s.status.as_str(),
+            node: node.unwrap_or_default().to_owned(),
             workspace: s.workspace.clone(),
             created: crate::base::time::iso_time(s.created_ns),
             changed: stats.changed,
@@ -141,7 +155,8 @@ pub fn sessions(repo: &Repo, ended: &EndedTotals, q: &SessionsQuery, form_token:
         });
     }
     let statuses = vec![("all", "All"), ("running", "Running"), ("ended", "Ended")];
-    Ok(SessionsPage { form_token: Some(form_token), statuses, status, workspace, rows, note })
+    let fleet = views.iter().any(|(node, _)| node.is_some());
+    Ok(SessionsPage { form_token: Some(form_token), statuses, status, workspace, rows, note, fleet })
 }
 
 /// An audit record as a card lists it.
