@@ -288,3 +288,39 @@ fn listings_that_lag_behind_writes_lose_nothing_and_only_delay_a_new_node() {
     assert!(common::http::eventually(8 + 5, from_n2), "n2 shows within the lag and 5 s");
     ok(as_node(lagging, &repo, "n1", &cache, &["check", "--read-data"]), "check after");
 }
+
+/// Several handles of one node opening a cache directory that has no replica yet, all at once
+/// (a server and commands started together on a new host): each opens, none finds the replica
+/// half made and takes it for damage, and all of them write.
+#[test]
+fn handles_opening_a_new_cache_directory_at_once_all_open_and_write() {
+    let s3 = server();
+    let bucket = fresh_bucket(s3.addr);
+    let repo = format!("s3://{bucket}/fleet");
+    let tmp = tempfile::tempdir().expect("tmp");
+    ok(as_node(s3.addr, &repo, "n1", &tmp.path().join("cache-init"), &["init", "--layout", "nodes"]), "init");
+    let cache = tmp.path().join("cache-new");
+    let opened: Vec<_> = (0..6)
+        .map(|i| {
+            let (bucket, cache, ws) = (bucket.clone(), cache.clone(), tmp.path().join(format!("ws-{i}")));
+            std::thread::spawn(move || {
+                let access = trove::BucketAccess {
+                    password: Some("correct horse battery staple".into()),
+                    cache_base: Some(cache),
+                    settings: common::s3::settings(s3.addr),
+                    node: Some(trove::NodeName::parse("n1").expect("name")),
+                    ..Default::default()
+                };
+                let repo = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open");
+                common::rich_workspace(&ws);
+                let opts = trove::SnapshotOptions { workspace: Some(format!("w{i}")), ..Default::default() };
+                repo.snapshot(&ws, &opts).expect("snapshot");
+            })
+        })
+        .collect();
+    for h in opened {
+        h.join().expect("a handle opened and wrote");
+    }
+    let listed = json(ok(as_node(s3.addr, &repo, "n1", &cache, &["--json", "snapshots"]), "snapshots"));
+    assert_eq!(listed.as_array().map(Vec::len), Some(6), "{listed}");
+}

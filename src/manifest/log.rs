@@ -540,6 +540,8 @@ fn copy_seq(key: &str) -> Option<u64> {
 
 /// What a copy being fetched, and the directory of one being written, are named with.
 const FETCHING: &str = ".replica-fetching-";
+/// The prefix of a new replica being made ([`create_replica`]).
+const CREATING: &str = ".replica-creating-";
 const WRITING: &str = ".replica-writing-";
 /// Copies of a replica kept in the store: the newest, and the one before it for a host that
 /// listed the copies just before the newest one replaced it.
@@ -746,14 +748,9 @@ impl Log {
             tracing::warn!(key = %self.copy_key(seq), store = %self.name, "a copy of a replica is past the log's end: not used");
             return Ok(None);
         }
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        sweep_leftovers(dir, FETCHING);
         // A name of its own: two processes starting on a new host at once each fetch into
         // theirs, and the first to finish puts its copy in place.
-        let part = tempfile::Builder::new()
-            .prefix(FETCHING)
-            .tempfile_in(dir)
-            .map_err(|e| Error::io("create a temporary in", dir, e))?;
+        let part = temporary_beside(path, FETCHING)?;
         {
             let mut out = zstd::stream::write::Decoder::new(std::io::BufWriter::new(part.as_file()))
                 .map_err(|e| Error::io("decompress into", part.path(), e))?;
@@ -1245,8 +1242,10 @@ pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
             tracing::warn!(store = %log.name, error = %e, "no copy of a replica could be used: the whole log is replayed");
         }
     }
-    let opened = if path.exists() { Manifest::open(path) } else { Manifest::create(path) };
-    let mut m = match opened {
+    if !path.exists() {
+        create_replica(path)?;
+    }
+    let mut m = match Manifest::open(path) {
         Err(e) if e.kind() == ErrorKind::Corrupt => {
             tracing::warn!(path = %path.display(), error = %e, "this host's replica of the manifest is damaged: it is rebuilt from the record log");
             for suffix in ["", "-wal", "-shm"] {
@@ -1266,6 +1265,31 @@ pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
     let logged = attach(m.conn())?;
     m.replicate(std::sync::Arc::new(Log { logged, ..log }))?;
     Ok(m)
+}
+
+/// Makes an empty replica at `path`, whole or not at all: its schema is installed in a
+/// temporary of its own and put in place only if `path` is still free. Two handles opening a
+/// new cache directory at once (a server and a command started together) would otherwise both
+/// create the file, and one could open it half made, take it for damage and remove it under the
+/// other.
+fn create_replica(path: &std::path::Path) -> Result<()> {
+    let part = temporary_beside(path, CREATING)?;
+    // Closed before it is moved: its write-ahead log is folded in and removed on closing.
+    drop(Manifest::create(part.path())?);
+    part.as_file().sync_all().map_err(|e| Error::io("sync", part.path(), e))?;
+    match part.persist_noclobber(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io("put the new replica in place at", path, e.error)),
+    }
+}
+
+/// A temporary file named `prefix…` beside `path`, where it can be renamed to `path`; the
+/// leftovers of killed processes an hour old are removed first.
+fn temporary_beside(path: &std::path::Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    sweep_leftovers(dir, prefix);
+    tempfile::Builder::new().prefix(prefix).tempfile_in(dir).map_err(|e| Error::io("create a temporary in", dir, e))
 }
 
 /// Why a segment's body could not be applied: it is malformed or does not fit this manifest
