@@ -107,7 +107,12 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     assert!(changes.contains("gone.txt"), "{a_node}'s session: {changes}");
     let item = items.iter().find(|t| t["node"] == "node-b").expect("b's item")["id"].as_str().expect("id").to_owned();
     let shown = json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "trash", "show", &item]), "trash show"));
-    assert_eq!(shown["path"], "gone.txt", "{shown}");
+    assert_eq!((&shown["path"], &shown["node"]), (&Value::from("gone.txt"), &Value::from("node-b")), "{shown}");
+    let text = ok(as_node(s3.addr, &repo, "review", &review, &["trash", "show", &item]), "trash show");
+    assert!(text.contains("on node node-b"), "{text}");
+    let session =
+        json(ok(as_node(s3.addr, &repo, "review", &review, &["--json", "session", "show", a_session]), "show"));
+    assert_eq!(session["node"], "node-a", "{session}");
     // Another node's deleted file, got back from the review host as an archive.
     let tar = tmp.path().join("b-trash.tar");
     ok(

@@ -73,17 +73,19 @@ pub enum Command {
     },
 }
 
-fn show(out: &mut Out, s: &trove::Session, json: bool) -> Result<(), Failure> {
+/// A session as a line, or its record; `node`: the fleet's node that holds it.
+fn show(out: &mut Out, s: &trove::Session, node: Option<&str>, json: bool) -> Result<(), Failure> {
     if json {
-        return print_json(out, &s.record(false));
+        return print_json(out, &trove::SessionRecord { node: node.map(str::to_owned), ..s.record(false) });
     }
     writeln!(
         out,
-        "{}  {:<7} workspace '{}' at {}{}",
+        "{}  {:<7} workspace '{}' at {}{}{}",
         s.id,
         s.status.as_str(),
         s.workspace,
         s.live_dir.display(),
+        node.map(|n| format!(" on node {n}")).unwrap_or_default(),
         s.final_snapshot.as_ref().map(|f| format!("  final snapshot {}", trove::short_id(f))).unwrap_or_default()
     )?;
     Ok(())
@@ -110,7 +112,7 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
                 },
                 &actor(),
             )?;
-            show(out, &s, json)
+            show(out, &s, repo.node(), json)
         }
         Command::List { all } => {
             let others = repo.fleet()?;
@@ -130,13 +132,16 @@ pub fn run(out: &mut Out, repo: &Repo, cmd: Command, json: bool) -> Result<(), F
                 if let (Some(node), false) = (node, others.is_empty()) {
                     write!(out, "{node}  ")?;
                 }
-                show(out, s, false)
+                show(out, s, None, false)
             })
         }
-        Command::Show { id } => show(out, &repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?.1, json),
-        Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, json),
-        Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, json),
-        Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, json),
+        Command::Show { id } => {
+            let (there, s) = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?;
+            show(out, &s, there.as_ref().map_or(repo, |v| &v.repo).node(), json)
+        }
+        Command::End { id } => show(out, &repo.end_session(&id, EndReason::Deleted, &actor())?, repo.node(), json),
+        Command::Pause { id } => show(out, &repo.pause_session(&id, &actor())?, repo.node(), json),
+        Command::Resume { id } => show(out, &repo.resume_session(&id, &actor())?, repo.node(), json),
         Command::Files { id, source } => {
             let there = repo.find_in_fleet(|r| r.session(&id), |s| s.created_ns, None)?.0;
             files(out, there.as_ref().map_or(repo, |v| &v.repo), &id, source.as_deref(), json)

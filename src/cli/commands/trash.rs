@@ -261,17 +261,23 @@ fn item_line(out: &mut Out, t: &trove::TrashRecord) -> Result<(), Failure> {
 
 /// `trove trash show ID`: the item and, for a directory, every member.
 fn show(out: &mut Out, repo: &Repo, id: &TrashId, json: bool) -> Result<(), Failure> {
-    let (_, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
+    let (there, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
     let members: Vec<_> = item.entries.iter().map(trove::TrashEntry::record).collect();
-    let record = item.record();
+    // In a fleet, the node whose log holds it.
+    let node = there.as_ref().map_or(repo, |v| &v.repo).node().map(str::to_owned);
+    let record = trove::TrashRecord { node, ..item.record() };
     if json {
         return print_json(out, &Shown { item: record, members });
     }
     writeln!(out, "{}  {} {} ({})", record.id, record.kind.as_str(), record.path, format::size(record.size))?;
     writeln!(
         out,
-        "deleted {} by {} ({}) in workspace {}",
-        record.deleted_at, record.deleted_by, record.reason, record.workspace
+        "deleted {} by {} ({}) in workspace {}{}",
+        record.deleted_at,
+        record.deleted_by,
+        record.reason,
+        record.workspace,
+        record.node.as_ref().map(|n| format!(" on node {n}")).unwrap_or_default()
     )?;
     if let Some(sha) = record.sha256 {
         writeln!(out, "sha256 {sha}")?;
