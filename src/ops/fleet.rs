@@ -238,23 +238,9 @@ impl Repo {
                 Err(e) => return Err(e.context(format!("reading node {}", view.node))),
             }
         }
-        if let Some(id) = unique {
-            let mut ids: Vec<String> = found.iter().map(|(_, t)| id(t)).collect();
-            ids.sort();
-            ids.dedup();
-            if ids.len() > 1 {
-                let nodes: Vec<&str> = found
-                    .iter()
-                    .map(|(v, _)| v.as_ref().map_or(self.node().unwrap_or("this node"), |v| v.node.as_str()))
-                    .collect();
-                return Err(ambiguous(&nodes));
-            }
-        }
-        // This node's first, else the newest of the others'.
-        let pick = found
-            .iter()
-            .position(|(v, _)| v.is_none())
-            .or_else(|| found.iter().enumerate().max_by_key(|(_, (_, t))| newest(t)).map(|(k, _)| k));
+        let pick = pick_match(&found, newest, unique, |v| {
+            v.as_ref().map_or(self.node().unwrap_or("this node"), |v| v.node.as_str()).to_owned()
+        })?;
         match pick {
             Some(k) => Ok(found.swap_remove(k)),
             None => Err(missing.unwrap_or_else(|| Error::not_found("found on no node"))),
@@ -347,6 +333,32 @@ impl Opener {
         repo.acting = Some(self.acting.clone());
         Ok(repo)
     }
+}
+
+/// Which of the matches `found` (each with where it was found, `None` for this node) a lookup
+/// across a fleet answers: refused as ambiguous when `unique` tells two of them apart (each
+/// named by `name`); else this node's, else the one with the greatest `newest`. `None`: found
+/// on no node.
+pub(crate) fn pick_match<W, T>(
+    found: &[(Option<W>, T)],
+    newest: impl Fn(&T) -> i64,
+    unique: Option<fn(&T) -> String>,
+    name: impl Fn(&Option<W>) -> String,
+) -> Result<Option<usize>> {
+    if let Some(id) = unique {
+        let mut ids: Vec<String> = found.iter().map(|(_, t)| id(t)).collect();
+        ids.sort();
+        ids.dedup();
+        if ids.len() > 1 {
+            let nodes: Vec<String> = found.iter().map(|(w, _)| name(w)).collect();
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            return Err(ambiguous(&nodes));
+        }
+    }
+    Ok(found
+        .iter()
+        .position(|(w, _)| w.is_none())
+        .or_else(|| found.iter().enumerate().max_by_key(|(_, (_, t))| newest(t)).map(|(k, _)| k)))
 }
 
 /// The audit records `q` selects in several nodes' logs (`views`: a node's name, if any, and a

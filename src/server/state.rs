@@ -673,24 +673,11 @@ impl AppState {
                         Err(e) => return Err(E::from(e)),
                     }
                 }
-                if let Some(id) = unique {
-                    let mut ids: Vec<String> = found.iter().map(|(_, u)| id(u)).collect();
-                    ids.sort();
-                    ids.dedup();
-                    if ids.len() > 1 {
-                        let name = |i: &Option<usize>| match i {
-                            Some(i) => taken[*i].0.to_string(),
-                            None => repo.node().unwrap_or_default().to_owned(),
-                        };
-                        let nodes: Vec<String> = found.iter().map(|(i, _)| name(i)).collect();
-                        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-                        return Err(E::from(crate::ops::fleet::ambiguous(&nodes)));
-                    }
-                }
-                let pick = found
-                    .iter()
-                    .position(|(i, _)| i.is_none())
-                    .or_else(|| found.iter().enumerate().max_by_key(|(_, (_, u))| newest(u)).map(|(k, _)| k));
+                let name = |i: &Option<usize>| match i {
+                    Some(i) => taken[*i].0.to_string(),
+                    None => repo.node().unwrap_or_default().to_owned(),
+                };
+                let pick = crate::ops::fleet::pick_match(&found, newest, unique, name).map_err(E::from)?;
                 match pick {
                     Some(k) => {
                         let (i, u) = found.swap_remove(k);
