@@ -813,6 +813,14 @@ impl Repo {
         self.backend.as_ref()
     }
 
+    /// Applies what was written to this handle's log since it last looked (other processes',
+    /// other hosts', or in a fleet the node's it reads), unless it looked within `max_age`:
+    /// how many segments. Nothing outside a log. A long-lived handle calls it before reading
+    /// on (`trove audit log --follow`, a server before each request).
+    pub fn refresh(&self, max_age: std::time::Duration) -> Result<u64> {
+        self.manifest.refresh(max_age)
+    }
+
     pub(crate) fn manifest(&self) -> &Manifest {
         &self.manifest
     }

@@ -374,6 +374,8 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let only_c = audit("/v1/audit?node=node-c&after=0");
     assert!(!only_c.is_empty() && only_c.iter().all(|r| r["node"] == "node-c"), "{only_c:?}");
     assert_eq!(review.get("/v1/audit?after=0").status, 400, "a seq cursor needs one node");
+    assert_eq!(review.get("/v1/audit?node=nobody").status, 404, "a name that is no node opens nothing");
+    assert_eq!(review.get("/v1/audit/stream?node=node-c").status, 400, "the stream is this node's");
     // And a reviewer in a browser's place: every node's sessions listed with their node, and
     // another node's session drawn with its change.
     let cookie = common::http::ui_login(review.addr, common::http::TOKEN);
@@ -385,11 +387,20 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let listed_page = page("/ui/sessions");
     assert!(listed_page.contains(&format!("/ui/sessions/{id}")) && listed_page.contains("node-a"), "{listed_page}");
     ok(as_node(s3.addr, &repo, "node-a", &cache("a"), &["session", "end", &id]), "end");
+    let session_page = format!("/ui/sessions/{id}");
+    let drawn_with = |what: &str| {
+        let r = common::http::request(review.addr, "GET", &session_page, &[("Cookie", &cookie)], b"");
+        r.status == 200 && r.text().contains(what)
+    };
     assert!(
-        common::http::eventually(5, || page(&format!("/ui/sessions/{id}")).contains("gone.txt")),
+        common::http::eventually(5, || drawn_with("gone.txt")),
         "another node's session, drawn with its deletion once it ended: {}",
-        page(&format!("/ui/sessions/{id}"))
+        page(&session_page)
     );
+    // Its audit records, histories and trash are that node's: named, not linked to this one's.
+    let drawn = page(&session_page);
+    assert!(drawn.contains("On node <strong>node-a</strong>"), "{drawn}");
+    assert!(!drawn.contains("/ui/audit/") && !drawn.contains("/restore\""), "{drawn}");
     assert!(changes.text().contains("gone.txt"), "{}", changes.text());
     let item = listed("/v1/trash").into_iter().find(|t| t["path"] == "gone.txt").expect("item");
     let shown = review.get(&format!("/v1/trash/{}", item["id"].as_str().expect("id")));

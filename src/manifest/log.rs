@@ -769,11 +769,7 @@ impl Log {
                 self.name
             )));
         }
-        match part.persist_noclobber(path) {
-            Ok(_) => Ok(Some(seq)),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(Error::io("put the fetched copy in place at", path, e.error)),
-        }
+        Ok(put_in_place(part, path, "put the fetched copy in place at")?.then_some(seq))
     }
 
     /// Whether the log holds segment `seq` (its length asked, nothing read).
@@ -1258,7 +1254,8 @@ pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
                     _ => {}
                 }
             }
-            Manifest::create(path)?
+            create_replica(path)?;
+            Manifest::open(path)?
         }
         other => other?,
     };
@@ -1274,13 +1271,40 @@ pub fn open_replica(path: &std::path::Path, log: Log) -> Result<Manifest> {
 /// other.
 fn create_replica(path: &std::path::Path) -> Result<()> {
     let part = temporary_beside(path, CREATING)?;
-    // Closed before it is moved: its write-ahead log is folded in and removed on closing.
+    // Closed before it is moved: its write-ahead log is folded in and removed on closing,
+    // which must be seen done (a close's failure is not returned).
     drop(Manifest::create(part.path())?);
+    let mut wal = part.path().as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        return Err(Error::io(
+            "fold the write-ahead log of the new replica",
+            std::path::Path::new(&wal),
+            std::io::Error::other("it is still there after its database was closed"),
+        ));
+    }
     part.as_file().sync_all().map_err(|e| Error::io("sync", part.path(), e))?;
+    put_in_place(part, path, "put the new replica in place at").map(|_| ())
+}
+
+/// Renames `part` to `path` unless something is there already (then `false`: another process
+/// put its own in place first). The temporary's descriptor is closed before the rename: closing
+/// one on the replica's file later would drop the locks this process's SQLite connections hold
+/// on it. Where the file system cannot refuse to replace (no `RENAME_NOREPLACE`, no hard
+/// links), a plain rename if `path` is still free.
+fn put_in_place(part: tempfile::NamedTempFile, path: &std::path::Path, what: &str) -> Result<bool> {
+    let part = part.into_temp_path();
     match part.persist_noclobber(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(Error::io("put the new replica in place at", path, e.error)),
+        Ok(()) => Ok(true),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) if path.exists() => {
+            tracing::debug!(path = %path.display(), error = %e.error, "another process put its replica in place first");
+            Ok(false)
+        }
+        Err(e) => match e.path.persist(path) {
+            Ok(()) => Ok(true),
+            Err(e) => Err(Error::io(what, path, e.error)),
+        },
     }
 }
 

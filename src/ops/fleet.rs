@@ -95,7 +95,14 @@ impl Repo {
     /// handle over another node's replica, whose directories are that node's host's (a path
     /// here of the same name is another tree).
     pub(crate) fn reads_live_trees(&self) -> bool {
-        self.acting.is_none()
+        !self.is_other_node()
+    }
+
+    /// Whether this is a handle over another node's log, opened by this node ([`Repo::foreign`],
+    /// a server's pool): what it reads is that node's, and anything it links to by a number
+    /// (an audit seq, a stored object) is to be read on it.
+    pub fn is_other_node(&self) -> bool {
+        self.acting.is_some()
     }
 
     /// The node whose records this handle reads in a bucket of a log per node (its own, or
@@ -166,6 +173,9 @@ impl Repo {
 
     /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.
     pub fn foreign(&self, node: &NodeName) -> Result<Repo> {
+        if !self.fleet_nodes()?.contains(node) {
+            return Err(not_a_node(node));
+        }
         self.opener()?.open(node)
     }
 
@@ -333,6 +343,13 @@ impl Opener {
         repo.acting = Some(self.acting.clone());
         Ok(repo)
     }
+}
+
+/// The error for a name that is no node of the fleet (nothing under `fleet/` names it).
+pub(crate) fn not_a_node(node: &NodeName) -> Error {
+    Error::not_found(format!(
+        "node {node} has written nothing to this bucket: `trove snapshots` lists every node's snapshots with their node"
+    ))
 }
 
 /// Which of the matches `found` (each with where it was found, `None` for this node) a lookup

@@ -139,8 +139,11 @@ pub(super) async fn query(State(st): State<Arc<AppState>>, Q(q): Q<AuditParams>)
     let proof = q.proof.unwrap_or(false);
     let node = q.node.as_deref().map(crate::base::id::NodeName::parse).transpose()?;
     if st.in_fleet && node.is_none() {
-        if proof {
-            return Err(Error::invalid_argument("proof needs one node's log: in a fleet, add node=NODE").into());
+        if proof || q.after.is_some() {
+            return Err(Error::invalid_argument(
+                "after and proof need one node's log (a seq is a position in one): in a fleet, add node=NODE",
+            )
+            .into());
         }
         let records = st.blocking_fleet(move |_, views| crate::ops::fleet::fleet_audit(views, &query)).await?;
         return Ok(axum::Json(AuditPage { records, next_after: None }).into_response());
@@ -174,6 +177,12 @@ pub(super) async fn stream(
     Q(q): Q<AuditParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if q.node.is_some() {
+        return Err(Error::invalid_argument(
+            "the stream follows this node's log: read another node's with GET /v1/audit?node=NODE&after=SEQ",
+        )
+        .into());
+    }
     let mut query = q.query()?;
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(|v| {
         v.trim().parse::<i64>().map_err(|_| Error::invalid_argument(format!("Last-Event-ID '{v}' is not a seq")))

@@ -51,6 +51,11 @@ impl FleetPool {
     /// A handle on node `node`'s replica, caught up, under `repo`'s deadline: as
     /// [`FleetPool::take_all`] takes one.
     pub(crate) fn take(&self, repo: &Repo, node: &NodeName, cache_kib: u32) -> Result<Repo> {
+        // A name from a request opens nothing unless it is a node of the fleet: each opening
+        // makes a replica file and keeps handles.
+        if !self.others(repo)?.contains(node) {
+            return Err(crate::ops::fleet::not_a_node(node));
+        }
         match self.take_all(repo, vec![node.clone()], cache_kib).pop() {
             Some((_, handle)) => handle,
             None => Err(Error::internal(format!("no handle came back for node {node}"))),

@@ -136,6 +136,9 @@ pub fn proxy(upstream: SocketAddr, policy: Policy) -> (SocketAddr, Seen) {
     (addr, log)
 }
 
+/// How many listed keys every lagging proxy of this test binary has left out so far.
+pub static HIDDEN: AtomicUsize = AtomicUsize::new(0);
+
 /// When the proxy saw each key created (a `PUT` answered 200), by key within its bucket.
 type Created = Arc<Mutex<std::collections::HashMap<String, std::time::Instant>>>;
 
@@ -158,6 +161,8 @@ fn lagging(answer: Vec<u8>, created: &Created, lag: Duration) -> Vec<u8> {
         let key = entry.split("<Key>").nth(1).and_then(|k| k.split("</Key>").next()).unwrap_or_default();
         if created.get(key).is_none_or(|at| at.elapsed() >= lag) {
             out.push_str(entry);
+        } else {
+            HIDDEN.fetch_add(1, Ordering::SeqCst);
         }
         rest = &rest[end..];
     }

@@ -357,9 +357,9 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
         (Some(node), None) => {
             return Err(Error::invalid_argument(format!("--of {node}: this repository is not a fleet's")).into())
         }
-        (None, Some(_)) if args.follow || args.proof => {
+        (None, Some(_)) if args.follow || args.proof || args.after.is_some() => {
             return Err(Error::invalid_argument(
-                "--follow and --proof read one node's log: in a fleet, name it with --of NODE",
+                "--after, --follow and --proof read one node's log (a seq is a position in one): in a fleet, name it with --of NODE",
             )
             .into())
         }
@@ -378,7 +378,9 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
             unknown_operation(log_repo, q.operation.as_deref())?;
         }
         if args.proof && !entries.is_empty() {
-            add_proofs(log_repo, &mut entries)?;
+            // Another node's log is proven against the checkpoints it signed; only this node's
+            // own signs a new one for records none covers yet.
+            add_proofs(log_repo, &mut entries, log_repo.node() == repo.node())?;
         }
         if format == LogFormat::Json && !args.follow {
             return print_json(out, &entries);
@@ -397,18 +399,24 @@ fn log(out: &mut Out, repo: &Repo, args: LogArgs, json: bool) -> Result<(), Fail
         }
         first = false;
         std::thread::sleep(std::time::Duration::from_millis(250));
+        // What other processes, hosts or (in a fleet) the node wrote since: a request a second
+        // at most.
+        log_repo.refresh(std::time::Duration::from_secs(1))?;
     }
 }
 
 /// Each entry's inclusion proof against the latest checkpoint, written first if it does not
-/// cover them all.
-fn add_proofs(repo: &Repo, entries: &mut [AuditEntry]) -> Result<(), Failure> {
+/// cover them all and `may_sign` (this node's own log); otherwise the entries no checkpoint
+/// covers go without one.
+fn add_proofs(repo: &Repo, entries: &mut [AuditEntry], may_sign: bool) -> Result<(), Failure> {
     let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0) as u64;
     let size = match repo.latest_checkpoint()? {
         Some(c) if c.size >= newest => c.size,
-        _ => repo.checkpoint()?.size,
+        _ if may_sign => repo.checkpoint()?.size,
+        Some(c) => c.size,
+        None => 0,
     };
-    for e in entries {
+    for e in entries.iter_mut().filter(|e| e.seq as u64 <= size) {
         e.proof = Some(repo.inclusion_proof(e.seq, Some(size))?);
     }
     Ok(())

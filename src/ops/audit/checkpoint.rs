@@ -56,6 +56,13 @@ impl Repo {
         if let Some(k) = self.audit_key.get() {
             return Ok(k);
         }
+        // Another node's log is signed by that node alone: no key is read, let alone made, for
+        // it here (a host that later acted as that node would sign with it).
+        if let Some(crate::manifest::log::Owner::Foreign { node }) = self.bucket_keys.as_deref().map(|k| &k.owner) {
+            return Err(Error::invalid_argument(format!(
+                "only node {node} signs its audit log: read its checkpoints, or sign on that node"
+            )));
+        }
         let origin = self.log_origin();
         let key = match self.audit_key_path() {
             Some(p) if p.exists() => read_key(&p)?,

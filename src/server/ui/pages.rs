@@ -236,6 +236,10 @@ pub struct SessionPage {
     pub alone: Option<String>,
     pub unified_link: String,
     pub split_link: String,
+    /// Another node's session (a review host's page of it): its node. Its audit records,
+    /// file histories, stored versions and trash are that node's, so the page does not link
+    /// them (those pages read this node's own).
+    pub other_node: Option<String>,
 }
 
 /// How a session's page draws its diffs, as the URL says.
@@ -424,6 +428,7 @@ pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: St
         alone: view.file.clone(),
         unified_link: view.link(&id, false, view.expand.as_deref()),
         split_link: view.link(&id, true, view.expand.as_deref()),
+        other_node: repo.is_other_node().then(|| repo.node().unwrap_or_default().to_owned()),
     }
 }
 
