@@ -91,10 +91,11 @@ pub use ops::bucket::KeyInfo;
 pub use ops::check::{CheckOptions, CheckReport, Problem, ProblemKind, ReadData};
 pub use ops::diff::{DiffOptions, DiffTarget, DEFAULT_RENAME_THRESHOLD};
 pub use ops::fleet::{fleet_audit, fleet_trash_page, unique_snapshot, NodeView};
+pub use ops::fleet_lease::let_go_of_leases;
 pub use ops::forget::{ForgetReport, ForgottenSnapshot, KeptSnapshot, PinResult, WorkspaceForget};
 pub use ops::gc::{
-    GcOptions, GcReport, KindCounts, Marked, DEFAULT_GRACE, DEFAULT_RECOMPRESS, DEFAULT_REPACK_THRESHOLD,
-    MAX_RECOMPRESS,
+    GcOptions, GcReport, KindCounts, Marked, NodeCollected, DEFAULT_GRACE, DEFAULT_RECOMPRESS,
+    DEFAULT_REPACK_THRESHOLD, MAX_RECOMPRESS,
 };
 pub use ops::live_read::LiveFeeds;
 pub use ops::repair::{RepairIndexReport, RepairReport, LOST_DIR_MARKER};

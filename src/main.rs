@@ -152,7 +152,10 @@ fn main() -> ExitCode {
         }
     };
     let json = args.json;
-    match cli::run(args) {
+    let ran = cli::run(args);
+    // What this command's operations held in a fleet's bucket, let go of before it exits.
+    trove::let_go_of_leases();
+    match ran {
         Ok(code) => ExitCode::from(code),
         Err(cli::Failure::Trove(e)) => {
             let line = if json {

@@ -200,13 +200,7 @@ fn a_second_process_writing_as_a_node_is_refused_and_a_node_that_lost_its_disk_r
     ok(as_node(s3.addr, &repo, "n1", &home, &["snapshot", w, "--workspace", "w"]), "snapshot");
 
     // A process of another cache directory claims n1, and opens (caught up with n1's log).
-    let access = trove::BucketAccess {
-        password: Some("correct horse battery staple".into()),
-        cache_base: Some(elsewhere.clone()),
-        settings: settings(s3.addr),
-        node: Some(trove::NodeName::parse("n1").expect("name")),
-        ..Default::default()
-    };
+    let access = common::s3::node_access(s3.addr, &elsewhere, "n1");
     let intruder = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open as n1 elsewhere");
     // n1 writes on; the intruder's next create finds the key taken by another writer.
     std::fs::write(ws.join("more.txt"), "more").expect("write");
@@ -424,13 +418,7 @@ fn a_nodes_audit_log_is_published_as_tiles_that_any_reader_verifies_from_the_buc
     let cache = tmp.path().join("cache-t1");
     ok(as_node(s3.addr, &repo, "t1", &cache, &["init", "--layout", "nodes"]), "init");
     ok(as_node(s3.addr, &repo, "t2", &tmp.path().join("cache-t2"), &["audit", "checkpoint"]), "t2 signs");
-    let access = trove::BucketAccess {
-        password: Some("correct horse battery staple".into()),
-        cache_base: Some(cache.clone()),
-        settings: settings(s3.addr),
-        node: Some(trove::NodeName::parse("t1").expect("name")),
-        ..Default::default()
-    };
+    let access = common::s3::node_access(s3.addr, &cache, "t1");
     let t1 = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open as t1");
     let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_nanos() as i64;
     for i in 0..300 {

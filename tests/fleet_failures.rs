@@ -308,13 +308,7 @@ fn handles_opening_a_new_cache_directory_at_once_all_open_and_write() {
         .map(|i| {
             let (bucket, cache, ws) = (bucket.clone(), cache.clone(), tmp.path().join(format!("ws-{i}")));
             std::thread::spawn(move || {
-                let access = trove::BucketAccess {
-                    password: Some("correct horse battery staple".into()),
-                    cache_base: Some(cache),
-                    settings: common::s3::settings(s3.addr),
-                    node: Some(trove::NodeName::parse("n1").expect("name")),
-                    ..Default::default()
-                };
+                let access = common::s3::node_access(s3.addr, &cache, "n1");
                 let repo = trove::Repo::open_bucket(&bucket, "fleet", &access).expect("open");
                 common::rich_workspace(&ws);
                 let opts = trove::SnapshotOptions { workspace: Some(format!("w{i}")), ..Default::default() };

@@ -3,31 +3,28 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::s3::{fresh_bucket, ok, server, settings, trove_on};
+use common::s3::{fresh_bucket, ok, server, trove_on};
 
-/// Two nodes of one bucket of a log per node, each with snapshots (under a retention policy),
-/// tool writes and trash restores running for a minute while that node's collector runs `gc`
-/// (and `forget`) in a loop beside them, sharing its cache directory: a node's packs are named
-/// only by its own records, so its own collector is the one that may delete them, and it must
-/// cost its writers nothing. Then every snapshot each node kept restores exactly what its
-/// workspace held, every trash item left reads back, a last collection leaves nothing waiting,
-/// and each node's `check --read-data` reads every byte clean.
+/// Two nodes of one bucket of a log per node, each with snapshots (under a retention policy,
+/// forgotten by the node itself), tool writes and trash restores running for a minute, while a
+/// third node, which writes nothing of its own, collects the fleet in a loop (a grace of ten
+/// seconds): its condemnations and sweeps are segments in the writers' logs, which they catch
+/// up with and write after, and the writers' leases in the bucket hold it back. Then every
+/// snapshot each node kept restores exactly what its workspace held, every trash item left
+/// reads back, a last collection leaves nothing waiting on any node, and each node's
+/// `check --read-data` reads every byte clean.
 #[test]
-fn each_node_collecting_in_a_loop_beside_its_writers_loses_nothing_for_a_minute() {
+#[allow(clippy::print_stderr)] // the collector's figures, with --nocapture
+fn a_third_node_collecting_in_a_loop_beside_two_writing_nodes_loses_nothing_for_a_minute() {
     let s3 = server();
     let bucket = fresh_bucket(s3.addr);
     let tmp = tempfile::tempdir().expect("tmp");
     let base = tmp.path().to_path_buf();
-    let access = move |node: &str| trove::BucketAccess {
-        password: Some("correct horse battery staple".into()),
-        cache_base: Some(base.join(format!("cache-{node}"))),
-        settings: settings(s3.addr),
-        stretch: Some(trove::object::Stretch { memory_kib: 1024, iterations: 1, parallelism: 1 }),
-        node: Some(trove::NodeName::parse(node).expect("name")),
-        ..Default::default()
-    };
+    let access = move |node: &str| common::s3::node_access(s3.addr, &base.join(format!("cache-{node}")), node);
     trove::Repo::init_bucket(
         &bucket,
         "fleet",
@@ -37,6 +34,22 @@ fn each_node_collecting_in_a_loop_beside_its_writers_loses_nothing_for_a_minute(
         &access("n1"),
     )
     .expect("init");
+    let grace = Duration::from_secs(10);
+    let stop = Arc::new(AtomicBool::new(false));
+    let collector = {
+        let (bucket, access, stop) = (bucket.clone(), access.clone(), stop.clone());
+        std::thread::spawn(move || -> (u64, u64) {
+            let repo = trove::Repo::open_bucket(&bucket, "fleet", &access("n3")).expect("open");
+            let (mut runs, mut deleted) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(150));
+                let r = repo.gc(&trove::GcOptions { grace, ..Default::default() }).expect("the fleet's collection");
+                deleted += r.deleted.objects + r.deleted.trees + r.deleted.loose;
+                runs += 1;
+            }
+            (runs, deleted)
+        })
+    };
     let nodes: Vec<_> = ["n1", "n2"]
         .into_iter()
         .map(|node| {
@@ -47,19 +60,31 @@ fn each_node_collecting_in_a_loop_beside_its_writers_loses_nothing_for_a_minute(
                 let open =
                     move |_worker: &str| trove::Repo::open_bucket(&bucket, "fleet", &access(node)).expect("open");
                 let how = common::stress::Stress {
-                    grace: Duration::from_secs(10),
+                    grace,
                     pause: Duration::from_millis(150),
                     run_for: Duration::from_secs(60),
                     retry_conflicts: true,
+                    collects: false,
                 };
                 common::stress::gc_in_a_loop(&dir, open, how)
             })
         })
         .collect();
     for node in nodes {
-        let (runs, deleted) = node.join().expect("a node's workers and collector lost nothing");
-        assert!(runs > 0 && deleted > 0);
+        node.join().expect("a node's workers lost nothing while n3 collected");
     }
+    stop.store(true, Ordering::Relaxed);
+    let (runs, deleted) = collector.join().expect("n3's collections never failed");
+    eprintln!("n3: {runs} collections of the fleet deleted {deleted} rows");
+    assert!(runs >= 5 && deleted > 0, "{runs} collections deleted {deleted} rows");
+
+    // Past the grace period by the store's clock (read to the second), a last collection
+    // leaves nothing waiting on any node.
+    std::thread::sleep(grace + Duration::from_secs(2));
+    let repo = trove::Repo::open_bucket(&bucket, "fleet", &access("n3")).expect("open");
+    let r = repo.gc(&trove::GcOptions { grace, ..Default::default() }).expect("a last collection");
+    assert_eq!(r.waiting, 0, "{r:?}");
+    assert_eq!(r.nodes.len(), 3, "{r:?}");
     let repo = format!("s3://{bucket}/fleet");
     for node in ["n1", "n2"] {
         let cache = tmp.path().join(format!("cache-{node}"));

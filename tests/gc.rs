@@ -390,6 +390,7 @@ fn gc_in_a_loop_costs_no_snapshot_tool_write_or_trash_restore_anything() {
         pause: Duration::ZERO,
         run_for: Duration::from_secs(60),
         retry_conflicts: false,
+        collects: true,
     };
     common::stress::gc_in_a_loop(tmp.path(), open, how);
 }

@@ -46,6 +46,7 @@ fn gc_in_a_bucket_in_a_loop_costs_other_hosts_no_snapshot_tool_write_or_trash_re
         pause: Duration::from_millis(100),
         run_for: Duration::from_secs(40),
         retry_conflicts: true,
+        collects: true,
     };
     let (runs, deleted) = common::stress::gc_in_a_loop(tmp.path(), open, how);
     assert!(runs > 0 && deleted > 0);

@@ -1,4 +1,4 @@
-//! Failpoints: named points where a test stops the process (`abort`) or panics, to show what a
+//! Failpoints: named points where a test kills the process (`abort`), pauses it (SIGSTOP) or panics, to show what a
 //! crash or a panicking handler leaves behind, or runs something of its own on the thread that
 //! reached it (another host's collection between two steps). Compiled in only with the
 //! `testing` feature, which the tests enable; without it every point is an empty inline
@@ -27,6 +27,20 @@ pub fn failpoint(name: &str) {
         // A crash, not an exit: nothing is flushed, no destructor runs, as with kill -9.
         std::process::abort();
     }
+    if stop_armed(name) {
+        // Every thread stops, as under an operator's `kill -STOP`, until a SIGCONT: once, so
+        // that a point reached again (a collection's next pass) does not stop it for good.
+        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
+    }
+}
+
+/// Whether `TROVE_FAILPOINT_STOP` names `name`: the process stops itself there (SIGSTOP).
+#[cfg(feature = "testing")]
+fn stop_armed(name: &str) -> bool {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    static STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    POINT.get_or_init(|| std::env::var("TROVE_FAILPOINT_STOP").ok()).as_deref() == Some(name)
+        && !STOPPED.swap(true, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Panics at a named point when `TROVE_FAILPOINT` names it: how the server's tests show that a

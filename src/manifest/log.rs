@@ -97,6 +97,10 @@ const VERSION: u8 = 2;
 /// the header, so a create refused because the key is taken tells this writer's own earlier
 /// segment (a commit that failed after it) from another process writing as the same node.
 const VERSION_WRITER: u8 = 3;
+/// The format of a collector's segments in another node's log ([`Owner::Collector`]): 3, the
+/// id being the collecting process's. The node's writers catch up with it and write on, as
+/// after a segment of their own: a collector changes only what collection changes.
+const VERSION_COLLECTOR: u8 = 4;
 /// Magic and version, sequence number (u64 LE), schema version (u32 LE), dictionary (u32 LE).
 const HEADER: usize = 24;
 /// The writer's id in a segment of format 3, after the header.
@@ -265,7 +269,25 @@ pub enum Owner {
     Node { node: String, writer: [u8; WRITER_LEN] },
     /// Another node: its log is read, never written here.
     Foreign { node: String },
+    /// Another node's log, written here by a collection of the whole fleet (`ops/gc/fleet.rs`)
+    /// under `writer` (the collecting process's node's id): its segments (format 4) change only
+    /// collection's rows ([`COLLECTED`]), so the node's writers take them for no rival.
+    Collector { node: String, writer: [u8; WRITER_LEN] },
 }
+
+/// The logged tables a collection never changes: a node's records, which only it writes. A
+/// collector's write that would change one is refused before anything is published.
+const NOT_COLLECTED: &[&str] = &[
+    "workspaces",
+    "snapshots",
+    "audit",
+    "audit_checkpoints",
+    "sessions",
+    "trash",
+    "trash_entries",
+    "pins",
+    "audit_keys",
+];
 
 /// One change: a row of a logged table as inserted or updated (its new values) or deleted (its
 /// old ones).
@@ -459,15 +481,15 @@ pub fn encode(seq: u64, schema: i64, body: &[u8]) -> Result<Vec<u8>> {
     encode_by(seq, schema, body, None)
 }
 
-/// [`encode`], in format 3 naming `writer` when there is one.
-fn encode_by(seq: u64, schema: i64, body: &[u8], writer: Option<&[u8; WRITER_LEN]>) -> Result<Vec<u8>> {
+/// [`encode`], in format 3 naming `writer` when there is one (4 for a collector's).
+fn encode_by(seq: u64, schema: i64, body: &[u8], writer: Option<(&[u8; WRITER_LEN], u8)>) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(HEADER + WRITER_LEN + body.len() / 3);
     out.extend_from_slice(MAGIC);
-    out.push(if writer.is_some() { VERSION_WRITER } else { VERSION });
+    out.push(writer.map_or(VERSION, |(_, v)| v));
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(&(schema as u32).to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes());
-    if let Some(w) = writer {
+    if let Some((w, _)) = writer {
         out.extend_from_slice(w);
     }
     let packed = zstd::bulk::Compressor::with_dictionary(3, dictionary_1())
@@ -619,7 +641,9 @@ impl Log {
     pub fn of_node(self, owner: Owner) -> Log {
         let prefix = match &owner {
             Owner::Shared => String::new(),
-            Owner::Node { node, .. } | Owner::Foreign { node } => format!("{NODES}{node}/"),
+            Owner::Node { node, .. } | Owner::Foreign { node } | Owner::Collector { node, .. } => {
+                format!("{NODES}{node}/")
+            }
         };
         Log { prefix, owner, ..self }
     }
@@ -651,6 +675,11 @@ impl Log {
             .flatten()
     }
 
+    /// Whether a stored segment (or its first bytes) is a collector's (format 4).
+    fn by_collector(stored: &[u8]) -> bool {
+        stored.len() > 7 && &stored[..7] == MAGIC && stored[7] == VERSION_COLLECTOR
+    }
+
     /// Names `node` under `fleet/` (JSON: `node`, `named` RFC 3339 UTC), unless it is named.
     fn name_node(&self, node: &str) -> Result<()> {
         let entry =
@@ -661,10 +690,29 @@ impl Log {
         }
     }
 
+    /// Refuses a collector's write that would change one of node `node`'s records (a table in
+    /// [`NOT_COLLECTED`]): only the node writes those.
+    fn refuse_records(&self, tx: &Connection, node: &str) -> Result<()> {
+        let mut st =
+            tx.prepare_cached("SELECT DISTINCT tbl FROM temp.log_changes").map_err(db("reading the changes to log"))?;
+        let tables = st.query_map([], |r| r.get::<_, i64>(0)).map_err(db("reading the changes to log"))?;
+        for tbl in tables {
+            let tbl = tbl.map_err(db("reading the changes to log"))?;
+            let name = DURABLE.get(tbl as usize).map_or("?", |(t, _)| *t);
+            if NOT_COLLECTED.contains(&name) {
+                return Err(Error::invalid_argument(format!(
+                    "a collection of node {node}'s log in {} would change its {name}: only node {node} writes its records",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The error of a write refused because another process writes as this log's node.
     fn usurped_error(&self, why: &str) -> Error {
         let node = match &self.owner {
-            Owner::Node { node, .. } | Owner::Foreign { node } => node.as_str(),
+            Owner::Node { node, .. } | Owner::Foreign { node } | Owner::Collector { node, .. } => node.as_str(),
             Owner::Shared => "",
         };
         Error::new(
@@ -874,7 +922,11 @@ impl Log {
                 // as this node. Applied all the same (it is in the log); no more writes here.
                 if let Owner::Node { writer, .. } = &self.owner {
                     let after_ours = self.writers.wrote.load(std::sync::atomic::Ordering::Relaxed);
-                    if after_ours && self.writers.usurped.get().is_none() && Log::writer_of(&stored) != Some(*writer) {
+                    if after_ours
+                        && self.writers.usurped.get().is_none()
+                        && !Log::by_collector(&stored)
+                        && Log::writer_of(&stored) != Some(*writer)
+                    {
                         let _ =
                             self.usurped_by(format!("it created segment {} after this process wrote", self.key(seq)));
                     }
@@ -909,9 +961,9 @@ impl Log {
             return Err(self.damaged(seq, "does not begin as a segment does"));
         }
         let version = stored[7];
-        if version > VERSION_WRITER {
+        if version > VERSION_COLLECTOR {
             return Err(Error::invalid_argument(format!(
-                "log segment {} in {} is in format {version}, newer than this trove's {VERSION_WRITER}: upgrade trove",
+                "log segment {} in {} is in format {version}, newer than this trove's {VERSION_COLLECTOR}: upgrade trove",
                 self.key(seq),
                 self.name
             )));
@@ -933,13 +985,13 @@ impl Log {
             )));
         }
         let dictionary: &[u8] = match (version, field(20, 4)) {
-            (1, 0) | (2, 0) | (3, 0) => &[],
-            (2, 1) | (3, 1) => dictionary_1(),
+            (1, 0) | (2, 0) | (3, 0) | (4, 0) => &[],
+            (2, 1) | (3, 1) | (4, 1) => dictionary_1(),
             (0, _) => return Err(self.damaged(seq, "is in format 0, which no trove writes")),
             (_, d) => return Err(self.damaged(seq, &format!("names dictionary {d}, which no trove has"))),
         };
         let mut body = Vec::new();
-        let header = if version == VERSION_WRITER { HEADER + WRITER_LEN } else { HEADER };
+        let header = if version >= VERSION_WRITER { HEADER + WRITER_LEN } else { HEADER };
         if stored.len() < header {
             return Err(self.damaged(seq, "ends inside its header"));
         }
@@ -965,10 +1017,14 @@ impl Replication for Log {
     }
 
     fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published> {
+        if let Owner::Collector { node, .. } = &self.owner {
+            self.refuse_records(tx, node)?;
+        }
         let Some(body) = take_changes(tx, &self.logged)? else { return Ok(Published::Nothing) };
         let writer = match &self.owner {
             Owner::Shared => None,
-            Owner::Node { writer, .. } => Some(writer),
+            Owner::Node { writer, .. } => Some((writer, VERSION_WRITER)),
+            Owner::Collector { writer, .. } => Some((writer, VERSION_COLLECTOR)),
             Owner::Foreign { node } => {
                 return Err(Error::invalid_argument(format!(
                     "what this would change is node {node}'s, in {}: only node {node} writes its records; run it there (or as --node {node} once that node is gone)",
@@ -1011,16 +1067,16 @@ impl Replication for Log {
                 Ok(Published::Won)
             }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => match writer {
-                None => Ok(Published::Lost),
+                None | Some((_, VERSION_COLLECTOR)) => Ok(Published::Lost),
                 // This cache's own segment (a commit that failed after its create) is caught
                 // up with; another writer's is another process writing as this node.
-                Some(mine) => match self.store.get_range(&self.key(seq), 0, (HEADER + WRITER_LEN) as u64) {
+                Some((mine, _)) => match self.store.get_range(&self.key(seq), 0, (HEADER + WRITER_LEN) as u64) {
                     // Listed as taken but not read back yet (a store that lags): caught up with
                     // and tried again, as any lost race.
                     Err(e) if e.kind() == ErrorKind::NotFound => Ok(Published::Lost),
                     // The store failing is not another writer: this write fails, nothing marked.
                     Err(e) => Err(e.context(format!("reading who created {}", self.key(seq)))),
-                    Ok(head) if Log::writer_of(&head) == Some(*mine) => Ok(Published::Lost),
+                    Ok(head) if Log::writer_of(&head) == Some(*mine) || Log::by_collector(&head) => Ok(Published::Lost),
                     Ok(_) => {
                         let why = format!("it created segment {} first", self.key(seq));
                         Err(self.usurped_by(why))
@@ -1579,6 +1635,34 @@ mod tests {
     }
 
     #[test]
+    fn a_collector_writes_only_collection_rows_and_the_node_writes_on_after_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(MemoryBackend::new());
+        let a = node_replica(dir.path(), "a.db", &store, "a", Some(1));
+        record(&a, "first");
+        let owner = Owner::Collector { node: "a".into(), writer: [5; WRITER_LEN] };
+        let log = Log::new(store.clone() as Arc<dyn Backend>, "memory").of_node(owner);
+        let c = open_replica(&dir.path().join("a-collecting.db"), log).expect("a replica opens");
+        c.write(|tx| crate::manifest::gc::open_epoch(tx, 1)).expect("a collector's epoch");
+        let stored = store.get_whole("nodes/a/log/00000000000000000002", MAX_SEGMENT).expect("segment");
+        assert_eq!(stored[7], VERSION_COLLECTOR);
+        // The node, behind, meets the collector's segment on its create: it catches up and
+        // writes after it, as after its own; and again once it has written.
+        record(&a, "second");
+        c.write(|tx| crate::manifest::gc::open_epoch(tx, 2)).expect("a collector's second epoch");
+        a.catch_up().expect("a catches up");
+        record(&a, "third");
+        assert_eq!(store.list("nodes/a/log/").expect("list").len(), 5);
+        c.catch_up().expect("c catches up");
+        assert_eq!(rows(&a), rows(&c));
+        // A collector never writes the node's records.
+        let e = c.write(|tx| crate::manifest::audit::append(tx, &AuditRecord::ok(1, "t", "x"))).expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().contains("would change its audit"), "{e}");
+        assert_eq!(store.list("nodes/a/log/").expect("list").len(), 5, "nothing published");
+    }
+
+    #[test]
     fn a_new_host_starts_from_the_newest_copy_of_a_replica_and_replays_only_what_follows() {
         let tmp = tempfile::tempdir().expect("tmp");
         let store = Arc::new(MemoryBackend::new());
@@ -1833,7 +1917,7 @@ mod tests {
         let b = replica(tmp.path(), "b.db", &old);
         assert_eq!(rows(&a), rows(&b));
         // A dictionary no trove has is damage; a newer format asks for an upgrade.
-        for (version, dictionary, kind) in [(2u8, 7u32, ErrorKind::Corrupt), (4, 1, ErrorKind::InvalidArgument)] {
+        for (version, dictionary, kind) in [(2u8, 7u32, ErrorKind::Corrupt), (5, 1, ErrorKind::InvalidArgument)] {
             let mut bad = v1.clone();
             bad[7] = version;
             bad[20..24].copy_from_slice(&dictionary.to_le_bytes());

@@ -200,6 +200,42 @@ impl S3Backend {
             .map_err(|e| self.error("write", key, e))
     }
 
+    /// The keys under `prefix`, sorted, each with the time the store dated it (its
+    /// `Last-Modified`, ns since the epoch): the age of a value by the store's clock, which
+    /// every host shares (a fleet's leases).
+    pub fn list_dated(&self, prefix: &str) -> Result<Vec<(String, i64)>> {
+        // The listing is by whole segments: list the directory the prefix ends in and keep the
+        // keys that start with it.
+        let dir = prefix.rsplit_once('/').map_or("", |(d, _)| d);
+        let under = match (self.prefix.is_empty(), dir.is_empty()) {
+            (true, true) => None,
+            (true, false) => Some(StorePath::from(dir)),
+            (false, true) => Some(StorePath::from(self.prefix.as_str())),
+            (false, false) => Some(StorePath::from(format!("{}/{dir}", self.prefix))),
+        };
+        let client = self.client.clone();
+        let found = self.run(async move {
+            let mut out = Vec::new();
+            let mut listing = client.list(under.as_ref());
+            while let Some(meta) = listing.next().await {
+                let meta = meta?;
+                out.push((meta.location.to_string(), meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX)));
+            }
+            Ok(out)
+        });
+        let found = found.map_err(|e| {
+            Error::with_source(ErrorKind::Io, format!("cannot list {prefix:?} in {}: {e}", self.describe()), e)
+        })?;
+        let strip = if self.prefix.is_empty() { String::new() } else { format!("{}/", self.prefix) };
+        let mut keys: Vec<(String, i64)> = found
+            .into_iter()
+            .filter_map(|(location, at)| location.strip_prefix(strip.as_str()).map(|k| (k.to_owned(), at)))
+            .filter(|(key, _)| key.starts_with(prefix))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Runs `work` on the store's runtime and waits for it.
     fn run<T: Send + 'static>(
         &self,
@@ -478,35 +514,7 @@ impl Backend for S3Backend {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        // The listing is by whole segments: list the directory the prefix ends in and keep the
-        // keys that start with it.
-        let dir = prefix.rsplit_once('/').map_or("", |(d, _)| d);
-        let under = match (self.prefix.is_empty(), dir.is_empty()) {
-            (true, true) => None,
-            (true, false) => Some(StorePath::from(dir)),
-            (false, true) => Some(StorePath::from(self.prefix.as_str())),
-            (false, false) => Some(StorePath::from(format!("{}/{dir}", self.prefix))),
-        };
-        let client = self.client.clone();
-        let found = self.run(async move {
-            let mut out = Vec::new();
-            let mut listing = client.list(under.as_ref());
-            while let Some(meta) = listing.next().await {
-                out.push(meta?.location.to_string());
-            }
-            Ok(out)
-        });
-        let found = found.map_err(|e| {
-            Error::with_source(ErrorKind::Io, format!("cannot list {prefix:?} in {}: {e}", self.describe()), e)
-        })?;
-        let strip = if self.prefix.is_empty() { String::new() } else { format!("{}/", self.prefix) };
-        let mut keys: Vec<String> = found
-            .into_iter()
-            .filter_map(|location| location.strip_prefix(strip.as_str()).map(str::to_owned))
-            .filter(|key| key.starts_with(prefix))
-            .collect();
-        keys.sort();
-        Ok(keys)
+        Ok(self.list_dated(prefix)?.into_iter().map(|(key, _)| key).collect())
     }
 
     fn clock_ns(&self) -> Result<i64> {

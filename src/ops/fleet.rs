@@ -73,7 +73,7 @@ impl Repo {
     /// packs its own records name (another node's are not its orphans).
     pub(crate) fn packs_dir(&self) -> String {
         match self.bucket_keys.as_deref().map(|k| &k.owner) {
-            Some(Owner::Node { node, .. } | Owner::Foreign { node }) => {
+            Some(Owner::Node { node, .. } | Owner::Foreign { node } | Owner::Collector { node, .. }) => {
                 format!("{}{node}/{}", crate::manifest::log::NODES, crate::object::pack::PACKS)
             }
             _ => crate::object::pack::PACKS.to_owned(),
@@ -109,7 +109,7 @@ impl Repo {
     /// another's for a handle [`Repo::foreign`] opened); None in any other repository.
     pub fn node(&self) -> Option<&str> {
         match &self.bucket_keys.as_deref()?.owner {
-            Owner::Node { node, .. } | Owner::Foreign { node } => Some(node),
+            Owner::Node { node, .. } | Owner::Foreign { node } | Owner::Collector { node, .. } => Some(node),
             Owner::Shared => None,
         }
     }
@@ -317,7 +317,25 @@ pub(crate) struct Opener {
 impl Opener {
     /// A handle over this host's replica of node `node`'s log, caught up, refusing writes.
     pub(crate) fn open(&self, node: &NodeName) -> Result<Repo> {
-        let owner = Owner::Foreign { node: node.to_string() };
+        self.open_as(node, Owner::Foreign { node: node.to_string() })
+    }
+
+    /// A handle over this host's replica of node `node`'s log that a collection of the fleet
+    /// writes through, as a collector (`Owner::Collector`): only collection's rows.
+    pub(crate) fn open_collecting(&self, node: &NodeName) -> Result<Repo> {
+        let Owner::Node { writer, .. } = &self.keys.owner else {
+            return Err(Error::invalid_argument("only a node of the fleet collects its garbage"));
+        };
+        self.open_as(node, Owner::Collector { node: node.to_string(), writer: *writer })
+    }
+
+    fn open_as(&self, node: &NodeName, owner: Owner) -> Result<Repo> {
+        // A collector's runs are recorded under its own node's name; a reader's handle names the
+        // node it reads.
+        let host = match (&owner, &self.keys.owner) {
+            (Owner::Collector { .. }, Owner::Node { node: mine, .. }) => mine.clone(),
+            _ => node.to_string(),
+        };
         let log = Log::new(self.backend.clone(), self.name.clone()).copy_every(0).of_node(owner.clone());
         let replica = replica_path(&self.dir, node);
         let manifest = open_replica(&replica, log)?;
@@ -327,7 +345,7 @@ impl Opener {
             opened_with: self.keys.opened_with.clone(),
             stretch: self.keys.stretch,
             copy_every: 0,
-            host: std::sync::OnceLock::from(node.to_string()),
+            host: std::sync::OnceLock::from(host),
             owner,
             writers: Default::default(),
         };

@@ -29,6 +29,9 @@ use crate::repo::Repo;
 pub struct Lease<'r> {
     repo: &'r Repo,
     held: Held,
+    /// On a fleet node, this operation's share of its process's lease in the bucket, for other
+    /// nodes' collections (`fleet_lease.rs`).
+    _bucket: Option<crate::ops::fleet_lease::BucketLease>,
 }
 
 /// What keeps collections off what the operation reads.
@@ -65,7 +68,7 @@ impl Repo {
         match self.manifest.write_relaxed(|tx| gc::insert_lease(tx, pid, start, now_ns(), what)) {
             Ok((id, epoch)) => {
                 self.manifest.fence(id, epoch);
-                Ok(Lease { repo: self, held: Held::Row(id) })
+                Ok(Lease { repo: self, held: Held::Row(id), _bucket: self.bucket_lease(epoch) })
             }
             Err(e) if e.is_storage_full() => self.lease_by_lock(what, e.message()),
             Err(e) => Err(e),
@@ -78,7 +81,7 @@ impl Repo {
         match self.gc_lock_shared() {
             Ok(lock) => {
                 tracing::warn!(what, why, "the manifest cannot record this operation's lease; garbage collection is held off by gc.lock until it ends");
-                Ok(Lease { repo: self, held: Held::Lock { _lock: lock } })
+                Ok(Lease { repo: self, held: Held::Lock { _lock: lock }, _bucket: None })
             }
             Err(e) if e.kind() == ErrorKind::Conflict => Err(Error::new(
                 ErrorKind::Conflict,

@@ -9,6 +9,7 @@ pub mod check;
 pub mod diff;
 pub mod export;
 pub mod fleet;
+pub mod fleet_lease;
 pub mod forget;
 pub mod gc;
 pub mod history;

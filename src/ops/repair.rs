@@ -54,6 +54,8 @@ impl Repo {
     pub fn repair_index(&self, actor: &str) -> Result<RepairIndexReport> {
         self.refuse_foreign("repair the index")?;
         let _lock = self.gc_lock()?;
+        // In a fleet, other hosts collect this node's packs: none may while they are listed.
+        let _run = self.hold_fleet_run()?;
         let conn = self.manifest.conn();
         let retired: BTreeSet<String> = gc::retired_packs(conn)?.into_iter().map(|p| p.1).collect();
         let mut report = RepairIndexReport {

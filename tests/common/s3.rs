@@ -306,6 +306,19 @@ pub fn trove_cmd(
     c
 }
 
+/// How node `node` of a fleet opens the bucket on the S3 server at `s3`, its cache directory
+/// `cache`, with the passphrase the tests use (and a cheap stretch for any key file it makes).
+pub fn node_access(s3: std::net::SocketAddr, cache: &std::path::Path, node: &str) -> trove::BucketAccess {
+    trove::BucketAccess {
+        password: Some("correct horse battery staple".into()),
+        cache_base: Some(cache.to_path_buf()),
+        settings: settings(s3),
+        stretch: Some(trove::object::Stretch { memory_kib: 1024, iterations: 1, parallelism: 1 }),
+        node: Some(trove::NodeName::parse(node).expect("a node's name")),
+        ..Default::default()
+    }
+}
+
 /// The standard output of `o`, which must have succeeded (`what` names it otherwise).
 pub fn ok(o: std::process::Output, what: &str) -> String {
     assert!(o.status.success(), "{what}: {}\n{}", super::stderr(&o), super::stdout(&o));

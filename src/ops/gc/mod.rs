@@ -15,6 +15,7 @@
 //! period, one collection runs two passes.
 
 mod dry;
+mod fleet;
 mod gather;
 mod mark;
 mod packs;
@@ -150,12 +151,26 @@ pub struct GcReport {
     pub manifest_bytes_reclaimed: u64,
     /// The newest epoch whose condemnations could be deleted.
     pub horizon: i64,
+    /// In a fleet, each node's collection (this one's first): the figures above are their
+    /// sums, and `horizon` this node's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeCollected>,
     /// The store's clock less this host's, in ns: a collection in a bucket dates its epochs
     /// and measures its grace period by the store's clock, which every host shares (0 in a
     /// directory, whose clock is this host's).
     #[serde(skip)]
     #[schemars(skip)]
     pub(crate) clock_offset_ns: i64,
+}
+
+/// One node's collection within a fleet's.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCollected {
+    /// The node whose log was collected.
+    pub node: String,
+    /// What its collection found and did.
+    pub report: GcReport,
 }
 
 impl GcReport {
@@ -242,7 +257,8 @@ impl Repo {
     }
 
     /// Collects garbage (see the module docs). With no grace period, a second pass deletes at
-    /// once what the first condemned.
+    /// once what the first condemned. On a node of a fleet, every node's log is collected, one
+    /// collector at a time across the fleet (`fleet.rs`).
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
         self.refuse_foreign("collect garbage")?;
         if let Some(level) = opts.recompress {
@@ -252,6 +268,20 @@ impl Repo {
                 )));
             }
         }
+        if self.node().is_some() && !opts.dry_run {
+            return self.gc_fleet(opts);
+        }
+        let report = self.gc_log(opts, None)?;
+        if !report.dry_run {
+            self.audit(gc_record(opts, &report))?;
+        }
+        Ok(report)
+    }
+
+    /// The collection of this handle's log, recorded in no audit log; `clock_offset_ns` is the
+    /// store's clock less this host's when a collection of the fleet read it already (and holds
+    /// the fleet's run: see [`Repo::begin_run`]).
+    fn gc_log(&self, opts: &GcOptions, fleet_clock: Option<i64>) -> Result<GcReport> {
         let _lock = self.gc_lock()?;
         // This process's own leases whose withdrawal failed would hold this collection back.
         self.withdraw_leases();
@@ -259,9 +289,10 @@ impl Repo {
             return self.gc_dry_run(opts);
         }
         // In a bucket: the store's clock, and one collection at a time across hosts.
-        let clock_offset_ns = match self.manifest.is_replica() {
-            true => self.backend.clock_ns()?.saturating_sub(now_ns()),
-            false => 0,
+        let clock_offset_ns = match (fleet_clock, self.manifest.is_replica()) {
+            (Some(offset), _) => offset,
+            (None, true) => self.backend.clock_ns()?.saturating_sub(now_ns()),
+            (None, false) => 0,
         };
         let run = self.begin_run(clock_offset_ns)?;
         let collected = self.collect(opts, clock_offset_ns);
@@ -271,33 +302,14 @@ impl Repo {
                 tracing::warn!(run = id, error = %e, "could not record this collection's end: others wait until it is stale");
             }
         }
-        let report = collected?;
-        let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
-        rec.details = serde_json::json!({
-            "deleted": report.deleted,
-            "condemned": report.condemned,
-            "waiting": report.waiting,
-            "packsRewritten": report.packs_rewritten,
-            "packsRecompressed": report.packs_recompressed,
-            "recompressLevel": opts.recompress,
-            "bundlesRebuilt": report.bundles_rebuilt,
-            "packsDeleted": report.packs_deleted,
-            "orphansDeleted": report.orphans_deleted,
-            "bytesReclaimed": report.bytes_reclaimed,
-            "packBytesWritten": report.pack_bytes_written,
-            "looseGathered": report.loose_gathered,
-            "blobsLeft": report.blobs_left,
-            "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
-            "graceSeconds": opts.grace.as_secs(),
-        });
-        self.audit(rec)?;
-        Ok(report)
+        collected
     }
 
     /// In a bucket, records this collection as running (logged), unless another host's is:
     /// `gc.lock` keeps collections apart on one host only, and two on two hosts would each
     /// take the packs the other is writing for orphans. Closes the epoch a stopped collection
-    /// left open. Returns the run's id (None in a directory).
+    /// left open. Returns the run's id (None in a directory). In a fleet too, under the fleet's
+    /// run: a collector whose fleet run was taken over as stale may still be at work in a log.
     fn begin_run(&self, clock_offset_ns: i64) -> Result<Option<i64>> {
         let now = now_ns().saturating_add(clock_offset_ns);
         let Some(host) = self.host_id()? else {
@@ -489,8 +501,36 @@ impl Repo {
                 horizon = horizon.min(kept_back_from(lease.epoch));
             }
         }
+        // In a fleet, the node's processes on every host, by their leases in the bucket.
+        for epoch in self.bucket_leases_held(report.now())? {
+            report.in_flight += 1;
+            horizon = horizon.min(kept_back_from(epoch));
+        }
         Ok(horizon)
     }
+}
+
+/// The audit record of a collection: its figures.
+fn gc_record(opts: &GcOptions, report: &GcReport) -> AuditRecord {
+    let mut rec = AuditRecord::ok(now_ns(), &opts.actor, "gc");
+    rec.details = serde_json::json!({
+        "deleted": report.deleted,
+        "condemned": report.condemned,
+        "waiting": report.waiting,
+        "packsRewritten": report.packs_rewritten,
+        "packsRecompressed": report.packs_recompressed,
+        "recompressLevel": opts.recompress,
+        "bundlesRebuilt": report.bundles_rebuilt,
+        "packsDeleted": report.packs_deleted,
+        "orphansDeleted": report.orphans_deleted,
+        "bytesReclaimed": report.bytes_reclaimed,
+        "packBytesWritten": report.pack_bytes_written,
+        "looseGathered": report.loose_gathered,
+        "blobsLeft": report.blobs_left,
+        "manifestBytesReclaimed": report.manifest_bytes_reclaimed,
+        "graceSeconds": opts.grace.as_secs(),
+    });
+    rec
 }
 
 /// How long the contents a tool change in flight on a host of a bucket stored are kept for it
