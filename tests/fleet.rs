@@ -127,6 +127,28 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     );
     let archive = std::fs::read(&tar).expect("the archive");
     assert!(archive.windows(14).any(|w| w == b"deleted on nod"), "the archive holds b's deleted file");
+    // Or copied out into a directory of the review host: recorded in its own log, naming the
+    // node; the item stays in b's trash; a second copy over it is refused and changes nothing.
+    let copied = tmp.path().join("copied-b");
+    let copy = |dir: &std::path::Path| {
+        as_node(
+            s3.addr,
+            &repo,
+            "review",
+            &review,
+            &["--json", "trash", "restore", &item, "--into", dir.to_str().expect("utf-8")],
+        )
+    };
+    let done = json(ok(copy(&copied), "trash restore --into"));
+    assert_eq!((&done[0]["node"], &done[0]["path"]), (&Value::from("node-b"), &Value::from("gone.txt")), "{done}");
+    assert_eq!(std::fs::read_to_string(copied.join("gone.txt")).expect("copied"), "deleted on node-b");
+    let refused = copy(&copied);
+    assert_eq!(refused.status.code(), Some(1), "{}", common::stderr(&refused));
+    assert!(common::stderr(&refused).contains("already in"), "{}", common::stderr(&refused));
+    assert_eq!(std::fs::read_dir(&copied).expect("dir").count(), 1, "nothing more written");
+    let still =
+        json(ok(as_node(s3.addr, &repo, "node-b", &cache("node-b"), &["--json", "trash", "show", &item]), "show"));
+    assert!(still["restoredAt"].is_null(), "still in b's trash: {still}");
     let out = tmp.path().join("restored-b");
     ok(
         as_node(s3.addr, &repo, "review", &review, &["restore", b_last, "--to", out.to_str().expect("utf-8")]),
@@ -140,6 +162,12 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     let restore = log.as_array().expect("records").iter().find(|r| r["operation"] == "restore").expect("recorded");
     assert_eq!(restore["details"]["node"], "node-b", "{restore}");
     assert_eq!(restore["details"]["snapshot"], b_last, "{restore}");
+    let copy_record =
+        log.as_array().expect("records").iter().find(|r| r["operation"] == "trash_restore").expect("recorded");
+    assert_eq!(
+        (&copy_record["node"], &copy_record["details"]["node"]),
+        (&Value::from("review"), &Value::from("node-b"))
+    );
     assert!(raw.list("fleet/").expect("list").contains(&"fleet/review".to_owned()), "the review host acted: a node");
     // Audit queries span the fleet: every node's records, each naming its node, merged by time;
     // one node's alone with --of; a seq cursor is one node's, so it needs --of.
@@ -160,12 +188,14 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     let cursor = as_node(s3.addr, &repo, "review", &review, &["audit", "log", "--after", "1"]);
     assert_eq!(cursor.status.code(), Some(2), "{}", common::stderr(&cursor));
     assert!(common::stderr(&cursor).contains("--of NODE"), "{}", common::stderr(&cursor));
-    // A collection on one node deletes nothing another node's records name: b's snapshots
-    // all still restore, and its check reads every byte clean.
+    // A collection from node a, which collects every node's log, deletes nothing any node's
+    // records name: b's snapshots all still restore, its trash item still copies out, and its
+    // check reads every byte clean.
     for _ in 0..2 {
         ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["gc", "--grace", "0s"]), "gc on a");
     }
     ok(as_node(s3.addr, &repo, "node-b", &cache("node-b"), &["check", "--read-data"]), "check on b");
+    ok(copy(&tmp.path().join("copied-b-again")), "trash restore --into after the collections");
     ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["check", "--read-data"]), "check on a");
     let again = tmp.path().join("restored-b-again");
     ok(

@@ -17,6 +17,31 @@ fn tar_err(p: &[u8]) -> impl Fn(std::io::Error) -> Error + '_ {
 }
 
 /// A tar stream being written: directories, symlinks and files with their modes and mtimes.
+/// Where an export writes its entries: a tar archive, or a directory (trash items copied out,
+/// `trash/copy_out.rs`).
+pub(crate) trait EntrySink {
+    /// Directory `rel`.
+    fn dir(&mut self, rel: &[u8], mode: u32, mtime_ns: i64) -> Result<()>;
+    /// Symlink `rel` to `target`.
+    fn symlink(&mut self, rel: &[u8], target: &[u8], mode: u32, mtime_ns: i64) -> Result<()>;
+    /// File `rel` of `size` bytes, streamed from `content`.
+    fn file(&mut self, rel: &[u8], mode: u32, mtime_ns: i64, size: u64, content: &mut dyn Read) -> Result<()>;
+}
+
+impl EntrySink for Archive<'_> {
+    fn dir(&mut self, rel: &[u8], mode: u32, mtime_ns: i64) -> Result<()> {
+        Archive::dir(self, rel, mode, mtime_ns)
+    }
+
+    fn symlink(&mut self, rel: &[u8], target: &[u8], mode: u32, mtime_ns: i64) -> Result<()> {
+        Archive::symlink(self, rel, target, mode, mtime_ns)
+    }
+
+    fn file(&mut self, rel: &[u8], mode: u32, mtime_ns: i64, size: u64, content: &mut dyn Read) -> Result<()> {
+        Archive::file(self, rel, mode, mtime_ns, size, content)
+    }
+}
+
 pub(crate) struct Archive<'w> {
     tar: tar::Builder<&'w mut dyn Write>,
     /// Entries written so far.

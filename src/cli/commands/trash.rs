@@ -115,6 +115,10 @@ pub struct RestoreArgs {
     /// The sha256 of the file --on-conflict overwrite replaces
     #[arg(long)]
     expected_sha256: Option<String>,
+    /// Copy the items (by id, on any node of a fleet) into this directory of this host, each at
+    /// its workspace-relative path, instead of into their workspace; they stay in the trash
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "prefix", "to", "workspace"])]
+    into: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -302,7 +306,10 @@ struct Shown {
 
 /// `trove trash restore`: every item's outcome; exit 1 when any was refused.
 fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<u8, Failure> {
-    let RestoreArgs { ids, path, before, prefix, workspace, to, on_conflict, expected_sha256 } = args;
+    let RestoreArgs { ids, path, before, prefix, workspace, to, on_conflict, expected_sha256, into } = args;
+    if let Some(dir) = into {
+        return copy_out(out, repo, &ids, &dir, json);
+    }
     let selection = match (path, prefix) {
         (Some(p), _) => TrashSelection::Path {
             path: trove::path::from_text(&p)?,
@@ -352,6 +359,38 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
         }
     }
     Ok(if done.failed > 0 { 1 } else { 0 })
+}
+
+/// `trove trash restore ID... --into DIR`: each node's items copied out by its handle.
+fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, json: bool) -> Result<u8, Failure> {
+    if ids.is_empty() {
+        return Err(Error::invalid_argument("--into copies items named by id: give their ids").into());
+    }
+    // (node, its handle when another's, its items), in the order first named.
+    let mut groups: Vec<(String, Option<trove::NodeView>, Vec<trove::TrashItem>)> = Vec::new();
+    for id in ids {
+        let (there, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
+        let node = there.as_ref().map(|v| v.node.to_string()).unwrap_or_default();
+        match groups.iter_mut().find(|(n, _, _)| *n == node) {
+            Some((_, _, items)) => items.push(item),
+            None => groups.push((node, there, vec![item])),
+        }
+    }
+    let actor = actor();
+    let mut copied = Vec::new();
+    for (_, there, items) in &groups {
+        let holder = there.as_ref().map_or(repo, |v| &v.repo);
+        copied.extend(holder.copy_trash_out(items, dir, &actor)?);
+    }
+    if json {
+        print_json(out, &copied)?;
+    } else {
+        for c in &copied {
+            let node = c.node.as_ref().map(|n| format!(" (node {n})")).unwrap_or_default();
+            writeln!(out, "copied {}  {} -> {}{node}", c.trash_id, c.path, c.to)?;
+        }
+    }
+    Ok(0)
 }
 
 /// `trove trash purge`.

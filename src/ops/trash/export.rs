@@ -1,5 +1,6 @@
-//! Exporting trash items as a tar archive: each at its original path, with its mode and mtime
-//! (a directory with its members), the contents streamed from the store a buffer at a time.
+//! Exporting trash items as a tar archive (or into any `EntrySink`): each at its original path,
+//! with its mode and mtime (a directory with its members), the contents streamed from the
+//! store a buffer at a time.
 
 use std::io::Write;
 
@@ -8,7 +9,7 @@ use crate::base::progress::Progress;
 use crate::fs::walk::join_rel;
 use crate::model::trash::TrashItem;
 use crate::model::tree::EntryKind;
-use crate::ops::export::{write_archive, Archive};
+use crate::ops::export::{write_archive, EntrySink};
 use crate::repo::Repo;
 
 /// An item's mtime, or its deletion time for one kept before mtimes were.
@@ -40,15 +41,16 @@ impl Repo {
         let mut order: Vec<&TrashItem> = items.iter().collect();
         order.sort_by_key(|t| t.deleted_ns);
         progress.start("exporting", order.iter().fold(0u64, |n, t| n.saturating_add(t.size)));
-        let n =
-            write_archive(out, zstd_level, |a| order.iter().try_for_each(|item| self.export_item(a, item, progress)))?;
+        let n = write_archive(out, zstd_level, |a| {
+            order.iter().try_for_each(|item| self.export_item(&mut *a, item, progress))
+        })?;
         progress.finish();
         Ok(n)
     }
 
     /// One item into the archive: a file, or a directory and its members (read now when the
     /// item came without them).
-    fn export_item(&self, a: &mut Archive<'_>, item: &TrashItem, progress: &dyn Progress) -> Result<()> {
+    pub(super) fn export_item(&self, a: &mut dyn EntrySink, item: &TrashItem, progress: &dyn Progress) -> Result<()> {
         let when = mtime(item.mtime_ns, item.deleted_ns);
         match item.kind {
             EntryKind::File => {
@@ -92,7 +94,7 @@ impl Repo {
     /// A file of `item` at `rel` with (mode, mtime), its content streamed from `object`.
     fn export_file(
         &self,
-        a: &mut Archive<'_>,
+        a: &mut dyn EntrySink,
         rel: &[u8],
         (mode, mtime_ns): (u32, i64),
         size: u64,
@@ -106,6 +108,6 @@ impl Repo {
                 crate::base::path::display(rel)
             ))
         })?;
-        a.file(rel, mode, mtime_ns, size, self.open_object(id, Some(size))?)
+        a.file(rel, mode, mtime_ns, size, &mut self.open_object(id, Some(size))?)
     }
 }

@@ -2,6 +2,7 @@
 //! deleting into it (`remove.rs`), restoring from it (`restore.rs`), purging and expiring items
 //! (`purge.rs`) and exporting them as a tar archive (`export.rs`).
 
+pub mod copy_out;
 pub mod export;
 pub mod purge;
 pub mod remove;
