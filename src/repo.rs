@@ -709,6 +709,11 @@ impl Repo {
         // restore's leftovers are cleaned up.
         self.recover_journal()?;
         self.recover_restores()?;
+        // In a fleet, a purge of another node's items a killed process left half done is
+        // finished; that node's log may be out of reach now, which must not keep this open.
+        if let Err(e) = self.recover_purges() {
+            tracing::warn!(error = %e, "interrupted purges of other nodes' trash could not be settled; tried again at the next open");
+        }
         // An upload a killed process left half-written is removed, once nothing may still
         // need it; a failure here (a read-only disk) must not keep the repository from opening.
         if let Err(e) = self.recover_uploads() {

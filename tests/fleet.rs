@@ -213,6 +213,68 @@ fn nodes_write_their_own_logs_at_once_and_a_review_host_sees_every_node() {
     assert!(table.contains("node-b") && table.contains("NODE"), "{table}");
 }
 
+/// A host purges another node's trash items: each purge is recorded in the acting host's own
+/// log, naming the node, and the items leave that node's trash, which its own node sees and
+/// writes on after. Killed between its record and the deletion, the purge is finished by the
+/// acting host's next open; the content is then collected, and the node reads every byte clean.
+#[test]
+fn another_nodes_trash_items_are_purged_from_any_host_and_a_killed_purge_is_finished() {
+    let s3 = server();
+    let repo = format!("s3://{}/fleet", fresh_bucket(s3.addr));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cache = |n: &str| tmp.path().join(format!("cache-{n}"));
+    ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["init", "--layout", "nodes"]), "init");
+    let ws = tmp.path().join("ws-a");
+    let session = work(s3.addr, &repo, "node-a", &cache("node-a"), &ws);
+    let call = serde_json::json!({ "path": "run.sh" }).to_string();
+    ok(
+        as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["tool", "delete_file", "--session", &session, &call]),
+        "delete",
+    );
+    let listed = json(ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "ls"]), "trash ls"));
+    let id_of = |path: &str| {
+        listed["items"].as_array().expect("items").iter().find(|t| t["path"] == path).expect("listed")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let (gone, run) = (id_of("gone.txt"), id_of("run.sh"));
+
+    // Killed after its record, before the deletion: the next open finishes it.
+    let killed =
+        common::s3::trove_cmd(s3.addr, &repo, &cache("review"), &["--node", "review", "trash", "purge", &gone])
+            .env("TROVE_FAILPOINT", "trash:purge-recorded")
+            .output()
+            .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(6), "aborted at the failpoint: {}", common::stderr(&killed));
+    let after = ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "ls"]), "trash ls");
+    assert!(!after.contains(&gone), "finished by the next open: {after}");
+    // And a purge that runs to its end.
+    let done =
+        json(ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "purge", &run]), "purge"));
+    assert_eq!(done["purged"], 1, "{done}");
+    // Both recorded once, in the review host's log, naming node-a; node-a's trash has neither.
+    let log = json(ok(
+        as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "audit", "log", "--of", "review"]),
+        "audit log",
+    ));
+    let purges: Vec<&Value> =
+        log.as_array().expect("records").iter().filter(|r| r["operation"] == "trash_purge").collect();
+    assert_eq!(purges.len(), 2, "{log}");
+    assert!(purges.iter().all(|r| r["details"]["node"] == "node-a"), "{log}");
+    let mine = ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["--json", "trash", "ls"]), "a's trash");
+    assert!(!mine.contains(&gone) && !mine.contains(&run), "{mine}");
+    // node-a writes on after the purger's segments, and its content is collected clean.
+    std::fs::write(ws.join("later.txt"), "after the purge").expect("write");
+    let w = ws.to_str().expect("utf-8");
+    ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["snapshot", w, "--workspace", "node-a"]), "snapshot");
+    for _ in 0..2 {
+        ok(as_node(s3.addr, &repo, "review", &cache("review"), &["gc", "--grace", "0s"]), "gc");
+    }
+    ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["check", "--read-data"]), "check");
+}
+
 /// A second process writing as a node from another cache directory is refused on its next
 /// create, loudly and for good, and replaces nothing; the node's own process goes on, and a
 /// node whose cache directory is lost resumes its log from the bucket.

@@ -240,6 +240,15 @@ pub fn plan_recorded(
         .map_err(db("looking up a plan's records"))
 }
 
+/// Whether this log records the purge of node `node`'s trash item `trash_id` (by this node).
+pub fn purge_recorded(conn: &Connection, trash_id: &str, node: &str) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT 1 FROM audit WHERE operation = 'trash_purge' AND json_extract(details, '$.trashId') = ?1 AND json_extract(details, '$.node') = ?2 LIMIT 1",
+    )
+    .and_then(|mut st| st.exists(params![trash_id, node]))
+    .map_err(db("looking up a purge's record"))
+}
+
 /// Record `seq`, if there is one.
 pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
     let raw = conn

@@ -269,14 +269,17 @@ pub enum Owner {
     Node { node: String, writer: [u8; WRITER_LEN] },
     /// Another node: its log is read, never written here.
     Foreign { node: String },
-    /// Another node's log, written here by a collection of the whole fleet (`ops/gc/fleet.rs`)
-    /// under `writer` (the collecting process's node's id): its segments (format 4) change only
-    /// collection's rows ([`COLLECTED`]), so the node's writers take them for no rival.
+    /// Another node's log, written here by a collection of the whole fleet (`ops/gc/fleet.rs`),
+    /// or by another node's purge of its trash items (`ops/trash/purge_elsewhere.rs`), under
+    /// `writer` (the acting process's node's id): its segments (format 4) change only
+    /// collection's rows and delete trash items (see [`NOT_COLLECTED`]), so the node's writers
+    /// take them for no rival.
     Collector { node: String, writer: [u8; WRITER_LEN] },
 }
 
-/// The logged tables a collection never changes: a node's records, which only it writes. A
-/// collector's write that would change one is refused before anything is published.
+/// The logged tables a collector never changes: a node's records, which only it writes (but
+/// for the deletion of a trash item another node purged, [`PURGED`]). A collector's write that
+/// would change one is refused before anything is published.
 const NOT_COLLECTED: &[&str] = &[
     "workspaces",
     "snapshots",
@@ -288,6 +291,8 @@ const NOT_COLLECTED: &[&str] = &[
     "pins",
     "audit_keys",
 ];
+/// Of [`NOT_COLLECTED`], the tables whose rows a collector may delete: a purged trash item's.
+const PURGED: &[&str] = &["trash", "trash_entries"];
 
 /// One change: a row of a logged table as inserted or updated (its new values) or deleted (its
 /// old ones).
@@ -693,13 +698,17 @@ impl Log {
     /// Refuses a collector's write that would change one of node `node`'s records (a table in
     /// [`NOT_COLLECTED`]): only the node writes those.
     fn refuse_records(&self, tx: &Connection, node: &str) -> Result<()> {
-        let mut st =
-            tx.prepare_cached("SELECT DISTINCT tbl FROM temp.log_changes").map_err(db("reading the changes to log"))?;
-        let tables = st.query_map([], |r| r.get::<_, i64>(0)).map_err(db("reading the changes to log"))?;
-        for tbl in tables {
-            let tbl = tbl.map_err(db("reading the changes to log"))?;
+        let mut st = tx
+            .prepare_cached("SELECT DISTINCT tbl, op FROM temp.log_changes")
+            .map_err(db("reading the changes to log"))?;
+        let tables = st
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(db("reading the changes to log"))?;
+        for change in tables {
+            let (tbl, op) = change.map_err(db("reading the changes to log"))?;
             let name = DURABLE.get(tbl as usize).map_or("?", |(t, _)| *t);
-            if NOT_COLLECTED.contains(&name) {
+            let purge = op == Op::Delete as i64 && PURGED.contains(&name);
+            if NOT_COLLECTED.contains(&name) && !purge {
                 return Err(Error::invalid_argument(format!(
                     "a collection of node {node}'s log in {} would change its {name}: only node {node} writes its records",
                     self.name

@@ -361,13 +361,12 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     Ok(if done.failed > 0 { 1 } else { 0 })
 }
 
-/// `trove trash restore ID... --into DIR`: each node's items copied out by its handle.
-fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, json: bool) -> Result<u8, Failure> {
-    if ids.is_empty() {
-        return Err(Error::invalid_argument("--into copies items named by id: give their ids").into());
-    }
-    // (node, its handle when another's, its items), in the order first named.
-    let mut groups: Vec<(String, Option<trove::NodeView>, Vec<trove::TrashItem>)> = Vec::new();
+/// The items `ids` name, each found on whichever node of a fleet holds it, grouped by node:
+/// (the node's name, its handle when another's, its items), in the order first named.
+type ByNode = Vec<(String, Option<trove::NodeView>, Vec<trove::TrashItem>)>;
+
+fn by_node(repo: &Repo, ids: &[TrashId]) -> Result<ByNode, Failure> {
+    let mut groups: ByNode = Vec::new();
     for id in ids {
         let (there, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
         let node = there.as_ref().map(|v| v.node.to_string()).unwrap_or_default();
@@ -376,9 +375,17 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
             None => groups.push((node, there, vec![item])),
         }
     }
+    Ok(groups)
+}
+
+/// `trove trash restore ID... --into DIR`: each node's items copied out by its handle.
+fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, json: bool) -> Result<u8, Failure> {
+    if ids.is_empty() {
+        return Err(Error::invalid_argument("--into copies items named by id: give their ids").into());
+    }
     let actor = actor();
     let mut copied = Vec::new();
-    for (_, there, items) in &groups {
+    for (_, there, items) in &by_node(repo, ids)? {
         let holder = there.as_ref().map_or(repo, |v| &v.repo);
         copied.extend(holder.copy_trash_out(items, dir, &actor)?);
     }
@@ -396,6 +403,19 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
 /// `trove trash purge`.
 fn purge(out: &mut Out, repo: &Repo, args: PurgeArgs, json: bool) -> Result<(), Failure> {
     let PurgeArgs { ids, older_than, prefix, all, workspace, dry_run } = args;
+    if !ids.is_empty() && !repo.fleet_nodes()?.is_empty() {
+        // In a fleet, each item is purged on whichever node holds it.
+        let mut report = trove::PurgeReport { dry_run, purged: 0, bytes: 0, items: Vec::new() };
+        for (_, there, items) in by_node(repo, &ids)? {
+            let holder = there.as_ref().map_or(repo, |v| &v.repo);
+            let items: Vec<_> = items.into_iter().map(|t| (t, PurgeReason::Operator)).collect();
+            let done = holder.purge_trash(&items, dry_run, &actor())?;
+            report.purged += done.purged;
+            report.bytes = report.bytes.saturating_add(done.bytes);
+            report.items.extend(done.items);
+        }
+        return print_purge(out, &report, json);
+    }
     let set = if !ids.is_empty() {
         TrashSet::Ids(ids)
     } else {

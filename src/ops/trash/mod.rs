@@ -5,6 +5,7 @@
 pub mod copy_out;
 pub mod export;
 pub mod purge;
+mod purge_elsewhere;
 pub mod remove;
 pub mod restore;
 

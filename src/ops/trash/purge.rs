@@ -15,7 +15,7 @@ use crate::model::trash::{PurgeReport, PurgedItem, RestoredFilter, Retention, Tr
 use crate::repo::Repo;
 
 /// Items purged in one transaction: their rows and audit records commit together.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 
 /// A set of trash items, for a purge or an export.
 #[derive(Debug, Clone)]
@@ -65,6 +65,10 @@ impl Repo {
     /// `reason`, as `actor`, each with an audit record; with `dry_run` only reports them. An
     /// item purged meanwhile by someone else is left out of the report.
     pub fn purge_trash(&self, items: &[(TrashItem, PurgeReason)], dry_run: bool, actor: &str) -> Result<PurgeReport> {
+        // Another node's items: recorded in this node's log, deleted in theirs.
+        if self.is_other_node() && !dry_run {
+            return self.purge_elsewhere(items, actor);
+        }
         let mut report = PurgeReport { dry_run, purged: 0, bytes: 0, items: Vec::new() };
         for batch in items.chunks(BATCH) {
             let done = if dry_run {
@@ -177,7 +181,7 @@ impl Repo {
     }
 }
 
-fn purged(t: &TrashItem, why: PurgeReason) -> PurgedItem {
+pub(super) fn purged(t: &TrashItem, why: PurgeReason) -> PurgedItem {
     let (path, path_base64) = path::for_json(&t.path);
     PurgedItem {
         id: t.id.clone(),
@@ -192,7 +196,7 @@ fn purged(t: &TrashItem, why: PurgeReason) -> PurgedItem {
 }
 
 /// The audit record of purging `t`: what it was (its path, sha256 and content) and why it went.
-fn purge_record(t: &TrashItem, why: PurgeReason, actor: &str) -> AuditRecord {
+pub(super) fn purge_record(t: &TrashItem, why: PurgeReason, actor: &str) -> AuditRecord {
     let operation = if why == PurgeReason::Operator { "trash_purge" } else { "trash_expire" };
     let mut rec = AuditRecord::ok(now_ns(), actor, operation);
     rec.workspace = Some(t.workspace.clone());
