@@ -105,7 +105,7 @@ pub use ops::search::{LineMatch, Matcher, SearchMode, SearchSpec, SnapshotSearch
 pub use ops::snapshot::SnapshotOptions;
 pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;
-pub use ops::trash::copy_out::CopiedOut;
+pub use ops::trash::copy_out::{check_copy_targets, CopiedOut};
 pub use ops::trash::purge::{PurgeReason, TrashSet};
 pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};

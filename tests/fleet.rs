@@ -251,8 +251,10 @@ fn another_nodes_trash_items_are_purged_from_any_host_and_a_killed_purge_is_fini
     let after = ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "ls"]), "trash ls");
     assert!(!after.contains(&gone), "finished by the next open: {after}");
     // And a purge that runs to its end.
-    let done =
-        json(ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "purge", &run]), "purge"));
+    let done = json(ok(
+        as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "purge", &run, &run]),
+        "purge",
+    ));
     assert_eq!(done["purged"], 1, "{done}");
     // Both recorded once, in the review host's log, naming node-a; node-a's trash has neither.
     let log = json(ok(
@@ -273,6 +275,8 @@ fn another_nodes_trash_items_are_purged_from_any_host_and_a_killed_purge_is_fini
         ok(as_node(s3.addr, &repo, "review", &cache("review"), &["gc", "--grace", "0s"]), "gc");
     }
     ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["check", "--read-data"]), "check");
+    // The review host's own records name node-a's content only in their details.
+    ok(as_node(s3.addr, &repo, "review", &cache("review"), &["check", "--read-data"]), "check on the review host");
 }
 
 /// A second process writing as a node from another cache directory is refused on its next

@@ -187,6 +187,13 @@ impl WorkDir {
                 so_far.push(b'/');
             }
             so_far.extend_from_slice(part);
+            // openat would follow these out of the root: only `openat2` above refuses them.
+            if part == b".." || part == b"." {
+                return Err(Error::new(
+                    ErrorKind::InvalidPath,
+                    format!("'{}' has a '.' or '..' component: give a path below the root", shown(dir)),
+                ));
+            }
             fd = match rustix::fs::openat(&fd, part, DIR_FLAGS, Mode::empty()) {
                 Ok(next) => next,
                 Err(Errno::NOENT) => {

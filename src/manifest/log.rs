@@ -274,7 +274,8 @@ pub enum Owner {
     /// `writer` (the acting process's node's id): its segments (format 4) change only
     /// collection's rows and delete trash items (see [`NOT_COLLECTED`]), so the node's writers
     /// take them for no rival.
-    Collector { node: String, writer: [u8; WRITER_LEN] },
+    /// `purges`: this handle may also delete trash items (a purge's; a collection's may not).
+    Collector { node: String, writer: [u8; WRITER_LEN], purges: bool },
 }
 
 /// The logged tables a collector never changes: a node's records, which only it writes (but
@@ -696,8 +697,8 @@ impl Log {
     }
 
     /// Refuses a collector's write that would change one of node `node`'s records (a table in
-    /// [`NOT_COLLECTED`]): only the node writes those.
-    fn refuse_records(&self, tx: &Connection, node: &str) -> Result<()> {
+    /// [`NOT_COLLECTED`]; with `purges`, but for deleting trash items): only the node writes those.
+    fn refuse_records(&self, tx: &Connection, node: &str, purges: bool) -> Result<()> {
         let mut st = tx
             .prepare_cached("SELECT DISTINCT tbl, op FROM temp.log_changes")
             .map_err(db("reading the changes to log"))?;
@@ -707,7 +708,7 @@ impl Log {
         for change in tables {
             let (tbl, op) = change.map_err(db("reading the changes to log"))?;
             let name = DURABLE.get(tbl as usize).map_or("?", |(t, _)| *t);
-            let purge = op == Op::Delete as i64 && PURGED.contains(&name);
+            let purge = purges && op == Op::Delete as i64 && PURGED.contains(&name);
             if NOT_COLLECTED.contains(&name) && !purge {
                 return Err(Error::invalid_argument(format!(
                     "a collection of node {node}'s log in {} would change its {name}: only node {node} writes its records",
@@ -1026,8 +1027,8 @@ impl Replication for Log {
     }
 
     fn publish(&self, tx: &Connection, fence: Option<i64>) -> Result<Published> {
-        if let Owner::Collector { node, .. } = &self.owner {
-            self.refuse_records(tx, node)?;
+        if let Owner::Collector { node, purges, .. } = &self.owner {
+            self.refuse_records(tx, node, *purges)?;
         }
         let Some(body) = take_changes(tx, &self.logged)? else { return Ok(Published::Nothing) };
         let writer = match &self.owner {
@@ -1649,7 +1650,7 @@ mod tests {
         let store = Arc::new(MemoryBackend::new());
         let a = node_replica(dir.path(), "a.db", &store, "a", Some(1));
         record(&a, "first");
-        let owner = Owner::Collector { node: "a".into(), writer: [5; WRITER_LEN] };
+        let owner = Owner::Collector { node: "a".into(), writer: [5; WRITER_LEN], purges: false };
         let log = Log::new(store.clone() as Arc<dyn Backend>, "memory").of_node(owner);
         let c = open_replica(&dir.path().join("a-collecting.db"), log).expect("a replica opens");
         c.write(|tx| crate::manifest::gc::open_epoch(tx, 1)).expect("a collector's epoch");

@@ -323,10 +323,20 @@ impl Opener {
     /// A handle over this host's replica of node `node`'s log that a collection of the fleet
     /// writes through, as a collector (`Owner::Collector`): only collection's rows.
     pub(crate) fn open_collecting(&self, node: &NodeName) -> Result<Repo> {
+        self.open_writing(node, false)
+    }
+
+    /// A handle over this host's replica of node `node`'s log that a purge of its trash items
+    /// from this node writes through: a collector's handle that may delete trash items.
+    pub(crate) fn open_purging(&self, node: &NodeName) -> Result<Repo> {
+        self.open_writing(node, true)
+    }
+
+    fn open_writing(&self, node: &NodeName, purges: bool) -> Result<Repo> {
         let Owner::Node { writer, .. } = &self.keys.owner else {
-            return Err(Error::invalid_argument("only a node of the fleet collects its garbage"));
+            return Err(Error::invalid_argument("only a node of the fleet changes another node's log"));
         };
-        self.open_as(node, Owner::Collector { node: node.to_string(), writer: *writer })
+        self.open_as(node, Owner::Collector { node: node.to_string(), writer: *writer, purges })
     }
 
     fn open_as(&self, node: &NodeName, owner: Owner) -> Result<Repo> {

@@ -117,7 +117,7 @@ pub struct RestoreArgs {
     expected_sha256: Option<String>,
     /// Copy the items (by id, on any node of a fleet) into this directory of this host, each at
     /// its workspace-relative path, instead of into their workspace; they stay in the trash
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "prefix", "to", "workspace"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["path", "prefix", "to", "workspace", "on_conflict", "expected_sha256"])]
     into: Option<PathBuf>,
 }
 
@@ -367,7 +367,10 @@ type ByNode = Vec<(String, Option<trove::NodeView>, Vec<trove::TrashItem>)>;
 
 fn by_node(repo: &Repo, ids: &[TrashId]) -> Result<ByNode, Failure> {
     let mut groups: ByNode = Vec::new();
-    for id in ids {
+    for (k, id) in ids.iter().enumerate() {
+        if ids[..k].contains(id) {
+            continue;
+        }
         let (there, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
         let node = there.as_ref().map(|v| v.node.to_string()).unwrap_or_default();
         match groups.iter_mut().find(|(n, _, _)| *n == node) {
@@ -385,7 +388,10 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
     }
     let actor = actor();
     let mut copied = Vec::new();
-    for (_, there, items) in &by_node(repo, ids)? {
+    let groups = by_node(repo, ids)?;
+    // Every node's items checked together first: refused whole, or all copied.
+    trove::check_copy_targets(&groups.iter().flat_map(|(_, _, items)| items).collect::<Vec<_>>(), dir)?;
+    for (_, there, items) in &groups {
         let holder = there.as_ref().map_or(repo, |v| &v.repo);
         copied.extend(holder.copy_trash_out(items, dir, &actor)?);
     }

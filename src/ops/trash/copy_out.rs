@@ -45,8 +45,10 @@ struct DirSink<'a> {
 }
 
 impl DirSink<'_> {
-    /// Where entry `rel` of the item goes.
+    /// Where entry `rel` of the item goes. The records may be another node's: a path that is not
+    /// plainly below the directory (`..`, `/`, `//`) is refused, not followed.
     fn place(&self, rel: &[u8]) -> Result<Vec<u8>> {
+        below(rel)?;
         let rest = rel.strip_prefix(self.from).ok_or_else(|| {
             Error::internal(format!("'{}' is not in trash item '{}'", path::display(rel), path::display(self.from)))
         })?;
@@ -76,34 +78,62 @@ impl EntrySink for DirSink<'_> {
     }
 }
 
+/// Refuses a path that is not plainly below a directory (its normal form differs: `..`, a
+/// leading `/`, an empty component, `./`).
+fn below(rel: &[u8]) -> Result<()> {
+    if path::normalize_nonempty(rel)? != rel {
+        return Err(Error::new(
+            ErrorKind::InvalidPath,
+            format!("trash path '{}' is not a plain relative path: it is not copied", path::display(rel)),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks, before anything is written, that `items` (of any nodes) can all be copied into
+/// `into`: each path plainly relative, none taken there, none the same as or inside another's.
+pub fn check_copy_targets(items: &[&TrashItem], into: &Path) -> Result<()> {
+    let mut paths: Vec<&[u8]> = Vec::with_capacity(items.len());
+    for item in items {
+        below(&item.path)?;
+        let inside = |a: &[u8], b: &[u8]| a == b || (a.starts_with(b) && a.get(b.len()) == Some(&b'/'));
+        if let Some(other) = paths.iter().find(|p| inside(&item.path, p) || inside(p, &item.path)) {
+            return Err(Error::invalid_argument(format!(
+                "trash items at '{}' and '{}' would land on one another: copy them into two directories",
+                path::display(&item.path),
+                path::display(other)
+            )));
+        }
+        paths.push(&item.path);
+    }
+    if !into.exists() {
+        return Ok(());
+    }
+    let wd = WorkDir::open(into)?;
+    for item in items {
+        if wd.stat(&item.path)?.is_some() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "'{}' is already in {}: nothing was copied; choose an empty directory",
+                    path::display(&item.path),
+                    into.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Repo {
     /// Copies `items` (this handle's) into directory `into` (made if missing), each at its
-    /// workspace-relative path; refused whole, before anything is written, when a path is
-    /// taken there or two items share one. Each copy is recorded (`trash_restore`, details
+    /// workspace-relative path; refused whole, before anything is written, when
+    /// [`check_copy_targets`] refuses them. Each copy is recorded (`trash_restore`, details
     /// `into`, and `node` for another node's item) in the acting node's log.
     pub fn copy_trash_out(&self, items: &[TrashItem], into: &Path, actor: &str) -> Result<Vec<CopiedOut>> {
+        check_copy_targets(&items.iter().collect::<Vec<_>>(), into)?;
         std::fs::create_dir_all(into).map_err(|e| Error::io("create", into, e))?;
         let wd = WorkDir::open(into)?;
-        let mut paths: Vec<&[u8]> = Vec::with_capacity(items.len());
-        for item in items {
-            if paths.contains(&item.path.as_slice()) {
-                return Err(Error::invalid_argument(format!(
-                    "two of the items were deleted from '{}': copy them into two directories",
-                    path::display(&item.path)
-                )));
-            }
-            paths.push(&item.path);
-            if wd.stat(&item.path)?.is_some() {
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!(
-                        "'{}' is already in {}: nothing was copied; choose an empty directory",
-                        path::display(&item.path),
-                        into.display()
-                    ),
-                ));
-            }
-        }
         let _lease = self.lease("trash copy")?;
         let recorder = self.recorder()?;
         let mut copied = Vec::with_capacity(items.len());
@@ -135,8 +165,13 @@ impl Repo {
             rec.workspace = Some(item.workspace.clone());
             rec.path = Some(item.path.clone());
             rec.after_sha256 = item.sha256;
-            rec.after_object = item.object;
             rec.details = serde_json::json!({ "trashId": item.id.to_string(), "into": to.display().to_string() });
+            match (self.is_other_node(), item.object) {
+                // Another node's object is not in this node's store, where the record's object
+                // columns point (`check` looks it up there): named in the details instead.
+                (true, Some(object)) => rec.details["object"] = object.to_string().into(),
+                (_, object) => rec.after_object = object,
+            }
             let rec = self.naming_node(rec);
             recorder.as_ref().unwrap_or(self).audit(rec)?;
             copied.push(CopiedOut {
@@ -147,5 +182,29 @@ impl Repo {
             });
         }
         Ok(copied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_paths_are_copied() {
+        for bad in [&b"a/../b"[..], b"../b", b"/etc/x", b"a//b", b"./a", b"a/.", b""] {
+            assert!(below(bad).is_err(), "{}", path::display(bad));
+        }
+        below(b"a/b c/d.txt").expect("a plain path");
+    }
+
+    #[test]
+    fn a_directory_made_component_by_component_never_climbs_out() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        let wd = WorkDir::open(&root).expect("open");
+        let e = wd.mkdirs(b"q/../../escaped", &mut Vec::new()).expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::InvalidPath, "{e}");
+        assert!(!tmp.path().join("escaped").exists());
     }
 }

@@ -4,10 +4,15 @@
 //!
 //! Two logs, so two writes, made whole by a note of this node's: before the records, the batch
 //! is written to `<cache>/<repository id>/purging/<random>.json` (synced, and held with a
-//! `flock` while it is worked on); after the deletion, the note is removed. A note found by a
-//! later open (the process was killed) is settled: each item still in its node's trash whose
-//! purge this node's log records is deleted now; one whose purge was never recorded was never
-//! acknowledged, and stays. So a purge is whole once its records are in the log.
+//! `flock` while it is worked on; written under a temporary name and renamed); after the
+//! deletion, the note is removed, and only then: a purge that failed between the two keeps it.
+//! A note found by a later open (the process was killed, or the deletion failed) is settled:
+//! each item still in its node's trash whose purge this node's log records is deleted now; one
+//! whose purge was never recorded was never acknowledged, and stays. So a purge is whole once
+//! its records are in the log.
+//!
+//! The records name the item's content in their details (`object`), not in their object
+//! columns: those point into this node's store, where `check` would look for it.
 
 use std::path::{Path, PathBuf};
 
@@ -30,21 +35,23 @@ struct Note {
     ids: Vec<TrashId>,
 }
 
-/// A note written and held: removed when dropped.
+/// A note held (locked) while its purge is worked on. It is removed only once the purge is
+/// whole ([`Held::settled`]): dropped otherwise (an error), it stays for the next open.
 struct Held {
     path: PathBuf,
     _file: std::fs::File,
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
+impl Held {
+    /// The purge is whole: the note goes.
+    fn settled(self) {
         if let Err(e) = std::fs::remove_file(&self.path) {
             tracing::warn!(path = %self.path.display(), error = %e, "a settled purge's note was not removed; the next open settles it again, which changes nothing");
         }
     }
 }
 
-/// Opens and locks the note at `path` (None: another process holds it).
+/// Locks the note at `path`, open as `file` (None: another process holds it).
 fn lock(path: &Path, file: std::fs::File) -> Result<Option<Held>> {
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Some(Held { path: path.to_path_buf(), _file: file })),
@@ -58,12 +65,15 @@ impl Repo {
     pub(super) fn purge_elsewhere(&self, items: &[(TrashItem, PurgeReason)], actor: &str) -> Result<PurgeReport> {
         let node = NodeName::parse(self.node().unwrap_or_default())?;
         let recorder = self.recorder()?.ok_or_else(|| Error::internal("another node's handle without its own"))?;
-        let purger = recorder.opener()?.open_collecting(&node)?;
+        let purger = recorder.opener()?.open_purging(&node)?;
         let mut report = PurgeReport { dry_run: false, purged: 0, bytes: 0, items: Vec::new() };
         for batch in items.chunks(BATCH) {
-            // Those still in the node's trash, as its log says now.
-            let mut present = Vec::with_capacity(batch.len());
+            // Those still in the node's trash, as its log says now, each once.
+            let mut present: Vec<(&TrashItem, PurgeReason)> = Vec::with_capacity(batch.len());
             for (t, why) in batch {
+                if present.iter().any(|(p, _)| p.id == t.id) {
+                    continue;
+                }
                 match purger.trash_item(&t.id) {
                     Ok(_) => present.push((t, *why)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -73,16 +83,22 @@ impl Repo {
             if present.is_empty() {
                 continue;
             }
-            let _note = recorder.note_purge(&node, present.iter().map(|(t, _)| t.id.clone()).collect())?;
+            let note = recorder.note_purge(&node, present.iter().map(|(t, _)| t.id.clone()).collect())?;
             recorder.manifest.write(|tx| {
                 present.iter().try_for_each(|(t, why)| {
-                    manifest::audit::append(tx, &self.naming_node(purge_record(t, *why, actor))).map(|_| ())
+                    let mut rec = self.naming_node(purge_record(t, *why, actor));
+                    if let Some(object) = rec.before_object.take() {
+                        rec.details["object"] = object.to_string().into();
+                    }
+                    manifest::audit::append(tx, &rec).map(|_| ())
                 })
             })?;
             crate::base::failpoint::failpoint("trash:purge-recorded");
+            // A failure here leaves the note: the next open deletes what the records name.
             purger
                 .manifest
                 .write(|tx| present.iter().try_for_each(|(t, _)| manifest::trash::delete(tx, &t.id).map(|_| ())))?;
+            note.settled();
             for (t, why) in present {
                 let p = purged(t, why);
                 report.purged += 1;
@@ -96,23 +112,27 @@ impl Repo {
         Ok(report)
     }
 
-    /// Writes (synced) and holds the note of purging `ids` of node `node`.
+    /// Writes (synced) and holds the note of purging `ids` of node `node`: written and locked
+    /// under a temporary name, then renamed, so an open settling notes never finds one empty
+    /// or unheld.
     fn note_purge(&self, node: &NodeName, ids: Vec<TrashId>) -> Result<Held> {
         let root = self.root().ok_or_else(|| Error::internal("a fleet node without a cache directory"))?;
         let dir = root.join(PURGING);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
-        let path = dir.join(format!("{}.json", crate::base::random::random_hex()?));
+        let name = crate::base::random::random_hex()?;
+        let (temp, path) = (dir.join(format!("{name}.writing")), dir.join(format!("{name}.json")));
         let bytes = serde_json::to_vec(&Note { node: node.to_string(), ids })
             .map_err(|e| Error::internal(format!("encoding a purge's note: {e}")))?;
         let file = std::fs::File::options()
             .create_new(true)
             .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("create", &path, e))?;
-        let held = lock(&path, file.try_clone().map_err(|e| Error::io("open", &path, e))?)?
-            .ok_or_else(|| Error::internal(format!("{} is locked as it is made", path.display())))?;
+            .open(&temp)
+            .map_err(|e| Error::io("create", &temp, e))?;
+        let held = lock(&path, file.try_clone().map_err(|e| Error::io("open", &temp, e))?)?
+            .ok_or_else(|| Error::internal(format!("{} is locked as it is made", temp.display())))?;
         use std::io::Write;
-        (&file).write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &path, e))?;
+        (&file).write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &temp, e))?;
+        std::fs::rename(&temp, &path).map_err(|e| Error::io("rename", &temp, e))?;
         // The note's name is durable once its directory is.
         std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync", &dir, e))?;
         Ok(held)
@@ -153,29 +173,28 @@ impl Repo {
             return Ok(()); // its process is still at work
         };
         let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
-        let note: Note = match serde_json::from_slice(&bytes) {
-            Ok(n) => n,
-            // Killed while writing it: before any record, so nothing was purged.
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "a purge's note cut short by a kill: nothing of it was recorded");
-                drop(held);
-                return Ok(());
-            }
-        };
+        let note: Note = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::corrupt(format!("{} is not a purge's note ({e}): read it, then delete it", path.display()))
+        })?;
         let node = NodeName::parse(&note.node)?;
-        let purger = self.opener()?.open_collecting(&node)?;
+        let purger = self.opener()?.open_purging(&node)?;
         let conn = self.manifest.conn();
         let mut due = Vec::new();
         for id in &note.ids {
-            if manifest::audit::purge_recorded(conn, id.as_ref(), node.as_str())? && purger.trash_item(id).is_ok() {
-                due.push(id.clone());
+            if !manifest::audit::purge_recorded(conn, id.as_ref(), node.as_str())? {
+                continue;
+            }
+            match purger.trash_item(id) {
+                Ok(_) => due.push(id.clone()),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
         }
         if !due.is_empty() {
             purger.manifest.write(|tx| due.iter().try_for_each(|id| manifest::trash::delete(tx, id).map(|_| ())))?;
             tracing::info!(node = %node, items = due.len(), "a purge of another node's trash items a killed process left is finished");
         }
-        drop(held);
+        held.settled();
         Ok(())
     }
 }
