@@ -106,6 +106,8 @@ pub use ops::snapshot::SnapshotOptions;
 pub use ops::source::{FileListing, ListedFile, Origin, Source, WorkspaceView};
 pub use ops::tokens;
 pub use ops::trash::copy_out::{check_copy_targets, CopiedOut};
+pub use ops::trash::elsewhere::{restore_trash_in_fleet, trash_by_node, FleetItems};
+pub use ops::trash::export::export_trash_of;
 pub use ops::trash::purge::{PurgeReason, TrashSet};
 pub use ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 pub use ops::view::{short_id, ContentReader};

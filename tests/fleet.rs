@@ -33,6 +33,30 @@ fn work(s3: std::net::SocketAddr, repo: &str, node: &str, cache: &std::path::Pat
     id
 }
 
+/// Node a (`cache-node-a` under `tmp`) does [`work`] in `ws` and its agent deletes `run.sh` too;
+/// returns the ids of its two trash items (`gone.txt`, `run.sh`) as node `reader` lists them.
+fn two_deleted_on_a(
+    s3: std::net::SocketAddr,
+    repo: &str,
+    tmp: &std::path::Path,
+    ws: &std::path::Path,
+    reader: &str,
+) -> (String, String) {
+    let cache = |n: &str| tmp.join(format!("cache-{n}"));
+    ok(as_node(s3, repo, "node-a", &cache("node-a"), &["init", "--layout", "nodes"]), "init");
+    let session = work(s3, repo, "node-a", &cache("node-a"), ws);
+    let call = serde_json::json!({ "path": "run.sh" }).to_string();
+    ok(as_node(s3, repo, "node-a", &cache("node-a"), &["tool", "delete_file", "--session", &session, &call]), "delete");
+    let listed = json(ok(as_node(s3, repo, reader, &cache(reader), &["--json", "trash", "ls"]), "trash ls"));
+    let id_of = |path: &str| {
+        listed["items"].as_array().expect("items").iter().find(|t| t["path"] == path).expect("listed")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    (id_of("gone.txt"), id_of("run.sh"))
+}
+
 /// Two nodes write one bucket at the same time, each only under `nodes/<its name>/`; a review
 /// host that never opened the repository lists every node's snapshots, sessions and trash
 /// items, each with its node, reads them by id, and restores another node's snapshot byte for
@@ -223,22 +247,8 @@ fn another_nodes_trash_items_are_purged_from_any_host_and_a_killed_purge_is_fini
     let repo = format!("s3://{}/fleet", fresh_bucket(s3.addr));
     let tmp = tempfile::tempdir().expect("tmp");
     let cache = |n: &str| tmp.path().join(format!("cache-{n}"));
-    ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["init", "--layout", "nodes"]), "init");
     let ws = tmp.path().join("ws-a");
-    let session = work(s3.addr, &repo, "node-a", &cache("node-a"), &ws);
-    let call = serde_json::json!({ "path": "run.sh" }).to_string();
-    ok(
-        as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["tool", "delete_file", "--session", &session, &call]),
-        "delete",
-    );
-    let listed = json(ok(as_node(s3.addr, &repo, "review", &cache("review"), &["--json", "trash", "ls"]), "trash ls"));
-    let id_of = |path: &str| {
-        listed["items"].as_array().expect("items").iter().find(|t| t["path"] == path).expect("listed")["id"]
-            .as_str()
-            .expect("id")
-            .to_owned()
-    };
-    let (gone, run) = (id_of("gone.txt"), id_of("run.sh"));
+    let (gone, run) = two_deleted_on_a(s3.addr, &repo, tmp.path(), &ws, "review");
 
     // Killed after its record, before the deletion: the next open finishes it.
     let killed =
@@ -277,6 +287,83 @@ fn another_nodes_trash_items_are_purged_from_any_host_and_a_killed_purge_is_fini
     ok(as_node(s3.addr, &repo, "node-a", &cache("node-a"), &["check", "--read-data"]), "check");
     // The review host's own records name node-a's content only in their details.
     ok(as_node(s3.addr, &repo, "review", &cache("review"), &["check", "--read-data"]), "check on the review host");
+}
+
+/// A host restores another node's trash items into a workspace of its own: each restore is
+/// recorded in the host's own log, naming the node, with the content copied into the host's
+/// store, and the item is marked restored in its node's trash. Killed between its records and
+/// the marking, the restore is finished by the host's next open; both nodes then collect and
+/// read every byte clean.
+#[test]
+fn another_nodes_trash_items_are_restored_into_this_nodes_workspace_and_a_killed_restore_is_finished() {
+    let s3 = server();
+    let repo = format!("s3://{}/fleet", fresh_bucket(s3.addr));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cache = |n: &str| tmp.path().join(format!("cache-{n}"));
+    let ws = tmp.path().join("ws-a");
+    let wb = tmp.path().join("ws-b");
+    std::fs::create_dir_all(&wb).expect("mkdir");
+    std::fs::write(wb.join("keep.txt"), "node-b's own").expect("write");
+    let b = |args: &[&str]| as_node(s3.addr, &repo, "node-b", &cache("node-b"), args);
+    let (gone, run) = two_deleted_on_a(s3.addr, &repo, tmp.path(), &ws, "node-b");
+    ok(b(&["snapshot", wb.to_str().expect("utf-8"), "--workspace", "node-b"]), "b's workspace");
+
+    // Its own workspace is node-a's: node-b has none of that name, and is told what to do.
+    let refused = b(&["trash", "restore", &gone]);
+    assert_eq!(refused.status.code(), Some(1), "{}", common::stderr(&refused));
+    let said = common::stdout(&refused);
+    assert!(said.contains("node node-a's") && said.contains("--workspace W") && said.contains("--into"), "{said}");
+    assert!(!wb.join("gone.txt").exists());
+
+    // Killed after its records, before the marking: the file is back, and the next open marks it.
+    let killed = common::s3::trove_cmd(
+        s3.addr,
+        &repo,
+        &cache("node-b"),
+        &["--node", "node-b", "trash", "restore", &gone, "--workspace", "node-b"],
+    )
+    .env("TROVE_FAILPOINT", "trash:restore-recorded")
+    .output()
+    .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(6), "aborted at the failpoint: {}", common::stderr(&killed));
+    assert_eq!(std::fs::read_to_string(wb.join("gone.txt")).expect("restored"), "deleted on node-a");
+    ok(b(&["trash", "ls"]), "an open of node-b");
+    let a = |args: &[&str]| as_node(s3.addr, &repo, "node-a", &cache("node-a"), args);
+    let shown = json(ok(a(&["--json", "trash", "show", &gone]), "show on a"));
+    assert!(shown["restoredAt"].is_string(), "marked restored by the next open: {shown}");
+
+    // And a restore that runs to its end, with an id no node holds reported beside it.
+    let done = b(&["--json", "trash", "restore", &run, "trash_0123456789abcdef", "--workspace", "node-b"]);
+    assert_eq!(done.status.code(), Some(1), "one refused: {}", common::stderr(&done));
+    let done = json(common::stdout(&done));
+    assert_eq!((&done["restored"], &done["failed"]), (&Value::from(1), &Value::from(1)), "{done}");
+    assert_eq!(std::fs::read_to_string(wb.join("run.sh")).expect("restored"), "#!/bin/sh\necho hi\n");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(wb.join("run.sh")).expect("meta").permissions().mode() & 0o777, 0o755);
+    // Recorded in node-b's log, naming node-a; node-a's trash has neither any more.
+    let log = json(ok(b(&["--json", "audit", "log", "--of", "node-b"]), "audit log"));
+    let restores: Vec<&Value> =
+        log.as_array().expect("records").iter().filter(|r| r["operation"] == "trash_restore").collect();
+    for id in [&gone, &run] {
+        let r = restores.iter().find(|r| r["details"]["restoredTrashId"] == id.as_str()).expect("recorded");
+        assert_eq!((&r["details"]["node"], &r["workspace"]), (&Value::from("node-a"), &Value::from("node-b")), "{r}");
+    }
+    let mine = ok(a(&["--json", "trash", "ls"]), "a's trash");
+    assert!(!mine.contains(&gone) && !mine.contains(&run), "{mine}");
+    // node-a writes on after node-b's segments; both collect and read clean.
+    std::fs::write(ws.join("later.txt"), "after the restore").expect("write");
+    ok(a(&["snapshot", ws.to_str().expect("utf-8"), "--workspace", "node-a"]), "snapshot on a");
+    for _ in 0..2 {
+        ok(b(&["gc", "--grace", "0s"]), "gc on b");
+    }
+    ok(a(&["check", "--read-data"]), "check on a");
+    ok(b(&["check", "--read-data"]), "check on b");
+    let snap = ok(b(&["snapshot", wb.to_str().expect("utf-8"), "--workspace", "node-b"]), "b's snapshot");
+    assert!(!snap.is_empty());
+    let back = tmp.path().join("b-back");
+    ok(b(&["restore", "latest", "--workspace", "node-b", "--to", back.to_str().expect("utf-8")]), "restore b");
+    assert_eq!(std::fs::read_to_string(back.join("gone.txt")).expect("in b's snapshot"), "deleted on node-a");
 }
 
 /// A second process writing as a node from another cache directory is refused on its next
@@ -498,6 +585,26 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     // A cursor pages one node's trash: refused in a fleet, saying what to do.
     let paged = review.get("/v1/trash?cursor=1.1");
     assert_eq!(paged.status, 400, "{}", paged.text());
+    // Another node's item exported by id, then restored into a workspace of the review host's:
+    // recorded in its log, and marked restored in node-a's trash.
+    let item_id = item["id"].as_str().expect("id").to_owned();
+    let tar = review.get(&format!("/v1/trash/export?ids={item_id}"));
+    assert_eq!(tar.status, 200, "{}", tar.text());
+    assert!(tar.text().contains("to be deleted"), "the archive holds node-a's item");
+    assert_eq!(review.get("/v1/trash/export?ids=trash_0123456789abcdef").status, 404);
+    let inbox = review.workspace("inbox");
+    std::fs::create_dir_all(&inbox).expect("mkdir");
+    let body = serde_json::json!({ "ids": [item_id], "workspace": "inbox" }).to_string();
+    let restored = review.call("POST", "/v1/trash/restore", &body);
+    assert_eq!((restored.status, restored.json()["restored"].clone()), (200, Value::from(1)), "{}", restored.text());
+    assert_eq!(std::fs::read_to_string(inbox.join("gone.txt")).expect("restored"), "to be deleted");
+    assert!(
+        common::http::eventually(5, || review.get(&format!("/v1/trash/{item_id}")).json()["restoredAt"].is_string()),
+        "marked restored in node-a's trash"
+    );
+    let mine = audit("/v1/audit?node=review&after=0");
+    let r = mine.iter().find(|r| r["operation"] == "trash_restore").expect("recorded");
+    assert_eq!((&r["details"]["node"], &r["workspace"]), (&Value::from("node-a"), &Value::from("inbox")), "{r}");
 }
 
 /// A node's audit log is published in the bucket as C2SP tiles at each checkpoint: a reader

@@ -249,6 +249,16 @@ pub fn purge_recorded(conn: &Connection, trash_id: &str, node: &str) -> Result<b
     .map_err(db("looking up a purge's record"))
 }
 
+/// Whether this log records the whole restore of node `node`'s trash item `trash_id` (by this
+/// node, into its workspace).
+pub fn restore_recorded(conn: &Connection, trash_id: &str, node: &str) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT 1 FROM audit WHERE operation = 'trash_restore' AND json_extract(details, '$.restoredTrashId') = ?1 AND json_extract(details, '$.node') = ?2 LIMIT 1",
+    )
+    .and_then(|mut st| st.exists(params![trash_id, node]))
+    .map_err(db("looking up a restore's record"))
+}
+
 /// Record `seq`, if there is one.
 pub fn get(conn: &Connection, seq: i64) -> Result<Option<FullRecord>> {
     let raw = conn

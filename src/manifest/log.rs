@@ -270,11 +270,12 @@ pub enum Owner {
     /// Another node: its log is read, never written here.
     Foreign { node: String },
     /// Another node's log, written here by a collection of the whole fleet (`ops/gc/fleet.rs`),
-    /// or by another node's purge of its trash items (`ops/trash/purge_elsewhere.rs`), under
+    /// or by another node's purge or restore of its trash items (`ops/trash/elsewhere.rs`), under
     /// `writer` (the acting process's node's id): its segments (format 4) change only
     /// collection's rows and delete trash items (see [`NOT_COLLECTED`]), so the node's writers
     /// take them for no rival.
-    /// `purges`: this handle may also delete trash items (a purge's; a collection's may not).
+    /// `purges`: this handle may also delete trash items and mark them restored (another
+    /// node's purge or restore of them; a collection's may not).
     Collector { node: String, writer: [u8; WRITER_LEN], purges: bool },
 }
 
@@ -292,8 +293,12 @@ const NOT_COLLECTED: &[&str] = &[
     "pins",
     "audit_keys",
 ];
-/// Of [`NOT_COLLECTED`], the tables whose rows a collector may delete: a purged trash item's.
+/// Of [`NOT_COLLECTED`], the tables whose rows a purging handle may delete: a purged trash
+/// item's.
 const PURGED: &[&str] = &["trash", "trash_entries"];
+/// Of [`NOT_COLLECTED`], the table whose rows a purging handle may update: a trash item marked
+/// restored by the node that restored it.
+const RESTORED: &str = "trash";
 
 /// One change: a row of a logged table as inserted or updated (its new values) or deleted (its
 /// old ones).
@@ -697,7 +702,8 @@ impl Log {
     }
 
     /// Refuses a collector's write that would change one of node `node`'s records (a table in
-    /// [`NOT_COLLECTED`]; with `purges`, but for deleting trash items): only the node writes those.
+    /// [`NOT_COLLECTED`]; with `purges`, but for deleting trash items or marking them restored):
+    /// only the node writes those.
     fn refuse_records(&self, tx: &Connection, node: &str, purges: bool) -> Result<()> {
         let mut st = tx
             .prepare_cached("SELECT DISTINCT tbl, op FROM temp.log_changes")
@@ -708,7 +714,9 @@ impl Log {
         for change in tables {
             let (tbl, op) = change.map_err(db("reading the changes to log"))?;
             let name = DURABLE.get(tbl as usize).map_or("?", |(t, _)| *t);
-            let purge = purges && op == Op::Delete as i64 && PURGED.contains(&name);
+            let purge = purges
+                && ((op == Op::Delete as i64 && PURGED.contains(&name))
+                    || (op == Op::Update as i64 && name == RESTORED));
             if NOT_COLLECTED.contains(&name) && !purge {
                 return Err(Error::invalid_argument(format!(
                     "a collection of node {node}'s log in {} would change its {name}: only node {node} writes its records",

@@ -7,8 +7,8 @@
 //! (a review host) is no node of it. A reader keeps a replica of each other node's log beside its own,
 //! `<cache>/<repository id>/nodes/<node>.db`, caught up as its own is (one `GET` of the next
 //! segment when nothing is new), and opened as a handle that reads and never writes: a node's
-//! records are written by that node alone (a collection, or a purge of its trash from another
-//! node, writes there through a collector's handle, `open_collecting`, `open_purging`).
+//! records are written by that node alone (a collection, or a purge or restore of its trash from
+//! another node, writes there through a collector's handle, `open_collecting`, `open_purging`).
 //!
 //! The processes of one node that share its cache directory write under one writer id (16
 //! random bytes, `nodes/<node>.writer` there), which every segment they create carries: a
@@ -327,8 +327,9 @@ impl Opener {
         self.open_writing(node, false)
     }
 
-    /// A handle over this host's replica of node `node`'s log that a purge of its trash items
-    /// from this node writes through: a collector's handle that may delete trash items.
+    /// A handle over this host's replica of node `node`'s log that a purge or a restore of its
+    /// trash items from this node writes through: a collector's handle that may delete trash
+    /// items and mark them restored.
     pub(crate) fn open_purging(&self, node: &NodeName) -> Result<Repo> {
         self.open_writing(node, true)
     }

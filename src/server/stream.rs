@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
-use super::state::AppState;
+use super::state::{AppState, Views};
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
 use crate::fs::live::ChangePolicy;
@@ -62,17 +62,43 @@ pub(super) fn body_on<F>(st: &Arc<AppState>, node: Option<NodeName>, work: F) ->
 where
     F: FnOnce(&AppState, &Repo, &mut ChannelWriter) -> Result<(), Error> + Send + 'static,
 {
+    fed_by(st, move |state, mut out| async move {
+        state
+            .blocking_on(node, move |st, repo| {
+                work(st, repo, &mut out)?;
+                out.flush().map_err(crate::base::error::from_io)
+            })
+            .await
+    })
+}
+
+/// [`body`] written with every node's handle (this node's first), in a fleet.
+pub(super) fn body_fleet<F>(st: &Arc<AppState>, work: F) -> Body
+where
+    F: FnOnce(&AppState, &Views<'_>, &mut ChannelWriter) -> Result<(), Error> + Send + 'static,
+{
+    fed_by(st, move |state, mut out| async move {
+        state
+            .blocking_fleet(move |st, views| {
+                work(st, views, &mut out)?;
+                out.flush().map_err(crate::base::error::from_io)
+            })
+            .await
+    })
+}
+
+/// A body that the task `feed` makes fills through the writer it is given; an error it returns
+/// cuts the body short (and is logged).
+fn fed_by<F, Fut>(st: &Arc<AppState>, feed: F) -> Body
+where
+    F: FnOnce(Arc<AppState>, ChannelWriter) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), Error>> + Send + 'static,
+{
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let state = st.clone();
     tokio::spawn(async move {
         let failed = tx.clone();
-        let done: Result<(), Error> = state
-            .blocking_on(node, move |st, repo| {
-                let mut out = ChannelWriter { tx, buf: Vec::with_capacity(PIECE) };
-                work(st, repo, &mut out)?;
-                out.flush().map_err(crate::base::error::from_io)
-            })
-            .await;
+        let done = feed(state, ChannelWriter { tx, buf: Vec::with_capacity(PIECE) }).await;
         if let Err(e) = done {
             tracing::warn!(error = %e, "a streamed response was cut short");
             let _ = failed.send(Err(io::Error::other(e.message().to_string()))).await;

@@ -22,6 +22,8 @@ use crate::base::progress::NoProgress;
 use crate::model::trash::{OnConflict, RestoredFilter, TrashFilter, TrashMember, TrashRecord};
 use crate::model::tree::EntryKind;
 use crate::ops::session::workspace_dir;
+use crate::ops::trash::elsewhere::{restore_trash_in_fleet, trash_by_node};
+use crate::ops::trash::export::export_trash_of;
 use crate::ops::trash::purge::TrashSet;
 use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 
@@ -253,11 +255,12 @@ pub(super) async fn restore(
 ) -> Result<Response, ApiError> {
     let actor = super::request::actor();
     let req = super::extract::json_object::<RestoreBody>(&super::extract::body_of(body)?, "restore")?.request()?;
+    // In a fleet, each item named by id is restored from whichever node holds it.
     let done = st
-        .blocking(move |st, repo| {
+        .blocking_fleet(move |st, views| {
             let root = st.opts.workspaces.clone();
             let live_dir = move |w: &str| workspace_dir(&root, w);
-            repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })
+            restore_trash_in_fleet(views, &req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })
         })
         .await?;
     Ok(axum::Json(done).into_response())
@@ -351,9 +354,24 @@ pub(super) async fn export(State(st): State<Arc<AppState>>, Q(q): Q<ExportQuery>
         _ => None,
     };
     let set = q.set()?;
-    let items = st.blocking(move |_, repo| repo.trash_set(&set)).await?;
-    let body =
-        super::stream::body(&st, move |_, repo, out| repo.export_trash(&items, out, zstd, &NoProgress).map(|_| ()));
+    // In a fleet, items named by id are read on whichever node holds each: every one is looked
+    // up before the response starts, so an id no node holds is a 404, not a cut archive.
+    let body = match set {
+        TrashSet::Ids(ids) if st.in_fleet => {
+            let ids = std::sync::Arc::new(ids);
+            let named = ids.clone();
+            st.blocking_fleet(move |_, views| trash_by_node(views, &named)?.found().map(|_| ())).await?;
+            super::stream::body_fleet(&st, move |_, views, out| {
+                let groups = trash_by_node(views, &ids)?.found()?;
+                let parts: Vec<_> = groups.iter().map(|(i, items)| (views[*i].1, &items[..])).collect();
+                export_trash_of(&parts, out, zstd, &NoProgress).map(|_| ())
+            })
+        }
+        set => {
+            let items = st.blocking(move |_, repo| repo.trash_set(&set)).await?;
+            super::stream::body(&st, move |_, repo, out| repo.export_trash(&items, out, zstd, &NoProgress).map(|_| ()))
+        }
+    };
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     let (media, name) = match zstd {

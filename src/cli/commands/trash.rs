@@ -330,7 +330,13 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     let req = RestoreRequest { workspace, selection, to, on_conflict, expected_sha256 };
     let actor = actor();
     let live_dir = |w: &str| repo.workspace_dir(w);
-    let mut done = repo.restore_trash(&req, &Restorer::Operator { actor: &actor, live_dir: &live_dir })?;
+    let who = Restorer::Operator { actor: &actor, live_dir: &live_dir };
+    // In a fleet, each item named by id is restored from whichever node holds it.
+    let others = match &req.selection {
+        TrashSelection::Ids(_) => repo.fleet()?,
+        _ => Vec::new(),
+    };
+    let mut done = trove::restore_trash_in_fleet(&crate::cli::output::with_fleet(repo, &others), &req, &who)?;
     for e in done.items.iter_mut().filter_map(|o| o.error.as_mut()) {
         e.message = crate::cli::output::in_flags(&e.message);
     }
@@ -361,24 +367,16 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     Ok(if done.failed > 0 { 1 } else { 0 })
 }
 
-/// The items `ids` name, each found on whichever node of a fleet holds it, grouped by node:
-/// (the node's name, its handle when another's, its items), in the order first named.
-type ByNode = Vec<(String, Option<trove::NodeView>, Vec<trove::TrashItem>)>;
-
-fn by_node(repo: &Repo, ids: &[TrashId]) -> Result<ByNode, Failure> {
-    let mut groups: ByNode = Vec::new();
-    for (k, id) in ids.iter().enumerate() {
-        if ids[..k].contains(id) {
-            continue;
-        }
-        let (there, item) = repo.find_in_fleet(|r| r.trash_item(id), |t| t.deleted_ns, None)?;
-        let node = there.as_ref().map(|v| v.node.to_string()).unwrap_or_default();
-        match groups.iter_mut().find(|(n, _, _)| *n == node) {
-            Some((_, _, items)) => items.push(item),
-            None => groups.push((node, there, vec![item])),
-        }
-    }
-    Ok(groups)
+/// The items `ids` name, each found on whichever node of a fleet holds it (every one must be),
+/// grouped by node: each node's handle and its items, this node's first.
+fn by_node<'r>(
+    repo: &'r Repo,
+    others: &'r [trove::NodeView],
+    ids: &[TrashId],
+) -> Result<Vec<(&'r Repo, Vec<trove::TrashItem>)>, Failure> {
+    let views = crate::cli::output::with_fleet(repo, others);
+    let groups = trove::trash_by_node(&views, ids)?.found()?;
+    Ok(groups.into_iter().map(|(i, items)| (views[i].1, items)).collect())
 }
 
 /// `trove trash restore ID... --into DIR`: each node's items copied out by its handle.
@@ -388,11 +386,11 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
     }
     let actor = actor();
     let mut copied = Vec::new();
-    let groups = by_node(repo, ids)?;
+    let others = repo.fleet()?;
+    let groups = by_node(repo, &others, ids)?;
     // Every node's items checked together first: refused whole, or all copied.
-    trove::check_copy_targets(&groups.iter().flat_map(|(_, _, items)| items).collect::<Vec<_>>(), dir)?;
-    for (_, there, items) in &groups {
-        let holder = there.as_ref().map_or(repo, |v| &v.repo);
+    trove::check_copy_targets(&groups.iter().flat_map(|(_, items)| items).collect::<Vec<_>>(), dir)?;
+    for (holder, items) in &groups {
         copied.extend(holder.copy_trash_out(items, dir, &actor)?);
     }
     if json {
@@ -409,11 +407,11 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
 /// `trove trash purge`.
 fn purge(out: &mut Out, repo: &Repo, args: PurgeArgs, json: bool) -> Result<(), Failure> {
     let PurgeArgs { ids, older_than, prefix, all, workspace, dry_run } = args;
-    if !ids.is_empty() && !repo.fleet_nodes()?.is_empty() {
+    let others = if ids.is_empty() { Vec::new() } else { repo.fleet()? };
+    if !others.is_empty() {
         // In a fleet, each item is purged on whichever node holds it.
         let mut report = trove::PurgeReport { dry_run, purged: 0, bytes: 0, items: Vec::new() };
-        for (_, there, items) in by_node(repo, &ids)? {
-            let holder = there.as_ref().map_or(repo, |v| &v.repo);
+        for (holder, items) in by_node(repo, &others, &ids)? {
             let items: Vec<_> = items.into_iter().map(|t| (t, PurgeReason::Operator)).collect();
             let done = holder.purge_trash(&items, dry_run, &actor())?;
             report.purged += done.purged;
@@ -481,29 +479,31 @@ fn export(
     zstd: bool,
     json: bool,
 ) -> Result<(), Failure> {
-    // In a fleet, items named by id are read on the node holding the first.
-    let there = match set {
-        TrashSet::Ids(ids) if !ids.is_empty() => {
-            repo.find_in_fleet(|r| r.trash_item(&ids[0]), |t| t.deleted_ns, None)?.0
-        }
-        _ => None,
+    // In a fleet, items named by id are read on whichever node holds each.
+    let others = match set {
+        TrashSet::Ids(ids) if !ids.is_empty() => repo.fleet()?,
+        _ => Vec::new(),
     };
-    let repo = there.as_ref().map_or(repo, |v| &v.repo);
-    let items = repo.trash_set(set)?;
+    let groups = match set {
+        TrashSet::Ids(ids) if !others.is_empty() => by_node(repo, &others, ids)?,
+        _ => vec![(repo, repo.trash_set(set)?)],
+    };
+    let parts: Vec<(&Repo, &[trove::TrashItem])> = groups.iter().map(|(r, items)| (*r, &items[..])).collect();
+    let count: usize = groups.iter().map(|(_, items)| items.len()).sum();
     let level = wants_zstd(zstd, output.as_deref()).then_some(3);
     let bar = crate::cli::bar::Bar::new();
     match &output {
         Some(file) => {
-            let entries = to_file(file, |w| repo.export_trash(&items, w, level, &bar))?;
+            let entries = to_file(file, |w| trove::export_trash_of(&parts, w, level, &bar))?;
             if json {
-                print_json(out, &Exported { items: items.len(), output: file, entries, zstd: level.is_some() })?;
+                print_json(out, &Exported { items: count, output: file, entries, zstd: level.is_some() })?;
             } else {
-                writeln!(out, "wrote {} items ({entries} entries) to {}", items.len(), file.display())?;
+                writeln!(out, "wrote {count} items ({entries} entries) to {}", file.display())?;
             }
         }
         None => {
             refuse_terminal()?;
-            repo.export_trash(&items, out, level, &bar)?;
+            trove::export_trash_of(&parts, out, level, &bar)?;
         }
     }
     Ok(())

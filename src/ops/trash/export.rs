@@ -26,6 +26,26 @@ fn mtime(mtime_ns: i64, deleted_ns: i64) -> i64 {
 /// of the archive keep the WAL from being checkpointed.
 const BATCH: usize = 256;
 
+/// [`Repo::export_trash`] of several nodes' items, each read through its node's handle, in one
+/// archive: every item in order of deletion, whichever node's it is.
+pub fn export_trash_of(
+    parts: &[(&Repo, &[TrashItem])],
+    out: &mut dyn Write,
+    zstd_level: Option<i32>,
+    progress: &dyn Progress,
+) -> Result<u64> {
+    let _leases = parts.iter().map(|(r, _)| r.lease("trash export")).collect::<Result<Vec<_>>>()?;
+    let mut order: Vec<(&Repo, &TrashItem)> =
+        parts.iter().flat_map(|(r, items)| items.iter().map(move |t| (*r, t))).collect();
+    order.sort_by_key(|(_, t)| t.deleted_ns);
+    progress.start("exporting", order.iter().fold(0u64, |n, (_, t)| n.saturating_add(t.size)));
+    let n = write_archive(out, zstd_level, |a| {
+        order.iter().try_for_each(|(repo, item)| repo.export_item(&mut *a, item, progress))
+    })?;
+    progress.finish();
+    Ok(n)
+}
+
 impl Repo {
     /// Writes `items` (oldest deletion first, so extracting leaves a path's newest version in
     /// place) as a tar stream, zstd-compressed at `zstd_level` when given; returns the entry
@@ -37,15 +57,7 @@ impl Repo {
         zstd_level: Option<i32>,
         progress: &dyn Progress,
     ) -> Result<u64> {
-        let _lease = self.lease("trash export")?;
-        let mut order: Vec<&TrashItem> = items.iter().collect();
-        order.sort_by_key(|t| t.deleted_ns);
-        progress.start("exporting", order.iter().fold(0u64, |n, t| n.saturating_add(t.size)));
-        let n = write_archive(out, zstd_level, |a| {
-            order.iter().try_for_each(|item| self.export_item(&mut *a, item, progress))
-        })?;
-        progress.finish();
-        Ok(n)
+        export_trash_of(&[(self, items)], out, zstd_level, progress)
     }
 
     /// One item into the archive: a file, or a directory and its members (read now when the

@@ -1,11 +1,12 @@
 //! The trash of a repository (DESIGN.md, "Trash"): reading items back and listing them here;
 //! deleting into it (`remove.rs`), restoring from it (`restore.rs`), purging and expiring items
-//! (`purge.rs`) and exporting them as a tar archive (`export.rs`).
+//! (`purge.rs`), another node's items purged or restored from this one (`elsewhere.rs`), copying
+//! items out into a directory (`copy_out.rs`) and exporting them as a tar archive (`export.rs`).
 
 pub mod copy_out;
+pub mod elsewhere;
 pub mod export;
 pub mod purge;
-mod purge_elsewhere;
 pub mod remove;
 pub mod restore;
 

@@ -89,7 +89,7 @@ pub struct RestoreTo<'a> {
 
 /// An item picked for a restore (its row, without a directory's members yet), or the id that
 /// could not be.
-type Picked = std::result::Result<TrashItem, (TrashId, Error)>;
+pub(super) type Picked = std::result::Result<TrashItem, (TrashId, Error)>;
 
 /// The most items one restore takes: each is a plan of its own, and the answer lists them all.
 pub const RESTORE_ITEMS: usize = 10_000;
@@ -99,8 +99,12 @@ impl Repo {
     /// item's outcome is reported, and a refusal (audited) never stops the others. A request
     /// that cannot be understood (a path without a workspace, `to` with several ids) fails whole
     /// and changes nothing; past the request's deadline the items not started are reported as
-    /// `timeout` and left as they are.
+    /// `timeout` and left as they are. On a handle over another node's replica, its items (by
+    /// id) are restored into the acting node's workspaces (`ops/trash/elsewhere.rs`).
     pub fn restore_trash(&self, req: &RestoreRequest, who: &Restorer<'_>) -> Result<BulkRestore> {
+        if self.is_other_node() {
+            return self.restore_elsewhere(req, who);
+        }
         let (workspace, scope) = match who {
             Restorer::Operator { .. } => (req.workspace.clone(), Scope::whole()),
             Restorer::Session { session, .. } => {
@@ -113,49 +117,13 @@ impl Repo {
                 (Some(session.workspace.clone()), session.scope()?)
             }
         };
-        let to = req.to.as_deref().map(path::from_text).transpose()?;
-        if to.as_ref().is_some_and(|t| t.is_empty()) {
-            return Err(Error::invalid_argument("`to` must name a path below the workspace's root"));
-        }
-        if let (TrashSelection::Ids(ids), Some(_)) = (&req.selection, &to) {
-            if ids.len() > 1 {
-                return Err(Error::invalid_argument(
-                    "`to` names one new path: give one id with it, or a prefix to move a whole set",
-                ));
-            }
-        }
-        let mut picked = self.pick_for_restore(&req.selection, workspace.as_deref(), &scope)?;
-        // Parents before children (a directory restored before what is restored into it); the
-        // newest version of a path first.
-        picked.sort_by(|a, b| match (a, b) {
-            (Ok(a), Ok(b)) => a.path.cmp(&b.path).then(b.deleted_ns.cmp(&a.deleted_ns)),
-            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
-            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
-            (Err(_), Err(_)) => std::cmp::Ordering::Equal,
-        });
-        let mut out = BulkRestore { restored: 0, failed: 0, items: Vec::with_capacity(picked.len()) };
-        let mut late = None;
-        for p in picked {
-            let outcome = match (p, &late) {
-                (Ok(item), None) => match self.check_deadline("restoring from the trash") {
-                    Ok(()) => self.restore_picked(who, &scope, item, req, to.as_deref()),
-                    Err(e) => {
-                        let outcome = RestoreOutcome::failed(item.id, None, &e);
-                        late = Some(e);
-                        outcome
-                    }
-                },
-                (Ok(item), Some(e)) => RestoreOutcome::failed(item.id, None, e),
-                (Err((id, e)), _) => RestoreOutcome::failed(id, None, &e),
-            };
-            if outcome.ok {
-                out.restored += 1;
-            } else {
-                out.failed += 1;
-            }
-            out.items.push(outcome);
-        }
-        Ok(out)
+        let to = checked_to(req)?;
+        let picked = self.pick_for_restore(&req.selection, workspace.as_deref(), &scope)?;
+        Ok(restore_each(
+            picked,
+            || self.check_deadline("restoring from the trash"),
+            |item| self.restore_picked(who, &scope, item, req, to.as_deref()),
+        ))
     }
 
     /// One picked item restored (its members read now), as its outcome. A session is not told
@@ -195,7 +163,7 @@ impl Repo {
 
     /// The audit record of a refused restore (none for one that changed the tree all the same);
     /// one that cannot be written is logged, and the item's outcome still reported.
-    fn audit_restore_refusal(&self, who: &Restorer<'_>, item: &TrashItem, e: &Error) {
+    pub(super) fn audit_restore_refusal(&self, who: &Restorer<'_>, item: &TrashItem, e: &Error) {
         // A restore that reached the tree is no refusal: its own record comes with its recovery.
         if e.made_the_change() {
             return;
@@ -442,9 +410,66 @@ impl Repo {
     }
 }
 
+/// The request's `to`, normalized: a path below the workspace's root, with one item at most.
+pub(super) fn checked_to(req: &RestoreRequest) -> Result<Option<Vec<u8>>> {
+    let to = req.to.as_deref().map(path::from_text).transpose()?;
+    if to.as_ref().is_some_and(|t| t.is_empty()) {
+        return Err(Error::invalid_argument("`to` must name a path below the workspace's root"));
+    }
+    if let (TrashSelection::Ids(ids), Some(_)) = (&req.selection, &to) {
+        if ids.len() > 1 {
+            return Err(Error::invalid_argument(
+                "`to` names one new path: give one id with it, or a prefix to move a whole set",
+            ));
+        }
+    }
+    Ok(to)
+}
+
+/// Restores the `picked` items one by one with `one`, parents before children and the newest
+/// version of a path first, each outcome reported; once `deadline` fails, the items not started
+/// are reported as failed with its error and left as they are.
+pub(super) fn restore_each(
+    mut picked: Vec<Picked>,
+    deadline: impl Fn() -> Result<()>,
+    mut one: impl FnMut(TrashItem) -> RestoreOutcome,
+) -> BulkRestore {
+    // Parents before children (a directory restored before what is restored into it); the
+    // newest version of a path first.
+    picked.sort_by(|a, b| match (a, b) {
+        (Ok(a), Ok(b)) => a.path.cmp(&b.path).then(b.deleted_ns.cmp(&a.deleted_ns)),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+    });
+    let mut out = BulkRestore { restored: 0, failed: 0, items: Vec::with_capacity(picked.len()) };
+    let mut late = None;
+    for p in picked {
+        let outcome = match (p, &late) {
+            (Ok(item), None) => match deadline() {
+                Ok(()) => one(item),
+                Err(e) => {
+                    let outcome = RestoreOutcome::failed(item.id, None, &e);
+                    late = Some(e);
+                    outcome
+                }
+            },
+            (Ok(item), Some(e)) => RestoreOutcome::failed(item.id, None, e),
+            (Err((id, e)), _) => RestoreOutcome::failed(id, None, &e),
+        };
+        if outcome.ok {
+            out.restored += 1;
+        } else {
+            out.failed += 1;
+        }
+        out.items.push(outcome);
+    }
+    out
+}
+
 /// Where `to` (normalized) puts an item: itself for one item; for a prefix, the prefix
 /// replaced by it, byte for byte.
-fn target_of(sel: &TrashSelection, to: Option<&[u8]>, item: &TrashItem) -> Option<Vec<u8>> {
+pub(super) fn target_of(sel: &TrashSelection, to: Option<&[u8]>, item: &TrashItem) -> Option<Vec<u8>> {
     let to = to?;
     match sel {
         TrashSelection::Prefix(prefix) => {
