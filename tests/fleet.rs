@@ -574,14 +574,38 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
         "another node's session, drawn with its deletion once it ended: {}",
         page(&session_page)
     );
-    // Its audit records, histories and trash are that node's: named, not linked to this one's.
+    // Its audit records are linked in node-a's log, its deleted file to its trash item's page
+    // (no restore in place: its tree is on node-a's host).
     let drawn = page(&session_page);
     assert!(drawn.contains("On node <strong>node-a</strong>"), "{drawn}");
-    assert!(!drawn.contains("/ui/audit/") && !drawn.contains("/restore\""), "{drawn}");
+    assert!(drawn.contains("?node=node-a\"><code>node-a/") && !drawn.contains("/restore\""), "{drawn}");
+    let history = page(&format!("/ui/sessions/{id}/history?path=gone.txt"));
+    assert!(history.contains("On node <strong>node-a</strong>"), "{history}");
+    // The trash, audit and content pages read every node, or the node they name.
+    let trash_page = page("/ui/trash");
+    assert!(trash_page.contains("<th>Node</th>") && trash_page.contains("gone.txt"), "{trash_page}");
+    let a_log = page("/ui/audit?node=node-a");
+    assert!(a_log.contains("Audit log of node node-a") && a_log.contains("delete_file"), "{a_log}");
+    let permalink =
+        a_log.split("class=\"permalink\" href=\"").nth(1).and_then(|r| r.split('"').next()).expect("a permalink");
+    assert!(permalink.ends_with("?node=node-a"), "{permalink}");
+    assert!(page(permalink).contains("node-a/"), "another node's record drawn");
+    assert_eq!(
+        common::http::request(review.addr, "GET", "/ui/audit?node=nobody", &[("Cookie", &cookie)], b"").status,
+        404
+    );
     assert!(changes.text().contains("gone.txt"), "{}", changes.text());
     let item = listed("/v1/trash").into_iter().find(|t| t["path"] == "gone.txt").expect("item");
     let shown = review.get(&format!("/v1/trash/{}", item["id"].as_str().expect("id")));
     assert_eq!((shown.status, shown.json()["node"].clone()), (200, Value::from("node-a")), "{}", shown.text());
+    let item_page = page(&format!("/ui/trash/{}", item["id"].as_str().expect("id")));
+    assert!(item_page.contains("of node <strong>node-a</strong>"), "{item_page}");
+    let download = item_page.split("href=\"/ui/content/").nth(1).and_then(|r| r.split('"').next()).expect("a link");
+    let download = download.replace("&#38;", "&").replace("&amp;", "&");
+    assert!(download.ends_with("&node=node-a"), "{download}");
+    let got =
+        common::http::request(review.addr, "GET", &format!("/ui/content/{download}"), &[("Cookie", &cookie)], b"");
+    assert_eq!((got.status, got.text()), (200, "to be deleted".to_owned()), "node-a's content, from its store");
     // A cursor pages one node's trash: refused in a fleet, saying what to do.
     let paged = review.get("/v1/trash?cursor=1.1");
     assert_eq!(paged.status, 400, "{}", paged.text());

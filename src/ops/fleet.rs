@@ -209,9 +209,14 @@ impl Repo {
     }
 
     /// The handle that records what this one does: a new handle of the acting node for a
-    /// handle over another node's replica (None: this one records its own).
+    /// handle over another node's replica (None: this one records its own), under this one's
+    /// deadline (a request's).
     pub(crate) fn recorder(&self) -> Result<Option<Repo>> {
-        self.acting.as_ref().map(Shared::open_handle).transpose()
+        let recorder = self.acting.as_ref().map(Shared::open_handle).transpose()?;
+        if let Some(r) = &recorder {
+            r.set_deadline(self.deadline());
+        }
+        Ok(recorder)
     }
 }
 

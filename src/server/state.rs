@@ -434,6 +434,11 @@ impl AppState {
         if let Err(e) = repo.recover_journal() {
             tracing::warn!(error = %e, "the tool journal could not be read; its changes are settled at the next tick or start");
         }
+        // In a fleet, a purge or restore of another node's items left half done (its second
+        // write failed, or its plan was still journaled) is finished.
+        if let Err(e) = repo.recover_purges() {
+            tracing::warn!(error = %e, "purges or restores of other nodes' trash items were not settled; tried again at the next tick");
+        }
         let seen: Vec<(SessionId, i64)> = lock(&self.activity).drain().collect();
         repo.touch_sessions(&seen)?;
         let now = now_ns();

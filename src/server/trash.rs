@@ -354,16 +354,32 @@ pub(super) async fn export(State(st): State<Arc<AppState>>, Q(q): Q<ExportQuery>
         _ => None,
     };
     let set = q.set()?;
-    // In a fleet, items named by id are read on whichever node holds each: every one is looked
-    // up before the response starts, so an id no node holds is a 404, not a cut archive.
+    // In a fleet, items named by id are read on whichever node holds each: every one is found
+    // before the response starts, so an id no node holds is a 404, not a cut archive.
     let body = match set {
         TrashSet::Ids(ids) if st.in_fleet => {
-            let ids = std::sync::Arc::new(ids);
-            let named = ids.clone();
-            st.blocking_fleet(move |_, views| trash_by_node(views, &named)?.found().map(|_| ())).await?;
+            let groups = st
+                .blocking_fleet(move |_, views| {
+                    let groups = trash_by_node(views, &ids)?.found()?;
+                    Ok::<_, Error>(
+                        groups.into_iter().map(|(i, items)| (views[i].0.map(str::to_owned), items)).collect::<Vec<_>>(),
+                    )
+                })
+                .await?;
             super::stream::body_fleet(&st, move |_, views, out| {
-                let groups = trash_by_node(views, &ids)?.found()?;
-                let parts: Vec<_> = groups.iter().map(|(i, items)| (views[*i].1, &items[..])).collect();
+                let mut parts = Vec::with_capacity(groups.len());
+                for (node, items) in &groups {
+                    let (_, repo) = views.iter().find(|(n, _)| n.map(str::to_owned) == *node).ok_or_else(|| {
+                        Error::new(
+                            crate::base::error::ErrorKind::Busy,
+                            format!(
+                                "node {} cannot be read now: export its items again later",
+                                node.as_deref().unwrap_or_default()
+                            ),
+                        )
+                    })?;
+                    parts.push((*repo, &items[..]));
+                }
                 export_trash_of(&parts, out, zstd, &NoProgress).map(|_| ())
             })
         }

@@ -333,7 +333,7 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     let who = Restorer::Operator { actor: &actor, live_dir: &live_dir };
     // In a fleet, each item named by id is restored from whichever node holds it.
     let others = match &req.selection {
-        TrashSelection::Ids(_) => repo.fleet()?,
+        TrashSelection::Ids(ids) => others_for(repo, ids)?,
         _ => Vec::new(),
     };
     let mut done = trove::restore_trash_in_fleet(&crate::cli::output::with_fleet(repo, &others), &req, &who)?;
@@ -367,6 +367,19 @@ fn restore(out: &mut Out, repo: &Repo, args: RestoreArgs, json: bool) -> Result<
     Ok(if done.failed > 0 { 1 } else { 0 })
 }
 
+/// The fleet's other nodes, opened only when one of `ids` is not in this node's trash (none
+/// outside a fleet): a command on this node's items does not wait on, or fail for, the others.
+fn others_for(repo: &Repo, ids: &[TrashId]) -> Result<Vec<trove::NodeView>, Failure> {
+    for id in ids {
+        match repo.trash_item(id) {
+            Ok(_) => {}
+            Err(e) if e.kind() == trove::ErrorKind::NotFound => return Ok(repo.fleet()?),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Vec::new())
+}
+
 /// The items `ids` name, each found on whichever node of a fleet holds it (every one must be),
 /// grouped by node: each node's handle and its items, this node's first.
 fn by_node<'r>(
@@ -386,7 +399,7 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
     }
     let actor = actor();
     let mut copied = Vec::new();
-    let others = repo.fleet()?;
+    let others = others_for(repo, ids)?;
     let groups = by_node(repo, &others, ids)?;
     // Every node's items checked together first: refused whole, or all copied.
     trove::check_copy_targets(&groups.iter().flat_map(|(_, items)| items).collect::<Vec<_>>(), dir)?;
@@ -407,7 +420,7 @@ fn copy_out(out: &mut Out, repo: &Repo, ids: &[TrashId], dir: &std::path::Path, 
 /// `trove trash purge`.
 fn purge(out: &mut Out, repo: &Repo, args: PurgeArgs, json: bool) -> Result<(), Failure> {
     let PurgeArgs { ids, older_than, prefix, all, workspace, dry_run } = args;
-    let others = if ids.is_empty() { Vec::new() } else { repo.fleet()? };
+    let others = others_for(repo, &ids)?;
     if !others.is_empty() {
         // In a fleet, each item is purged on whichever node holds it.
         let mut report = trove::PurgeReport { dry_run, purged: 0, bytes: 0, items: Vec::new() };
@@ -481,7 +494,7 @@ fn export(
 ) -> Result<(), Failure> {
     // In a fleet, items named by id are read on whichever node holds each.
     let others = match set {
-        TrashSet::Ids(ids) if !ids.is_empty() => repo.fleet()?,
+        TrashSet::Ids(ids) => others_for(repo, ids)?,
         _ => Vec::new(),
     };
     let groups = match set {

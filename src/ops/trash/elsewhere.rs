@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::purge::{purge_record, purged, PurgeReason, BATCH};
-use super::restore::{checked_to, restore_each, target_of, RestoreRequest, RestoreTo, Restorer, TrashSelection};
+use super::restore::{
+    checked_to, restore_each, target_of, RestoreRequest, RestoreTo, Restorer, TrashSelection, RESTORE_ITEMS,
+};
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::{NodeName, TrashId};
 use crate::base::path;
@@ -200,17 +202,33 @@ impl Repo {
             Error::corrupt(format!("{} is not a purge's note ({e}): read it, then delete it", path.display()))
         })?;
         let node = NodeName::parse(&note.node)?;
-        let purger = self.opener()?.open_purging(&node)?;
         let conn = self.manifest.conn();
-        let mut due = Vec::new();
+        if note.act == Act::Restore {
+            // A restore the journal still holds (its workspace busy, its recovery failed) may
+            // yet be recorded: the note waits for it.
+            let pending = manifest::journal::pending(conn)?;
+            if note.ids.iter().any(|id| pending.iter().any(|(_, plan)| plan.contains(id.as_str()))) {
+                return Ok(());
+            }
+        }
+        let mut recorded = Vec::new();
         for id in &note.ids {
-            let recorded = match note.act {
+            let found = match note.act {
                 Act::Purge => manifest::audit::purge_recorded(conn, id.as_ref(), node.as_str())?,
                 Act::Restore => manifest::audit::restore_recorded(conn, id.as_ref(), node.as_str())?,
             };
-            if !recorded {
-                continue;
+            if found {
+                recorded.push(id);
             }
+        }
+        if recorded.is_empty() {
+            // Never acknowledged (a refused restore's note is this): nothing to finish.
+            held.settled();
+            return Ok(());
+        }
+        let purger = self.opener()?.open_purging(&node)?;
+        let mut due = Vec::new();
+        for id in recorded {
             match purger.trash_item(id) {
                 Ok(t) if note.act == Act::Purge || t.restored_ns.is_none() => due.push(id.clone()),
                 Ok(_) => {}
@@ -248,6 +266,7 @@ impl Repo {
         let to = checked_to(req)?;
         let recorder = self.recorder()?.ok_or_else(|| Error::internal("another node's handle without its own"))?;
         let keeper = recorder.opener()?.open_purging(&node)?;
+        keeper.set_deadline(recorder.deadline());
         let picked = self.pick_for_restore(&req.selection, None, &Scope::whole())?;
         let there = There { node: &node, recorder: &recorder, keeper: &keeper, actor, live_dir };
         Ok(restore_each(
@@ -264,7 +283,10 @@ impl Repo {
                 match self.restore_there(&there, &row.id, req.workspace.as_deref(), how) {
                     Ok(r) => RestoreOutcome::done(row.id, shown, r),
                     Err(e) => {
-                        recorder.audit_restore_refusal(who, &row, &e);
+                        // Refused in the workspace it was to go to, naming the item's node.
+                        let into = req.workspace.clone().unwrap_or_else(|| row.workspace.clone());
+                        let named = Error::new(e.kind(), format!("node {node}'s item: {}", e.message()));
+                        recorder.audit_restore_refusal(who, &TrashItem { workspace: into, ..row.clone() }, &named);
                         RestoreOutcome::failed(row.id, Some(shown), &e)
                     }
                 }
@@ -285,27 +307,23 @@ impl Repo {
         let item = self.trash_item(id)?;
         let workspace = workspace.unwrap_or(&item.workspace);
         let dir = live_dir(workspace).map_err(|e| {
-            let advice = format!(
+            e.context(format!(
                 "trash item {id} is node {node}'s: restore it into a workspace of this node (`--workspace W`, `workspace` in a request's body), or copy it out (`trove trash restore {id} --into DIR`)"
-            );
-            Error::new(e.kind(), format!("{}; {advice}", e.message()))
+            ))
         })?;
-        self.copy_content_into(recorder, &item)?;
         let locked = recorder.lock_live(&dir)?;
+        // Leased before the first lookup of stored content, on both nodes, until the plan is
+        // done: a collection meanwhile keeps what is read and what is written.
+        let _read = self.lease("restoring another node's trash item")?;
+        let _written = recorder.lease("restoring another node's trash item")?;
+        self.copy_content_into(recorder, &item)?;
         let scope = Scope::whole();
         let by = Author { workspace, session: None, actor, scope: &scope };
+        // Kept whatever happens but a whole restore marked: a refusal's is dropped by the next
+        // settling (nothing recorded), a plan the journal still holds is waited for.
         let note = recorder.note(node, Act::Restore, vec![item.id.clone()])?;
         let details = serde_json::json!({ "node": node.as_str() });
-        let done = match recorder.restore_trash_item(&locked.wd, &by, "trash_restore", &item, how, details) {
-            Ok(r) => r,
-            Err(e) => {
-                // A change the journal finishes at the next open keeps its note, settled after.
-                if !e.made_the_change() {
-                    note.settled();
-                }
-                return Err(e);
-            }
-        };
+        let done = recorder.restore_trash_item(&locked.wd, &by, "trash_restore", &item, how, details)?;
         crate::base::failpoint::failpoint("trash:restore-recorded");
         // A merge that left members out does not mark the item restored, as on its own node.
         if !done.collisions.is_empty() {
@@ -331,6 +349,7 @@ impl Repo {
             if !seen.insert(id) || manifest::loose::content_stored(into.manifest.conn(), &id)? {
                 continue;
             }
+            into.check_deadline("copying another node's trash item")?;
             let mut reader = self.open_object(id, None)?;
             let stored = into.store_stream(&mut reader, None)?;
             if stored.id != id {
@@ -371,8 +390,9 @@ impl FleetItems {
 /// holding one takes it.
 pub fn trash_by_node(views: &[(Option<&str>, &Repo)], ids: &[TrashId]) -> Result<FleetItems> {
     let mut out = FleetItems::default();
-    for (k, id) in ids.iter().enumerate() {
-        if ids[..k].contains(id) {
+    let mut seen = std::collections::HashSet::new();
+    for id in ids {
+        if !seen.insert(id) {
             continue;
         }
         let mut found = None;
@@ -413,7 +433,15 @@ pub fn restore_trash_in_fleet(
     }
     // A request refused whole is refused before any node restores anything.
     checked_to(req)?;
-    let found = trash_by_node(views, ids)?;
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<TrashId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+    if ids.len() > RESTORE_ITEMS {
+        return Err(Error::invalid_argument(format!(
+            "{} items are more than one restore takes ({RESTORE_ITEMS}): restore in parts",
+            ids.len()
+        )));
+    }
+    let found = trash_by_node(views, &ids)?;
     let mut parts: Vec<(usize, Vec<TrashId>)> =
         found.groups.into_iter().map(|(i, items)| (i, items.into_iter().map(|t| t.id).collect())).collect();
     if !found.missing.is_empty() {
@@ -425,11 +453,19 @@ pub fn restore_trash_in_fleet(
     }
     let mut out = BulkRestore { restored: 0, failed: 0, items: Vec::new() };
     for (i, ids) in parts {
-        let part = RestoreRequest { selection: TrashSelection::Ids(ids), ..req.clone() };
-        let done = views[i].1.restore_trash(&part, who)?;
-        out.restored += done.restored;
-        out.failed += done.failed;
-        out.items.extend(done.items);
+        let part = RestoreRequest { selection: TrashSelection::Ids(ids.clone()), ..req.clone() };
+        match views[i].1.restore_trash(&part, who) {
+            Ok(done) => {
+                out.restored += done.restored;
+                out.failed += done.failed;
+                out.items.extend(done.items);
+            }
+            // Other nodes' items may be restored already: this node's are reported refused.
+            Err(e) => {
+                out.failed += ids.len();
+                out.items.extend(ids.into_iter().map(|id| RestoreOutcome::failed(id, None, &e)));
+            }
+        }
     }
     Ok(out)
 }

@@ -4,6 +4,7 @@
 //! record it covers was rewritten), nothing yet (after the last checkpoint), or a failed
 //! verification.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use crate::base::id::SessionId;
 use crate::model::audit::{AuditQuery, FullRecord, Order, VerifyReport};
 use crate::repo::Repo;
 
-use super::url::{some, with_query};
+use super::url::{node_param, some, with_query};
 
 /// How many records one page shows.
 pub const PAGE: usize = 100;
@@ -23,18 +24,23 @@ pub const PAGE: usize = 100;
 /// as not yet covered, which is what they are as far as this report knows.
 const VERIFIED_REUSE: Duration = Duration::from_secs(10);
 
-/// The last verification of the log, and when it ran.
+/// A verification, when it ran, and the sizes of the signed checkpoints it saw.
+type Kept = (Instant, VerifyReport, Vec<u64>);
+
+/// The last verification of each log read (this node's, and in a fleet each other node's by
+/// name), and when it ran.
 #[derive(Default)]
 pub struct Verified {
-    last: Mutex<Option<(Instant, VerifyReport, Vec<u64>)>>,
+    last: Mutex<HashMap<String, Kept>>,
 }
 
 impl Verified {
-    /// A verification at most [`VERIFIED_REUSE`] old, with the sizes of the signed
-    /// checkpoints.
+    /// A verification of `repo`'s log at most [`VERIFIED_REUSE`] old, with the sizes of the
+    /// signed checkpoints.
     fn get(&self, repo: &Repo) -> Result<(VerifyReport, Vec<u64>)> {
+        let log = repo.node().unwrap_or_default().to_owned();
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, report, sizes)) = last.as_ref() {
+        if let Some((at, report, sizes)) = last.get(&log) {
             if at.elapsed() < VERIFIED_REUSE {
                 return Ok((report.clone(), sizes.clone()));
             }
@@ -42,7 +48,7 @@ impl Verified {
         let report = repo.verify_audit(&[])?;
         let mut sizes: Vec<u64> = repo.checkpoints()?.iter().map(|c| c.size).collect();
         sizes.sort_unstable();
-        *last = Some((Instant::now(), report.clone(), sizes.clone()));
+        last.insert(log, (Instant::now(), report.clone(), sizes.clone()));
         Ok((report, sizes))
     }
 }
@@ -61,11 +67,16 @@ pub struct AuditFilters {
     /// `1`: the page follows the log (a live tail: `assets/ui/follow.js` reads it again every
     /// few seconds and puts the new records in place).
     pub follow: Option<u8>,
+    /// In a fleet, the node whose log is shown (blank: this node's): a seq is a position in
+    /// one node's log.
+    pub node: Option<String>,
 }
 
 /// One record's line, and its details when opened.
 pub struct RecordView {
     pub seq: i64,
+    /// Its permalink (naming another node's log with `node=`).
+    pub link: String,
     pub time: String,
     pub actor: String,
     pub operation: String,
@@ -94,6 +105,11 @@ pub struct AuditPage {
     pub older: Option<String>,
     pub follow: bool,
     pub follow_link: String,
+    /// In a fleet, the node whose log this is, whether that is another node, and every node's
+    /// log's link.
+    pub node: Option<String>,
+    pub other_node: bool,
+    pub nodes: Vec<(String, String)>,
 }
 
 #[derive(Template)]
@@ -101,6 +117,10 @@ pub struct AuditPage {
 pub struct RecordPage {
     pub form_token: Option<String>,
     pub r: RecordView,
+    /// In a fleet, another node's log holding it.
+    pub other_node: Option<String>,
+    /// The timeline of its log, at it.
+    pub timeline: String,
 }
 
 /// The badge of record `seq` under `report`.
@@ -119,11 +139,12 @@ fn proof(seq: i64, report: &VerifyReport, sizes: &[u64]) -> (&'static str, Strin
     }
 }
 
-fn view(full: &FullRecord, report: &VerifyReport, sizes: &[u64]) -> RecordView {
+fn view(repo: &Repo, full: &FullRecord, report: &VerifyReport, sizes: &[u64]) -> RecordView {
     let e = full.entry();
     let (proof, proof_text) = proof(full.seq, report, sizes);
     RecordView {
         seq: e.seq,
+        link: format!("/ui/audit/{}{}", e.seq, node_param(repo).replacen('&', "?", 1)),
         time: e.time.clone(),
         actor: e.actor.clone(),
         operation: e.operation.clone(),
@@ -149,6 +170,7 @@ fn link_of(f: &AuditFilters, follow: bool, before: Option<i64>) -> String {
         ("operation", &f.operation),
         ("outcome", &f.outcome),
         ("path", &f.path),
+        ("node", &f.node),
     ] {
         if let Some(v) = some(value) {
             pairs.push((name, v));
@@ -163,8 +185,15 @@ fn link_of(f: &AuditFilters, follow: bool, before: Option<i64>) -> String {
     with_query("/ui/audit", pairs.iter().map(|(k, v)| (*k, v.as_str())))
 }
 
-/// The timeline under `f`.
-pub fn timeline(repo: &Repo, verified: &Verified, f: AuditFilters, form_token: String) -> Result<AuditPage> {
+/// The timeline under `f`, of `repo`'s log (in a fleet, the node `f.node` names); `nodes`, the
+/// fleet's nodes (none outside one), each linked to its own log's timeline.
+pub fn timeline(
+    repo: &Repo,
+    verified: &Verified,
+    f: AuditFilters,
+    form_token: String,
+    nodes: Vec<String>,
+) -> Result<AuditPage> {
     let session = match some(&f.session) {
         Some(s) => Some(SessionId::parse(&s)?),
         None => None,
@@ -185,11 +214,22 @@ pub fn timeline(repo: &Repo, verified: &Verified, f: AuditFilters, form_token: S
     let all = repo.audit_query(&q)?;
     let (report, sizes) = verified.get(repo)?;
     let more = all.len() > PAGE;
-    let records: Vec<RecordView> = all.iter().rev().take(PAGE).map(|r| view(r, &report, &sizes)).collect();
+    let records: Vec<RecordView> = all.iter().rev().take(PAGE).map(|r| view(repo, r, &report, &sizes)).collect();
     let older = more.then(|| records.last().map(|r| link_of(&f, false, Some(r.seq)))).flatten();
     let follow = f.follow == Some(1);
     let follow_link = link_of(&f, !follow, None);
+    let nodes = nodes
+        .into_iter()
+        .map(|n| {
+            let link =
+                link_of(&AuditFilters { node: Some(n.clone()), before: None, follow: None, ..f.clone() }, false, None);
+            (n, link)
+        })
+        .collect();
     Ok(AuditPage {
+        node: repo.node().map(str::to_owned),
+        other_node: repo.is_other_node(),
+        nodes,
         form_token: Some(form_token),
         verified_to: report.verified_to,
         unsigned_tail: report.unsigned_tail,
@@ -208,5 +248,8 @@ pub fn record(repo: &Repo, verified: &Verified, seq: i64, form_token: String) ->
         .audit_record(seq)?
         .ok_or_else(|| crate::base::error::Error::not_found(format!("there is no audit record {seq}")))?;
     let (report, sizes) = verified.get(repo)?;
-    Ok(RecordPage { form_token: Some(form_token), r: view(&full, &report, &sizes) })
+    let r = view(repo, &full, &report, &sizes);
+    let other_node = repo.node().filter(|_| repo.is_other_node()).map(str::to_owned);
+    let timeline = format!("/ui/audit{}#seq-{seq}", node_param(repo).replacen('&', "?", 1));
+    Ok(RecordPage { form_token: Some(form_token), r, other_node, timeline })
 }

@@ -6,10 +6,11 @@
 use askama::Template;
 
 use super::trash::{text_preview, OutcomeView};
-use super::url::encode;
+use super::url::{encode, node_param};
 use crate::base::error::{Error, Result};
 use crate::base::id::SessionId;
 use crate::model::history::VersionOrigin;
+use crate::model::session::Session;
 use crate::object::ObjectId;
 use crate::repo::Repo;
 
@@ -40,6 +41,10 @@ pub struct VersionView {
 pub struct HistoryPage {
     pub form_token: Option<String>,
     pub id: String,
+    /// Another node's session: its node, named on the page.
+    pub other_node: Option<String>,
+    /// `?node=NAME` for the links to another node's audit records (empty for this node's).
+    pub audit_query: String,
     pub path: String,
     pub path_query: String,
     pub versions: Vec<VersionView>,
@@ -52,6 +57,8 @@ pub struct VersionPage {
     pub form_token: Option<String>,
     pub token: String,
     pub id: String,
+    /// Another node's session: its node; its files are not restored from here.
+    pub other_node: Option<String>,
     pub path: String,
     pub path_query: String,
     pub v: VersionView,
@@ -77,13 +84,17 @@ impl super::draw::Draw for Shown {
     }
 }
 
-/// The sha256 of the file at `rel` of the session's tree now, read beneath its directory.
-fn current(s: &crate::model::session::Session, rel: &[u8]) -> Result<Option<String>> {
+/// The sha256 of the file at `rel` of the session's tree now, read beneath its directory; none
+/// for another node's session (its tree is on that node's host, not this one).
+fn current(repo: &Repo, s: &Session, rel: &[u8]) -> Result<Option<String>> {
+    if repo.is_other_node() {
+        return Ok(None);
+    }
     super::trash::file_now(&s.live_dir, rel)
 }
 
-fn versions(repo: &Repo, s: &crate::model::session::Session, rel: &[u8]) -> Result<Vec<VersionView>> {
-    let now = current(s, rel)?;
+fn versions(repo: &Repo, s: &Session, rel: &[u8]) -> Result<Vec<VersionView>> {
+    let now = current(repo, s, rel)?;
     let log = repo.path_log(&s.workspace, rel, false, &s.scope()?)?;
     Ok(log
         .versions
@@ -122,26 +133,27 @@ fn rel_of(path: &str) -> Result<Vec<u8>> {
     crate::base::path::normalize_nonempty(&crate::base::path::from_text(path)?)
 }
 
-/// The history of `which.path` in session `id`'s workspace.
-pub fn history(repo: &Repo, id: &SessionId, which: &Which, token: String) -> Result<HistoryPage> {
-    let s = repo.session(id)?;
+/// The history of `which.path` in session `s`'s workspace (read through `repo`, its node's
+/// handle).
+pub fn history(repo: &Repo, s: &Session, which: &Which, token: String) -> Result<HistoryPage> {
     let rel = rel_of(&which.path)?;
     Ok(HistoryPage {
         form_token: Some(token),
-        id: id.to_string(),
+        id: s.id.to_string(),
+        other_node: other_node(repo),
+        audit_query: node_param(repo).replacen('&', "?", 1),
         path: which.path.clone(),
         path_query: encode(&which.path),
-        versions: versions(repo, &s, &rel)?,
+        versions: versions(repo, s, &rel)?,
         outcome: None,
     })
 }
 
 /// One version of `which.path`: what it holds, and the file there now.
-pub fn version(repo: &Repo, id: &SessionId, which: &Which, token: String) -> Result<VersionPage> {
-    let s = repo.session(id)?;
+pub fn version(repo: &Repo, s: &Session, which: &Which, token: String) -> Result<VersionPage> {
     let rel = rel_of(&which.path)?;
     let wanted = which.content.as_deref().unwrap_or_default();
-    let v = versions(repo, &s, &rel)?
+    let v = versions(repo, s, &rel)?
         .into_iter()
         .find(|v| v.content == wanted)
         .ok_or_else(|| Error::not_found(format!("{} has no version {wanted}", which.path)))?;
@@ -150,15 +162,22 @@ pub fn version(repo: &Repo, id: &SessionId, which: &Which, token: String) -> Res
     Ok(VersionPage {
         form_token: Some(token.clone()),
         token,
-        id: id.to_string(),
+        id: s.id.to_string(),
+        other_node: other_node(repo),
         path: which.path.clone(),
         path_query: encode(&which.path),
-        download: format!("/ui/content/{}?name={}", v.content, encode(name)),
-        current: current(&s, &rel)?,
+        download: format!("/ui/content/{}?name={}{}", v.content, encode(name), node_param(repo)),
+        current: current(repo, s, &rel)?,
         v,
         preview,
         preview_note,
     })
+}
+
+/// Another node's name, for a page of its session (a review host's): what it shows of the
+/// session is read, and nothing of it is written here.
+fn other_node(repo: &Repo) -> Option<String> {
+    repo.is_other_node().then(|| repo.node().unwrap_or_default().to_owned())
 }
 
 /// The form that restores a version.
@@ -197,7 +216,7 @@ pub fn restore(repo: &Repo, id: &SessionId, form: &RestoreVersion, actor: &str, 
             OutcomeView { id: String::new(), path: form.path.clone(), ok: false, detail: e.message().to_string() }
         }
     };
-    let mut page = history(repo, id, &Which { path: form.path.clone(), content: None }, token)?;
+    let mut page = history(repo, &s, &Which { path: form.path.clone(), content: None }, token)?;
     page.outcome = Some(outcome);
     Ok(page)
 }

@@ -34,7 +34,7 @@ use logins::Login;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::base::error::{Error, ErrorKind};
-use crate::base::id::{SessionId, TrashId};
+use crate::base::id::{NodeName, SessionId, TrashId};
 
 /// What a page may load: its own stylesheet and script (the audit timeline's live tail), from
 /// the server, and nothing else; forms post to the server only; a script may ask the server
@@ -164,16 +164,6 @@ where
     }
 }
 
-/// A page for a logged-in browser: `build` runs on the blocking pool with a pooled repository
-/// and the login's form token; its page, or its error drawn as a page.
-async fn page<P, F>(st: &Arc<AppState>, headers: &HeaderMap, build: F) -> Response
-where
-    P: Draw + Send + 'static,
-    F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
-{
-    logged_in(st, headers, async |login: Login| drawn(st, &login, build).await).await
-}
-
 /// `build`'s page for `login`, built on the blocking pool with a pooled repository and the
 /// login's form token, or its error drawn as a page.
 async fn drawn<P, F>(st: &Arc<AppState>, login: &Login, build: F) -> Response
@@ -186,6 +176,32 @@ where
         Ok(page) => html(StatusCode::OK, &page),
         Err(e) => error_page(e, Some(login)),
     }
+}
+
+/// [`drawn`] with node `node`'s handle (None: this node's), in a fleet.
+async fn drawn_on<P, F>(st: &Arc<AppState>, login: &Login, node: Option<NodeName>, build: F) -> Response
+where
+    P: Draw + Send + 'static,
+    F: FnOnce(&AppState, &crate::repo::Repo, String) -> Result<P, Error> + Send + 'static,
+{
+    let token = login.form_token.clone();
+    match st.blocking_on(node, move |st, repo| build(st, repo, token)).await {
+        Ok(page) => html(StatusCode::OK, &page),
+        Err(e) => error_page(e, Some(login)),
+    }
+}
+
+/// Whatever `built` came to, as a page for `login`.
+fn shown<P: Draw>(built: Result<P, Error>, login: &Login) -> Response {
+    match built {
+        Ok(page) => html(StatusCode::OK, &page),
+        Err(e) => error_page(e, Some(login)),
+    }
+}
+
+/// The node a page's URL names (`node=`), parsed; blank is this node.
+fn node_of(node: &Option<String>) -> Result<Option<NodeName>, Error> {
+    url::some(node).map(|n| NodeName::parse(&n)).transpose()
 }
 
 /// A query that does not parse, as the error its page shows.
@@ -281,10 +297,7 @@ async fn sessions(
     logged_in(&st, &headers, async |login: Login| {
         let token = login.form_token.clone();
         let built = st.blocking_fleet(move |st, views| pages::sessions(views, &st.ui.ended, &q?, token)).await;
-        match built {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
+        shown(built, &login)
     })
     .await
 }
@@ -314,10 +327,7 @@ async fn session(
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
-        match built {
-            Ok(page) => html(StatusCode::OK, &page),
-            Err(e) => error_page(e, Some(&login)),
-        }
+        shown(built, &login)
     })
     .await
 }
@@ -372,7 +382,7 @@ async fn restore(
                 Some(_) => {}
             }
             let form = trash::RestoreForm::refusing(vec![item]);
-            let outcomes = trash::restore(repo, &st.opts.workspaces, &actor, &form)?;
+            let outcomes = trash::restore(&[(repo.node(), repo)], &st.opts.workspaces, &actor, &form)?;
             let changes = pages::changes_of(repo, &s, None)?;
             let mut page = pages::session(repo, &s, changes, token, &pages::View::default());
             page.restored = Some(outcomes);
@@ -389,16 +399,54 @@ async fn audit_timeline(
     headers: HeaderMap,
     query: Result<Query<audit::AuditFilters>, QueryRejection>,
 ) -> Response {
-    let f = filters(query);
-    page(&st, &headers, move |st, repo, token| audit::timeline(repo, &st.ui.verified, f?, token)).await
+    // In a fleet, one node's log at a time (a seq is a position in one log): `node=`.
+    logged_in(&st, &headers, async |login: Login| {
+        let (f, node) = match filters(query).and_then(|f| Ok((node_of(&f.node)?, f))) {
+            Ok((node, f)) => (f, node),
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        drawn_on(&st, &login, node, move |st, repo, token| {
+            let nodes = fleet_nodes(st, repo)?;
+            audit::timeline(repo, &st.ui.verified, f, token, nodes)
+        })
+        .await
+    })
+    .await
 }
 
-/// `GET /ui/audit/{seq}`: one record, its permalink.
-async fn audit_record(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(seq): Path<String>) -> Response {
-    page(&st, &headers, move |st, repo, token| {
-        let seq =
-            seq.parse::<i64>().map_err(|_| Error::invalid_argument(format!("{seq:?} is not a record's number")))?;
-        audit::record(repo, &st.ui.verified, seq, token)
+/// Every node of the fleet by name (none outside one), for the pages that read one node's log.
+fn fleet_nodes(st: &AppState, repo: &crate::repo::Repo) -> Result<Vec<String>, Error> {
+    let Some(me) = repo.node() else { return Ok(Vec::new()) };
+    let mut all: Vec<String> = st.fleet.others(repo)?.into_iter().map(|n| n.to_string()).collect();
+    all.push(me.to_owned());
+    all.sort();
+    Ok(all)
+}
+
+#[derive(serde::Deserialize)]
+struct NodeQuery {
+    /// In a fleet, the node whose log the record is in (blank: this node's).
+    node: Option<String>,
+}
+
+/// `GET /ui/audit/{seq}?node=`: one record, its permalink.
+async fn audit_record(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(seq): Path<String>,
+    query: Result<Query<NodeQuery>, QueryRejection>,
+) -> Response {
+    logged_in(&st, &headers, async |login: Login| {
+        let node = match filters(query).and_then(|q| node_of(&q.node)) {
+            Ok(node) => node,
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        drawn_on(&st, &login, node, move |st, repo, token| {
+            let seq =
+                seq.parse::<i64>().map_err(|_| Error::invalid_argument(format!("{seq:?} is not a record's number")))?;
+            audit::record(repo, &st.ui.verified, seq, token)
+        })
+        .await
     })
     .await
 }
@@ -417,6 +465,8 @@ async fn audit_bundle(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Re
 struct ContentQuery {
     /// The file name the browser saves it under.
     name: Option<String>,
+    /// In a fleet, the node whose store holds it (blank: this node's).
+    node: Option<String>,
 }
 
 /// `GET /ui/content/{id}?name=`: stored content by its id, as a download (never drawn by the
@@ -432,9 +482,17 @@ async fn content(
             Ok(id) => id,
             Err(e) => return error_page(e, Some(&login)),
         };
-        let name = query.ok().and_then(|Query(q)| q.name).filter(|n| !n.is_empty()).unwrap_or_else(|| id.to_hex());
+        let (name, node) = match query {
+            Ok(Query(q)) => (q.name, q.node),
+            Err(_) => (None, None),
+        };
+        let name = name.filter(|n| !n.is_empty()).unwrap_or_else(|| id.to_hex());
+        let node = match node_of(&node) {
+            Ok(node) => node,
+            Err(e) => return error_page(e, Some(&login)),
+        };
         // Found before the answer starts, so a missing id is a 404 page, not a cut body.
-        let stored = st.blocking(move |_, repo| repo.content_stored(&id)).await;
+        let stored = st.blocking_on(node.clone(), move |_, repo| repo.content_stored(&id)).await;
         match stored {
             Ok(true) => {}
             Ok(false) => {
@@ -443,7 +501,7 @@ async fn content(
             }
             Err(e) => return error_page(e, Some(&login)),
         }
-        let body = super::stream::body(&st, move |_, repo, out| {
+        let body = super::stream::body_on(&st, node, move |_, repo, out| {
             let mut reader = repo.open_object(id, None)?;
             std::io::copy(&mut reader, out).map(|_| ()).map_err(crate::base::error::from_io)
         });
@@ -459,13 +517,33 @@ async fn trash_list(
     query: Result<Query<trash::TrashFilters>, QueryRejection>,
 ) -> Response {
     let f = filters(query);
-    page(&st, &headers, move |_, repo, token| trash::list(repo, f?, token)).await
+    // In a fleet, every node's items.
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        shown(st.blocking_fleet(move |_, views| trash::list(views, f?, token)).await, &login)
+    })
+    .await
 }
 
-/// `GET /ui/trash/{id}`: one item, what comes back and what is at its path now.
+/// `GET /ui/trash/{id}`: one item (on whichever node holds it), what comes back and what is at
+/// its path now.
 async fn trash_item(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    page(&st, &headers, move |st, repo, token| trash::item(repo, &st.opts.workspaces, &TrashId::parse(&id)?, token))
-        .await
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        let id = match TrashId::parse(&id) {
+            Ok(id) => id,
+            Err(e) => return error_page(e, Some(&login)),
+        };
+        let built = st
+            .blocking_found(
+                (move |repo: &crate::repo::Repo| repo.trash_item(&id), std::convert::identity),
+                (|t: &crate::model::trash::TrashItem| t.deleted_ns, None),
+                move |st, repo, item| trash::item(repo, &st.opts.workspaces, item, token),
+            )
+            .await;
+        shown(built, &login)
+    })
+    .await
 }
 
 /// `POST /ui/trash/restore`: the items chosen, each restored or refused as the form says; the
@@ -481,13 +559,17 @@ async fn trash_restore(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             Err(e) => return error_page(e, Some(&login)),
         };
         let actor = login.token.to_string();
-        drawn(&st, &login, move |st, repo, token| {
-            let outcomes = trash::restore(repo, &st.opts.workspaces, &actor, &form)?;
-            let mut page = trash::list(repo, trash::TrashFilters::default(), token)?;
-            page.outcomes = Some(outcomes);
-            Ok(page)
-        })
-        .await
+        let token = login.form_token.clone();
+        // In a fleet, each item from whichever node holds it.
+        let built = st
+            .blocking_fleet(move |st, views| {
+                let outcomes = trash::restore(views, &st.opts.workspaces, &actor, &form)?;
+                let mut page = trash::list(views, trash::TrashFilters::default(), token)?;
+                page.outcomes = Some(outcomes);
+                Ok::<_, Error>(page)
+            })
+            .await;
+        shown(built, &login)
     })
     .await
 }
@@ -501,13 +583,27 @@ async fn file_history(
     query: Result<Query<history::Which>, QueryRejection>,
 ) -> Response {
     let which = filters(query);
-    page(&st, &headers, move |_, repo, token| {
-        let (id, which) = (SessionId::parse(&id)?, which?);
-        // Two pages from one route: each is an askama page of its own type.
-        Ok(match which.content {
-            Some(_) => history::Shown::Version(history::version(repo, &id, &which, token)?),
-            None => history::Shown::History(history::history(repo, &id, &which, token)?),
-        })
+    // In a fleet, the session of whichever node holds it.
+    logged_in(&st, &headers, async |login: Login| {
+        let token = login.form_token.clone();
+        let (id, which) = match (SessionId::parse(&id), which) {
+            (Ok(id), Ok(which)) => (id, which),
+            (Err(e), _) | (_, Err(e)) => return error_page(e, Some(&login)),
+        };
+        let built = st
+            .blocking_found(
+                (move |repo: &crate::repo::Repo| repo.session(&id), std::convert::identity),
+                (|s: &crate::model::session::Session| s.created_ns, None),
+                move |_, repo, s| {
+                    // Two pages from one route: each is an askama page of its own type.
+                    Ok::<_, Error>(match which.content {
+                        Some(_) => history::Shown::Version(history::version(repo, &s, &which, token)?),
+                        None => history::Shown::History(history::history(repo, &s, &which, token)?),
+                    })
+                },
+            )
+            .await;
+        shown(built, &login)
     })
     .await
 }

@@ -6,7 +6,7 @@ use askama::Template;
 
 use super::diff::{rows, split, Row, SplitRow};
 use super::kept::EndedTotals;
-use super::url::{encode, with_query};
+use super::url::{encode, node_param, with_query};
 use crate::base::error::Result;
 use crate::model::diff::{ChangedPath, DiffStats, EndpointKind, SessionChanges, Version};
 use crate::model::session::{Session, Status};
@@ -236,10 +236,13 @@ pub struct SessionPage {
     pub alone: Option<String>,
     pub unified_link: String,
     pub split_link: String,
-    /// Another node's session (a review host's page of it): its node. Its audit records,
-    /// file histories, stored versions and trash are that node's, so the page does not link
-    /// them (those pages read this node's own).
+    /// Another node's session (a review host's page of it): its node. Its audit records and
+    /// stored versions are linked on that node (`node=`), and its deleted files to their trash
+    /// items' pages (restored from there into this host's workspaces), not restored in place:
+    /// its tree is on that node's host.
     pub other_node: Option<String>,
+    /// `?node=NAME` for the links to another node's audit records (empty for this node's).
+    pub audit_query: String,
 }
 
 /// How a session's page draws its diffs, as the URL says.
@@ -333,7 +336,7 @@ fn card(repo: &Repo, i: usize, c: &ChangedPath, budget: &mut usize, view: &View,
                     return None;
                 }
                 let name = e.path.rsplit('/').next().unwrap_or("file");
-                Some((side, format!("/ui/content/{}?name={}", id.to_hex(), encode(name))))
+                Some((side, format!("/ui/content/{}?name={}{}", id.to_hex(), encode(name), node_param(repo))))
             })
             .collect()
     };
@@ -429,6 +432,7 @@ pub fn session(repo: &Repo, s: &Session, changes: SessionChanges, form_token: St
         unified_link: view.link(&id, false, view.expand.as_deref()),
         split_link: view.link(&id, true, view.expand.as_deref()),
         other_node: repo.is_other_node().then(|| repo.node().unwrap_or_default().to_owned()),
+        audit_query: node_param(repo).replacen('&', "?", 1),
     }
 }
 

@@ -8,15 +8,16 @@ use std::path::Path;
 
 use askama::Template;
 
+use super::super::state::Views;
 use crate::base::error::{Error, ErrorKind, Result};
 use crate::base::id::TrashId;
 use crate::fs::workdir::WorkDir;
-use crate::model::trash::{BulkRestore, OnConflict, RestoredFilter, TrashFilter, TrashRecord};
+use crate::model::trash::{BulkRestore, OnConflict, RestoredFilter, TrashFilter, TrashItem, TrashRecord};
 use crate::model::tree::EntryKind;
 use crate::ops::trash::restore::{RestoreRequest, Restorer, TrashSelection};
 use crate::repo::Repo;
 
-use super::url::{encode, some};
+use super::url::{encode, node_param, some};
 
 /// Items one page lists.
 pub const PAGE: usize = 100;
@@ -50,10 +51,13 @@ pub struct ItemView {
     pub deleted_at: String,
     pub reason: String,
     pub restored: bool,
+    /// In a fleet, the node whose trash holds it.
+    pub node: Option<String>,
 }
 
 fn item_view(t: &TrashRecord) -> ItemView {
     ItemView {
+        node: t.node.clone(),
         id: t.id.to_string(),
         workspace: t.workspace.clone(),
         path: t.path.clone(),
@@ -85,6 +89,8 @@ pub struct TrashPage {
     pub items: Vec<ItemView>,
     pub more: bool,
     pub outcomes: Option<Vec<OutcomeView>>,
+    /// Items of a fleet's nodes: a node column.
+    pub fleet: bool,
 }
 
 #[derive(Template)]
@@ -103,8 +109,9 @@ pub struct ItemPage {
     pub download: Option<String>,
 }
 
-/// The list under `f`.
-pub fn list(repo: &Repo, f: TrashFilters, token: String) -> Result<TrashPage> {
+/// The list under `f`, of every node's trash in a fleet (`views`: a node's name and handle,
+/// this node's first).
+pub fn list(views: &Views<'_>, f: TrashFilters, token: String) -> Result<TrashPage> {
     let kind = match some(&f.kind).as_deref() {
         None => None,
         Some("file") => Some(EntryKind::File),
@@ -120,14 +127,28 @@ pub fn list(repo: &Repo, f: TrashFilters, token: String) -> Result<TrashPage> {
     let prefix = some(&f.prefix).map(|p| crate::base::path::from_text(&p)).transpose()?.unwrap_or_default();
     let filter =
         TrashFilter { workspace: some(&f.workspace), prefix, kind, restored, limit: PAGE, ..Default::default() };
-    let page = repo.trash_page(&filter, |_| true)?;
+    let (page, more) = match views {
+        [(_, repo)] => {
+            let page = repo.trash_page(&filter, |_| true)?;
+            let more = page.next_cursor.is_some();
+            (page, more)
+        }
+        _ => {
+            // One more than a page: whether any node has more.
+            let mut page = crate::ops::fleet::fleet_trash_page(views, &TrashFilter { limit: PAGE + 1, ..filter })?;
+            let more = page.items.len() > PAGE;
+            page.items.truncate(PAGE);
+            (page, more)
+        }
+    };
     Ok(TrashPage {
         form_token: Some(token.clone()),
         token,
         f,
         items: page.items.iter().map(item_view).collect(),
-        more: page.next_cursor.is_some(),
+        more,
         outcomes: None,
+        fleet: views.len() > 1,
     })
 }
 
@@ -178,9 +199,10 @@ pub fn parse_restore(body: &[u8]) -> Result<RestoreForm> {
     Ok(form)
 }
 
-/// Restores what `form` names, as `actor`, each item into its workspace's directory; every
-/// item's outcome.
-pub fn restore(repo: &Repo, workspaces: &Path, actor: &str, form: &RestoreForm) -> Result<Vec<OutcomeView>> {
+/// Restores what `form` names, as `actor`, each item into its workspace's directory (in a
+/// fleet, from whichever node of `views` holds it, into this host's workspace of its name);
+/// every item's outcome.
+pub fn restore(views: &Views<'_>, workspaces: &Path, actor: &str, form: &RestoreForm) -> Result<Vec<OutcomeView>> {
     let root = workspaces.to_path_buf();
     let live_dir = move |w: &str| crate::ops::session::workspace_dir(&root, w);
     let req = RestoreRequest {
@@ -191,7 +213,8 @@ pub fn restore(repo: &Repo, workspaces: &Path, actor: &str, form: &RestoreForm) 
         // The hash an overwrite names; a form sends the file's hash whatever was chosen.
         expected_sha256: form.expected_sha256.clone().filter(|_| form.on_conflict == OnConflict::Overwrite),
     };
-    Ok(outcomes(repo.restore_trash(&req, &Restorer::Operator { actor, live_dir: &live_dir })?))
+    let who = Restorer::Operator { actor, live_dir: &live_dir };
+    Ok(outcomes(crate::ops::trash::elsewhere::restore_trash_in_fleet(views, &req, &who)?))
 }
 
 /// Every item's outcome of a restore, as the pages list them.
@@ -245,15 +268,17 @@ pub fn text_preview(repo: &Repo, object: crate::object::ObjectId, size: u64) -> 
     })
 }
 
-/// One item's page.
-pub fn item(repo: &Repo, workspaces: &Path, id: &TrashId, token: String) -> Result<ItemPage> {
-    let item = repo.trash_item(id)?;
-    let record = item.record();
+/// One item's page, `item` read through `repo` (in a fleet, its node's handle). What is at its
+/// path now is read in this host's workspace of its workspace's name: where a restore from
+/// here puts it.
+pub fn item(repo: &Repo, workspaces: &Path, item: TrashItem, token: String) -> Result<ItemPage> {
+    let node = repo.node().filter(|_| repo.is_other_node()).map(str::to_owned);
+    let record = TrashRecord { node, ..item.record() };
     let (mut preview, mut preview_note, mut download) = (None, String::new(), None);
     if let Some(object) = item.object.filter(|_| item.kind == EntryKind::File) {
         (preview, preview_note) = text_preview(repo, object, item.size)?;
         let name = record.path.rsplit('/').next().unwrap_or("file");
-        download = Some(format!("/ui/content/{}?name={}", object.to_hex(), encode(name)));
+        download = Some(format!("/ui/content/{}?name={}{}", object.to_hex(), encode(name), node_param(repo)));
     }
     let members = item.entries.iter().map(|e| crate::base::path::display(&e.rel).into_owned()).collect();
     // The file at the item's path now, read beneath the workspace's directory (never made

@@ -16,6 +16,16 @@ pub fn with_query<'a>(path: &str, pairs: impl IntoIterator<Item = (&'a str, &'a 
     }
 }
 
+/// `&node=NAME` for a link to something read through `repo` when that is a handle over another
+/// node's log (a review host's page of it), else nothing: the pages that read stored content or
+/// one node's audit log take the node so.
+pub fn node_param(repo: &crate::repo::Repo) -> String {
+    match repo.node().filter(|_| repo.is_other_node()) {
+        Some(node) => format!("&node={}", encode(node)),
+        None => String::new(),
+    }
+}
+
 /// A filter's value, trimmed; `None` when it is absent or blank (an empty form field).
 pub fn some(s: &Option<String>) -> Option<String> {
     s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
