@@ -504,6 +504,17 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let diff = review.get(&format!("/v1/snapshots/{}/diff/{}", a[0], a[1]));
     assert_eq!(diff.status, 200, "{}", diff.text());
     assert!(diff.text().contains("more.txt"), "{}", diff.text());
+    // Searched on the node holding the snapshot; a path's versions and a name's snapshots, and
+    // a node's checkpoint and proofs, read in the log `node=` names.
+    let found = review.get(&format!("/v1/snapshots/{c2}/search?pattern=only%20on"));
+    assert!(found.status == 200 && found.text().contains("c.txt"), "{}", found.text());
+    let log = review.get("/v1/log?workspace=a&path=more.txt&node=node-a");
+    assert_eq!(log.status, 200, "{}", log.text());
+    assert_eq!(log.json()["versions"].as_array().map(Vec::len), Some(1), "{}", log.text());
+    let named = review.get("/v1/find?pattern=c.txt&node=node-c");
+    assert!(named.status == 200 && named.text().contains(&c2), "{}", named.text());
+    assert_eq!(review.get("/v1/find?pattern=c.txt&node=nobody").status, 404);
+    assert_eq!(review.get("/v1/audit/consistency?from=1&to=1&node=node-a").status, 200);
 
     // A session of node-a whose agent deletes a file: its changes and its trash, by id.
     let made = ok(
@@ -534,6 +545,25 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     assert_eq!((one.status, one.json()["node"].clone()), (200, Value::from("node-a")), "{}", one.text());
     let changes = review.get(&format!("/v1/sessions/{id}/changes"));
     assert_eq!(changes.status, 200, "{}", changes.text());
+    // Its files, snapshots and trash, read on node-a from its snapshots (its tree is on
+    // node-a's host, even where this host has a directory of that name); its sandbox's file
+    // operations are node-a's server's.
+    let files = review.get(&format!("/api/sessions/{id}/files"));
+    assert_eq!(files.status, 200, "{}", files.text());
+    assert!(files.text().contains("more.txt") && files.text().contains("snapshot"), "{}", files.text());
+    let more = review.get(&format!("/api/sessions/{id}/files/more.txt"));
+    assert!(more.status == 200 && more.text().contains("more"), "{}", more.text());
+    let snaps_of = review.get(&format!("/v1/sessions/{id}/snapshots"));
+    assert_eq!(
+        snaps_of.json().as_array().map(Vec::len),
+        Some(3),
+        "the workspace's two, and the session's start: {}",
+        snaps_of.text()
+    );
+    assert!(review.get(&format!("/v1/sessions/{id}/trash")).text().contains("gone.txt"));
+    let sandbox = review.call("POST", &format!("/v1/sessions/{id}/file/read"), r#"{"file":"more.txt"}"#);
+    assert_eq!(sandbox.status, 409, "{}", sandbox.text());
+    assert!(sandbox.text().contains("node-a"), "{}", sandbox.text());
     // The audit records of every node, each naming its node; one node's with node=.
     let audit = |target: &str| -> Vec<Value> {
         let r = review.get(target);

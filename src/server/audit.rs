@@ -137,7 +137,7 @@ pub(super) struct AuditPage {
 pub(super) async fn query(State(st): State<Arc<AppState>>, Q(q): Q<AuditParams>) -> Result<Response, ApiError> {
     let query = q.query()?;
     let proof = q.proof.unwrap_or(false);
-    let node = q.node.as_deref().map(crate::base::id::NodeName::parse).transpose()?;
+    let node = st.named_node(q.node.as_deref())?;
     if st.in_fleet && node.is_none() {
         if proof || q.after.is_some() {
             return Err(Error::invalid_argument(
@@ -147,11 +147,6 @@ pub(super) async fn query(State(st): State<Arc<AppState>>, Q(q): Q<AuditParams>)
         }
         let records = st.blocking_fleet(move |_, views| crate::ops::fleet::fleet_audit(views, &query)).await?;
         return Ok(axum::Json(AuditPage { records, next_after: None }).into_response());
-    }
-    if node.is_some() && !st.in_fleet {
-        return Err(
-            Error::invalid_argument("node names a node of a fleet's bucket, which this repository is not").into()
-        );
     }
     let records = st
         .blocking_on(node, move |_, repo| {
@@ -251,6 +246,8 @@ pub(super) struct HistoryParams {
     /// At most this many records, 1 to 10000 (default 100).
     #[schemars(range(min = 1, max = 10000))]
     limit: Option<u64>,
+    /// In a fleet's bucket: node NODE's log (default: this node's).
+    node: Option<String>,
 }
 
 fn path_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -268,14 +265,27 @@ pub(super) async fn history(State(st): State<Arc<AppState>>, Q(q): Q<HistoryPara
     if rel.is_empty() {
         return Err(Error::invalid_argument("history names a path below the workspace's root").into());
     }
-    let entries = st.blocking(move |_, repo| repo.path_history(&q.workspace, &rel, limit as usize)).await?;
+    let node = st.named_node(q.node.as_deref())?;
+    let entries = st.blocking_on(node, move |_, repo| repo.path_history(&q.workspace, &rel, limit as usize)).await?;
     Ok(axum::Json(entries).into_response())
 }
 
-/// `GET /v1/audit/checkpoint`: the latest signed checkpoint.
-pub(super) async fn checkpoint(State(st): State<Arc<AppState>>) -> Result<Response, ApiError> {
+/// The query of `GET /v1/audit/checkpoint`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckpointParams {
+    /// In a fleet's bucket: node NODE's log (default: this node's).
+    node: Option<String>,
+}
+
+/// `GET /v1/audit/checkpoint`: the latest signed checkpoint (in a fleet, of `node`'s log).
+pub(super) async fn checkpoint(
+    State(st): State<Arc<AppState>>,
+    Q(q): Q<CheckpointParams>,
+) -> Result<Response, ApiError> {
+    let node = st.named_node(q.node.as_deref())?;
     let c = st
-        .blocking(|_, repo| {
+        .blocking_on(node, |_, repo| {
             repo.latest_checkpoint()?.ok_or_else(|| Error::not_found("no checkpoint has been written yet"))
         })
         .await?;
@@ -289,6 +299,8 @@ pub(super) struct ProofParams {
     /// The tree size to prove against (default: the latest checkpoint's).
     #[schemars(range(min = 1))]
     size: Option<u64>,
+    /// In a fleet's bucket: node NODE's log (default: this node's).
+    node: Option<String>,
 }
 
 /// `GET /v1/audit/proof/{seq}`: the inclusion proof of record `seq`.
@@ -297,7 +309,8 @@ pub(super) async fn proof(
     P(seq): P<i64>,
     Q(q): Q<ProofParams>,
 ) -> Result<Response, ApiError> {
-    let p = st.blocking(move |_, repo| repo.inclusion_proof(seq, q.size)).await?;
+    let node = st.named_node(q.node.as_deref())?;
+    let p = st.blocking_on(node, move |_, repo| repo.inclusion_proof(seq, q.size)).await?;
     Ok(axum::Json(p).into_response())
 }
 
@@ -311,6 +324,8 @@ pub(super) struct ConsistencyParams {
     /// The larger size.
     #[schemars(range(min = 1))]
     to: u64,
+    /// In a fleet's bucket: node NODE's log (default: this node's).
+    node: Option<String>,
 }
 
 /// `GET /v1/audit/consistency?from=&to=`: the proof that the log of `to` records extends the
@@ -319,7 +334,8 @@ pub(super) async fn consistency(
     State(st): State<Arc<AppState>>,
     Q(q): Q<ConsistencyParams>,
 ) -> Result<Response, ApiError> {
-    let p = st.blocking(move |_, repo| repo.consistency_proof(q.from, q.to)).await?;
+    let node = st.named_node(q.node.as_deref())?;
+    let p = st.blocking_on(node, move |_, repo| repo.consistency_proof(q.from, q.to)).await?;
     Ok(axum::Json(p).into_response())
 }
 

@@ -140,6 +140,24 @@ where
     let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
+    // In a fleet, another node's session is that node's sandbox, on its host: these operations
+    // work on a live tree, so they are that node's server's; its files are read here from its
+    // snapshots through the review routes.
+    if st.in_fleet {
+        match st.session_node(id.clone()).await {
+            Ok(None) => {}
+            Ok(Some(node)) => {
+                let err = Error::new(
+                    ErrorKind::ReadOnly,
+                    format!(
+                        "session {id} is node {node}'s sandbox: call its file operations on that node's server, or read its files here from its snapshots with GET /v1/sessions/{id}/files"
+                    ),
+                );
+                return answer(StatusCode::CONFLICT, FileReply::<()>::err(op, req.named(), &err));
+            }
+            Err(e) => return e.into_response(),
+        }
+    }
     let done = st
         .blocking(move |st, repo| -> std::result::Result<(StatusCode, FileReply<Data>), Error> {
             let s = match repo.session(&sid) {

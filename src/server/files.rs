@@ -174,8 +174,10 @@ pub(super) async fn list(
     let _busy = st.mark_busy(&id);
     let source = q.source();
     let sid = id.clone();
+    // In a fleet, another node's session is read on its node (from its snapshots).
+    let node = st.session_node(id.clone()).await?;
     let (files, origin) = st
-        .blocking(move |st, repo| {
+        .blocking_on(node, move |st, repo| {
             crate::base::failpoint::panic_point("server:panic-blocking");
             let s = session_of(repo, &sid)?;
             let scope = s.scope()?;
@@ -199,6 +201,8 @@ pub(super) async fn read(
     let (source, policy) = (q.source(), q.policy());
     let sid = id.clone();
     let asked = path.clone();
+    // In a fleet, another node's session is read on its node (from its snapshots).
+    let node = st.session_node(id.clone()).await?;
     let outcome = if download {
         let open = super::stream::opener(move |st, repo| {
             let s = session_of(repo, &sid)?;
@@ -206,7 +210,7 @@ pub(super) async fn read(
             repo.open_file_from(&WorkspaceView::of_session(&s, &st.unused_excludes, &scope), &source, &path)
                 .map_err(file_error)
         });
-        super::stream::download(&st, open, policy, &headers).await
+        super::stream::download_on(&st, node, open, policy, &headers).await
     } else {
         let work = move |st: &AppState, repo: &Repo| {
             crate::base::failpoint::panic_point("server:panic-inline");
@@ -215,7 +219,11 @@ pub(super) async fn read(
             let view = WorkspaceView::of_session(&s, &st.unused_excludes, &scope);
             repo.read_file_from(&view, &source, &path, READ_LIMIT, policy).map_err(file_error)
         };
-        st.inline(work).map(|(read, origin)| read_response(read, &origin))
+        let read = match node {
+            Some(node) => st.blocking_on(Some(node), work).await,
+            None => st.inline(work),
+        };
+        read.map(|(read, origin)| read_response(read, &origin))
     };
     match outcome {
         Ok(resp) => {

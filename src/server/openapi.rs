@@ -540,17 +540,17 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::None,
         reply: Reply::Json(200, named::<Vec<HistoryEntry>>),
-        errors: &[400, 401],
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
         path: "/v1/audit/checkpoint",
         summary: "The latest signed checkpoint of the audit log (C2SP signed note)",
-        query: None,
+        query: Some(schema_of::<super::audit::CheckpointParams>),
         headers: &[],
         body: Body::None,
         reply: Reply::Json(200, named::<CheckpointRecord>),
-        errors: &[401, 404],
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",
@@ -570,7 +570,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::None,
         reply: Reply::Json(200, named::<ConsistencyProof>),
-        errors: &[400, 401],
+        errors: &[400, 401, 404],
     },
     Op {
         method: "POST",
@@ -680,7 +680,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::ReadRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::ReadData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -690,7 +690,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::WriteRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::WriteData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -700,7 +700,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::ReplaceRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::ReplaceData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -710,7 +710,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::SearchRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::SearchData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -720,7 +720,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::FindRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -730,7 +730,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::GrepRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::GrepData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -740,7 +740,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::GlobRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::FilesData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",
@@ -750,7 +750,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::Json(named::<fileops::ListRequest>),
         reply: Reply::Wrapped(named::<FileReply<fileops::ListData>>),
-        errors: &[400, 401, 404, 413],
+        errors: &[400, 401, 404, 409, 413],
     },
     Op {
         method: "POST",

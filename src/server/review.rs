@@ -222,13 +222,17 @@ pub(super) struct LogQuery {
     path: String,
     /// `true`: go on across renames.
     follow: Option<bool>,
+    /// In a fleet's bucket: the workspace of node NODE (default: this node's).
+    node: Option<String>,
 }
 
 /// `GET /v1/log?workspace=&path=&follow=`: a path's versions across snapshots, newest first.
 pub(super) async fn log(State(st): State<Arc<AppState>>, Q(q): Q<LogQuery>) -> Result<Response, ApiError> {
     let rel = path::normalize_nonempty(&path::from_text(&q.path)?)?;
-    let log =
-        st.blocking(move |_, repo| repo.path_log(&q.workspace, &rel, q.follow == Some(true), &Scope::whole())).await?;
+    let node = st.named_node(q.node.as_deref())?;
+    let log = st
+        .blocking_on(node, move |_, repo| repo.path_log(&q.workspace, &rel, q.follow == Some(true), &Scope::whole()))
+        .await?;
     Ok(axum::Json(log).into_response())
 }
 
@@ -292,8 +296,10 @@ pub(super) async fn search(
         context: context as usize,
     };
     let m = Matcher::new(&spec)?;
+    // In a fleet, searched on the node holding the snapshot.
+    let node = st.snapshot_node(snap.clone()).await?;
     let found = st
-        .blocking(move |_, repo| {
+        .blocking_on(node, move |_, repo| {
             let info = repo.resolve_snapshot(&snap, None)?;
             repo.search_snapshot(&info, &Scope::whole(), &m, max as usize)
         })
@@ -315,6 +321,8 @@ pub(super) struct FindQuery {
     /// At most this many versions, 1 to 10000 (default 1000).
     #[schemars(range(min = 1, max = 10000))]
     limit: Option<u64>,
+    /// In a fleet's bucket: node NODE's snapshots (default: this node's).
+    node: Option<String>,
 }
 
 /// `GET /v1/find?pattern=`: which snapshots hold a matching path, from the path index.
@@ -326,8 +334,9 @@ pub(super) async fn find(State(st): State<Arc<AppState>>, Q(q): Q<FindQuery>) ->
     if q.pattern.is_empty() {
         return Err(Error::invalid_argument("pattern is empty: give a name or a glob").into());
     }
+    let node = st.named_node(q.node.as_deref())?;
     let found = st
-        .blocking(move |_, repo| {
+        .blocking_on(node, move |_, repo| {
             repo.find_paths(&q.pattern, q.workspace.as_deref(), q.case_insensitive == Some(true), limit as usize)
         })
         .await?;

@@ -44,8 +44,10 @@ pub(super) async fn take(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -
 
 /// `GET /v1/sessions/{id}/snapshots`: the snapshots of the session's workspace, oldest first.
 pub(super) async fn of_session(State(st): State<Arc<AppState>>, P(id): P<SessionId>) -> Result<Response, ApiError> {
+    // In a fleet, another node's session's snapshots are that node's.
+    let node = st.session_node(id.clone()).await?;
     let list = st
-        .blocking(move |_, repo| {
+        .blocking_on(node, move |_, repo| {
             let s = repo.session(&id)?;
             repo.snapshots(Some(&s.workspace))
         })

@@ -584,6 +584,38 @@ impl AppState {
         .await
     }
 
+    /// The node a request names (`node=`: one node's log, store or workspaces), parsed; None
+    /// for none (this node's). Refused outside a fleet's bucket. A name that is no node of the
+    /// fleet is `not_found` when a handle is asked for it.
+    pub fn named_node(&self, node: Option<&str>) -> Result<Option<crate::base::id::NodeName>> {
+        let node = node.map(crate::base::id::NodeName::parse).transpose()?;
+        if node.is_some() && !self.in_fleet {
+            return Err(Error::invalid_argument("node names a node of a fleet's bucket, which this repository is not"));
+        }
+        Ok(node)
+    }
+
+    /// In a fleet, the node holding session `id` (None outside one, or for this node's, which
+    /// is looked for first). A route reading another node's session reads it on that node's
+    /// handle, which serves its snapshots, never a live tree (that is on the node's host).
+    pub async fn session_node(
+        self: &Arc<Self>,
+        id: crate::base::id::SessionId,
+    ) -> std::result::Result<Option<crate::base::id::NodeName>, super::ApiError> {
+        if !self.in_fleet {
+            return Ok(None);
+        }
+        self.blocking_found(
+            (move |repo: &Repo| repo.session(&id), super::files::session_missing),
+            (|s: &crate::model::session::Session| s.created_ns, None),
+            |_, repo, _| match repo.node().filter(|_| repo.is_other_node()) {
+                Some(node) => Ok(Some(crate::base::id::NodeName::parse(node)?)),
+                None => Ok(None),
+            },
+        )
+        .await
+    }
+
     /// In a fleet, the node holding snapshot `snap` (None outside one, or for this node's).
     pub async fn snapshot_node(
         self: &Arc<Self>,

@@ -156,8 +156,10 @@ pub(super) async fn session_list(
     Q(q): Q<SessionTrashQuery>,
 ) -> Result<Response, ApiError> {
     let filter = q.filter()?;
+    // In a fleet, another node's session's trash is that node's.
+    let node = st.session_node(id.clone()).await?;
     let page = st
-        .blocking(move |_, repo| {
+        .blocking_on(node, move |_, repo| {
             let s = session_of(repo, &id)?;
             let scope = s.scope()?;
             let filter = TrashFilter { workspace: Some(s.workspace.clone()), ..filter };
