@@ -620,6 +620,11 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
         a_log.split("class=\"permalink\" href=\"").nth(1).and_then(|r| r.split('"').next()).expect("a permalink");
     assert!(permalink.ends_with("?node=node-a"), "{permalink}");
     assert!(page(permalink).contains("node-a/"), "another node's record drawn");
+    // A node that never signed a checkpoint (node-c's two snapshots are far from one): its
+    // records drawn, none of them proven.
+    let c_log = page("/ui/audit?node=node-c");
+    assert!(c_log.contains("Audit log of node node-c") && c_log.contains("snapshot"), "{c_log}");
+    assert!(c_log.contains("--node node-c --pubkey") && !c_log.contains("(verified)"), "{c_log}");
     assert_eq!(
         common::http::request(review.addr, "GET", "/ui/audit?node=nobody", &[("Cookie", &cookie)], b"").status,
         404

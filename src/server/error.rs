@@ -73,6 +73,14 @@ impl ApiError {
     }
 }
 
+/// A failure to find a session as the seed answers it: "Session not found".
+pub(super) fn session_missing(e: Error) -> ApiError {
+    match e.kind() {
+        ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
+        _ => e.into(),
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         let mut api = ApiError::new(e.kind(), e.message());

@@ -155,7 +155,11 @@ where
                 );
                 return answer(StatusCode::CONFLICT, FileReply::<()>::err(op, req.named(), &err));
             }
-            Err(e) => return e.into_response(),
+            // Found on no node: the session's 404, in the operation's wrapper as any other.
+            Err(e) => {
+                let err = Error::new(e.kind(), e.message());
+                return answer(super::error::status_of(e.kind()), FileReply::<()>::err(op, req.named(), &err));
+            }
         }
     }
     let done = st

@@ -11,11 +11,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
+use super::error::session_missing;
 use super::extract::{FileTarget, P, Q};
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, ErrorKind};
-use crate::base::id::SessionId;
+use crate::base::id::{NodeName, SessionId};
 use crate::fs::live::{ChangePolicy, LiveFile, LiveRead, READ_LIMIT};
 use crate::model::session::Session;
 use crate::ops::source::{FileListing, Origin, Source, WorkspaceView};
@@ -143,14 +144,6 @@ pub(super) fn session_of(repo: &Repo, id: &SessionId) -> Result<Session, ApiErro
     repo.session(id).map_err(session_missing)
 }
 
-/// A failure to find a session as the seed answers it: "Session not found".
-pub(super) fn session_missing(e: Error) -> ApiError {
-    match e.kind() {
-        ErrorKind::NotFound => ApiError::from(e).labelled("Session not found"),
-        _ => e.into(),
-    }
-}
-
 /// A read or listing failure, with the seed's `error` strings: a source asked for by name that
 /// is not there is the seed's "no workspace", its sentence (what to ask for instead) kept as
 /// `message`.
@@ -203,6 +196,7 @@ pub(super) async fn read(
     let asked = path.clone();
     // In a fleet, another node's session is read on its node (from its snapshots).
     let node = st.session_node(id.clone()).await?;
+    let read_on = node.clone();
     let outcome = if download {
         let open = super::stream::opener(move |st, repo| {
             let s = session_of(repo, &sid)?;
@@ -232,7 +226,7 @@ pub(super) async fn read(
         }
         Err(e) => {
             if e.kind() == ErrorKind::PermissionDenied {
-                audit_denial(&st, &id, &crate::base::path::display(&asked), e.message()).await;
+                audit_denial(&st, &id, read_on, &crate::base::path::display(&asked), e.message()).await;
             }
             Err(e)
         }
@@ -241,21 +235,31 @@ pub(super) async fn read(
 
 /// Appends the audit record of a read refused for the session's scope (after the read's own
 /// transaction, which a write may not nest in).
-async fn audit_denial(st: &Arc<AppState>, session: &SessionId, path: &str, message: &str) {
+/// In a fleet, a read of another node's session (`node`) is refused here and recorded in this
+/// node's log, naming the session's node.
+async fn audit_denial(st: &Arc<AppState>, session: &SessionId, node: Option<NodeName>, path: &str, message: &str) {
     let (session, path, message, actor) =
         (session.clone(), path.to_string(), message.to_string(), super::request::actor());
-    let done = st
-        .blocking(move |_, repo| {
-            let s = repo.session(&session)?;
-            let mut rec = crate::model::audit::AuditRecord::ok(crate::base::time::now_ns(), &actor, "files_read");
-            rec.outcome = ErrorKind::PermissionDenied.as_str().to_string();
-            rec.workspace = Some(s.workspace.clone());
-            rec.session = Some(s.id.clone());
-            rec.path = Some(path.into_bytes());
-            rec.details = serde_json::json!({ "message": message });
-            repo.audit(rec)
-        })
-        .await;
+    let workspace =
+        st.blocking_on(node.clone(), move |_, repo| repo.session(&session).map(|s| (s.workspace, s.id))).await;
+    let done = match workspace {
+        Ok((workspace, session)) => {
+            st.blocking(move |_, repo| {
+                let mut rec = crate::model::audit::AuditRecord::ok(crate::base::time::now_ns(), &actor, "files_read");
+                rec.outcome = ErrorKind::PermissionDenied.as_str().to_string();
+                rec.workspace = Some(workspace);
+                rec.session = Some(session);
+                rec.path = Some(path.into_bytes());
+                rec.details = match node {
+                    Some(node) => serde_json::json!({ "message": message, "node": node.as_str() }),
+                    None => serde_json::json!({ "message": message }),
+                };
+                repo.audit(rec)
+            })
+            .await
+        }
+        Err(e) => Err(e),
+    };
     if let Err(e) = done {
         tracing::warn!(error = %e, "a scope denial could not be audited");
     }

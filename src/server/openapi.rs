@@ -979,7 +979,7 @@ fn description(status: u16) -> &'static str {
         401 => "unauthorized: missing or unknown bearer token",
         403 => "permission_denied: outside the session's scope",
         404 => "not_found",
-        409 => "conflict: the file changed while read, or a write's target changed",
+        409 => "conflict: the file changed while read, or a write's target changed; read_only: in a fleet, the session is another node's",
         412 => "stale_file: the file is not what If-Match names, or If-None-Match: * found one",
         413 => "too_large: the body is over the limit",
         _ => "error",

@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::error::session_missing;
 use super::extract::{P, Q};
-use super::files::session_missing;
 use super::state::AppState;
 use super::ApiError;
 use crate::base::error::{Error, Result};

@@ -74,7 +74,7 @@ pub(super) async fn get(State(st): State<Arc<AppState>>, P(id): P<SessionId>) ->
     // In a fleet, found on any node.
     let record = st
         .blocking_found(
-            (move |repo: &crate::repo::Repo| repo.active_session(&id), super::files::session_missing),
+            (move |repo: &crate::repo::Repo| repo.active_session(&id), super::error::session_missing),
             (|s| s.created_ns, None),
             |st, repo, s| Ok::<_, ApiError>(SessionRecord { node: repo.node().map(str::to_owned), ..st.record(&s) }),
         )

@@ -66,7 +66,13 @@ pub(crate) struct AppState {
     pub(crate) fleet: super::fleet::FleetPool,
     /// Whether the repository is a fleet's (a bucket of a log per node).
     pub(crate) in_fleet: bool,
+    /// In a fleet, the node each session looked up lives on (None: this one). A session never
+    /// moves, so a route on a session asks the fleet once, not at every request.
+    session_nodes: Mutex<HashMap<SessionId, Option<crate::base::id::NodeName>>>,
 }
+
+/// The most sessions whose node a fleet's server remembers; past it, the map starts afresh.
+const SESSION_NODES_KEPT: usize = 65_536;
 
 /// The MCP service of one session for one caller (streamable HTTP, `mcp.rs`).
 pub(crate) type McpService =
@@ -225,6 +231,7 @@ impl AppState {
             ui: Default::default(),
             fleet: Default::default(),
             in_fleet,
+            session_nodes: Mutex::new(HashMap::new()),
         })
     }
 
@@ -605,15 +612,26 @@ impl AppState {
         if !self.in_fleet {
             return Ok(None);
         }
-        self.blocking_found(
-            (move |repo: &Repo| repo.session(&id), super::files::session_missing),
-            (|s: &crate::model::session::Session| s.created_ns, None),
-            |_, repo, _| match repo.node().filter(|_| repo.is_other_node()) {
-                Some(node) => Ok(Some(crate::base::id::NodeName::parse(node)?)),
-                None => Ok(None),
-            },
-        )
-        .await
+        if let Some(known) = lock(&self.session_nodes).get(&id) {
+            return Ok(known.clone());
+        }
+        let sid = id.clone();
+        let node = self
+            .blocking_found(
+                (move |repo: &Repo| repo.session(&sid), super::error::session_missing),
+                (|s: &crate::model::session::Session| s.created_ns, None),
+                |_, repo, _| match repo.node().filter(|_| repo.is_other_node()) {
+                    Some(node) => Ok(Some(crate::base::id::NodeName::parse(node)?)),
+                    None => Ok(None),
+                },
+            )
+            .await?;
+        let mut known = lock(&self.session_nodes);
+        if known.len() >= SESSION_NODES_KEPT {
+            known.clear();
+        }
+        known.insert(id, node.clone());
+        Ok(node)
     }
 
     /// In a fleet, the node holding snapshot `snap` (None outside one, or for this node's).

@@ -199,9 +199,10 @@ fn shown<P: Draw>(built: Result<P, Error>, login: &Login) -> Response {
     }
 }
 
-/// The node a page's URL names (`node=`), parsed; blank is this node.
-fn node_of(node: &Option<String>) -> Result<Option<NodeName>, Error> {
-    url::some(node).map(|n| NodeName::parse(&n)).transpose()
+/// The node a page's URL names (`node=`), parsed; blank is this node. Refused outside a
+/// fleet's bucket, as the API's `node=` is.
+fn node_of(st: &AppState, node: &Option<String>) -> Result<Option<NodeName>, Error> {
+    st.named_node(url::some(node).as_deref())
 }
 
 /// A query that does not parse, as the error its page shows.
@@ -401,12 +402,12 @@ async fn audit_timeline(
 ) -> Response {
     // In a fleet, one node's log at a time (a seq is a position in one log): `node=`.
     logged_in(&st, &headers, async |login: Login| {
-        let (f, node) = match filters(query).and_then(|f| Ok((node_of(&f.node)?, f))) {
+        let (f, node) = match filters(query).and_then(|f| Ok((node_of(&st, &f.node)?, f))) {
             Ok((node, f)) => (f, node),
             Err(e) => return error_page(e, Some(&login)),
         };
         drawn_on(&st, &login, node, move |st, repo, token| {
-            let nodes = fleet_nodes(st, repo)?;
+            let nodes = fleet_nodes(st, repo);
             audit::timeline(repo, &st.ui.verified, f, token, nodes)
         })
         .await
@@ -415,12 +416,19 @@ async fn audit_timeline(
 }
 
 /// Every node of the fleet by name (none outside one), for the pages that read one node's log.
-fn fleet_nodes(st: &AppState, repo: &crate::repo::Repo) -> Result<Vec<String>, Error> {
-    let Some(me) = repo.node() else { return Ok(Vec::new()) };
-    let mut all: Vec<String> = st.fleet.others(repo)?.into_iter().map(|n| n.to_string()).collect();
+fn fleet_nodes(st: &AppState, repo: &crate::repo::Repo) -> Vec<String> {
+    let Some(me) = repo.node() else { return Vec::new() };
+    // The links to other logs are a convenience: without them the page still shows this one.
+    let mut all: Vec<String> = match st.fleet.others(repo) {
+        Ok(others) => others.into_iter().map(|n| n.to_string()).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the fleet's nodes were not listed: the audit page links to no other node's log");
+            Vec::new()
+        }
+    };
     all.push(me.to_owned());
     all.sort();
-    Ok(all)
+    all
 }
 
 #[derive(serde::Deserialize)]
@@ -437,7 +445,7 @@ async fn audit_record(
     query: Result<Query<NodeQuery>, QueryRejection>,
 ) -> Response {
     logged_in(&st, &headers, async |login: Login| {
-        let node = match filters(query).and_then(|q| node_of(&q.node)) {
+        let node = match filters(query).and_then(|q| node_of(&st, &q.node)) {
             Ok(node) => node,
             Err(e) => return error_page(e, Some(&login)),
         };
@@ -487,7 +495,7 @@ async fn content(
             Err(_) => (None, None),
         };
         let name = name.filter(|n| !n.is_empty()).unwrap_or_else(|| id.to_hex());
-        let node = match node_of(&node) {
+        let node = match node_of(&st, &node) {
             Ok(node) => node,
             Err(e) => return error_page(e, Some(&login)),
         };
