@@ -564,6 +564,14 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     let sandbox = review.call("POST", &format!("/v1/sessions/{id}/file/read"), r#"{"file":"more.txt"}"#);
     assert_eq!(sandbox.status, 409, "{}", sandbox.text());
     assert!(sandbox.text().contains("node-a"), "{}", sandbox.text());
+    for (method, target, body) in [
+        ("GET", format!("/v1/sessions/{id}/file/download?path=more.txt"), ""),
+        ("POST", format!("/v1/sessions/{id}/file/watch"), r#"{"path":"."}"#),
+    ] {
+        let refused = review.call(method, &target, body);
+        assert_eq!(refused.status, 409, "{target}: {}", refused.text());
+        assert!(refused.text().contains("node-a") && refused.text().contains("read_only"), "{}", refused.text());
+    }
     // The audit records of every node, each naming its node; one node's with node=.
     let audit = |target: &str| -> Vec<Value> {
         let r = review.get(target);
@@ -583,6 +591,48 @@ fn a_review_server_serves_every_node_and_sees_new_records_within_five_seconds() 
     assert_eq!(review.get("/v1/audit?after=0").status, 400, "a seq cursor needs one node");
     assert_eq!(review.get("/v1/audit?node=nobody").status, 404, "a name that is no node opens nothing");
     assert_eq!(review.get("/v1/audit/stream?node=node-c").status, 400, "the stream is this node's");
+    // A session of node-a that may read src/ only, read outside it from here: refused, and the
+    // refusal recorded in this node's log, naming node-a.
+    let scoped_dir = tmp.path().join("ws-scoped");
+    std::fs::create_dir_all(scoped_dir.join("src")).expect("mkdir");
+    std::fs::write(scoped_dir.join("src/in.rs"), "in scope").expect("write");
+    std::fs::write(scoped_dir.join("secret.txt"), "out of scope").expect("write");
+    let scoped = ok(
+        as_node(
+            s3.addr,
+            &repo,
+            "node-a",
+            &cache("a"),
+            &[
+                "--json",
+                "session",
+                "create",
+                "--dir",
+                scoped_dir.to_str().expect("utf-8"),
+                "--workspace",
+                "scoped",
+                "--read",
+                "src",
+            ],
+        ),
+        "a scoped session",
+    );
+    let scoped = json(scoped)["id"].as_str().expect("id").to_owned();
+    assert!(
+        common::http::eventually(5, || review.get(&format!("/api/sessions/{scoped}/files/src/in.rs")).status == 200),
+        "node-a's scoped session read here within 5 s"
+    );
+    let outside = review.get(&format!("/api/sessions/{scoped}/files/secret.txt"));
+    assert_eq!(outside.status, 403, "{}", outside.text());
+    let denied = audit("/v1/audit?limit=1000");
+    assert!(
+        denied.iter().any(|r| r["node"] == "review"
+            && r["operation"] == "files_read"
+            && r["outcome"] == "permission_denied"
+            && r["session"] == scoped.as_str()
+            && r["details"]["node"] == "node-a"),
+        "{denied:?}"
+    );
     // And a reviewer in a browser's place: every node's sessions listed with their node, and
     // another node's session drawn with its change.
     let cookie = common::http::ui_login(review.addr, common::http::TOKEN);

@@ -283,9 +283,10 @@ fn the_timeline_links_to_older_records_only_when_there_are_some() {
     let older = page(&href);
     assert_eq!(older.matches("<li id=\"seq-").count(), 1, "{href}");
     assert!(!older.contains("Older records"));
-    // A node's log is a fleet's notion: named here, it is refused, as the API's `node=` is.
+    // A node's log is a fleet's notion: outside one, there is no node of that name, as for the
+    // API's `node=`.
     let named = http::request(s.addr, "GET", "/ui/audit?node=elsewhere", &[("Cookie", &cookie)], b"");
-    assert_eq!(named.status, 400, "{}", named.text());
+    assert_eq!(named.status, 404, "{}", named.text());
     assert!(named.text().contains("fleet"), "{}", named.text());
 }
 

@@ -98,7 +98,8 @@ fn write(keys: &BucketKeys, key: &str, epoch: i64) -> bool {
 /// The beat of a lease's renewal thread, `key`'s: renews while operations run; once none has
 /// for a beat, forgets the lease and ends. The object is left to lapse (a lease time after its
 /// last write), never deleted here: a delete racing the next operation's write could remove
-/// that operation's lease.
+/// that operation's lease. The one exception is a write of this thread that a command's
+/// [`let_go_of_leases`] overtook: that object is deleted again, under the lock.
 fn renew(keys: Arc<BucketKeys>, key: String) {
     let beat = lease_time() / 3;
     loop {
@@ -117,8 +118,21 @@ fn renew(keys: Arc<BucketKeys>, key: String) {
             }
         };
         if write(&keys, &key, epoch) {
-            if let Some(h) = held().as_mut().and_then(|m| m.get_mut(&key)) {
-                h.written = Some((Instant::now(), epoch));
+            let mut all = held();
+            match all.as_mut().and_then(|m| m.get_mut(&key)) {
+                Some(h) => h.written = Some((Instant::now(), epoch)),
+                None => {
+                    // Let go of while this write was on its way (the command's last operation
+                    // ended and `let_go_of_leases` deleted the object): the write put it back,
+                    // where it would hold other nodes' collections back for a lease time. The
+                    // delete runs under the lock, so that a next operation's lease is written
+                    // after it, never removed by it (this is rare: the lock is held only here).
+                    if let Err(e) = keys.store.inner().inner().delete(&key) {
+                        tracing::warn!(key, error = %e, "a lease written back after it was let go of was not deleted; it holds other nodes' collections back until its time is past");
+                    }
+                    drop(all);
+                    return;
+                }
             }
         }
     }

@@ -81,7 +81,7 @@ pub(super) struct AuditParams {
     proof: Option<bool>,
     /// In a fleet's bucket: only this node's log. By default every node's, merged by time (one
     /// page, no `nextAfter`: `after` and `proof` need one node's log).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 impl AuditParams {
@@ -137,7 +137,7 @@ pub(super) struct AuditPage {
 pub(super) async fn query(State(st): State<Arc<AppState>>, Q(q): Q<AuditParams>) -> Result<Response, ApiError> {
     let query = q.query()?;
     let proof = q.proof.unwrap_or(false);
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     if st.in_fleet && node.is_none() {
         if proof || q.after.is_some() {
             return Err(Error::invalid_argument(
@@ -247,7 +247,7 @@ pub(super) struct HistoryParams {
     #[schemars(range(min = 1, max = 10000))]
     limit: Option<u64>,
     /// In a fleet's bucket: node NODE's log (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 fn path_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -265,7 +265,7 @@ pub(super) async fn history(State(st): State<Arc<AppState>>, Q(q): Q<HistoryPara
     if rel.is_empty() {
         return Err(Error::invalid_argument("history names a path below the workspace's root").into());
     }
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let entries = st.blocking_on(node, move |_, repo| repo.path_history(&q.workspace, &rel, limit as usize)).await?;
     Ok(axum::Json(entries).into_response())
 }
@@ -275,7 +275,7 @@ pub(super) async fn history(State(st): State<Arc<AppState>>, Q(q): Q<HistoryPara
 #[serde(deny_unknown_fields)]
 pub(super) struct CheckpointParams {
     /// In a fleet's bucket: node NODE's log (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 /// `GET /v1/audit/checkpoint`: the latest signed checkpoint (in a fleet, of `node`'s log).
@@ -283,7 +283,7 @@ pub(super) async fn checkpoint(
     State(st): State<Arc<AppState>>,
     Q(q): Q<CheckpointParams>,
 ) -> Result<Response, ApiError> {
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let c = st
         .blocking_on(node, |_, repo| {
             repo.latest_checkpoint()?.ok_or_else(|| Error::not_found("no checkpoint has been written yet"))
@@ -300,7 +300,7 @@ pub(super) struct ProofParams {
     #[schemars(range(min = 1))]
     size: Option<u64>,
     /// In a fleet's bucket: node NODE's log (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 /// `GET /v1/audit/proof/{seq}`: the inclusion proof of record `seq`.
@@ -309,7 +309,7 @@ pub(super) async fn proof(
     P(seq): P<i64>,
     Q(q): Q<ProofParams>,
 ) -> Result<Response, ApiError> {
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let p = st.blocking_on(node, move |_, repo| repo.inclusion_proof(seq, q.size)).await?;
     Ok(axum::Json(p).into_response())
 }
@@ -325,7 +325,7 @@ pub(super) struct ConsistencyParams {
     #[schemars(range(min = 1))]
     to: u64,
     /// In a fleet's bucket: node NODE's log (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 /// `GET /v1/audit/consistency?from=&to=`: the proof that the log of `to` records extends the
@@ -334,7 +334,7 @@ pub(super) async fn consistency(
     State(st): State<Arc<AppState>>,
     Q(q): Q<ConsistencyParams>,
 ) -> Result<Response, ApiError> {
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let p = st.blocking_on(node, move |_, repo| repo.consistency_proof(q.from, q.to)).await?;
     Ok(axum::Json(p).into_response())
 }

@@ -140,27 +140,9 @@ where
     let actor = super::request::actor();
     let _busy = st.mark_busy(&id);
     let sid = id.clone();
-    // In a fleet, another node's session is that node's sandbox, on its host: these operations
-    // work on a live tree, so they are that node's server's; its files are read here from its
-    // snapshots through the review routes.
-    if st.in_fleet {
-        match st.session_node(id.clone()).await {
-            Ok(None) => {}
-            Ok(Some(node)) => {
-                let err = Error::new(
-                    ErrorKind::ReadOnly,
-                    format!(
-                        "session {id} is node {node}'s sandbox: call its file operations on that node's server, or read its files here from its snapshots with GET /v1/sessions/{id}/files"
-                    ),
-                );
-                return answer(StatusCode::CONFLICT, FileReply::<()>::err(op, req.named(), &err));
-            }
-            // Found on no node: the session's 404, in the operation's wrapper as any other.
-            Err(e) => {
-                let err = Error::new(e.kind(), e.message());
-                return answer(super::error::status_of(e.kind()), FileReply::<()>::err(op, req.named(), &err));
-            }
-        }
+    // In a fleet, another node's session is that node's sandbox, on its host.
+    if let Err(e) = st.sandbox_here(&id).await {
+        return answer(super::error::status_of(e.kind()), FileReply::<()>::err(op, req.named(), &e));
     }
     let done = st
         .blocking(move |st, repo| -> std::result::Result<(StatusCode, FileReply<Data>), Error> {
@@ -263,6 +245,7 @@ async fn download_from(
     headers: HeaderMap,
 ) -> std::result::Result<Response, ApiError> {
     let _busy = st.mark_busy(&id);
+    st.sandbox_here(&id).await?;
     let policy = q.change_policy.unwrap_or_default();
     let (sid, given, exact) = (id.clone(), q.path.clone(), q.path_base64.clone());
     let open = super::stream::opener(move |st, repo| {

@@ -122,6 +122,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/file/upload", MULTIPART),
     ("POST", "/v1/sessions/{id}/file/upload", MULTIPART),
     ("GET", "/v1/snapshots/{snap}/search", GLOBS),
+    ("GET", "/v1/find", FIND),
     ("POST", "/v1/file/watch", GLOBS),
     ("POST", "/v1/sessions/{id}/file/watch", GLOBS),
     ("DELETE", "/v1/sessions", "At least one filter is required: with none the request is refused with 400 rather than ending every session."),
@@ -149,6 +150,7 @@ const MULTIPART: &str = "Every part of the form is text: a `path` part `true` is
 const GLOBS: &str = "Globs are compiled when the request arrives, and a `path_base64` decoded: an unclosed `{` or `[`, or base64 of no path, is refused with 400 naming it.";
 const RESTORE: &str = "Items are named one way: `ids`, `path` or `prefix`; `before` only with `path`; `to` with one id or a prefix; a path or prefix with its workspace. A request that breaks one of these rules is refused with 400 naming it.";
 const PROOF: &str = "Proofs are between sizes the log has (1 <= from <= to <= its size; a record's seq at most its size): others are refused with 400 naming the log's size.";
+const FIND: &str = "The pattern is a name, a workspace-relative path or a glob, checked when the request arrives: one starting with `/`, or with an unclosed `{` or `[`, is refused with 400 naming it.";
 const AUDIT_QUERY: &str = "A query takes `path` or `prefix`, not both: both are refused with 400.";
 const CURSOR: &str =
     "A cursor is a seq this watcher has reached: one past its newest event is refused with 400 naming the newest.";
@@ -520,7 +522,7 @@ const OPS: &[Op] = &[
         headers: &[],
         body: Body::None,
         reply: Reply::Json(200, named::<super::audit::AuditPage>),
-        errors: &[400, 401],
+        errors: &[400, 401, 404],
     },
     Op {
         method: "GET",

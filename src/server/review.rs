@@ -223,13 +223,13 @@ pub(super) struct LogQuery {
     /// `true`: go on across renames.
     follow: Option<bool>,
     /// In a fleet's bucket: the workspace of node NODE (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 /// `GET /v1/log?workspace=&path=&follow=`: a path's versions across snapshots, newest first.
 pub(super) async fn log(State(st): State<Arc<AppState>>, Q(q): Q<LogQuery>) -> Result<Response, ApiError> {
     let rel = path::normalize_nonempty(&path::from_text(&q.path)?)?;
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let log = st
         .blocking_on(node, move |_, repo| repo.path_log(&q.workspace, &rel, q.follow == Some(true), &Scope::whole()))
         .await?;
@@ -322,7 +322,7 @@ pub(super) struct FindQuery {
     #[schemars(range(min = 1, max = 10000))]
     limit: Option<u64>,
     /// In a fleet's bucket: node NODE's snapshots (default: this node's).
-    node: Option<String>,
+    node: Option<crate::base::id::NodeName>,
 }
 
 /// `GET /v1/find?pattern=`: which snapshots hold a matching path, from the path index.
@@ -334,7 +334,7 @@ pub(super) async fn find(State(st): State<Arc<AppState>>, Q(q): Q<FindQuery>) ->
     if q.pattern.is_empty() {
         return Err(Error::invalid_argument("pattern is empty: give a name or a glob").into());
     }
-    let node = st.named_node(q.node.as_deref())?;
+    let node = st.named_node(q.node.clone())?;
     let found = st
         .blocking_on(node, move |_, repo| {
             repo.find_paths(&q.pattern, q.workspace.as_deref(), q.case_insensitive == Some(true), limit as usize)

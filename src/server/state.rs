@@ -591,15 +591,17 @@ impl AppState {
         .await
     }
 
-    /// The node a request names (`node=`: one node's log, store or workspaces), parsed; None
-    /// for none (this node's). Refused outside a fleet's bucket. A name that is no node of the
-    /// fleet is `not_found` when a handle is asked for it.
-    pub fn named_node(&self, node: Option<&str>) -> Result<Option<crate::base::id::NodeName>> {
-        let node = node.map(crate::base::id::NodeName::parse).transpose()?;
-        if node.is_some() && !self.in_fleet {
-            return Err(Error::invalid_argument("node names a node of a fleet's bucket, which this repository is not"));
+    /// The node a request names (`node=`: one node's log, store or workspaces), parsed at the
+    /// edge; None for none (this node's). Outside a fleet's bucket there is no node of that
+    /// name (`not_found`), as in a fleet a name that is no node of it is when a handle is asked
+    /// for it.
+    pub fn named_node(&self, node: Option<crate::base::id::NodeName>) -> Result<Option<crate::base::id::NodeName>> {
+        match node {
+            Some(node) if !self.in_fleet => Err(Error::not_found(format!(
+                "no node {node} here: node= names a node of a fleet's bucket, which this repository is not"
+            ))),
+            node => Ok(node),
         }
-        Ok(node)
     }
 
     /// In a fleet, the node holding session `id` (None outside one, or for this node's, which
@@ -632,6 +634,26 @@ impl AppState {
         }
         known.insert(id, node.clone());
         Ok(node)
+    }
+
+    /// In a fleet, refuses a sandbox operation on another node's session (`read_only`, naming
+    /// the node): the operations work on a live tree, which is on that node's host. This node's
+    /// session, or one found on no node, is the operation's own lookup's to answer.
+    pub async fn sandbox_here(self: &Arc<Self>, id: &SessionId) -> Result<()> {
+        if !self.in_fleet {
+            return Ok(());
+        }
+        match self.session_node(id.clone()).await {
+            Ok(None) => Ok(()),
+            Ok(Some(node)) => Err(Error::new(
+                crate::base::error::ErrorKind::ReadOnly,
+                format!(
+                    "session {id} is node {node}'s sandbox: call its file operations on that node's server, or read its files here from its snapshots with GET /api/sessions/{id}/files"
+                ),
+            )),
+            Err(e) if e.kind() == crate::base::error::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::new(e.kind(), e.message())),
+        }
     }
 
     /// In a fleet, the node holding snapshot `snap` (None outside one, or for this node's).

@@ -187,6 +187,9 @@ pub(super) async fn receive(
     let actor = super::request::actor();
     let limit = st.opts.upload_limit;
     let _busy = st.mark_busy(&id);
+    if let Err(e) = st.sandbox_here(&id).await {
+        return fail(super::error::status_of(e.kind()), "", &e);
+    }
     tracing::debug!(session = %id, "an upload is being received");
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(IN_FLIGHT);
     let (path_tx, path_rx) = tokio::sync::oneshot::channel::<Option<String>>();

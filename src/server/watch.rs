@@ -74,6 +74,7 @@ async fn sandboxed<T: Send + 'static>(
     id: &SessionId,
     f: impl FnOnce(&AppState, &Sandbox<'_>) -> Result<T> + Send + 'static,
 ) -> std::result::Result<T, ApiError> {
+    st.sandbox_here(id).await?;
     let sid = id.clone();
     let actor = super::request::actor();
     let out: std::result::Result<T, ApiError> = st

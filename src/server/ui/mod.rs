@@ -199,10 +199,10 @@ fn shown<P: Draw>(built: Result<P, Error>, login: &Login) -> Response {
     }
 }
 
-/// The node a page's URL names (`node=`), parsed; blank is this node. Refused outside a
-/// fleet's bucket, as the API's `node=` is.
+/// The node a page's URL names (`node=`), parsed; blank is this node. Outside a fleet's
+/// bucket there is none (`not_found`), as for the API's `node=`.
 fn node_of(st: &AppState, node: &Option<String>) -> Result<Option<NodeName>, Error> {
-    st.named_node(url::some(node).as_deref())
+    st.named_node(url::some(node).map(|n| NodeName::parse(&n)).transpose()?)
 }
 
 /// A query that does not parse, as the error its page shows.
